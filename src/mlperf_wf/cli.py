@@ -1,0 +1,238 @@
+"""``mlperf-wf``: the commands the workflow's rules run.
+
+Each subcommand is a typed function of plain arguments, so tests call the same
+code without Snakemake. Errors the user can act on print as one line
+(``mlperf-wf: error: ...``) and exit 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import logging
+import sys
+from dataclasses import asdict, fields
+from pathlib import Path
+
+from mlperf_wf import compliance as compliance_mod
+from mlperf_wf import report as report_mod
+from mlperf_wf import rules
+from mlperf_wf.download import download_dataset
+from mlperf_wf.errors import ConfigError, WorkflowError
+from mlperf_wf.mirror import generate_tiny_mirror
+from mlperf_wf.mllog_utils import Submission
+from mlperf_wf.registry import load_benchmark, load_dataset
+from mlperf_wf.verify import verify_dataset, write_record
+
+log = logging.getLogger("mlperf_wf")
+
+
+def cmd_mirror(dataset: str, out: Path) -> None:
+    """Generate the tiny stand-in of ``dataset`` as an R2-layout mirror at ``out``."""
+    paths = generate_tiny_mirror(load_dataset(dataset), out)
+    log.info("mirror of %s written: %s", dataset, paths.uri)
+
+
+def cmd_download(dataset: str, dest: Path, uri: str | None, md5: str | None) -> None:
+    """Download ``dataset`` (its registry URLs unless ``--uri``/``--md5`` override them) into ``dest``."""
+    definition = load_dataset(dataset)
+    uri_url = uri or definition.source.uri
+    md5_url = md5 or (uri_url.removesuffix(".uri") + ".md5" if uri else definition.source.md5)
+    pinned = {f.path: f.md5 for f in definition.files if f.md5} if uri is None else None
+    record = download_dataset(uri_url, md5_url, dest, wanted=definition.wanted, pinned_md5=pinned)
+    log.info("%s: %d files, %d bytes transferred in %.1f s", dataset, len(record.files), record.bytes_transferred, record.seconds)
+
+
+def cmd_verify(folder: Path, out: Path, jobs: int) -> None:
+    """Check every file of ``folder`` against its md5 list; write the record to ``out``."""
+    record = verify_dataset(folder, jobs=jobs)
+    write_record(record, out)
+    log.info("%s: %d files, %d bytes verified", folder.name, len(record.files), record.total_bytes)
+
+
+def cmd_preprocess(benchmark: str, scale: str, inputs: list[str], out: Path) -> None:
+    """Run the benchmark's preprocessing module on ``role=folder`` inputs."""
+    bench = load_benchmark(benchmark)
+    named = {}
+    for item in inputs:
+        role, sep, folder = item.partition("=")
+        if not sep or role not in bench.datasets:
+            raise ConfigError(f"--input {item!r}: expected ROLE=FOLDER with ROLE one of {sorted(bench.datasets)}")
+        named[role] = Path(folder)
+    summary = importlib.import_module(bench.preprocess).preprocess(named, out, scale)
+    log.info("%s prepared: %s", benchmark, json.dumps(summary))
+
+
+def cmd_train(
+    benchmark: str,
+    run: int,
+    seed: int,
+    data: Path,
+    checkpoint: Path,
+    result: Path,
+    ruleset: str,
+    submission: Submission,
+    threads: int,
+) -> None:
+    """One tiny-scale training run of ``benchmark``, logging to ``result``."""
+    bench = load_benchmark(benchmark)
+    trainer = importlib.import_module(bench.trainer)
+    known = {f.name for f in fields(trainer.Hyperparameters)}
+    unknown = sorted(set(bench.tiny) - known)
+    if unknown:
+        raise ConfigError(f"config/benchmarks/{benchmark}.yaml: tiny: unknown keys {unknown}; allowed: {sorted(known)}")
+    hp = trainer.Hyperparameters(**{**bench.tiny, "threads": threads})
+    target = rules.quality_target(bench.submission_benchmark, ruleset, submission.division)
+    spec = trainer.RunSpec(
+        data_dir=data,
+        checkpoint_dir=checkpoint,
+        result_file=result,
+        seed=seed,
+        target=target.value,
+        submission=submission,
+        config_filename=f"config/benchmarks/{benchmark}.yaml",
+    )
+    summary = trainer.train(spec, hp)
+    log.info("run %d (seed %d): %s", run, seed, json.dumps({k: v for k, v in summary.items() if k != "history"}))
+
+
+def cmd_compliance(result: Path, ruleset: str, out: Path) -> None:
+    """Run the official compliance checker on ``result``; fail unless it passed (or only missed the target)."""
+    verdict = compliance_mod.check(result, ruleset)
+    compliance_mod.write(verdict, out)
+    if verdict.verdict == "failed":
+        detail = "; ".join(verdict.messages[:3]) or f"checker exit code {verdict.returncode}"
+        raise WorkflowError(f"{result}: compliance check ({ruleset}) FAILED: {detail}")
+    log.info("%s: %s", result, verdict.verdict)
+
+
+def cmd_report(benchmark: str, ruleset: str, division: str, scale: str, results: list[Path], verdicts: list[Path], out: Path) -> None:
+    """Write the time-to-train report of ``benchmark`` from its runs."""
+    if len(results) != len(verdicts):
+        raise ConfigError(f"--result given {len(results)} times but --compliance {len(verdicts)} times")
+    bench = load_benchmark(benchmark)
+    runs = [
+        report_mod.read_run(index, result, compliance_mod.read(verdict), ruleset)
+        for index, (result, verdict) in enumerate(zip(results, verdicts, strict=True))
+    ]
+    for run, result in zip(runs, results, strict=True):
+        run.index = int(result.parent.name) if result.parent.name.isdigit() else run.index
+    required = rules.required_runs(bench.submission_benchmark)
+    score = report_mod.olympic_score(runs)
+    reasons = report_mod.submission_validity(runs, required, scale, score)
+    target = rules.quality_target(bench.submission_benchmark, ruleset, division)
+    report = report_mod.Report(
+        benchmark=benchmark,
+        submission_benchmark=bench.submission_benchmark,
+        ruleset=ruleset,
+        division=division,
+        scale=scale,
+        quality_target=asdict(target),
+        required_runs=required,
+        runs=runs,
+        score=score,
+        valid_submission=not reasons,
+        valid_submission_reasons=reasons,
+    )
+    report_mod.write(report, out)
+    log.info("%s: olympic score %s min over runs %s", benchmark, score.minutes, score.counted_runs)
+
+
+def cmd_require_pinned(benchmark: str) -> None:
+    """Refuse a full-scale launch whose container image is not pinned by digest."""
+    container = load_benchmark(benchmark).full.container
+    if not container.digest or not container.digest.startswith("sha256:"):
+        raise ConfigError(
+            f"config/benchmarks/{benchmark}.yaml: full.container.digest is {container.digest!r}; "
+            f"pin {container.image} to its sha256 digest (docker inspect --format '{{{{index .RepoDigests 0}}}}' {container.image})"
+        )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="mlperf-wf", description=__doc__.splitlines()[0])
+    parser.add_argument("--root", type=Path, default=Path.cwd(), help="project root holding config/ (default: current folder)")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("mirror", help="generate a tiny dataset as an R2-layout mirror")
+    p.add_argument("--dataset", required=True)
+    p.add_argument("--out", type=Path, required=True)
+
+    p = sub.add_parser("download", help="download a dataset with the MLCommons R2 protocol (resumable)")
+    p.add_argument("--dataset", required=True)
+    p.add_argument("--dest", type=Path, required=True)
+    p.add_argument("--uri", help="override the registry's .uri URL (https:// or file://)")
+    p.add_argument("--md5", help="override the .md5 list URL (default: beside --uri)")
+
+    p = sub.add_parser("verify", help="check a dataset folder against its md5 list")
+    p.add_argument("folder", type=Path)
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--jobs", type=int, default=4)
+
+    p = sub.add_parser("preprocess", help="prepare a benchmark's data")
+    p.add_argument("--benchmark", required=True)
+    p.add_argument("--scale", choices=["tiny", "full"], required=True)
+    p.add_argument("--input", action="append", default=[], help="ROLE=FOLDER, one per dataset role")
+    p.add_argument("--out", type=Path, required=True)
+
+    p = sub.add_parser("train", help="one tiny-scale training run")
+    p.add_argument("--benchmark", required=True)
+    p.add_argument("--run", type=int, required=True)
+    p.add_argument("--seed", type=int, required=True)
+    p.add_argument("--data", type=Path, required=True)
+    p.add_argument("--checkpoint", type=Path, required=True)
+    p.add_argument("--result", type=Path, required=True)
+    p.add_argument("--ruleset", required=True)
+    p.add_argument("--org", required=True)
+    p.add_argument("--platform", required=True)
+    p.add_argument("--division", choices=["closed", "open"], required=True)
+    p.add_argument("--status", required=True)
+    p.add_argument("--threads", type=int, default=1)
+
+    p = sub.add_parser("require-pinned", help="fail unless the benchmark's container image is pinned by digest")
+    p.add_argument("--benchmark", required=True)
+
+    p = sub.add_parser("compliance", help="official compliance check of one result file")
+    p.add_argument("result", type=Path)
+    p.add_argument("--ruleset", required=True)
+    p.add_argument("--out", type=Path, required=True)
+
+    p = sub.add_parser("report", help="time-to-train report of a benchmark's runs")
+    p.add_argument("--benchmark", required=True)
+    p.add_argument("--ruleset", required=True)
+    p.add_argument("--division", choices=["closed", "open"], required=True)
+    p.add_argument("--scale", choices=["tiny", "full"], required=True)
+    p.add_argument("--result", type=Path, action="append", default=[])
+    p.add_argument("--compliance", type=Path, action="append", default=[])
+    p.add_argument("--out", type=Path, required=True)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    import os
+
+    os.chdir(args.root)
+    try:
+        if args.command == "mirror":
+            cmd_mirror(args.dataset, args.out)
+        elif args.command == "download":
+            cmd_download(args.dataset, args.dest, args.uri, args.md5)
+        elif args.command == "verify":
+            cmd_verify(args.folder, args.out, args.jobs)
+        elif args.command == "preprocess":
+            cmd_preprocess(args.benchmark, args.scale, args.input, args.out)
+        elif args.command == "train":
+            submission = Submission(org=args.org, platform=args.platform, division=args.division, status=args.status)
+            cmd_train(args.benchmark, args.run, args.seed, args.data, args.checkpoint, args.result, args.ruleset, submission, args.threads)
+        elif args.command == "require-pinned":
+            cmd_require_pinned(args.benchmark)
+        elif args.command == "compliance":
+            cmd_compliance(args.result, args.ruleset, args.out)
+        elif args.command == "report":
+            cmd_report(args.benchmark, args.ruleset, args.division, args.scale, args.result, args.compliance, args.out)
+    except WorkflowError as err:
+        print(f"mlperf-wf: error: {err}", file=sys.stderr)
+        return 2
+    return 0

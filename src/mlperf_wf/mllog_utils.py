@@ -1,0 +1,81 @@
+"""mlperf_logging.mllog set-up shared by the tiny trainers.
+
+Only rank 0 writes: the compliance checker does not de-duplicate lines, so a
+key logged by every rank would break its EXACTLY_ONE rules.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from mlperf_logging import mllog
+from mlperf_logging.mllog import constants
+
+
+@dataclass(frozen=True)
+class Submission:
+    """Who and what a result is logged for."""
+
+    org: str
+    """``submission_org``."""
+    platform: str
+    """``submission_platform``: the system name."""
+    division: str
+    """``submission_division``: closed or open."""
+    status: str
+    """``submission_status``: onprem, cloud, preview or research."""
+
+
+class RunLogger:
+    """Thin wrapper over ``mllog`` that writes only on rank 0."""
+
+    def __init__(self, result_file: Path, rank: int = 0) -> None:
+        self.rank = rank
+        self._logger = mllog.get_mllogger()
+        if rank == 0:
+            result_file.parent.mkdir(parents=True, exist_ok=True)
+            result_file.unlink(missing_ok=True)
+            mllog.config(filename=str(result_file), default_stack_offset=2, root_dir=str(Path(__file__).parent))
+
+    def event(self, key: str, value: object = None, metadata: dict | None = None) -> None:
+        if self.rank == 0:
+            self._logger.event(key=key, value=value, metadata=metadata)
+
+    def start(self, key: str, value: object = None, metadata: dict | None = None) -> None:
+        if self.rank == 0:
+            self._logger.start(key=key, value=value, metadata=metadata)
+
+    def end(self, key: str, value: object = None, metadata: dict | None = None) -> None:
+        if self.rank == 0:
+            self._logger.end(key=key, value=value, metadata=metadata)
+
+    def submission(self, benchmark: str, info: Submission) -> None:
+        """The submission_* keys every result needs."""
+        self.event(constants.SUBMISSION_BENCHMARK, benchmark)
+        self.event(constants.SUBMISSION_ORG, info.org)
+        self.event(constants.SUBMISSION_PLATFORM, info.platform)
+        self.event(constants.SUBMISSION_DIVISION, info.division)
+        self.event(constants.SUBMISSION_STATUS, info.status)
+
+
+def clear_caches() -> bool:
+    """Flush dirty pages and drop the page cache as the rules ask; return whether it happened.
+
+    Needs root (NVIDIA's run.sub uses ``sudo sysctl vm.drop_caches=3``). The
+    result is logged as ``cache_clear``'s value, so a run that could not clear
+    says so instead of claiming it did.
+    """
+    try:
+        subprocess.run(["sync"], check=True, timeout=120)
+        Path("/proc/sys/vm/drop_caches").write_text("3\n")
+        return True
+    except (OSError, subprocess.SubprocessError):
+        return False
+
+
+def rank_from_env() -> int:
+    """This process's rank under torchrun/srun, 0 when not distributed."""
+    return int(os.environ.get("RANK", os.environ.get("SLURM_PROCID", "0")))

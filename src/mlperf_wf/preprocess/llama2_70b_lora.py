@@ -1,0 +1,93 @@
+"""Data preparation for llama2_70b_lora.
+
+Full scale: MLCommons publishes SCROLLS GovReport already tokenized with the
+Llama-2 tokenizer (parquet with ``input_ids``, ``attention_mask``, ``labels``),
+and the reference reads those files as they are. Preparation therefore checks
+the columns and row counts and hard-links the verified files (a symlink would
+dangle inside the container, which mounts only the prepared folder).
+
+Tiny scale: the generated reports are raw text (``input``/``output`` columns as
+in raw SCROLLS). They are tokenized here with the tokenizer that ships with the
+checkpoint (a byte-level BPE trained with the ``tokenizers`` library on the
+generated language), using the reference's prompt template, into the same
+three columns. ``labels`` is -100 on the prompt so loss counts summary tokens.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pyarrow.parquet as pq
+
+from mlperf_wf.errors import WorkflowError
+
+SPLITS = ("train", "validation")
+COLUMNS = ("input_ids", "attention_mask", "labels")
+PROMPT = "### Summarize the following text:\n {document}\n ### Summary:\n"
+"""The reference's GovReport template (training:llama2_70b_lora/scripts/utils.py)."""
+IGNORE = -100
+
+
+def shard_name(split: str) -> str:
+    """File name of a split, as published."""
+    return f"{split}-00000-of-00001.parquet"
+
+
+def tokenize_split(frame: pd.DataFrame, tokenizer) -> pd.DataFrame:  # noqa: ANN001 - a transformers tokenizer
+    """Tokenize (report, summary) rows into input_ids/attention_mask/labels."""
+    rows = []
+    for document, summary in zip(frame["input"], frame["output"], strict=True):
+        prompt = [tokenizer.bos_token_id, *tokenizer(PROMPT.format(document=document)).input_ids]
+        answer = [*tokenizer(f" {summary}").input_ids, tokenizer.eos_token_id]
+        input_ids = prompt + answer
+        rows.append(
+            {
+                "input_ids": input_ids,
+                "attention_mask": [1] * len(input_ids),
+                "labels": [IGNORE] * len(prompt) + answer,
+            }
+        )
+    return pd.DataFrame(rows, columns=list(COLUMNS))
+
+
+def _check_tokenized(path: Path) -> int:
+    schema = pq.read_schema(path)
+    missing = [c for c in COLUMNS if c not in schema.names]
+    if missing:
+        raise WorkflowError(f"{path}: missing columns {missing}; expected {list(COLUMNS)} (pre-tokenized GovReport)")
+    return pq.read_metadata(path).num_rows
+
+
+def _link_or_copy(source: Path, target: Path) -> None:
+    target.unlink(missing_ok=True)
+    try:
+        os.link(source, target)
+    except OSError:  # another filesystem
+        shutil.copy2(source, target)
+
+
+def preprocess(inputs: dict[str, Path], out_dir: Path, scale: str) -> dict:
+    """Prepare ``inputs['data']`` (and the tokenizer in ``inputs['checkpoint']``) into ``out_dir``."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    data = inputs["data"]
+    rows: dict[str, int] = {}
+    if scale == "full":
+        for split in SPLITS:
+            source = data / shard_name(split)
+            rows[split] = _check_tokenized(source)
+            _link_or_copy(source, out_dir / shard_name(split))
+    else:
+        from transformers import PreTrainedTokenizerFast
+
+        tokenizer = PreTrainedTokenizerFast.from_pretrained(inputs["checkpoint"])
+        for split in SPLITS:
+            frame = tokenize_split(pd.read_parquet(data / shard_name(split)), tokenizer)
+            frame.to_parquet(out_dir / shard_name(split), index=False)
+            rows[split] = len(frame)
+    summary = {"scale": scale, "rows": rows, "columns": list(COLUMNS)}
+    (out_dir / "prepared.json").write_text(json.dumps(summary, indent=2))
+    return summary

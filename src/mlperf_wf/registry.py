@@ -1,0 +1,209 @@
+"""Benchmark and dataset definitions: the registries under ``config/``.
+
+A benchmark is data: which datasets it needs, which container and launch
+command run it at full scale, and which modules prepare its data and train it
+at tiny scale. Adding a benchmark adds one YAML file here plus one trainer and
+one preprocessing module; no Snakemake rule changes.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from mlperf_wf.errors import ConfigError
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+
+
+class DatasetFile(_Strict):
+    """One file of a dataset as published."""
+
+    path: str
+    """Path relative to the dataset's base URL (and to its local folder)."""
+    md5: str | None = None
+    """Published md5, used to cross-check the downloaded ``.md5`` list."""
+    size: int | None = None
+    """Size in bytes where known."""
+
+
+class DatasetSource(_Strict):
+    """Where a dataset is published."""
+
+    protocol: Literal["r2"] = "r2"
+    """Download protocol. ``r2``: the MLCommons R2 layout (``<name>.uri`` gives the base URL, ``<name>.md5`` beside it lists ``md5  path`` lines)."""
+    uri: str
+    """URL of the ``<name>.uri`` metadata file (https:// or file://)."""
+    md5: str
+    """URL of the ``<name>.md5`` list beside it."""
+    base_url: str | None = None
+    """The base URL the ``.uri`` file held when this definition was written (informational)."""
+
+
+class TinyGenerator(_Strict):
+    """How the tiny tier generates a dataset in the same R2 layout."""
+
+    module: str
+    """Python module with ``generate(out_dir: Path, seed: int) -> list[Path]``."""
+    seed: int
+    """Generator seed; fixed so the tiny dataset is the same everywhere."""
+
+
+class DatasetDef(_Strict):
+    """A dataset (or model checkpoint) entry of ``config/datasets/``."""
+
+    id: str
+    """Registry id; also the folder name under ``resources/<scale>/datasets/``."""
+    version: str
+    """Version of the published data, as MLCommons names it."""
+    title: str
+    """Human-readable name."""
+    kind: Literal["dataset", "checkpoint"] = "dataset"
+    """Training data or a model checkpoint."""
+    source: DatasetSource
+    """Where the full-scale data is published."""
+    size: str | None = None
+    """Total published size, as in MLCommons' manifest (e.g. "112MB")."""
+    files: list[DatasetFile] = Field(default_factory=list)
+    """Files that make up the dataset; empty means "whatever the .md5 lists"."""
+    exclude: list[str] = Field(default_factory=list)
+    """Glob patterns of listed files not to download (e.g. ``.git/**`` in a mirrored HF repo)."""
+    license: str
+    """License and access note (members-only data says so and how to get access)."""
+    tiny: TinyGenerator
+    """Generator of the tiny-scale stand-in."""
+
+    def wanted(self, path: str) -> bool:
+        """Whether a listed file is part of the dataset after ``exclude``."""
+        return not any(fnmatch.fnmatch(path, pattern) for pattern in self.exclude)
+
+
+class Container(_Strict):
+    """The full-scale container image."""
+
+    image: str
+    """Image repository and tag."""
+    digest: str | None = None
+    """``sha256:...`` content digest the image is pinned to; required to launch at full scale."""
+    dockerfile: str | None = None
+    """Dockerfile (under ``containers/``) that builds the image from the reference base."""
+
+    @property
+    def reference(self) -> str:
+        """``image@digest`` when pinned, else the tag alone."""
+        return f"{self.image}@{self.digest}" if self.digest else self.image
+
+
+class Geometry(_Strict):
+    """Accelerators a full-scale run uses."""
+
+    nodes: int = Field(1, ge=1)
+    """Number of nodes."""
+    gpus_per_node: int = Field(8, ge=1)
+    """Accelerators per node."""
+    walltime_minutes: int = Field(240, ge=1)
+    """Time limit of one run."""
+
+
+class FullScale(_Strict):
+    """How the reference implementation runs at full scale."""
+
+    container: Container
+    """Container image."""
+    geometry: Geometry
+    """GPU geometry."""
+    workdir: str
+    """Working directory inside the container."""
+    mounts: dict[str, str]
+    """Container paths for ``data``, ``checkpoint`` and ``results``."""
+    command: list[str]
+    """Launch command; ``{seed}``, ``{data}``, ``{checkpoint}``, ``{results}``, ``{run}`` and ``{result_file}`` are filled per run."""
+    env: dict[str, str] = Field(default_factory=dict)
+    """Environment set inside the container."""
+
+
+class BenchmarkDef(_Strict):
+    """A benchmark entry of ``config/benchmarks/``."""
+
+    name: str
+    """Workflow name; ``results/<name>/``."""
+    submission_benchmark: str
+    """The ``submission_benchmark`` value mlperf-logging knows."""
+    rulesets: list[str]
+    """Training rulesets the benchmark exists in (checked against mlperf-logging)."""
+    reference: str
+    """Reference implementation (repository path)."""
+    datasets: dict[str, str]
+    """Role (e.g. ``data``, ``checkpoint``) to dataset id."""
+    preprocess: str
+    """Module with ``preprocess(inputs: dict[str, Path], out_dir: Path, scale: str) -> dict``."""
+    trainer: str
+    """Module with the tiny-scale trainer ``main``."""
+    full: FullScale
+    """Full-scale launch."""
+    tiny: dict[str, float | int | str | bool]
+    """Tiny-scale hyperparameters passed to the trainer."""
+
+    @model_validator(mode="after")
+    def _command_placeholders_known(self) -> BenchmarkDef:
+        known = {"seed", "data", "checkpoint", "results", "run", "result_file"}
+        for part in self.full.command:
+            for name in _placeholders(part):
+                if name not in known:
+                    raise ValueError(f"full.command uses unknown placeholder {{{name}}}; allowed: {sorted(known)}")
+        return self
+
+
+def _placeholders(text: str) -> list[str]:
+    import string
+
+    return [name for _, name, _, _ in string.Formatter().parse(text) if name]
+
+
+def _load(path: Path, model: type[BaseModel]) -> BaseModel:
+    if not path.is_file():
+        raise ConfigError(f"{path}: no such definition file")
+    try:
+        data = yaml.safe_load(path.read_text())
+        return model.model_validate(data)
+    except ValidationError as err:
+        first = err.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "(top level)"
+        raise ConfigError(f"{path}: {where}: {first['msg']} (got {first.get('input')!r})") from None
+
+
+def config_dir(root: Path | None = None) -> Path:
+    """The project's ``config/`` folder."""
+    return (root or Path.cwd()) / "config"
+
+
+def load_benchmark(name: str, root: Path | None = None) -> BenchmarkDef:
+    """Load ``config/benchmarks/<name>.yaml``."""
+    folder = config_dir(root) / "benchmarks"
+    path = folder / f"{name}.yaml"
+    if not path.is_file():
+        known = sorted(p.stem for p in folder.glob("*.yaml"))
+        raise ConfigError(f"benchmark {name!r} is not defined; known benchmarks: {', '.join(known)}")
+    bench = _load(path, BenchmarkDef)
+    assert isinstance(bench, BenchmarkDef)
+    if bench.name != name:
+        raise ConfigError(f"{path}: name is {bench.name!r} but the file is named {name!r}")
+    return bench
+
+
+def load_dataset(dataset_id: str, root: Path | None = None) -> DatasetDef:
+    """Load ``config/datasets/<id>.yaml``."""
+    folder = config_dir(root) / "datasets"
+    path = folder / f"{dataset_id}.yaml"
+    if not path.is_file():
+        known = sorted(p.stem for p in folder.glob("*.yaml"))
+        raise ConfigError(f"dataset {dataset_id!r} is not defined; known datasets: {', '.join(known)}")
+    dataset = _load(path, DatasetDef)
+    assert isinstance(dataset, DatasetDef)
+    return dataset

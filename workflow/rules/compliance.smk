@@ -1,0 +1,17 @@
+# Compliance: the official mlperf-logging checker on every run; a failed check fails the job.
+
+
+rule check_compliance:
+    input:
+        result=rules.train.output.result,
+    output:
+        verdict="results/{benchmark}/runs/{run}/compliance.json",
+    log:
+        "logs/check_compliance/{benchmark}/{run}.log",
+    conda:
+        "../envs/mlperf-wf.yaml"
+    params:
+        ruleset=config["ruleset"],
+    shell:
+        "mlperf-wf compliance {input.result} --ruleset {params.ruleset}"
+        " --out {output.verdict} > {log} 2>&1"

@@ -1,0 +1,35 @@
+# Acquisition: the MLCommons R2 protocol, resumable, md5 computed while streaming.
+# At tiny scale a seeded generator writes a local mirror in the same layout first.
+
+
+rule generate_tiny_mirror:
+    output:
+        mirror=directory("resources/tiny/mirror/{dataset}"),
+    log:
+        "logs/generate_tiny_mirror/{dataset}.log",
+    conda:
+        "../envs/mlperf-wf.yaml"
+    params:
+        dataset="{dataset}",
+    cache: True
+    shell:
+        "mlperf-wf mirror --dataset {params.dataset} --out {output.mirror} > {log} 2>&1"
+
+
+rule download:
+    input:
+        unpack(download_inputs),
+    output:
+        dataset=directory("resources/{scale}/datasets/{dataset}"),
+    log:
+        "logs/download/{scale}/{dataset}.log",
+    conda:
+        "../envs/mlperf-wf.yaml"
+    params:
+        dataset="{dataset}",
+        uri=download_uri,
+        md5=download_md5,
+    cache: "omit-software"
+    shell:
+        "mlperf-wf download --dataset {params.dataset} --dest {output.dataset}"
+        " --uri {params.uri} --md5 {params.md5} > {log} 2>&1"

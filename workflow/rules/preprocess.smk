@@ -1,0 +1,20 @@
+# Preparation: the benchmark's preprocessing module over its verified datasets.
+
+
+rule preprocess:
+    input:
+        unpack(preprocess_inputs),
+    output:
+        prepared=directory("resources/{scale}/prepared/{benchmark}"),
+    log:
+        "logs/preprocess/{scale}/{benchmark}.log",
+    conda:
+        "../envs/mlperf-wf.yaml"
+    params:
+        benchmark="{benchmark}",
+        scale="{scale}",
+        inputs=preprocess_role_args,
+    cache: True
+    shell:
+        "mlperf-wf preprocess --benchmark {params.benchmark} --scale {params.scale}"
+        " {params.inputs} --out {output.prepared} > {log} 2>&1"
