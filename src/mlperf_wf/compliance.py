@@ -49,8 +49,9 @@ def run_stop_status(result_file: Path, ruleset: str) -> str | None:
 
 
 def _only_target_missed(messages: list[str]) -> bool:
-    failures = [m for m in messages if m.startswith("ERROR") and "FAILED" not in m]
-    return bool(failures) and all("ATLEAST_ONE_CHECK" in m or "eval_accuracy" in m for m in failures)
+    """Whether the checker's only complaint is that no eval_accuracy met the target."""
+    complaints = [m for m in messages if m.strip() != "ERROR - FAILED"]
+    return bool(complaints) and all("Failed checks for eval_accuracy" in m for m in complaints)
 
 
 def check(result_file: Path, ruleset: str, log_output: Path | None = None) -> ComplianceResult:

@@ -6,6 +6,7 @@ key logged by every rank would break its EXACTLY_ONE rules.
 
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 from dataclasses import dataclass
@@ -36,6 +37,12 @@ class RunLogger:
         self.rank = rank
         self._logger = mllog.get_mllogger()
         if rank == 0:
+            # mllog.config adds a file handler per call; drop earlier ones so a
+            # process that logs several runs writes each run to its own file only.
+            for handler in list(self._logger.logger.handlers):
+                if isinstance(handler, logging.FileHandler):
+                    self._logger.logger.removeHandler(handler)
+                    handler.close()
             result_file.parent.mkdir(parents=True, exist_ok=True)
             result_file.unlink(missing_ok=True)
             mllog.config(filename=str(result_file), default_stack_offset=2, root_dir=str(Path(__file__).parent))

@@ -1,0 +1,39 @@
+# Quick start: `make demo` then `make test`. Both create .venv on first use.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+# Commands run with the venv first on PATH, so rules find `mlperf-wf`.
+export PATH := $(CURDIR)/$(BIN):$(PATH)
+CORES ?= 2
+BENCH ?= llama2_70b_lora
+
+.PHONY: demo test lint dryrun-full clean
+
+$(BIN)/activate: requirements.txt requirements-dev.txt pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet torch==2.13.0
+	$(BIN)/pip install --quiet -r requirements-dev.txt
+	$(BIN)/pip install --quiet --no-deps -e .
+	touch $@
+
+# The tiny chain for $(BENCH): generated data -> download -> verify -> preprocess -> runs -> compliance -> report.
+demo: $(BIN)/activate
+	$(BIN)/snakemake --cores $(CORES) results/$(BENCH)/report.json
+	@$(BIN)/python -c "import json; r = json.load(open('results/$(BENCH)/report.json')); print('report:', 'results/$(BENCH)/report.json', '| olympic score (min):', r['score']['minutes'], '| runs:', len(r['runs']), '| compliance:', sorted({x['compliance'] for x in r['runs']}))"
+
+test: $(BIN)/activate
+	$(BIN)/python -m pytest -q
+
+lint: $(BIN)/activate
+	$(BIN)/ruff check src tests
+	$(BIN)/ruff format --check src tests
+	$(BIN)/snakefmt --check workflow
+	$(BIN)/snakemake --lint
+
+# The full-scale plan: every job with its real URL and container command, nothing run.
+dryrun-full: $(BIN)/activate
+	$(BIN)/snakemake -n results/$(BENCH)/report.json --config scale=full
+
+clean:
+	rm -rf results logs .snakemake

@@ -1,0 +1,115 @@
+"""A loopback HTTP server in the MLCommons R2 layout, for download tests.
+
+It serves ``/metadata/<name>.uri``, ``/metadata/<name>.md5`` and
+``/data/<name>/<file>`` from a folder, honours ``Range: bytes=N-`` with 206,
+counts the body bytes it sends per path, records request headers, and can be
+slowed down so a test can kill a client mid-file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+from collections import Counter
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+
+class R2Server:
+    """Serve ``root`` (holding ``data/<name>/...``) as an R2 bucket on 127.0.0.1."""
+
+    def __init__(self, root: Path, name: str, chunk: int = 64 * 1024, delay: float = 0.0) -> None:
+        self.root = root
+        self.name = name
+        self.chunk = chunk
+        self.delay = delay
+        self.bytes_sent: Counter[str] = Counter()
+        self.requests: list[tuple[str, dict[str, str]]] = []
+        self.corrupt: set[str] = set()
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: object) -> None:  # keep test output clean
+                pass
+
+            def do_GET(self) -> None:  # noqa: N802 - http.server API
+                server.requests.append((self.path, dict(self.headers)))
+                body = server._resolve(self.path)
+                if body is None:
+                    self.send_response(404)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
+                start = 0
+                range_header = self.headers.get("Range")
+                if range_header and range_header.startswith("bytes="):
+                    start = int(range_header.removeprefix("bytes=").split("-")[0])
+                    if start >= len(body):
+                        self.send_response(416)
+                        self.send_header("Content-Length", "0")
+                        self.end_headers()
+                        return
+                    self.send_response(206)
+                    self.send_header("Content-Range", f"bytes {start}-{len(body) - 1}/{len(body)}")
+                else:
+                    self.send_response(200)
+                self.send_header("Content-Length", str(len(body) - start))
+                self.end_headers()
+                try:
+                    for offset in range(start, len(body), server.chunk):
+                        piece = body[offset : offset + server.chunk]
+                        self.wfile.write(piece)
+                        server.bytes_sent[self.path] += len(piece)
+                        if server.delay:
+                            time.sleep(server.delay)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    @property
+    def base(self) -> str:
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}"
+
+    @property
+    def uri_url(self) -> str:
+        return f"{self.base}/metadata/{self.name}.uri"
+
+    @property
+    def md5_url(self) -> str:
+        return f"{self.base}/metadata/{self.name}.md5"
+
+    def data_bytes_sent(self) -> int:
+        return sum(n for path, n in self.bytes_sent.items() if path.startswith("/data/"))
+
+    def _files(self) -> list[Path]:
+        folder = self.root / "data" / self.name
+        return sorted(p for p in folder.rglob("*") if p.is_file())
+
+    def _resolve(self, path: str) -> bytes | None:
+        folder = self.root / "data" / self.name
+        if path == f"/metadata/{self.name}.uri":
+            return f"{self.base}/data/{self.name}\n".encode()
+        if path == f"/metadata/{self.name}.md5":
+            lines = [f"{hashlib.md5(p.read_bytes()).hexdigest()}  {p.relative_to(folder).as_posix()}\n" for p in self._files()]
+            return "".join(lines).encode()
+        prefix = f"/data/{self.name}/"
+        if path.startswith(prefix):
+            rel = path.removeprefix(prefix)
+            target = folder / rel
+            if target.is_file():
+                body = target.read_bytes()
+                if rel in self.corrupt:
+                    body = bytes([body[0] ^ 0xFF]) + body[1:]
+                return body
+        return None
+
+    def __enter__(self) -> R2Server:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()

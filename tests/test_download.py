@@ -1,0 +1,125 @@
+"""R2 download: protocol, resume after kill -9, checksum failures, errors."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from mlperf_wf.download import auth_headers, download_dataset, parse_manifest, staging_dir_for
+from mlperf_wf.errors import ChecksumError, DownloadError
+from mlperf_wf.mirror import publish
+from tests.r2server import R2Server
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def make_bucket(root: Path, name: str, sizes: dict[str, int]) -> dict[str, bytes]:
+    folder = root / "data" / name
+    folder.mkdir(parents=True)
+    contents = {}
+    for i, (rel, size) in enumerate(sizes.items()):
+        data = (hashlib.sha256(str(i).encode()).digest() * (size // 32 + 1))[:size]
+        (folder / rel).parent.mkdir(parents=True, exist_ok=True)
+        (folder / rel).write_bytes(data)
+        contents[rel] = data
+    return contents
+
+
+def test_parse_manifest_accepts_md5sum_format_and_rejects_garbage():
+    text = "d41d8cd98f00b204e9800998ecf8427e  a/b.bin\n\nD41D8CD98F00B204E9800998ECF8427E *./c.bin\n"
+    entries = parse_manifest(text, "x.md5")
+    assert [(e.md5, e.path) for e in entries] == [("d41d8cd98f00b204e9800998ecf8427e", "a/b.bin"), ("d41d8cd98f00b204e9800998ecf8427e", "c.bin")]
+    with pytest.raises(DownloadError, match=r"x\.md5:2: not an 'md5  path' line"):
+        parse_manifest("d41d8cd98f00b204e9800998ecf8427e  ok\nnot a line\n", "x.md5")
+    with pytest.raises(DownloadError, match="leaves the dataset folder"):
+        parse_manifest("d41d8cd98f00b204e9800998ecf8427e  ../../etc/passwd\n", "x.md5")
+
+
+def test_http_download_places_files_and_manifest(tmp_path):
+    contents = make_bucket(tmp_path / "bucket", "ds", {"train.parquet": 300_000, "sub/val.parquet": 1000})
+    dest = tmp_path / "out" / "ds"
+    with R2Server(tmp_path / "bucket", "ds") as server:
+        record = download_dataset(server.uri_url, server.md5_url, dest, headers={})
+    for rel, data in contents.items():
+        assert (dest / rel).read_bytes() == data
+    assert (dest / "manifest.md5").read_text().count("\n") == 2
+    assert record.bytes_transferred == sum(len(d) for d in contents.values())
+    assert not staging_dir_for(dest).exists()
+
+
+def test_file_url_download_reads_a_local_mirror(tmp_path):
+    make_bucket(tmp_path / "mirror", "ds", {"a.bin": 5000})
+    paths = publish(tmp_path / "mirror", "ds", tmp_path / "mirror" / "data" / "ds")
+    dest = tmp_path / "out" / "ds"
+    download_dataset(paths.uri.as_uri(), paths.md5.as_uri(), dest, headers={})
+    assert (dest / "a.bin").stat().st_size == 5000
+
+
+def test_corrupt_transfer_fails_naming_file_and_both_md5s_and_keeps_nothing_in_place(tmp_path):
+    contents = make_bucket(tmp_path / "bucket", "ds", {"good.bin": 1000, "bad.bin": 2000})
+    dest = tmp_path / "out" / "ds"
+    with R2Server(tmp_path / "bucket", "ds") as server:
+        server.corrupt.add("bad.bin")
+        with pytest.raises(ChecksumError) as err:
+            download_dataset(server.uri_url, server.md5_url, dest, headers={})
+    expected = hashlib.md5(contents["bad.bin"]).hexdigest()
+    assert "bad.bin" in str(err.value) and f"expected {expected}" in str(err.value) and "actual " in str(err.value)
+    assert not dest.exists()
+
+
+def test_http_errors_are_reported_with_url_and_status(tmp_path):
+    make_bucket(tmp_path / "bucket", "ds", {"a.bin": 10})
+    with R2Server(tmp_path / "bucket", "ds") as server, pytest.raises(DownloadError, match=r"nope\.uri: HTTP 404"):
+        download_dataset(f"{server.base}/metadata/nope.uri", server.md5_url, tmp_path / "out", headers={})
+
+
+def test_pinned_md5_mismatch_in_published_list_is_refused(tmp_path):
+    make_bucket(tmp_path / "bucket", "ds", {"a.bin": 10})
+    with R2Server(tmp_path / "bucket", "ds") as server, pytest.raises(ChecksumError, match="pins 0{32}"):
+        download_dataset(server.uri_url, server.md5_url, tmp_path / "out" / "ds", pinned_md5={"a.bin": "0" * 32}, headers={})
+
+
+def test_auth_headers_come_from_environment_only():
+    env = {"MLPERF_WF_CF_ACCESS_CLIENT_ID": "id.access", "MLPERF_WF_CF_ACCESS_CLIENT_SECRET": "s3cret"}
+    assert auth_headers(env) == {"CF-Access-Client-Id": "id.access", "CF-Access-Client-Secret": "s3cret"}
+    assert auth_headers({}) == {}
+
+
+def test_kill_mid_file_then_rerun_resumes_from_bytes_on_disk(tmp_path):
+    """kill -9 during a download; the rerun fetches only the missing bytes (counted by the server)."""
+    sizes = {"a_small.bin": 100_000, "b_big.bin": 4_000_000}
+    contents = make_bucket(tmp_path / "bucket", "ds", sizes)
+    dest = tmp_path / "out" / "ds"
+    part = staging_dir_for(dest) / "b_big.bin.part"
+    command = [sys.executable, "-m", "mlperf_wf", "--root", str(ROOT), "download", "--dataset", "scrolls_gov_report_8k", "--dest", str(dest)]
+    with R2Server(tmp_path / "bucket", "ds", chunk=32 * 1024, delay=0.02) as server:
+        command += ["--uri", server.uri_url, "--md5", server.md5_url]
+        proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        deadline = time.time() + 60
+        while time.time() < deadline and not (part.exists() and part.stat().st_size > 1_000_000):
+            time.sleep(0.05)
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        on_disk = part.stat().st_size
+        assert 1_000_000 < on_disk < sizes["b_big.bin"], "the kill must land mid-file"
+        assert (staging_dir_for(dest) / "a_small.bin").is_file(), "the completed file stays in staging"
+        assert not dest.exists(), "nothing is moved into place before the dataset is complete"
+
+        server.delay = 0.0
+        server.bytes_sent.clear()
+        server.requests.clear()
+        subprocess.run(command, check=True, capture_output=True)
+
+    assert server.bytes_sent["/data/ds/b_big.bin"] == sizes["b_big.bin"] - on_disk
+    assert "/data/ds/a_small.bin" not in server.bytes_sent, "a completed file is not downloaded again"
+    ranges = [headers.get("Range") for path, headers in server.requests if path == "/data/ds/b_big.bin"]
+    assert ranges == [f"bytes={on_disk}-"]
+    for rel, data in contents.items():
+        assert (dest / rel).read_bytes() == data

@@ -1,0 +1,72 @@
+"""Registries under config/ and the rules read from mlperf-logging."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from mlperf_logging import benchmark_meta
+
+from mlperf_wf import rules
+from mlperf_wf.errors import ConfigError
+from mlperf_wf.registry import load_benchmark, load_dataset
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCHMARKS = sorted(p.stem for p in (ROOT / "config" / "benchmarks").glob("*.yaml"))
+DATASETS = sorted(p.stem for p in (ROOT / "config" / "datasets").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("name", BENCHMARKS)
+def test_benchmark_definitions_load_and_agree_with_mlperf_logging(name):
+    bench = load_benchmark(name, ROOT)
+    listed = [
+        ruleset
+        for ruleset in ("4.0.0", "4.1.0", "5.0.0", "5.1.0", "6.0.0", "6.1.0")
+        if bench.submission_benchmark in benchmark_meta.get_allowed_benchmarks("training", ruleset)
+    ]
+    assert bench.rulesets == listed
+    for dataset_id in bench.datasets.values():
+        load_dataset(dataset_id, ROOT)
+
+
+@pytest.mark.parametrize("dataset_id", DATASETS)
+def test_dataset_definitions_point_at_r2_metadata(dataset_id):
+    dataset = load_dataset(dataset_id, ROOT)
+    assert dataset.source.uri.startswith("https://") and dataset.source.uri.endswith(".uri")
+    assert dataset.source.md5 == dataset.source.uri.removesuffix(".uri") + ".md5"
+    assert all(len(f.md5) == 32 for f in dataset.files if f.md5)
+
+
+def test_llama2_target_and_run_count_come_from_mlperf_logging():
+    target = rules.quality_target("llama2_70b_lora", "6.1.0")
+    assert (target.comparison, target.value) == ("<=", 0.925)
+    assert target.reached(0.925) and not target.reached(0.926)
+    assert rules.required_runs("llama2_70b_lora") == 10
+
+
+def test_unknown_ruleset_and_retired_benchmark_are_clear_errors():
+    with pytest.raises(ConfigError, match=r"ruleset '9\.9\.9' is not known to mlperf-logging"):
+        rules.check_benchmark_in_ruleset("llama2_70b_lora", "9.9.9")
+    with pytest.raises(ConfigError, match=r"ruleset 6\.1\.0: benchmark 'rgat' is not part of this round; allowed: "):
+        rules.check_benchmark_in_ruleset("rgat", "6.1.0")
+
+
+def test_unknown_benchmark_lists_known_ones():
+    with pytest.raises(ConfigError, match=r"benchmark 'bert' is not defined; known benchmarks: llama2_70b_lora"):
+        load_benchmark("bert", ROOT)
+
+
+def test_bad_definition_names_file_key_and_value(tmp_path):
+    (tmp_path / "config" / "datasets").mkdir(parents=True)
+    text = (ROOT / "config" / "datasets" / "scrolls_gov_report_8k.yaml").read_text().replace("kind: dataset", "kind: weights")
+    (tmp_path / "config" / "datasets" / "scrolls_gov_report_8k.yaml").write_text(text)
+    with pytest.raises(ConfigError, match=r"scrolls_gov_report_8k\.yaml: kind: .*'weights'"):
+        load_dataset("scrolls_gov_report_8k", tmp_path)
+
+
+def test_unknown_command_placeholder_is_rejected(tmp_path):
+    (tmp_path / "config" / "benchmarks").mkdir(parents=True)
+    text = (ROOT / "config" / "benchmarks" / "llama2_70b_lora.yaml").read_text().replace('"{seed}"', '"{sed}"')
+    (tmp_path / "config" / "benchmarks" / "llama2_70b_lora.yaml").write_text(text)
+    with pytest.raises(ConfigError, match=r"unknown placeholder \{sed\}"):
+        load_benchmark("llama2_70b_lora", tmp_path)
