@@ -195,6 +195,17 @@ def report_args(wildcards, input):
     )
 
 
-def all_reports():
-    """Reports of every configured benchmark."""
-    return [f"results/{name}/report.json" for name in BENCHMARKS]
+def all_targets():
+    """Every configured benchmark's report, run logs and compliance verdicts.
+
+    The run files are targets too, not only the report's inputs: Snakemake
+    does not rebuild a deleted intermediate file while the files made from it
+    are up to date, and a user who deletes a run's log wants that run redone.
+    """
+    targets = []
+    for name in BENCHMARKS:
+        targets.append(f"results/{name}/report.json")
+        for i in run_indices(name):
+            targets.append(f"results/{name}/runs/{i}/result.txt")
+            targets.append(f"results/{name}/runs/{i}/compliance.json")
+    return targets

@@ -1,0 +1,183 @@
+"""The tiny DAG end to end through Snakemake, caching/rerun behaviour, and the full-scale dry run."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from mlperf_wf.compliance import check
+
+ROOT = Path(__file__).resolve().parents[1]
+SNAKEFILE = ROOT / "workflow" / "Snakefile"
+TINY_RUNS = 3
+
+
+def snakemake(workdir: Path, *args: str, check_rc: bool = True) -> subprocess.CompletedProcess:
+    env = dict(os.environ)
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
+    # Any network use would fail: the DAG must not need it.
+    env.update({"HTTP_PROXY": "http://127.0.0.1:9", "HTTPS_PROXY": "http://127.0.0.1:9", "NO_PROXY": ""})
+    proc = subprocess.run(
+        [sys.executable, "-m", "snakemake", "-s", str(SNAKEFILE), "-d", str(workdir), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    if check_rc and proc.returncode != 0:
+        raise AssertionError(f"snakemake {' '.join(args)} failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
+    return proc
+
+
+def new_workdir(path: Path) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    shutil.copytree(ROOT / "config", path / "config")
+    return path
+
+
+def job_counts(output: str) -> dict[str, int]:
+    """The 'Job stats' table of a Snakemake run or dry run."""
+    lines = output.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("Job stats:")) + 3
+    counts = {}
+    for line in lines[start:]:
+        parts = line.split()
+        if len(parts) != 2 or parts[0] == "total":
+            break
+        counts[parts[0]] = int(parts[1])
+    return counts
+
+
+@pytest.fixture(scope="module")
+def tiny_project(tmp_path_factory) -> Path:
+    workdir = new_workdir(tmp_path_factory.mktemp("tiny"))
+    snakemake(workdir, "--cores", "2", "--config", f"runs={TINY_RUNS}")
+    return workdir
+
+
+@pytest.mark.slow
+def test_tiny_chain_reaches_the_target_and_every_run_is_compliant(tiny_project):
+    report = json.loads((tiny_project / "results/llama2_70b_lora/report.json").read_text())
+    assert report["benchmark"] == "llama2_70b_lora" and report["ruleset"] == "6.1.0" and report["scale"] == "tiny"
+    assert report["required_runs"] == 10
+    runs = report["runs"]
+    assert [r["index"] for r in runs] == list(range(TINY_RUNS))
+    assert [r["seed"] for r in runs] == [1234 + i for i in range(TINY_RUNS)]
+    for run in runs:
+        assert run["status"] == "success" and run["compliance"] == "passed"
+        assert run["final_eval_accuracy"] <= 0.925
+        # The official checker, run again here, agrees.
+        assert check(tiny_project / run["result_file"], "6.1.0").verdict == "passed"
+    # The olympic score of 3 runs is the median run, recomputed from the logs' timestamps.
+    minutes = sorted(r["minutes"] for r in runs)
+    assert report["score"]["minutes"] == pytest.approx(minutes[1], rel=1e-12)
+    assert report["valid_submission"] is False
+    assert any("tiny" in reason for reason in report["valid_submission_reasons"])
+
+
+@pytest.mark.slow
+def test_logged_hyperparameters_are_the_trainers(tiny_project):
+    logged = {}
+    for line in (tiny_project / "results/llama2_70b_lora/runs/0/result.txt").read_text().splitlines():
+        record = json.loads(line.removeprefix(":::MLLOG "))
+        logged.setdefault(record["key"], record["value"])
+    assert logged["lora_rank"] == 16 and logged["lora_alpha"] == 32
+    assert logged["opt_base_learning_rate"] == 4e-4 and logged["opt_gradient_clip_norm"] == 0.3
+    assert logged["global_batch_size"] == 8 and logged["seed"] == 1234
+    assert logged["train_samples"] == 4096 and logged["eval_samples"] == 256
+    assert logged["config_filename"] == "config/benchmarks/llama2_70b_lora.yaml"
+
+
+@pytest.mark.slow
+def test_second_run_does_nothing_and_a_deleted_run_reruns_alone(tiny_project):
+    again = snakemake(tiny_project, "-n", "--config", f"runs={TINY_RUNS}")
+    assert "Nothing to be done" in again.stdout + again.stderr
+
+    (tiny_project / "results/llama2_70b_lora/runs/1/result.txt").unlink()
+    plan = snakemake(tiny_project, "-n", "--config", f"runs={TINY_RUNS}")
+    assert job_counts(plan.stdout) == {"train": 1, "check_compliance": 1, "report": 1, "all": 1}
+    assert "results/llama2_70b_lora/runs/1/result.txt" in plan.stdout
+
+    other_run = tiny_project / "results/llama2_70b_lora/runs/0/result.txt"
+    before = other_run.stat().st_mtime_ns
+    snakemake(tiny_project, "--cores", "2", "--config", f"runs={TINY_RUNS}")
+    assert other_run.stat().st_mtime_ns == before
+    assert (tiny_project / "results/llama2_70b_lora/runs/1/result.txt").is_file()
+
+
+@pytest.mark.slow
+def test_corrupted_dataset_fails_verify_and_training_never_starts(tiny_project, tmp_path):
+    workdir = tmp_path / "corrupt"
+    shutil.copytree(tiny_project, workdir, symlinks=True)
+    shutil.rmtree(workdir / "results")
+    victim = workdir / "resources/tiny/datasets/scrolls_gov_report_8k/train-00000-of-00001.parquet"
+    data = bytearray(victim.read_bytes())
+    data[100] ^= 0xFF
+    victim.write_bytes(bytes(data))
+    proc = snakemake(workdir, "--cores", "2", "--forcerun", "verify", "--config", f"runs={TINY_RUNS}", check_rc=False)
+    assert proc.returncode != 0
+    log = (workdir / "logs/verify/tiny/scrolls_gov_report_8k.log").read_text()
+    assert "scrolls_gov_report_8k/train-00000-of-00001.parquet: md5 mismatch: expected " in log
+    assert ", actual " in log
+    assert not (workdir / "results/llama2_70b_lora/runs").exists(), "no run may start on unverified data"
+
+
+@pytest.mark.slow
+def test_lora_on_an_untrained_base_cannot_reach_the_target(tiny_project, tmp_path):
+    """The tiny target needs the pretrained checkpoint's capability: LoRA on a random base stalls."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from mlperf_wf.mllog_utils import Submission
+    from mlperf_wf.trainers.llama2_70b_lora import Hyperparameters, RunSpec, train
+
+    checkpoint = tiny_project / "resources/tiny/datasets/llama2_70b_fused_qkv"
+    random_base = tmp_path / "random_base"
+    shutil.copytree(checkpoint, random_base)
+    LlamaForCausalLM(LlamaConfig.from_pretrained(checkpoint)).save_pretrained(random_base)
+    spec = RunSpec(
+        data_dir=tiny_project / "resources/tiny/prepared/llama2_70b_lora",
+        checkpoint_dir=random_base,
+        result_file=tmp_path / "result.txt",
+        seed=1234,
+        target=0.925,
+        submission=Submission(org="t", platform="t", division="closed", status="research"),
+        config_filename="config/benchmarks/llama2_70b_lora.yaml",
+    )
+    budget = 80  # about 3x the steps the pretrained base needs
+    summary = train(spec, Hyperparameters(max_steps=budget, global_batch_size=8, micro_batch_size=8, learning_rate=4e-4))
+    assert summary["status"] == "aborted"
+    assert summary["eval_loss"] > 0.925
+    assert check(spec.result_file, "6.1.0").verdict == "non_converged"
+
+
+def test_full_scale_dry_run_lists_the_real_plan_quickly(tmp_path):
+    workdir = new_workdir(tmp_path / "full")
+    started = time.monotonic()
+    proc = snakemake(workdir, "-n", "results/llama2_70b_lora/report.json", "--config", "scale=full")
+    elapsed = time.monotonic() - started
+    assert elapsed < 5.0, f"dry run took {elapsed:.1f} s"
+    assert job_counts(proc.stdout) == {"download": 2, "verify": 2, "preprocess": 1, "train": 10, "check_compliance": 10, "report": 1}
+    out = proc.stdout
+    assert "--uri https://llama2.mlcommons-storage.org/metadata/scrolls-gov-report-8k.uri" in out
+    assert "--uri https://llama2.mlcommons-storage.org/metadata/llama-2-70b-fused-qkv-mlperf.uri" in out
+    assert out.count("docker run --rm --gpus all --ipc=host") == 10
+    assert out.count("accelerate launch --config_file configs/default_config.yaml scripts/train.py") == 10
+    for seed in range(1234, 1244):
+        assert f"--seed {seed} " in out
+    assert not (workdir / "resources").exists() and not (workdir / "results").exists()
+
+
+def test_bad_config_is_one_clear_line(tmp_path):
+    workdir = new_workdir(tmp_path / "bad")
+    proc = snakemake(workdir, "-n", "--config", "ruleset=9.9.9", check_rc=False)
+    assert proc.returncode != 0
+    assert "ruleset '9.9.9' is not known to mlperf-logging; known rounds:" in proc.stdout + proc.stderr
+    proc = snakemake(workdir, "-n", "--config", "benchmarks=[rgat]", check_rc=False)
+    assert proc.returncode != 0
