@@ -33,7 +33,7 @@ class R2Server:
             def log_message(self, *args: object) -> None:  # keep test output clean
                 pass
 
-            def do_GET(self) -> None:  # noqa: N802 - http.server API
+            def do_GET(self) -> None:
                 server.requests.append((self.path, dict(self.headers)))
                 body = server._resolve(self.path)
                 if body is None:

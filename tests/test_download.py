@@ -82,7 +82,7 @@ def test_http_errors_are_reported_with_url_and_status(tmp_path):
 
 def test_pinned_md5_mismatch_in_published_list_is_refused(tmp_path):
     make_bucket(tmp_path / "bucket", "ds", {"a.bin": 10})
-    with R2Server(tmp_path / "bucket", "ds") as server, pytest.raises(ChecksumError, match="pins 0{32}"):
+    with R2Server(tmp_path / "bucket", "ds") as server, pytest.raises(ChecksumError, match=r"pins 0{32}"):
         download_dataset(server.uri_url, server.md5_url, tmp_path / "out" / "ds", pinned_md5={"a.bin": "0" * 32}, headers={})
 
 

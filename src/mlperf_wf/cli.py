@@ -113,8 +113,7 @@ def cmd_report(benchmark: str, ruleset: str, division: str, scale: str, results:
         raise ConfigError(f"--result given {len(results)} times but --compliance {len(verdicts)} times")
     bench = load_benchmark(benchmark)
     runs = [
-        report_mod.read_run(index, result, compliance_mod.read(verdict), ruleset)
-        for index, (result, verdict) in enumerate(zip(results, verdicts, strict=True))
+        report_mod.read_run(index, result, compliance_mod.read(verdict), ruleset) for index, (result, verdict) in enumerate(zip(results, verdicts, strict=True))
     ]
     for run, result in zip(runs, results, strict=True):
         run.index = int(result.parent.name) if result.parent.name.isdigit() else run.index

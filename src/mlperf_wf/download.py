@@ -236,4 +236,3 @@ def download_dataset(
     dest.parent.mkdir(parents=True, exist_ok=True)
     staging.replace(dest)
     return record
-

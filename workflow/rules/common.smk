@@ -13,7 +13,6 @@ sys.path.insert(0, str(Path(workflow.basedir).parent / "src"))
 from mlperf_wf import launch, registry, rules as mlperf_rules  # noqa: E402
 from mlperf_wf.errors import ConfigError  # noqa: E402
 
-
 validate(config, schema="../schemas/config.schema.yaml")
 
 SCALE = config["scale"]
@@ -23,7 +22,9 @@ def _load_benchmarks():
     try:
         loaded = {name: registry.load_benchmark(name) for name in config["benchmarks"]}
         for bench in loaded.values():
-            mlperf_rules.check_benchmark_in_ruleset(bench.submission_benchmark, config["ruleset"])
+            mlperf_rules.check_benchmark_in_ruleset(
+                bench.submission_benchmark, config["ruleset"]
+            )
         return loaded
     except ConfigError as err:
         raise WorkflowError(f"config: {err}") from None
@@ -50,7 +51,9 @@ def dataset_def(dataset_id):
 
 def run_count(name):
     """Runs to make: config `runs`, or the count the rules require."""
-    return config["runs"] or mlperf_rules.required_runs(benchmark_def(name).submission_benchmark)
+    return config["runs"] or mlperf_rules.required_runs(
+        benchmark_def(name).submission_benchmark
+    )
 
 
 def run_seed(run):

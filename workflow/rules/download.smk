@@ -7,11 +7,11 @@ rule generate_tiny_mirror:
         mirror=directory("resources/tiny/mirror/{dataset}"),
     log:
         "logs/generate_tiny_mirror/{dataset}.log",
+    cache: True
     conda:
         "../envs/mlperf-wf.yaml"
     params:
         dataset="{dataset}",
-    cache: True
     shell:
         "mlperf-wf mirror --dataset {params.dataset} --out {output.mirror} > {log} 2>&1"
 
@@ -23,13 +23,13 @@ rule download:
         dataset=directory("resources/{scale}/datasets/{dataset}"),
     log:
         "logs/download/{scale}/{dataset}.log",
+    cache: "omit-software"
     conda:
         "../envs/mlperf-wf.yaml"
     params:
         dataset="{dataset}",
         uri=download_uri,
         md5=download_md5,
-    cache: "omit-software"
     shell:
         "mlperf-wf download --dataset {params.dataset} --dest {output.dataset}"
         " --uri {params.uri} --md5 {params.md5} > {log} 2>&1"

@@ -8,13 +8,13 @@ rule preprocess:
         prepared=directory("resources/{scale}/prepared/{benchmark}"),
     log:
         "logs/preprocess/{scale}/{benchmark}.log",
+    cache: True
     conda:
         "../envs/mlperf-wf.yaml"
     params:
         benchmark="{benchmark}",
         scale="{scale}",
         inputs=preprocess_role_args,
-    cache: True
     shell:
         "mlperf-wf preprocess --benchmark {params.benchmark} --scale {params.scale}"
         " {params.inputs} --out {output.prepared} > {log} 2>&1"

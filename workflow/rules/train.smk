@@ -10,8 +10,8 @@ rule train:
         "logs/train/{benchmark}/{run}.log",
     conda:
         "../envs/mlperf-wf.yaml"
+    threads: train_threads
     params:
         command=train_command,
-    threads: train_threads
     shell:
         "{params.command} > {log} 2>&1"

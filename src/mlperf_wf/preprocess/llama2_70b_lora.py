@@ -37,7 +37,7 @@ def shard_name(split: str) -> str:
     return f"{split}-00000-of-00001.parquet"
 
 
-def tokenize_split(frame: pd.DataFrame, tokenizer) -> pd.DataFrame:  # noqa: ANN001 - a transformers tokenizer
+def tokenize_split(frame: pd.DataFrame, tokenizer) -> pd.DataFrame:
     """Tokenize (report, summary) rows into input_ids/attention_mask/labels."""
     rows = []
     for document, summary in zip(frame["input"], frame["output"], strict=True):

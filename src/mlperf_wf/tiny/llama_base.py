@@ -56,7 +56,7 @@ def train_tokenizer(texts: list[str]) -> PreTrainedTokenizerFast:
     tokenizer.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.WhitespaceSplit(), pre_tokenizers.Punctuation()])
     tokenizer.decoder = decoders.WordPiece(prefix="##")
     trainer = trainers.WordLevelTrainer(special_tokens=[PAD, BOS, EOS, UNK], show_progress=False)
-    tokenizer.train_from_iterator(texts + [PROMPT_WORDS], trainer=trainer)
+    tokenizer.train_from_iterator([*texts, PROMPT_WORDS], trainer=trainer)
     return PreTrainedTokenizerFast(tokenizer_object=tokenizer, bos_token=BOS, eos_token=EOS, pad_token=PAD, unk_token=UNK)
 
 

@@ -185,7 +185,7 @@ def train(spec: RunSpec, hp: Hyperparameters) -> dict:
     eval_loss = float("nan")
     history = []
     log.start(constants.BLOCK_START, metadata={constants.SAMPLES_COUNT: 0})
-    for step in range(hp.max_steps):
+    for _step in range(hp.max_steps):
         for _ in range(hp.gradient_accumulation_steps):
             if cursor + hp.micro_batch_size > len(order):
                 order = torch.randperm(len(train_rows), generator=generator).tolist()
