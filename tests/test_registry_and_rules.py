@@ -56,17 +56,28 @@ def test_unknown_benchmark_lists_known_ones():
         load_benchmark("bert", ROOT)
 
 
+def edited_copy(tmp_path, kind: str, name: str, old: str, new: str):
+    """A config/ under tmp_path whose <kind>/<name>.yaml has ``old`` replaced by ``new``."""
+    (tmp_path / "config" / kind).mkdir(parents=True)
+    text = (ROOT / "config" / kind / f"{name}.yaml").read_text()
+    assert old in text
+    (tmp_path / "config" / kind / f"{name}.yaml").write_text(text.replace(old, new))
+    return tmp_path
+
+
 def test_bad_definition_names_file_key_and_value(tmp_path):
-    (tmp_path / "config" / "datasets").mkdir(parents=True)
-    text = (ROOT / "config" / "datasets" / "scrolls_gov_report_8k.yaml").read_text().replace("kind: dataset", "kind: weights")
-    (tmp_path / "config" / "datasets" / "scrolls_gov_report_8k.yaml").write_text(text)
+    root = edited_copy(tmp_path, "datasets", "scrolls_gov_report_8k", "kind: dataset", "kind: weights")
     with pytest.raises(ConfigError, match=r"scrolls_gov_report_8k\.yaml: kind: .*'weights'"):
-        load_dataset("scrolls_gov_report_8k", tmp_path)
+        load_dataset("scrolls_gov_report_8k", root)
 
 
 def test_unknown_command_placeholder_is_rejected(tmp_path):
-    (tmp_path / "config" / "benchmarks").mkdir(parents=True)
-    text = (ROOT / "config" / "benchmarks" / "llama2_70b_lora.yaml").read_text().replace('"{seed}"', '"{sed}"')
-    (tmp_path / "config" / "benchmarks" / "llama2_70b_lora.yaml").write_text(text)
+    root = edited_copy(tmp_path, "benchmarks", "llama2_70b_lora", '"{seed}"', '"{sed}"')
     with pytest.raises(ConfigError, match=r"unknown placeholder \{sed\}"):
-        load_benchmark("llama2_70b_lora", tmp_path)
+        load_benchmark("llama2_70b_lora", root)
+
+
+def test_definition_must_match_its_file_name(tmp_path):
+    root = edited_copy(tmp_path, "datasets", "scrolls_gov_report_8k", "id: scrolls_gov_report_8k", "id: govreport")
+    with pytest.raises(ConfigError, match=r"declares 'govreport' but the file is named 'scrolls_gov_report_8k'"):
+        load_dataset("scrolls_gov_report_8k", root)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import fnmatch
 from pathlib import Path
-from typing import Literal
+from typing import Literal, TypeVar
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -166,16 +166,7 @@ def _placeholders(text: str) -> list[str]:
     return [name for _, name, _, _ in string.Formatter().parse(text) if name]
 
 
-def _load(path: Path, model: type[BaseModel]) -> BaseModel:
-    if not path.is_file():
-        raise ConfigError(f"{path}: no such definition file")
-    try:
-        data = yaml.safe_load(path.read_text())
-        return model.model_validate(data)
-    except ValidationError as err:
-        first = err.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "(top level)"
-        raise ConfigError(f"{path}: {where}: {first['msg']} (got {first.get('input')!r})") from None
+_Entry = TypeVar("_Entry", "BenchmarkDef", "DatasetDef")
 
 
 def config_dir(root: Path | None = None) -> Path:
@@ -183,27 +174,30 @@ def config_dir(root: Path | None = None) -> Path:
     return (root or Path.cwd()) / "config"
 
 
-def load_benchmark(name: str, root: Path | None = None) -> BenchmarkDef:
-    """Load ``config/benchmarks/<name>.yaml``."""
-    folder = config_dir(root) / "benchmarks"
+def _load_entry(kind: str, name: str, model: type[_Entry], root: Path | None) -> _Entry:
+    """Load and validate ``config/<kind>s/<name>.yaml``; every error is one line naming file, key and value."""
+    folder = config_dir(root) / f"{kind}s"
     path = folder / f"{name}.yaml"
     if not path.is_file():
         known = sorted(p.stem for p in folder.glob("*.yaml"))
-        raise ConfigError(f"benchmark {name!r} is not defined; known benchmarks: {', '.join(known)}")
-    bench = _load(path, BenchmarkDef)
-    assert isinstance(bench, BenchmarkDef)
-    if bench.name != name:
-        raise ConfigError(f"{path}: name is {bench.name!r} but the file is named {name!r}")
-    return bench
+        raise ConfigError(f"{kind} {name!r} is not defined; known {kind}s: {', '.join(known)}")
+    try:
+        entry = model.model_validate(yaml.safe_load(path.read_text()))
+    except ValidationError as err:
+        first = err.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "(top level)"
+        raise ConfigError(f"{path}: {where}: {first['msg']} (got {first.get('input')!r})") from None
+    declared = entry.name if isinstance(entry, BenchmarkDef) else entry.id
+    if declared != name:
+        raise ConfigError(f"{path}: declares {declared!r} but the file is named {name!r}")
+    return entry
+
+
+def load_benchmark(name: str, root: Path | None = None) -> BenchmarkDef:
+    """Load ``config/benchmarks/<name>.yaml``."""
+    return _load_entry("benchmark", name, BenchmarkDef, root)
 
 
 def load_dataset(dataset_id: str, root: Path | None = None) -> DatasetDef:
     """Load ``config/datasets/<id>.yaml``."""
-    folder = config_dir(root) / "datasets"
-    path = folder / f"{dataset_id}.yaml"
-    if not path.is_file():
-        known = sorted(p.stem for p in folder.glob("*.yaml"))
-        raise ConfigError(f"dataset {dataset_id!r} is not defined; known datasets: {', '.join(known)}")
-    dataset = _load(path, DatasetDef)
-    assert isinstance(dataset, DatasetDef)
-    return dataset
+    return _load_entry("dataset", dataset_id, DatasetDef, root)
