@@ -12,8 +12,18 @@ import hashlib
 import threading
 import time
 from collections import Counter
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+
+
+@dataclass
+class Request:
+    """One GET the server answered, with the body bytes it sent for it."""
+
+    path: str
+    headers: dict[str, str]
+    sent: int = 0
 
 
 class R2Server:
@@ -25,7 +35,7 @@ class R2Server:
         self.chunk = chunk
         self.delay = delay
         self.bytes_sent: Counter[str] = Counter()
-        self.requests: list[tuple[str, dict[str, str]]] = []
+        self.requests: list[Request] = []
         self.corrupt: set[str] = set()
         server = self
 
@@ -34,7 +44,8 @@ class R2Server:
                 pass
 
             def do_GET(self) -> None:
-                server.requests.append((self.path, dict(self.headers)))
+                request = Request(self.path, dict(self.headers))
+                server.requests.append(request)
                 body = server._resolve(self.path)
                 if body is None:
                     self.send_response(404)
@@ -61,6 +72,7 @@ class R2Server:
                         piece = body[offset : offset + server.chunk]
                         self.wfile.write(piece)
                         server.bytes_sent[self.path] += len(piece)
+                        request.sent += len(piece)
                         if server.delay:
                             time.sleep(server.delay)
                 except (BrokenPipeError, ConnectionResetError):
