@@ -25,8 +25,8 @@ test: $(BIN)/activate
 	$(BIN)/python -m pytest -q
 
 lint: $(BIN)/activate
-	$(BIN)/ruff check src tests
-	$(BIN)/ruff format --check src tests
+	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff format --check src tests bench
 	$(BIN)/snakefmt --check workflow
 	$(BIN)/snakemake --lint
 

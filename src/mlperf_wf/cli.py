@@ -148,6 +148,31 @@ def cmd_require_pinned(benchmark: str) -> None:
         )
 
 
+def cmd_score(path: Path, ruleset: str, json_out: Path | None, csv_out: Path | None, jobs: int | None, rcp_bypass: bool) -> int:
+    """Score every (system, benchmark) under ``path``; exit 1 when any result is invalid."""
+    import pandas as pd
+
+    from mlperf_wf import scoring
+
+    rules.allowed_benchmarks(ruleset)
+    scores = scoring.score_paths(path, ruleset, jobs=jobs, rcp_bypass=rcp_bypass)
+    rows = scoring.to_rows(scores)
+    if json_out:
+        json_out.parent.mkdir(parents=True, exist_ok=True)
+        json_out.write_text(json.dumps(scoring.to_json(scores), indent=2) + "\n")
+    if csv_out:
+        csv_out.parent.mkdir(parents=True, exist_ok=True)
+        pd.DataFrame(rows).to_csv(csv_out, index=False)
+    for score in scores:
+        ttt = f"{score.time_to_train:.4f} min" if score.time_to_train is not None else "no score"
+        rcp = f", RCP {score.rcp.verdict}" if score.rcp else ""
+        factor = f", x{score.scaling_factor:.6g} ({score.scaling_source})" if score.scaling_factor != 1.0 else ""
+        print(
+            f"{score.system}/{score.benchmark}: {ttt}{factor}{rcp}, {len(score.runs)} runs" + ("" if score.valid else f" INVALID: {'; '.join(score.reasons)}")
+        )
+    return 0 if all(s.valid for s in scores) else 1
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mlperf-wf", description=__doc__.splitlines()[0])
     parser.add_argument("--root", type=Path, default=Path.cwd(), help="project root holding config/ (default: current folder)")
@@ -196,6 +221,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ruleset", required=True)
     p.add_argument("--out", type=Path, required=True)
 
+    p = sub.add_parser("score", help="official time-to-train scores of any log folder")
+    p.add_argument("path", type=Path, help="organisation folder, benchmark folder of result_*.txt, or workflow results/<benchmark>/")
+    p.add_argument("--ruleset", required=True)
+    p.add_argument("--json", type=Path, dest="json_out")
+    p.add_argument("--csv", type=Path, dest="csv_out")
+    p.add_argument("--jobs", type=int, help="worker processes (default: all cores)")
+    p.add_argument("--rcp-bypass", action="store_true", help="as the package checker's --rcp-bypass")
+
     p = sub.add_parser("report", help="time-to-train report of a benchmark's runs")
     p.add_argument("--benchmark", required=True)
     p.add_argument("--ruleset", required=True)
@@ -229,6 +262,8 @@ def main(argv: list[str] | None = None) -> int:
             cmd_require_pinned(args.benchmark)
         elif args.command == "compliance":
             cmd_compliance(args.result, args.ruleset, args.out)
+        elif args.command == "score":
+            return cmd_score(args.path, args.ruleset, args.json_out, args.csv_out, args.jobs, args.rcp_bypass)
         elif args.command == "report":
             cmd_report(args.benchmark, args.ruleset, args.division, args.scale, args.result, args.compliance, args.out)
     except WorkflowError as err:

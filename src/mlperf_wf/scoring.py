@@ -1,0 +1,420 @@
+"""Time-to-train scores that equal mlperf-logging's result summarizer, computed faster.
+
+What is reused from mlperf-logging, unchanged: the log parser (``mlp_parser``),
+the compliance checker (``ComplianceChecker.check_loglines`` with the ruleset's
+YAML rules), the olympic average (``_compute_olympic_average``), the RCP checker
+(``rcp_checker.check_directory`` and ``RCP_Checker``'s records) and the result
+counts (``benchmark_meta``). What is ours is the glue, and three things the
+official tools lack:
+
+- speed: each file is parsed once for compliance and timing, files are checked
+  in parallel processes, the rule YAMLs are loaded once per process instead of
+  once per file, and the parsers' ``re.sub(".*:::MLLOG ", ...)`` (quadratic on
+  long lines, most of the summarizer's 10 s on a vendor folder) is replaced by
+  the equivalent ``line[line.rindex(":::MLLOG "):]`` while they run;
+- explanation: which runs were dropped and why, per-run minutes, compliance
+  messages, the RCP reference mean and the minimum allowed mean;
+- no side effects: the summarizer's RCP step rewrites ``scaling.json`` in the
+  results folder (mlcommons/logging#278); this module never writes there.
+
+The scaling factor is the summarizer's: ``scaling.json`` when the folder has one
+(the package checker writes it, the review committee may set it). When it has
+none, the summarizer uses 1.0 on its first run and the RCP normalisation after
+its own RCP step wrote the file; here the RCP normalisation is used directly, so
+the answer does not depend on how often a tool ran before.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import glob
+import json
+import os
+import re
+from collections.abc import Iterator
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import yaml
+from mlperf_logging.compliance_checker import mlp_compliance, mlp_parser
+from mlperf_logging.result_summarizer.result_summarizer import _compute_olympic_average
+
+from mlperf_wf.errors import WorkflowError
+
+USAGE = "training"
+TOKEN = ":::MLLOG "
+_SLOW_STRIP = ".*" + TOKEN
+
+
+class _FastStripRe:
+    """Stands in for ``re`` inside mlperf-logging's parsers: same results, linear time.
+
+    ``re.sub(".*:::MLLOG ", ":::MLLOG ", line)`` keeps the line from the last
+    token on (``.`` does not cross the line's trailing newline). Every other
+    call goes to the real ``re``.
+    """
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(re, name)
+
+    @staticmethod
+    def sub(pattern: str, repl: str, string: str, count: int = 0, flags: int = 0) -> str:
+        if pattern == _SLOW_STRIP and repl == TOKEN and not count and not flags and "\n" not in string.rstrip("\n"):
+            last = string.rfind(TOKEN)
+            return string if last < 0 else string[last:]
+        return re.sub(pattern, repl, string, count=count, flags=flags)
+
+
+class _CachedYaml:
+    """Stands in for ``yaml`` inside the compliance checker: each rule file is read once per process."""
+
+    BaseLoader = yaml.BaseLoader
+    _cache: dict[str, object] = {}  # noqa: RUF012 - a per-process cache by design
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(yaml, name)
+
+    def load(self, stream, Loader):
+        name = getattr(stream, "name", None)
+        if name is None:
+            return yaml.load(stream, Loader=Loader)
+        if name not in self._cache:
+            self._cache[name] = yaml.load(stream, Loader=Loader)
+        return copy.deepcopy(self._cache[name])
+
+
+@contextlib.contextmanager
+def fast_mlperf_logging() -> Iterator[None]:
+    """Swap in the linear-time strip and the rule-file cache while mlperf-logging code runs."""
+    import importlib
+
+    from mlperf_logging.rcp_checker import rcp_checker
+
+    parsers = [importlib.import_module(f"mlperf_logging.compliance_checker.mlp_parser.{name}") for name in _parser_modules()]
+    patched = [(module, "re", _FastStripRe()) for module in [*parsers, rcp_checker]]
+    patched.append((mlp_compliance, "yaml", _CachedYaml()))
+    saved = [(module, attr, getattr(module, attr)) for module, attr, _ in patched]
+    try:
+        for module, attr, value in patched:
+            setattr(module, attr, value)
+        yield
+    finally:
+        for module, attr, value in saved:
+            setattr(module, attr, value)
+
+
+def _parser_modules() -> list[str]:
+    folder = Path(mlp_parser.__file__).parent
+    return sorted(p.stem for p in folder.glob("ruleset_*.py"))
+
+
+@dataclass
+class RunScore:
+    """One result file."""
+
+    file: str
+    minutes: float | None
+    """run_stop - run_start in minutes, None when the file does not count."""
+    seed: int | None
+    status: str | None
+    compliant: bool
+    messages: list[str]
+    dropped: str | None = None
+    """Why the run is not in the olympic mean: fastest, slowest, non-compliant (did not converge or failed the checker)."""
+
+
+@dataclass
+class RcpResult:
+    """The RCP check of one benchmark folder (closed division)."""
+
+    verdict: str
+    """Pass, Fail, Interp. Fail, Missing, No RCP or Unknown state, as the result summarizer names them."""
+    message: str
+    global_batch_size: float | None
+    samples_to_converge: float | None
+    """Olympic mean of the runs' samples (or epochs) to converge."""
+    reference_mean: float | None = None
+    min_allowed_mean: float | None = None
+    norm_factor: float = 1.0
+
+
+@dataclass
+class BenchmarkScore:
+    """One (system, benchmark)."""
+
+    system: str
+    system_name: str
+    benchmark: str
+    division: str
+    ruleset: str
+    folder: str
+    runs: list[RunScore]
+    required_runs: int | None
+    olympic_minutes: float | None
+    scaling_factor: float
+    scaling_source: str
+    time_to_train: float | None
+    rcp: RcpResult | None
+    valid: bool
+    reasons: list[str] = field(default_factory=list)
+
+
+def score_file(path: str, ruleset: str) -> RunScore:
+    """Parse once; run the official compliance rules on the parsed lines; read start/stop and seed."""
+    with fast_mlperf_logging():
+        loglines, errors = mlp_parser.parse_file(path, ruleset=ruleset)
+        checker = mlp_compliance.make_checker(USAGE, ruleset, True, False)
+        if errors:
+            checker.put_message("Log lines had parsing errors.")
+        checker.check_loglines(loglines, f"{USAGE}_{ruleset}/common.yaml")
+    compliant = not checker.has_messages()
+    messages = [str(m) for m in getattr(checker, "not_overwritable", [])] + [str(m) for m in getattr(checker, "overwritable", {}).values()]
+    start = stop = seed = status = None
+    for line in loglines:
+        if line.key == "run_start" and start is None:
+            start = line.timestamp
+        elif line.key == "run_stop" and stop is None:
+            stop = line.timestamp
+            status = (line.value.get("metadata") or {}).get("status")
+        elif line.key == "seed" and seed is None:
+            seed = line.value.get("value")
+    counts = compliant and not errors and start is not None and stop is not None
+    minutes = (float(stop) - float(start)) / 60 / 1000 if counts else None
+    return RunScore(file=path, minutes=minutes, seed=seed, status=status, compliant=bool(counts), messages=messages)
+
+
+def check_rcp(folder: str, ruleset: str, rcp_bypass: bool = False) -> RcpResult:
+    """The summarizer's RCP step for a benchmark folder, without writing scaling.json."""
+    import numpy as np
+    from mlperf_logging.rcp_checker import rcp_checker
+
+    files = glob.glob(f"{folder}/result_*.txt")
+    with fast_mlperf_logging():
+        passed, message, norm = rcp_checker.check_directory(
+            folder, USAGE, ruleset, False, False, rcp_file=None, rcp_pass="pruned_rcps", rcp_bypass=rcp_bypass, set_scaling=False
+        )
+        gbs, epochs, benchmark = rcp_checker.get_submission_epochs(files, ruleset, bert_train_samples=False)
+    if passed:
+        verdict = "Pass"
+    else:
+        verdict = {"RCP found": "Fail", "RCP Interpolation": "Interp. Fail", "Cannot find any RCPs": "No RCP"}.get(
+            message, "Missing" if "Missing" in message else "Unknown state"
+        )
+    samples = None
+    if epochs:
+        epochs = sorted(epochs)
+        if len(epochs) >= 3:
+            samples = float(np.mean(epochs[1 : len(epochs) - 1]))
+    result = RcpResult(verdict=verdict, message=message, global_batch_size=float(gbs) if gbs not in (None, -1) else None, samples_to_converge=samples)
+    if benchmark and gbs not in (None, -1):
+        record = _rcp_record(benchmark, ruleset, gbs)
+        if record:
+            result.reference_mean = float(record["RCP Mean"])
+            result.min_allowed_mean = float(record["RCP Mean"] / record["Max Speedup"])
+    result.norm_factor = float(norm)
+    return result
+
+
+def _rcp_record(benchmark: str, ruleset: str, gbs: float) -> dict | None:
+    """The RCP record (found or interpolated) the checker compares against, for the report."""
+    from mlperf_logging.rcp_checker import rcp_checker
+
+    try:
+        checker = rcp_checker.RCP_Checker(USAGE, ruleset, benchmark, False)
+    except (KeyError, OSError, Exception):  # no RCPs for this benchmark/ruleset
+        return None
+    record = checker._find_rcp(gbs, "pruned_rcps")
+    if record is None:
+        low, high = checker._find_top_min_rcp(gbs, "pruned_rcps"), checker._find_bottom_max_rcp(gbs, "pruned_rcps")
+        if low is not None and high is not None:
+            _, record = checker._create_interp_rcp(gbs, low, high)
+        elif low is None and high is not None:
+            record = checker._find_min_rcp("pruned_rcps")
+    return record
+
+
+# ---- discovery ----
+
+
+@dataclass
+class BenchmarkFolder:
+    """A folder of result files to score as one (system, benchmark)."""
+
+    folder: str
+    system: str
+    benchmark: str
+    result_files: tuple[str, ...]
+    system_desc: dict
+
+
+def _result_files(folder: Path) -> list[str]:
+    files = sorted(glob.glob(f"{folder}/result_*.txt"))
+    if files:
+        return files
+    runs = sorted((p for p in folder.glob("runs/*/result.txt")), key=lambda p: int(p.parent.name) if p.parent.name.isdigit() else 0)
+    return [str(p) for p in runs]
+
+
+def discover(path: Path) -> list[BenchmarkFolder]:
+    """Organisation folder, benchmark folder, or workflow ``results/<benchmark>/`` folder."""
+    if not path.exists():
+        raise WorkflowError(f"{path}: no such folder")
+    if (path / "results").is_dir() and (path / "systems").is_dir():
+        found = []
+        for system_dir in sorted(p for p in (path / "results").iterdir() if p.is_dir()):
+            desc_file = path / "systems" / f"{system_dir.name}.json"
+            if not desc_file.is_file():
+                raise WorkflowError(f"{desc_file}: missing system description for results/{system_dir.name}")
+            desc = json.loads(desc_file.read_text())
+            for bench_dir in sorted(p for p in system_dir.iterdir() if p.is_dir()):
+                files = _result_files(bench_dir)
+                if files:
+                    found.append(BenchmarkFolder(str(bench_dir), system_dir.name, bench_dir.name, tuple(files), desc))
+        return found
+    files = _result_files(path)
+    if not files:
+        raise WorkflowError(f"{path}: neither an organisation folder (results/, systems/) nor a folder of result_*.txt or runs/<i>/result.txt")
+    system = path.parent.name
+    desc_file = path.parent.parent.parent / "systems" / f"{system}.json"
+    desc = json.loads(desc_file.read_text()) if desc_file.is_file() else {}
+    return [BenchmarkFolder(str(path), system, path.name, tuple(files), desc)]
+
+
+def _division(folder: BenchmarkFolder) -> str:
+    if folder.system_desc.get("division"):
+        return folder.system_desc["division"]
+    for path in folder.result_files:
+        with open(path, encoding="latin-1") as handle:
+            for line in handle:
+                if '"submission_division"' in line and TOKEN in line:
+                    return json.loads(line[line.rindex(TOKEN) + len(TOKEN) :])["value"]
+    return "closed"
+
+
+def _scaling_json(folder: str) -> float | None:
+    path = os.path.join(folder, "scaling.json")
+    if os.path.isfile(path):
+        with open(path) as handle:
+            return float(json.load(handle)["scaling_factor"])
+    return None
+
+
+def _olympic(benchmark: str, runs: list[RunScore]) -> tuple[float | None, int]:
+    """The summarizer's olympic mean, marking dropped runs; returns (mean, non-counted runs)."""
+    max_dropped = 4 if benchmark == "unet3d" else 1
+    counted = [r for r in runs if r.minutes is not None]
+    dropped = len(runs) - len(counted)
+    for run in runs:
+        if run.minutes is None:
+            run.dropped = "did not converge" if run.status not in (None, "success") else "failed compliance"
+    if dropped > max_dropped:
+        return None, dropped
+    ordered = sorted(counted, key=lambda r: r.minutes)
+    for run in ordered[:max_dropped]:
+        run.dropped = "fastest"
+    for run in ordered[len(ordered) - (max_dropped - dropped) :] if max_dropped - dropped else []:
+        run.dropped = "slowest"
+    return _compute_olympic_average([r.minutes for r in ordered], dropped, max_dropped), dropped
+
+
+def score_paths(path: Path, ruleset: str, jobs: int | None = None, rcp_bypass: bool = False) -> list[BenchmarkScore]:
+    """Score every (system, benchmark) under ``path``."""
+    from mlperf_logging import benchmark_meta
+
+    folders = discover(path)
+    jobs = jobs or os.cpu_count() or 1
+    counts = benchmark_meta.get_result_file_counts(USAGE)
+    with ProcessPoolExecutor(max_workers=jobs, initializer=_quiet_worker) as pool:
+        file_futures = [[pool.submit(score_file, p, ruleset) for p in f.result_files] for f in folders]
+        # RCP checks start as soon as a folder's division is known, while other files are still checked.
+        closed = [_division(f) == "closed" and bool(glob.glob(f"{f.folder}/result_*.txt")) for f in folders]
+        rcp_futures = [pool.submit(check_rcp, f.folder, ruleset, rcp_bypass) if c else None for f, c in zip(folders, closed, strict=True)]
+        scores = []
+        for folder, futures, rcp_future, is_closed in zip(folders, file_futures, rcp_futures, closed, strict=True):
+            runs = [future.result() for future in futures]
+            rcp = rcp_future.result() if rcp_future else None
+            division = "closed" if is_closed else _division(folder)
+            scores.append(_benchmark_score(folder, division, runs, rcp, ruleset, counts))
+    return scores
+
+
+def _quiet_worker() -> None:
+    """mlperf-logging reports progress through the root logger at INFO; workers keep only errors."""
+    import logging
+
+    logging.getLogger().setLevel(logging.ERROR)
+
+
+def _benchmark_score(folder: BenchmarkFolder, division: str, runs: list[RunScore], rcp: RcpResult | None, ruleset: str, counts: dict) -> BenchmarkScore:
+    benchmark = "maskrcnn" if folder.benchmark == "mask" else folder.benchmark
+    olympic, dropped = _olympic(benchmark, runs)
+    from_file = _scaling_json(folder.folder)
+    if from_file is not None:
+        factor, source = from_file, "scaling.json"
+    elif rcp is not None and rcp.verdict == "Pass":
+        factor, source = rcp.norm_factor, "rcp normalisation"
+    else:
+        factor, source = 1.0, "none"
+    reasons = []
+    required = counts.get(benchmark)
+    if required is not None and len(runs) != required:
+        reasons.append(f"{len(runs)} result files, {benchmark} requires {required}")
+    if olympic is None:
+        reasons.append(f"{dropped} runs failed compliance or did not converge; at most {4 if benchmark == 'unet3d' else 1} may")
+    if rcp is not None and rcp.verdict != "Pass":
+        reasons.append(f"RCP check: {rcp.verdict} ({rcp.message})")
+    seeds = [r.seed for r in runs if r.seed is not None]
+    duplicates = sorted({s for s in seeds if seeds.count(s) > 1})
+    if duplicates:
+        reasons.append(f"seeds used by more than one run: {duplicates}")
+    return BenchmarkScore(
+        system=folder.system,
+        system_name=folder.system_desc.get("system_name", folder.system),
+        benchmark=benchmark,
+        division=division,
+        ruleset=ruleset,
+        folder=folder.folder,
+        runs=runs,
+        required_runs=required,
+        olympic_minutes=olympic,
+        scaling_factor=factor,
+        scaling_source=source,
+        time_to_train=olympic * factor if olympic is not None else None,
+        rcp=rcp,
+        valid=not reasons,
+        reasons=reasons,
+    )
+
+
+def to_rows(scores: list[BenchmarkScore]) -> list[dict]:
+    """One flat row per (system, benchmark), for CSV."""
+    rows = []
+    for s in scores:
+        rows.append(
+            {
+                "system": s.system,
+                "system_name": s.system_name,
+                "benchmark": s.benchmark,
+                "division": s.division,
+                "time_to_train": s.time_to_train,
+                "olympic_minutes": s.olympic_minutes,
+                "scaling_factor": s.scaling_factor,
+                "scaling_source": s.scaling_source,
+                "rcp": s.rcp.verdict if s.rcp else None,
+                "rcp_reference_mean": s.rcp.reference_mean if s.rcp else None,
+                "rcp_min_allowed_mean": s.rcp.min_allowed_mean if s.rcp else None,
+                "global_batch_size": s.rcp.global_batch_size if s.rcp else None,
+                "samples_to_converge": s.rcp.samples_to_converge if s.rcp else None,
+                "runs": len(s.runs),
+                "dropped": ";".join(f"{Path(r.file).name}:{r.dropped}" for r in s.runs if r.dropped),
+                "valid": s.valid,
+                "reasons": "; ".join(s.reasons),
+            }
+        )
+    return rows
+
+
+def to_json(scores: list[BenchmarkScore]) -> list[dict]:
+    return [asdict(s) for s in scores]
