@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -10,8 +11,9 @@ from mlperf_wf import compliance
 from mlperf_wf.cli import main
 from tests.mllogs import write_lora_log
 
-CONVERGED = [(384, 1.2), (768, 0.95), (1152, 0.92)]
-NOT_CONVERGED = [(384, 1.2), (768, 1.0), (1152, 0.97)]
+# Samples to converge above the llama2_70b_lora RCP mean at GBS 8 (3178.7), so the RCP check passes unscaled.
+CONVERGED = [(1536, 1.2), (2304, 0.95), (3264, 0.92)]
+NOT_CONVERGED = [(1536, 1.2), (2304, 1.0), (3264, 0.97)]
 
 
 def test_compliant_log_passes_the_official_checker(tmp_path):
@@ -48,7 +50,8 @@ def make_runs(tmp_path, minutes, statuses=None, seeds=None):
 
 def run_report(tmp_path, args, scale="full"):
     out = tmp_path / "report.json"
-    command = ["report", "--benchmark", "llama2_70b_lora", "--ruleset", "6.1.0", "--division", "closed", "--scale", scale, *args, "--out", str(out)]
+    command = ["report", "--benchmark", "llama2_70b_lora", "--ruleset", "6.1.0", "--division", "closed", "--scale", scale, "--platform", "test-platform"]
+    command += [*args, "--out", str(out)]
     assert main(command) == 0
     return json.loads(out.read_text())
 
@@ -61,17 +64,19 @@ def ten_minutes():
 def test_olympic_score_drops_fastest_and_slowest(tmp_path, ten_minutes):
     report = run_report(tmp_path, make_runs(tmp_path, ten_minutes))
     middle = sorted(ten_minutes)[1:-1]
-    assert report["score"]["minutes"] == pytest.approx(sum(middle) / 8, rel=1e-9)
+    assert report["score"]["time_to_train_minutes"] == pytest.approx(sum(middle) / 8, rel=1e-9)
+    assert report["score"]["scaling_factor"] == 1.0
+    assert report["rcp"]["verdict"] == "Pass"
     dropped = {r["index"]: r["dropped"] for r in report["runs"] if r["dropped"]}
     assert dropped == {5: "fastest", 3: "slowest"}
-    assert report["valid_submission"] is True
-    assert [r["samples_to_converge"] for r in report["runs"]] == [1152] * 10
+    assert report["valid_submission"] is True, report["valid_submission_reasons"]
+    assert [r["samples_to_converge"] for r in report["runs"]] == [3264] * 10
 
 
 def test_one_non_converged_run_is_the_dropped_slowest(tmp_path, ten_minutes):
     report = run_report(tmp_path, make_runs(tmp_path, ten_minutes, statuses={1: "aborted"}))
     counted = sorted(m for i, m in enumerate(ten_minutes) if i != 1)[1:]
-    assert report["score"]["minutes"] == pytest.approx(sum(counted) / 8, rel=1e-9)
+    assert report["score"]["time_to_train_minutes"] == pytest.approx(sum(counted) / 8, rel=1e-9)
     dropped = {r["index"]: r["dropped"] for r in report["runs"] if r["dropped"]}
     assert dropped == {1: "did not converge", 5: "fastest"}
     assert report["runs"][1]["samples_to_converge"] is None
@@ -79,9 +84,9 @@ def test_one_non_converged_run_is_the_dropped_slowest(tmp_path, ten_minutes):
 
 def test_two_non_converged_runs_give_no_score(tmp_path, ten_minutes):
     report = run_report(tmp_path, make_runs(tmp_path, ten_minutes, statuses={1: "aborted", 4: "aborted"}))
-    assert report["score"]["minutes"] is None
+    assert report["score"]["time_to_train_minutes"] is None
     assert report["valid_submission"] is False
-    assert any("2 runs did not converge" in r for r in report["valid_submission_reasons"])
+    assert any("2 runs failed compliance or did not converge" in r for r in report["valid_submission_reasons"])
 
 
 def test_duplicate_seeds_and_tiny_scale_make_it_invalid(tmp_path, ten_minutes):
@@ -91,3 +96,52 @@ def test_duplicate_seeds_and_tiny_scale_make_it_invalid(tmp_path, ten_minutes):
     assert any("seeds used by more than one run: [9]" in r for r in reasons)
     assert any("scale is 'tiny'" in r for r in reasons)
     assert report["valid_submission"] is False
+
+
+def test_more_runs_than_required_scores_the_window_closest_to_the_median(tmp_path):
+    minutes = [20.0, 30.0, 21.0, 22.0, 23.0, 24.0, 25.0, 26.0, 27.0, 28.0, 10.0, 40.0, 41.0]
+    report = run_report(tmp_path, make_runs(tmp_path, minutes))
+    windows = []
+    for start in range(len(minutes) - 10 + 1):
+        window = sorted(minutes[start : start + 10])[1:-1]
+        windows.append(sum(window) / 8)
+    median = sorted(windows)[len(windows) // 2]
+    best = min(range(len(windows)), key=lambda i: (abs(windows[i] - median), i))
+    selection = report["selection"]
+    assert selection["runs_made"] == 13 and selection["required"] == 10
+    assert selection["window_minutes"] == pytest.approx(windows, rel=1e-9)
+    assert selection["window_runs"] == list(range(best, best + 10))
+    assert report["score"]["time_to_train_minutes"] == pytest.approx(windows[best], rel=1e-9)
+    outside = [r["index"] for r in report["runs"] if r["dropped"] == "outside the selected window"]
+    assert outside == [i for i in range(13) if not best <= i < best + 10]
+    assert report["valid_submission"] is True, report["valid_submission_reasons"]
+
+
+def test_score_cli_on_a_benchmark_folder(tmp_path, capsys):
+    folder = tmp_path / "org" / "results" / "sys" / "llama2_70b_lora"
+    minutes = [20.0, 21.0, 19.0, 25.0, 22.0, 18.0, 23.0, 24.0, 20.5, 21.5]
+    for i, m in enumerate(minutes):
+        status = "aborted" if i == 3 else "success"
+        write_lora_log(folder / f"result_{i}.txt", 100 + i, m, CONVERGED if status == "success" else NOT_CONVERGED, status=status)
+    assert main(["score", str(folder), "--ruleset", "6.1.0", "--json", str(tmp_path / "s.json")]) == 0
+    (score,) = json.loads((tmp_path / "s.json").read_text())
+    counted = sorted(m for i, m in enumerate(minutes) if i != 3)[1:]
+    assert score["time_to_train"] == pytest.approx(sum(counted) / 8, rel=1e-9)
+    assert {Path(r["file"]).name: r["dropped"] for r in score["runs"] if r["dropped"]} == {"result_3.txt": "did not converge", "result_5.txt": "fastest"}
+
+    write_lora_log(folder / "result_4.txt", 104, 22.0, NOT_CONVERGED, status="aborted")
+    assert main(["score", str(folder), "--ruleset", "6.1.0"]) == 1
+    assert "INVALID: 2 runs failed compliance or did not converge" in capsys.readouterr().out
+
+
+def test_score_cli_rejects_a_compliance_failure_and_duplicate_seeds(tmp_path, capsys):
+    folder = tmp_path / "llama2_70b_lora"
+    for i in range(10):
+        seed = 7 if i in (2, 6) else 100 + i
+        write_lora_log(folder / f"result_{i}.txt", seed, 20.0 + i, CONVERGED, drop_keys=("lora_rank",) if i == 9 else ())
+    assert main(["score", str(folder), "--ruleset", "6.1.0", "--json", str(tmp_path / "s.json")]) == 1
+    (score,) = json.loads((tmp_path / "s.json").read_text())
+    bad = next(r for r in score["runs"] if r["file"].endswith("result_9.txt"))
+    assert bad["compliant"] is False and bad["dropped"] == "failed compliance"
+    assert any("lora_rank" in m for m in bad["messages"])
+    assert any("seeds used by more than one run: [7]" in r for r in score["reasons"])

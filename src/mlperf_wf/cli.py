@@ -107,35 +107,25 @@ def cmd_compliance(result: Path, ruleset: str, out: Path) -> None:
     log.info("%s: %s", result, verdict.verdict)
 
 
-def cmd_report(benchmark: str, ruleset: str, division: str, scale: str, results: list[Path], verdicts: list[Path], out: Path) -> None:
-    """Write the time-to-train report of ``benchmark`` from its runs."""
+def cmd_report(benchmark: str, ruleset: str, division: str, scale: str, platform: str, results: list[Path], verdicts: list[Path], out: Path) -> None:
+    """Write the time-to-train report of ``benchmark`` from its runs (``--result`` i is run i)."""
     if len(results) != len(verdicts):
         raise ConfigError(f"--result given {len(results)} times but --compliance {len(verdicts)} times")
     bench = load_benchmark(benchmark)
-    runs = [
-        report_mod.read_run(index, result, compliance_mod.read(verdict), ruleset) for index, (result, verdict) in enumerate(zip(results, verdicts, strict=True))
-    ]
-    for run, result in zip(runs, results, strict=True):
-        run.index = int(result.parent.name) if result.parent.name.isdigit() else run.index
-    required = rules.required_runs(bench.submission_benchmark)
-    score = report_mod.olympic_score(runs)
-    reasons = report_mod.submission_validity(runs, required, scale, score)
-    target = rules.quality_target(bench.submission_benchmark, ruleset, division)
-    report = report_mod.Report(
+    report = report_mod.build(
         benchmark=benchmark,
         submission_benchmark=bench.submission_benchmark,
         ruleset=ruleset,
         division=division,
         scale=scale,
-        quality_target=asdict(target),
-        required_runs=required,
-        runs=runs,
-        score=score,
-        valid_submission=not reasons,
-        valid_submission_reasons=reasons,
+        platform=platform,
+        quality_target=asdict(rules.quality_target(bench.submission_benchmark, ruleset, division)),
+        required=rules.required_runs(bench.submission_benchmark),
+        results=results,
+        verdicts=[compliance_mod.read(v).verdict for v in verdicts],
     )
     report_mod.write(report, out)
-    log.info("%s: olympic score %s min over runs %s", benchmark, score.minutes, score.counted_runs)
+    log.info("%s: time to train %s min over runs %s", benchmark, report.score["time_to_train_minutes"], report.score["counted_runs"])
 
 
 def cmd_require_pinned(benchmark: str) -> None:
@@ -234,6 +224,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ruleset", required=True)
     p.add_argument("--division", choices=["closed", "open"], required=True)
     p.add_argument("--scale", choices=["tiny", "full"], required=True)
+    p.add_argument("--platform", required=True, help="system name the runs were made on")
     p.add_argument("--result", type=Path, action="append", default=[])
     p.add_argument("--compliance", type=Path, action="append", default=[])
     p.add_argument("--out", type=Path, required=True)
@@ -265,7 +256,7 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "score":
             return cmd_score(args.path, args.ruleset, args.json_out, args.csv_out, args.jobs, args.rcp_bypass)
         elif args.command == "report":
-            cmd_report(args.benchmark, args.ruleset, args.division, args.scale, args.result, args.compliance, args.out)
+            cmd_report(args.benchmark, args.ruleset, args.division, args.scale, args.platform, args.result, args.compliance, args.out)
     except WorkflowError as err:
         print(f"mlperf-wf: error: {err}", file=sys.stderr)
         return 2

@@ -1,53 +1,41 @@
-"""The time-to-train report of one benchmark's runs.
+"""The workflow's time-to-train report of one benchmark, built on :mod:`mlperf_wf.scoring`.
 
-Per run: minutes from ``run_start`` to ``run_stop`` (as mlperf-logging's result
-summarizer computes them), samples to converge (``samples_count`` of the last
-``eval_accuracy`` before a successful ``run_stop``, as its RCP checker reads
-them), status and compliance verdict. The score is the olympic mean of the
-result summarizer (drop the fastest and the slowest; one non-converged run may
-be the dropped slowest; more than one means no score).
+The numbers are the scorer's, so they equal mlperf-logging's result summarizer:
+per run, minutes from ``run_start`` to ``run_stop``, samples to converge, status
+and compliance; the olympic mean (fastest and slowest dropped, one
+non-converged run may be the dropped slowest, more than one means no score),
+times the RCP scaling factor. When more runs were made than the rules require
+(M > N), the N consecutive runs (in launch order) whose olympic score is
+closest to the median of all windows are scored, as the rules require.
 """
 
 from __future__ import annotations
 
 import json
+import math
+import os
+import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from mlperf_logging.compliance_checker import mlp_parser
-from mlperf_logging.result_summarizer.result_summarizer import _compute_olympic_average
-
-from mlperf_wf.compliance import ComplianceResult
-
-MAX_DROPPED = 1
-"""Non-converged runs the rules allow (4 only for the retired unet3d)."""
+from mlperf_wf import scoring
 
 
 @dataclass
-class RunResult:
+class RunEntry:
     """One run as the report shows it."""
 
     index: int
     seed: int | None
     minutes: float | None
-    samples_to_converge: int | None
+    samples_to_converge: float | None
     status: str | None
     compliance: str
+    """The compliance stage's verdict: passed, non_converged or failed."""
     final_eval_accuracy: float | None
     result_file: str
-    dropped: str | None = None
-
-
-@dataclass
-class Score:
-    """The olympic score of a set of runs."""
-
-    minutes: float | None
-    """Olympic mean time to train, or None when there is no valid score."""
-    counted_runs: list[int]
-    """Run indices averaged."""
-    reason: str | None = None
-    """Why there is no score, when there is none."""
+    in_scored_window: bool
+    dropped: str | None
 
 
 @dataclass
@@ -61,75 +49,117 @@ class Report:
     scale: str
     quality_target: dict
     required_runs: int
-    runs: list[RunResult]
-    score: Score
+    runs: list[RunEntry]
+    selection: dict | None
+    """M > N window selection: runs made, required, chosen window, every window's score."""
+    score: dict
+    """time_to_train_minutes (olympic x scaling factor), olympic_minutes, scaling_factor and its source, counted runs."""
+    rcp: dict | None
     valid_submission: bool
     valid_submission_reasons: list[str] = field(default_factory=list)
 
 
-def read_run(index: int, result_file: Path, compliance: ComplianceResult, ruleset: str) -> RunResult:
-    """Extract what the report needs from one mllog result file."""
-    loglines, _ = mlp_parser.parse_file(str(result_file), ruleset=ruleset)
-    seed = start = stop = status = None
-    last_eval: tuple[float, int | None] | None = None
-    for line in loglines:
-        value, metadata = line.value.get("value"), line.value.get("metadata") or {}
-        if line.key == "seed" and seed is None:
-            seed = value
-        elif line.key == "run_start":
-            start = line.timestamp
-        elif line.key == "eval_accuracy":
-            last_eval = (value, metadata.get("samples_count"))
-        elif line.key == "run_stop":
-            stop, status = line.timestamp, metadata.get("status")
-    minutes = (stop - start) / 60 / 1000 if start is not None and stop is not None else None
-    converged = status == "success" and last_eval is not None
-    return RunResult(
-        index=index,
-        seed=seed,
-        minutes=minutes,
-        samples_to_converge=last_eval[1] if converged else None,
-        status=status,
-        compliance=compliance.verdict,
-        final_eval_accuracy=last_eval[0] if last_eval else None,
-        result_file=str(result_file),
+def _finite(values: list[float]) -> list[float | None]:
+    return [None if math.isinf(v) else v for v in values]
+
+
+def build(
+    benchmark: str,
+    submission_benchmark: str,
+    ruleset: str,
+    division: str,
+    scale: str,
+    platform: str,
+    quality_target: dict,
+    required: int,
+    results: list[Path],
+    verdicts: list[str],
+) -> Report:
+    """Score the runs (``results[i]`` is run ``i``) and assemble the report."""
+    runs = [scoring.score_file(str(path), ruleset) for path in results]
+    index_of = {run.file: i for i, run in enumerate(runs)}
+    verdict_of = {run.file: verdict for run, verdict in zip(runs, verdicts, strict=True)}
+    selection = None
+    window = runs
+    if len(runs) > required:
+        chosen = scoring.select_window(runs, required, submission_benchmark)
+        window = chosen.ordered[chosen.start : chosen.start + required]
+        for run in chosen.ordered:
+            if run not in window:
+                run.dropped = "outside the selected window"
+        selection = {
+            "runs_made": chosen.runs_made,
+            "required": required,
+            "order": "launch time (first log event)",
+            "window_runs": [index_of[r.file] for r in window],
+            "window_minutes": _finite(chosen.window_minutes),
+            "median_minutes": None if math.isinf(chosen.median) else chosen.median,
+            "note": f"{chosen.runs_made} runs made, {required} required: scored the {required} consecutive runs closest to the median window",
+        }
+    rcp = _rcp_of(window, ruleset) if division == "closed" else None
+    folder = scoring.BenchmarkFolder(
+        folder=str(Path(results[0]).parent.parent) if results else ".",
+        system=platform,
+        benchmark=submission_benchmark,
+        result_files=tuple(r.file for r in window),
+        system_desc={"system_name": platform, "division": division},
+    )
+    scored = scoring.benchmark_score(folder, division, window, rcp, ruleset)
+    reasons = list(scored.reasons)
+    if len(runs) < required:
+        reasons = [r for r in reasons if "result files" not in r] + [f"{len(runs)} runs, the rules require {required}"]
+    if scale != "full":
+        reasons.insert(0, f"scale is {scale!r}: tiny-scale runs use generated data and a tiny model, not the benchmark's")
+    entries = [
+        RunEntry(
+            index=i,
+            seed=run.seed,
+            minutes=run.minutes,
+            samples_to_converge=run.samples_to_converge,
+            status=run.status,
+            compliance=verdict_of[run.file],
+            final_eval_accuracy=run.final_eval_accuracy,
+            result_file=run.file,
+            in_scored_window=run in window,
+            dropped=run.dropped,
+        )
+        for i, run in enumerate(runs)
+    ]
+    score = {
+        "time_to_train_minutes": scored.time_to_train,
+        "olympic_minutes": scored.olympic_minutes,
+        "scaling_factor": scored.scaling_factor,
+        "scaling_source": scored.scaling_source,
+        "counted_runs": sorted(index_of[r.file] for r in window if r.dropped is None),
+    }
+    return Report(
+        benchmark=benchmark,
+        submission_benchmark=submission_benchmark,
+        ruleset=ruleset,
+        division=division,
+        scale=scale,
+        quality_target=quality_target,
+        required_runs=required,
+        runs=entries,
+        selection=selection,
+        score=score,
+        rcp=asdict(rcp) if rcp else None,
+        valid_submission=not reasons,
+        valid_submission_reasons=reasons,
     )
 
 
-def olympic_score(runs: list[RunResult]) -> Score:
-    """Olympic mean per the MLPerf rules, marking the dropped runs on ``runs``."""
-    counted = [r for r in runs if r.compliance == "passed" and r.minutes is not None]
-    not_counted = [r for r in runs if r not in counted]
-    for run in not_counted:
-        run.dropped = "did not converge" if run.compliance == "non_converged" else "failed compliance"
-    if len(not_counted) > MAX_DROPPED:
-        return Score(minutes=None, counted_runs=[], reason=f"{len(not_counted)} runs did not converge or failed compliance; at most {MAX_DROPPED} may")
-    if len(counted) < 3:
-        return Score(minutes=None, counted_runs=[], reason=f"{len(counted)} converged runs; an olympic mean needs at least 3")
-    ordered = sorted(counted, key=lambda r: r.minutes)
-    ordered[0].dropped = "fastest"
-    if not not_counted:
-        ordered[-1].dropped = "slowest"
-    minutes = _compute_olympic_average([r.minutes for r in ordered], len(not_counted), MAX_DROPPED)
-    return Score(minutes=minutes, counted_runs=sorted(r.index for r in ordered if r.dropped is None))
-
-
-def submission_validity(runs: list[RunResult], required: int, scale: str, score: Score) -> list[str]:
-    """Reasons the runs are not a valid submission (empty when they are)."""
-    reasons = []
-    if scale != "full":
-        reasons.append(f"scale is {scale!r}: tiny-scale runs use generated data and a tiny model, not the benchmark's")
-    if len(runs) != required:
-        reasons.append(f"{len(runs)} runs, the rules require {required}")
-    seeds = [r.seed for r in runs]
-    duplicates = sorted({s for s in seeds if seeds.count(s) > 1 and s is not None})
-    if duplicates:
-        reasons.append(f"seeds used by more than one run: {duplicates}")
-    if any(s is None for s in seeds):
-        reasons.append("a run did not log its seed")
-    if score.minutes is None:
-        reasons.append(f"no score: {score.reason}")
-    return reasons
+def _rcp_of(window: list[scoring.RunScore], ruleset: str) -> scoring.RcpResult | None:
+    """The RCP check over the scored runs, named result_<i>.txt as the checker expects."""
+    if len(window) < 3:
+        return None
+    with tempfile.TemporaryDirectory() as scratch:
+        for i, run in enumerate(window):
+            os.symlink(Path(run.file).resolve(), Path(scratch) / f"result_{i}.txt")
+        try:
+            return scoring.check_rcp(scratch, ruleset)
+        except Exception as err:  # mlperf-logging raises bare Exceptions for unsupported rulesets
+            return scoring.RcpResult(verdict="Unknown state", message=f"{type(err).__name__}: {err}", global_batch_size=None, samples_to_converge=None)
 
 
 def write(report: Report, out: Path) -> None:

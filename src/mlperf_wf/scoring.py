@@ -121,8 +121,13 @@ class RunScore:
     status: str | None
     compliant: bool
     messages: list[str]
+    launch_ms: float | None = None
+    """Time of the log's first event: the objective order of runs for M > N window selection."""
+    samples_to_converge: float | None = None
+    """samples_count (or epoch_num) of the last eval before a successful run_stop."""
+    final_eval_accuracy: float | None = None
     dropped: str | None = None
-    """Why the run is not in the olympic mean: fastest, slowest, non-compliant (did not converge or failed the checker)."""
+    """Why the run is not in the olympic mean: fastest, slowest, did not converge, failed compliance, outside the selected window."""
 
 
 @dataclass
@@ -172,17 +177,30 @@ def score_file(path: str, ruleset: str) -> RunScore:
     compliant = not checker.has_messages()
     messages = [str(m) for m in getattr(checker, "not_overwritable", [])] + [str(m) for m in getattr(checker, "overwritable", {}).values()]
     start = stop = seed = status = None
+    last_eval: tuple[float, float | None] | None = None
     for line in loglines:
+        metadata = line.value.get("metadata") or {}
         if line.key == "run_start" and start is None:
             start = line.timestamp
         elif line.key == "run_stop" and stop is None:
             stop = line.timestamp
-            status = (line.value.get("metadata") or {}).get("status")
+            status = metadata.get("status")
         elif line.key == "seed" and seed is None:
             seed = line.value.get("value")
+        elif line.key == "eval_accuracy" and stop is None:
+            last_eval = (line.value.get("value"), metadata.get("samples_count", metadata.get("epoch_num")))
     counts = compliant and not errors and start is not None and stop is not None
-    minutes = (float(stop) - float(start)) / 60 / 1000 if counts else None
-    return RunScore(file=path, minutes=minutes, seed=seed, status=status, compliant=bool(counts), messages=messages)
+    return RunScore(
+        file=path,
+        minutes=(float(stop) - float(start)) / 60 / 1000 if counts else None,
+        seed=seed,
+        status=status,
+        compliant=bool(counts),
+        messages=messages,
+        launch_ms=loglines[0].timestamp if loglines else None,
+        samples_to_converge=last_eval[1] if last_eval and status == "success" else None,
+        final_eval_accuracy=last_eval[0] if last_eval else None,
+    )
 
 
 def check_rcp(folder: str, ruleset: str, rcp_bypass: bool = False) -> RcpResult:
@@ -301,9 +319,52 @@ def _scaling_json(folder: str) -> float | None:
     return None
 
 
+def max_dropped_runs(benchmark: str) -> int:
+    """Runs the olympic mean drops at each end (the summarizer's rule: 4 for unet3d, else 1)."""
+    return 4 if benchmark == "unet3d" else 1
+
+
+@dataclass
+class WindowSelection:
+    """The N consecutive runs scored out of M > N (training_rules.adoc, "Benchmark Results")."""
+
+    ordered: list[RunScore]
+    """All runs in launch order."""
+    runs_made: int
+    required: int
+    start: int
+    """Index, in launch order, of the window's first run."""
+    window_minutes: list[float]
+    """Olympic mean of every window (inf when the window would be invalid)."""
+    median: float
+
+
+def select_window(runs: list[RunScore], required: int, benchmark: str) -> WindowSelection:
+    """Sort by launch time, score every window of ``required`` consecutive runs, take the one closest to the median.
+
+    A window that would be invalid scores infinity; if the median is infinite the
+    whole result is invalid, which the caller sees as an infinite chosen score.
+    """
+    import math
+    import statistics
+
+    ordered = sorted(runs, key=lambda r: (r.launch_ms is None, r.launch_ms))
+    scores = []
+    for start in range(len(ordered) - required + 1):
+        window = [copy.copy(r) for r in ordered[start : start + required]]
+        minutes, _ = _olympic(benchmark, window)
+        scores.append(math.inf if minutes is None else minutes)
+    median = statistics.median(scores)
+    if math.isinf(median):
+        best = scores.index(median)
+    else:
+        best = min(range(len(scores)), key=lambda i: (abs(scores[i] - median), i))
+    return WindowSelection(ordered=ordered, runs_made=len(ordered), required=required, start=best, window_minutes=scores, median=median)
+
+
 def _olympic(benchmark: str, runs: list[RunScore]) -> tuple[float | None, int]:
     """The summarizer's olympic mean, marking dropped runs; returns (mean, non-counted runs)."""
-    max_dropped = 4 if benchmark == "unet3d" else 1
+    max_dropped = max_dropped_runs(benchmark)
     counted = [r for r in runs if r.minutes is not None]
     dropped = len(runs) - len(counted)
     for run in runs:
@@ -321,11 +382,8 @@ def _olympic(benchmark: str, runs: list[RunScore]) -> tuple[float | None, int]:
 
 def score_paths(path: Path, ruleset: str, jobs: int | None = None, rcp_bypass: bool = False) -> list[BenchmarkScore]:
     """Score every (system, benchmark) under ``path``."""
-    from mlperf_logging import benchmark_meta
-
     folders = discover(path)
     jobs = jobs or os.cpu_count() or 1
-    counts = benchmark_meta.get_result_file_counts(USAGE)
     with ProcessPoolExecutor(max_workers=jobs, initializer=_quiet_worker) as pool:
         file_futures = [[pool.submit(score_file, p, ruleset) for p in f.result_files] for f in folders]
         # RCP checks start as soon as a folder's division is known, while other files are still checked.
@@ -336,7 +394,7 @@ def score_paths(path: Path, ruleset: str, jobs: int | None = None, rcp_bypass: b
             runs = [future.result() for future in futures]
             rcp = rcp_future.result() if rcp_future else None
             division = "closed" if is_closed else _division(folder)
-            scores.append(_benchmark_score(folder, division, runs, rcp, ruleset, counts))
+            scores.append(benchmark_score(folder, division, runs, rcp, ruleset))
     return scores
 
 
@@ -347,7 +405,11 @@ def _quiet_worker() -> None:
     logging.getLogger().setLevel(logging.ERROR)
 
 
-def _benchmark_score(folder: BenchmarkFolder, division: str, runs: list[RunScore], rcp: RcpResult | None, ruleset: str, counts: dict) -> BenchmarkScore:
+def benchmark_score(folder: BenchmarkFolder, division: str, runs: list[RunScore], rcp: RcpResult | None, ruleset: str) -> BenchmarkScore:
+    """Olympic score, scaling factor and validity of one (system, benchmark)'s runs."""
+    from mlperf_logging import benchmark_meta
+
+    counts = benchmark_meta.get_result_file_counts(USAGE)
     benchmark = "maskrcnn" if folder.benchmark == "mask" else folder.benchmark
     olympic, dropped = _olympic(benchmark, runs)
     from_file = _scaling_json(folder.folder)
@@ -362,7 +424,7 @@ def _benchmark_score(folder: BenchmarkFolder, division: str, runs: list[RunScore
     if required is not None and len(runs) != required:
         reasons.append(f"{len(runs)} result files, {benchmark} requires {required}")
     if olympic is None:
-        reasons.append(f"{dropped} runs failed compliance or did not converge; at most {4 if benchmark == 'unet3d' else 1} may")
+        reasons.append(f"{dropped} runs failed compliance or did not converge; at most {max_dropped_runs(benchmark)} may")
     if rcp is not None and rcp.verdict != "Pass":
         reasons.append(f"RCP check: {rcp.verdict} ({rcp.message})")
     seeds = [r.seed for r in runs if r.seed is not None]

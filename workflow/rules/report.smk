@@ -20,8 +20,10 @@ rule report:
         ruleset=config["ruleset"],
         division=config["division"],
         scale=config["scale"],
+        platform=config["submission"]["platform"],
         runs=report_args,
     shell:
         "mlperf-wf report --benchmark {params.benchmark} --ruleset {params.ruleset}"
-        " --division {params.division} --scale {params.scale} {params.runs}"
+        " --division {params.division} --scale {params.scale}"
+        " --platform {params.platform:q} {params.runs}"
         " --out {output.report} > {log} 2>&1"
