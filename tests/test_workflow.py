@@ -83,6 +83,22 @@ def test_tiny_chain_reaches_the_target_and_every_run_is_compliant(tiny_project):
 
 
 @pytest.mark.slow
+def test_figures_and_browsable_report_with_captions(tiny_project, tmp_path):
+    for name in ("time_to_train", "convergence"):
+        for suffix in (".png", ".svg"):
+            assert (tiny_project / f"results/llama2_70b_lora/plots/{name}{suffix}").stat().st_size > 1000
+    summary = (tiny_project / "results/summary.csv").read_text().splitlines()
+    assert summary[0].startswith("benchmark,scale,ruleset") and summary[1].startswith("llama2_70b_lora,tiny,6.1.0")
+    html = tmp_path / "report.html"
+    snakemake(tiny_project, "--report", str(html), "--config", f"runs={TINY_RUNS}")
+    text = html.read_text()
+    for caption in ("Time to train of every run", "Convergence of every run", "olympic mean times the RCP scaling factor"):
+        assert caption in text
+    for figure in ("time_to_train.png", "convergence.png", "summary.png", "summary.csv"):
+        assert figure in text
+
+
+@pytest.mark.slow
 def test_logged_hyperparameters_are_the_trainers(tiny_project):
     logged = {}
     for line in (tiny_project / "results/llama2_70b_lora/runs/0/result.txt").read_text().splitlines():
@@ -102,7 +118,7 @@ def test_second_run_does_nothing_and_a_deleted_run_reruns_alone(tiny_project):
 
     (tiny_project / "results/llama2_70b_lora/runs/1/result.txt").unlink()
     plan = snakemake(tiny_project, "-n", "--config", f"runs={TINY_RUNS}")
-    assert job_counts(plan.stdout) == {"train": 1, "check_compliance": 1, "report": 1, "all": 1}
+    assert job_counts(plan.stdout) == {"train": 1, "check_compliance": 1, "report": 1, "plot_benchmark": 1, "summarize": 1, "all": 1}
     assert "results/llama2_70b_lora/runs/1/result.txt" in plan.stdout
 
     other_run = tiny_project / "results/llama2_70b_lora/runs/0/result.txt"
@@ -164,6 +180,8 @@ def test_full_scale_dry_run_lists_the_real_plan_quickly(tmp_path):
     elapsed = time.monotonic() - started
     assert elapsed < 5.0, f"dry run took {elapsed:.1f} s"
     assert job_counts(proc.stdout) == {"download": 2, "verify": 2, "preprocess": 1, "train": 10, "check_compliance": 10, "report": 1}
+    # the default target adds the figures and the summary
+    assert job_counts(snakemake(workdir, "-n", "--config", "scale=full").stdout)["summarize"] == 1
     out = proc.stdout
     assert "--uri https://llama2.mlcommons-storage.org/metadata/scrolls-gov-report-8k.uri" in out
     assert "--uri https://llama2.mlcommons-storage.org/metadata/llama-2-70b-fused-qkv-mlperf.uri" in out

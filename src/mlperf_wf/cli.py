@@ -128,6 +128,22 @@ def cmd_report(benchmark: str, ruleset: str, division: str, scale: str, platform
     log.info("%s: time to train %s min over runs %s", benchmark, report.score["time_to_train_minutes"], report.score["counted_runs"])
 
 
+def cmd_plot(report: Path, out_dir: Path) -> None:
+    """Per-benchmark figures (time to train per run, convergence curves) as PNG and SVG."""
+    from mlperf_wf import plots
+
+    for path in plots.benchmark_figures(report, out_dir):
+        log.info("wrote %s", path)
+
+
+def cmd_summary(reports: list[Path], csv_out: Path, figure: Path) -> None:
+    """``summary.csv`` and the cross-benchmark figure."""
+    from mlperf_wf import plots
+
+    frame = plots.summary(reports, csv_out, figure)
+    log.info("summary of %d benchmarks written to %s", len(frame), csv_out)
+
+
 def cmd_require_pinned(benchmark: str) -> None:
     """Refuse a full-scale launch whose container image is not pinned by digest."""
     container = load_benchmark(benchmark).full.container
@@ -203,6 +219,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--status", required=True)
     p.add_argument("--threads", type=int, default=1)
 
+    p = sub.add_parser("plot", help="figures of one benchmark's report")
+    p.add_argument("report", type=Path)
+    p.add_argument("--out-dir", type=Path, required=True)
+
+    p = sub.add_parser("summary", help="summary.csv and figure across benchmarks")
+    p.add_argument("reports", type=Path, nargs="+")
+    p.add_argument("--csv", type=Path, required=True, dest="csv_out")
+    p.add_argument("--figure", type=Path, required=True, help="output stem; .png and .svg are written")
+
     p = sub.add_parser("require-pinned", help="fail unless the benchmark's container image is pinned by digest")
     p.add_argument("--benchmark", required=True)
 
@@ -249,6 +274,10 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "train":
             submission = Submission(org=args.org, platform=args.platform, division=args.division, status=args.status)
             cmd_train(args.benchmark, args.run, args.seed, args.data, args.checkpoint, args.result, args.ruleset, submission, args.threads)
+        elif args.command == "plot":
+            cmd_plot(args.report, args.out_dir)
+        elif args.command == "summary":
+            cmd_summary(args.reports, args.csv_out, args.figure)
         elif args.command == "require-pinned":
             cmd_require_pinned(args.benchmark)
         elif args.command == "compliance":

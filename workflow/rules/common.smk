@@ -198,6 +198,11 @@ def report_args(wildcards, input):
     )
 
 
+def all_reports():
+    """Report of every configured benchmark."""
+    return [f"results/{name}/report.json" for name in BENCHMARKS]
+
+
 def all_targets():
     """Every configured benchmark's report, run logs and compliance verdicts.
 
@@ -205,9 +210,11 @@ def all_targets():
     does not rebuild a deleted intermediate file while the files made from it
     are up to date, and a user who deletes a run's log wants that run redone.
     """
-    targets = []
+    targets = ["results/summary.csv"]
     for name in BENCHMARKS:
         targets.append(f"results/{name}/report.json")
+        targets.append(f"results/{name}/plots/time_to_train.png")
+        targets.append(f"results/{name}/plots/convergence.png")
         for i in run_indices(name):
             targets.append(f"results/{name}/runs/{i}/result.txt")
             targets.append(f"results/{name}/runs/{i}/compliance.json")

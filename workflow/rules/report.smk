@@ -3,6 +3,8 @@
 
 localrules:
     report,
+    plot_benchmark,
+    summarize,
 
 
 rule report:
@@ -27,3 +29,56 @@ rule report:
         " --division {params.division} --scale {params.scale}"
         " --platform {params.platform:q} {params.runs}"
         " --out {output.report} > {log} 2>&1"
+
+
+rule plot_benchmark:
+    input:
+        report=rules.report.output.report,
+    output:
+        time_to_train=report(
+            "results/{benchmark}/plots/time_to_train.png",
+            caption="../report/time_to_train.rst",
+            category="{benchmark}",
+            labels={"figure": "time to train per run"},
+        ),
+        time_to_train_svg="results/{benchmark}/plots/time_to_train.svg",
+        convergence=report(
+            "results/{benchmark}/plots/convergence.png",
+            caption="../report/convergence.rst",
+            category="{benchmark}",
+            labels={"figure": "convergence"},
+        ),
+        convergence_svg="results/{benchmark}/plots/convergence.svg",
+    log:
+        "logs/plot_benchmark/{benchmark}.log",
+    conda:
+        "../envs/mlperf-wf.yaml"
+    shell:
+        "mlperf-wf plot {input.report} --out-dir $(dirname {output.time_to_train})"
+        " > {log} 2>&1"
+
+
+rule summarize:
+    input:
+        reports=all_reports(),
+    output:
+        csv=report(
+            "results/summary.csv",
+            caption="../report/summary.rst",
+            category="summary",
+            labels={"table": "all benchmarks"},
+        ),
+        figure=report(
+            "results/summary.png",
+            caption="../report/summary.rst",
+            category="summary",
+            labels={"figure": "all benchmarks"},
+        ),
+        figure_svg="results/summary.svg",
+    log:
+        "logs/summarize.log",
+    conda:
+        "../envs/mlperf-wf.yaml"
+    shell:
+        "mlperf-wf summary {input.reports} --csv {output.csv}"
+        " --figure results/summary > {log} 2>&1"

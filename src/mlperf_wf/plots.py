@@ -1,0 +1,171 @@
+"""Figures of a benchmark's runs and of all benchmarks, from the reports and logs.
+
+Every figure labels what it shows directly (run/seed on the axis, dropped runs
+annotated, target and reference drawn with their values), so no legend hunt is
+needed. Each is written as PNG (for the Snakemake report) and SVG (for papers).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import pandas as pd
+from mlperf_logging.compliance_checker import mlp_parser
+
+from mlperf_wf.scoring import fast_mlperf_logging
+
+COUNTED, DROPPED, OUTSIDE = "#3b75af", "#b0b0b0", "#e0e0e0"
+
+
+def _save(fig: plt.Figure, stem: Path) -> list[Path]:
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    paths = [stem.with_suffix(".png"), stem.with_suffix(".svg")]
+    fig.savefig(paths[0], dpi=150, bbox_inches="tight")
+    fig.savefig(paths[1], bbox_inches="tight")
+    plt.close(fig)
+    return paths
+
+
+def time_to_train(report: dict, stem: Path) -> list[Path]:
+    """Bars of minutes per run (labelled with seed), the olympic mean, dropped runs greyed and named."""
+    runs = report["runs"]
+    fig, ax = plt.subplots(figsize=(max(6, 0.6 * len(runs) + 2), 4))
+    labels = [f"run {r['index']}\nseed {r['seed']}" for r in runs]
+    heights = [r["minutes"] if r["minutes"] is not None else 0.0 for r in runs]
+    colours = [COUNTED if not r["dropped"] else (OUTSIDE if r["dropped"] == "outside the selected window" else DROPPED) for r in runs]
+    bars = ax.bar(range(len(runs)), heights, color=colours)
+    for bar, run in zip(bars, runs, strict=True):
+        if run["dropped"]:
+            text = run["dropped"] if run["minutes"] is not None else f"{run['dropped']}\n(no time)"
+            ax.annotate(
+                text,
+                (bar.get_x() + bar.get_width() / 2, bar.get_height()),
+                ha="center",
+                va="bottom",
+                fontsize=7,
+                rotation=90,
+                xytext=(0, 3),
+                textcoords="offset points",
+            )
+    score = report["score"]
+    if score["olympic_minutes"] is not None:
+        ax.axhline(score["olympic_minutes"], color="#d62728", linestyle="--", linewidth=1)
+        ax.annotate(
+            f"olympic mean {score['olympic_minutes']:.4g} min",
+            (len(runs) - 0.5, score["olympic_minutes"]),
+            ha="right",
+            va="bottom",
+            color="#d62728",
+            fontsize=8,
+        )
+    ax.set_xticks(range(len(runs)), labels, fontsize=7)
+    ax.set_ylabel("time to train (minutes, run_start to run_stop)")
+    ttt = score["time_to_train_minutes"]
+    verdict = f"score {ttt:.4g} min (x{score['scaling_factor']:.4g} scaling)" if ttt is not None else "no valid score"
+    ax.set_title(f"{report['benchmark']} ({report['scale']}, ruleset {report['ruleset']}): {verdict}", fontsize=10)
+    ax.margins(y=0.25)
+    return _save(fig, stem)
+
+
+def eval_curve(result_file: Path, ruleset: str) -> list[tuple[float, float]]:
+    """(samples or epochs, eval metric) points of one run."""
+    with fast_mlperf_logging():
+        loglines, _ = mlp_parser.parse_file(str(result_file), ruleset=ruleset)
+    points = []
+    for line in loglines:
+        if line.key == "eval_accuracy":
+            metadata = line.value.get("metadata") or {}
+            x = metadata.get("samples_count", metadata.get("epoch_num"))
+            if x is not None:
+                points.append((float(x), float(line.value["value"])))
+    return points
+
+
+def convergence(report: dict, stem: Path) -> list[Path]:
+    """Eval metric vs samples of every run, the quality target line and the RCP reference band."""
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for run in report["runs"]:
+        points = eval_curve(Path(run["result_file"]), report["ruleset"])
+        if not points:
+            continue
+        xs, ys = zip(*points, strict=True)
+        style = "-" if not run["dropped"] or run["dropped"] in ("fastest", "slowest") else ":"
+        (line,) = ax.plot(xs, ys, style, linewidth=1, marker=".", markersize=3)
+        ax.annotate(f"seed {run['seed']}", (xs[-1], ys[-1]), fontsize=6, color=line.get_color(), xytext=(3, 0), textcoords="offset points")
+    target = report["quality_target"]
+    ax.axhline(target["value"], color="#d62728", linewidth=1)
+    ax.annotate(
+        f"target {target['comparison']} {target['value']}", (0, target["value"]), xycoords=("axes fraction", "data"), color="#d62728", fontsize=8, va="bottom"
+    )
+    rcp = report.get("rcp")
+    # RCPs describe the real benchmark; against a tiny run they would only squash the curves.
+    if report["scale"] == "full" and rcp and rcp.get("reference_mean"):
+        ax.axvspan(rcp["min_allowed_mean"], rcp["reference_mean"], color="#2ca02c", alpha=0.15)
+        ax.annotate(
+            f"RCP: mean {rcp['reference_mean']:.4g}, min allowed {rcp['min_allowed_mean']:.4g}",
+            (rcp["reference_mean"], 1.0),
+            xycoords=("data", "axes fraction"),
+            color="#2ca02c",
+            fontsize=8,
+            ha="right",
+            va="top",
+        )
+    ax.set_xlabel("samples (eval_accuracy samples_count)")
+    ax.set_ylabel("eval_accuracy")
+    ax.set_title(f"{report['benchmark']}: convergence of {len(report['runs'])} runs ({report['scale']})", fontsize=10)
+    return _save(fig, stem)
+
+
+def benchmark_figures(report_file: Path, out_dir: Path) -> list[Path]:
+    """Both per-benchmark figures."""
+    report = json.loads(report_file.read_text())
+    return time_to_train(report, out_dir / "time_to_train") + convergence(report, out_dir / "convergence")
+
+
+def summary(report_files: list[Path], csv_out: Path, stem: Path) -> pd.DataFrame:
+    """``summary.csv`` (one row per benchmark) and a figure of every benchmark's score."""
+    rows = []
+    for path in report_files:
+        report = json.loads(path.read_text())
+        score = report["score"]
+        rows.append(
+            {
+                "benchmark": report["benchmark"],
+                "scale": report["scale"],
+                "ruleset": report["ruleset"],
+                "division": report["division"],
+                "runs": len(report["runs"]),
+                "required_runs": report["required_runs"],
+                "time_to_train_minutes": score["time_to_train_minutes"],
+                "olympic_minutes": score["olympic_minutes"],
+                "scaling_factor": score["scaling_factor"],
+                "rcp": (report.get("rcp") or {}).get("verdict"),
+                "valid_submission": report["valid_submission"],
+                "reasons": "; ".join(report["valid_submission_reasons"]),
+            }
+        )
+    frame = pd.DataFrame(rows)
+    csv_out.parent.mkdir(parents=True, exist_ok=True)
+    frame.to_csv(csv_out, index=False)
+    fig, ax = plt.subplots(figsize=(7, 0.6 * max(1, len(frame)) + 1.5))
+    values = frame["time_to_train_minutes"].fillna(0.0)
+    ax.barh(frame["benchmark"], values, color=[COUNTED if v else DROPPED for v in frame["valid_submission"]])
+    for y, (value, valid, scale) in enumerate(zip(values, frame["valid_submission"], frame["scale"], strict=True)):
+        ax.annotate(
+            f"{value:.4g} min, {scale}{'' if valid else ', not a valid submission'}",
+            (value, y),
+            xytext=(3, 0),
+            textcoords="offset points",
+            va="center",
+            fontsize=8,
+        )
+    ax.set_xlabel("time to train (minutes, olympic mean x scaling)")
+    ax.set_title("All benchmarks", fontsize=10)
+    ax.margins(x=0.6)
+    _save(fig, stem)
+    return frame
