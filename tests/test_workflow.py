@@ -99,6 +99,24 @@ def test_figures_and_browsable_report_with_captions(tiny_project, tmp_path):
 
 
 @pytest.mark.slow
+def test_submission_package_is_built_and_checked_by_the_official_checkers(tiny_project):
+    org = tiny_project / "results/submission/mlperf-workflow"
+    results = sorted(p.name for p in (org / "results/cpu-tiny/llama2_70b_lora").iterdir())
+    assert results == [f"result_{i}.txt" for i in range(TINY_RUNS)]
+    assert json.loads((org / "systems/cpu-tiny.json").read_text())["division"] == "closed"
+    check = json.loads((tiny_project / "results/submission/package_check.json").read_text())
+    assert check["system_descriptions"]["cpu-tiny"]["passed"] is True
+    package_log = Path(check["package_checker"]["log"]).read_text()
+    assert "Running compliance checks in dir" in package_log, "the package checker really ran"
+    errors = " ".join(check["package_checker"]["errors"])
+    assert "found 3, expected 10" in errors and "RCP Test Failed" in errors
+    assert check["valid_for_submission"] is False
+    assert "tiny" in (tiny_project / "results/submission/NOT_FOR_SUBMISSION.txt").read_text()
+    summary = (tiny_project / "results/summary.csv").read_text()
+    assert "package_checker" in summary.splitlines()[0] and "RCP Test Failed" in summary
+
+
+@pytest.mark.slow
 def test_logged_hyperparameters_are_the_trainers(tiny_project):
     logged = {}
     for line in (tiny_project / "results/llama2_70b_lora/runs/0/result.txt").read_text().splitlines():
@@ -118,7 +136,7 @@ def test_second_run_does_nothing_and_a_deleted_run_reruns_alone(tiny_project):
 
     (tiny_project / "results/llama2_70b_lora/runs/1/result.txt").unlink()
     plan = snakemake(tiny_project, "-n", "--config", f"runs={TINY_RUNS}")
-    assert job_counts(plan.stdout) == {"train": 1, "check_compliance": 1, "report": 1, "plot_benchmark": 1, "summarize": 1, "all": 1}
+    assert job_counts(plan.stdout) == {"train": 1, "check_compliance": 1, "report": 1, "plot_benchmark": 1, "package": 1, "summarize": 1, "all": 1}
     assert "results/llama2_70b_lora/runs/1/result.txt" in plan.stdout
 
     other_run = tiny_project / "results/llama2_70b_lora/runs/0/result.txt"

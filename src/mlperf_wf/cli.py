@@ -136,12 +136,38 @@ def cmd_plot(report: Path, out_dir: Path) -> None:
         log.info("wrote %s", path)
 
 
-def cmd_summary(reports: list[Path], csv_out: Path, figure: Path) -> None:
+def cmd_summary(reports: list[Path], package_check: Path | None, csv_out: Path, figure: Path) -> None:
     """``summary.csv`` and the cross-benchmark figure."""
     from mlperf_wf import plots
 
-    frame = plots.summary(reports, csv_out, figure)
+    frame = plots.summary(reports, csv_out, figure, package_check)
     log.info("summary of %d benchmarks written to %s", len(frame), csv_out)
+
+
+def cmd_package(reports: list[Path], org: str, system: str, ruleset: str, out: Path, check_out: Path) -> int:
+    """Build the submission package from the reports' scored runs and run the official checkers on it."""
+    from mlperf_wf import package
+
+    description = package.load_system(system)
+    loaded = [json.loads(path.read_text()) for path in reports]
+    divisions = {r["division"] for r in loaded}
+    if len(divisions) != 1:
+        raise ConfigError(f"reports mix divisions {sorted(divisions)}; a package has one division")
+    runs = {r["submission_benchmark"]: [Path(run["result_file"]) for run in r["runs"] if run["in_scored_window"]] for r in loaded}
+    trainers = {r["submission_benchmark"]: load_benchmark(r["benchmark"]).trainer for r in loaded}
+    org_dir = package.build(out, org, divisions.pop(), system, description, runs, trainers)
+    verdict = package.check(org_dir, ruleset, out / "checker_logs")
+    not_valid = [f"{r['benchmark']}: {reason}" for r in loaded for reason in r["valid_submission_reasons"]]
+    verdict["valid_for_submission"] = verdict["passed"] and not not_valid
+    verdict["not_valid_because"] = not_valid
+    label = out / "NOT_FOR_SUBMISSION.txt"
+    if not_valid:
+        label.write_text("This package is not valid for submission:\n" + "\n".join(f"- {reason}" for reason in not_valid) + "\n")
+    else:
+        label.unlink(missing_ok=True)
+    check_out.write_text(json.dumps(verdict, indent=2) + "\n")
+    log.info("package %s: package checker %s", org_dir, "passed" if verdict["package_checker"]["passed"] else "found errors")
+    return 0
 
 
 def cmd_require_pinned(benchmark: str) -> None:
@@ -225,8 +251,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("summary", help="summary.csv and figure across benchmarks")
     p.add_argument("reports", type=Path, nargs="+")
+    p.add_argument("--package-check", type=Path, help="package_check.json of the submission package")
     p.add_argument("--csv", type=Path, required=True, dest="csv_out")
     p.add_argument("--figure", type=Path, required=True, help="output stem; .png and .svg are written")
+
+    p = sub.add_parser("package", help="submission package of the scored runs, checked by the official checkers")
+    p.add_argument("reports", type=Path, nargs="+")
+    p.add_argument("--org", required=True)
+    p.add_argument("--system", required=True, help="system name; its description is config/systems/<system>.yaml")
+    p.add_argument("--ruleset", required=True)
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--check-out", type=Path, required=True)
 
     p = sub.add_parser("require-pinned", help="fail unless the benchmark's container image is pinned by digest")
     p.add_argument("--benchmark", required=True)
@@ -277,7 +312,9 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "plot":
             cmd_plot(args.report, args.out_dir)
         elif args.command == "summary":
-            cmd_summary(args.reports, args.csv_out, args.figure)
+            cmd_summary(args.reports, args.package_check, args.csv_out, args.figure)
+        elif args.command == "package":
+            return cmd_package(args.reports, args.org, args.system, args.ruleset, args.out, args.check_out)
         elif args.command == "require-pinned":
             cmd_require_pinned(args.benchmark)
         elif args.command == "compliance":

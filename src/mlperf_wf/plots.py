@@ -127,8 +127,10 @@ def benchmark_figures(report_file: Path, out_dir: Path) -> list[Path]:
     return time_to_train(report, out_dir / "time_to_train") + convergence(report, out_dir / "convergence")
 
 
-def summary(report_files: list[Path], csv_out: Path, stem: Path) -> pd.DataFrame:
+def summary(report_files: list[Path], csv_out: Path, stem: Path, package_check: Path | None = None) -> pd.DataFrame:
     """``summary.csv`` (one row per benchmark) and a figure of every benchmark's score."""
+    package = json.loads(package_check.read_text()) if package_check else None
+    package_errors = "; ".join(package["package_checker"]["errors"]) if package else ""
     rows = []
     for path in report_files:
         report = json.loads(path.read_text())
@@ -147,6 +149,7 @@ def summary(report_files: list[Path], csv_out: Path, stem: Path) -> pd.DataFrame
                 "rcp": (report.get("rcp") or {}).get("verdict"),
                 "valid_submission": report["valid_submission"],
                 "reasons": "; ".join(report["valid_submission_reasons"]),
+                "package_checker": ("passed" if package["package_checker"]["passed"] else f"errors: {package_errors}") if package else None,
             }
         )
     frame = pd.DataFrame(rows)
@@ -165,7 +168,8 @@ def summary(report_files: list[Path], csv_out: Path, stem: Path) -> pd.DataFrame
             fontsize=8,
         )
     ax.set_xlabel("time to train (minutes, olympic mean x scaling)")
-    ax.set_title("All benchmarks", fontsize=10)
+    verdict = "" if package is None else f" (package checker: {'passed' if package['package_checker']['passed'] else 'errors, see package_check.json'})"
+    ax.set_title(f"All benchmarks{verdict}", fontsize=10)
     ax.margins(x=0.6)
     _save(fig, stem)
     return frame

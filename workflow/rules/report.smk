@@ -5,6 +5,7 @@ localrules:
     report,
     plot_benchmark,
     summarize,
+    package,
 
 
 rule report:
@@ -58,9 +59,35 @@ rule plot_benchmark:
         " > {log} 2>&1"
 
 
+rule package:
+    input:
+        reports=all_reports(),
+    output:
+        package=directory(f"results/submission/{config['submission']['org']}"),
+        check=report(
+            "results/submission/package_check.json",
+            caption="../report/package.rst",
+            category="summary",
+            labels={"table": "submission package check"},
+        ),
+    log:
+        "logs/package.log",
+    conda:
+        "../envs/mlperf-wf.yaml"
+    params:
+        org=config["submission"]["org"],
+        system=config["submission"]["platform"],
+        ruleset=config["ruleset"],
+    shell:
+        "mlperf-wf package {input.reports} --org {params.org:q} --system {params.system:q}"
+        " --ruleset {params.ruleset} --out $(dirname {output.package})"
+        " --check-out {output.check} > {log} 2>&1"
+
+
 rule summarize:
     input:
         reports=all_reports(),
+        package=rules.package.output.check,
     output:
         csv=report(
             "results/summary.csv",
@@ -80,5 +107,6 @@ rule summarize:
     conda:
         "../envs/mlperf-wf.yaml"
     shell:
-        "mlperf-wf summary {input.reports} --csv {output.csv}"
+        "mlperf-wf summary {input.reports} --package-check {input.package}"
+        " --csv {output.csv}"
         " --figure results/summary > {log} 2>&1"

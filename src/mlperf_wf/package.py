@@ -1,0 +1,143 @@
+"""Builds an MLPerf Training submission package and runs the official checkers on it.
+
+Layout (as mlperf-logging's package checker and result summarizer expect)::
+
+    <root>/<org>/systems/<system>.json
+    <root>/<org>/results/<system>/<benchmark>/result_<i>.txt     # the N scored runs
+    <root>/<org>/benchmarks/<benchmark>/implementations/mlperf-workflow/...   # the code that made them
+
+``systems/<system>.json`` is filled from ``config/systems/<system>.yaml`` and
+checked with ``mlperf_logging.system_desc_checker``; the whole folder is then
+checked with ``mlperf_logging.package_checker``. Both verdicts are recorded.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import yaml
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+
+from mlperf_wf.errors import ConfigError
+
+Text = Annotated[str, BeforeValidator(str)]
+"""The checker formats these fields as strings (published descriptions write "8", not 8)."""
+
+AVAILABILITY = ("Available on-premise", "Available cloud", "Research, Development, or Internal (RDI)", "Preview")
+
+
+class SystemDescription(BaseModel):
+    """``config/systems/<name>.yaml``: the fields ``system_desc_checker`` requires (empty strings are accepted there)."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, use_attribute_docstrings=True)
+
+    system_name: Text
+    """Human-readable system name (the results tables show it)."""
+    status: str = Field(json_schema_extra={"enum": list(AVAILABILITY)})
+    """Availability: one of Available on-premise, Available cloud, Research, Development, or Internal (RDI), Preview."""
+    number_of_nodes: Text
+    host_processors_per_node: Text
+    host_processor_model_name: Text
+    host_processor_core_count: Text
+    host_processor_vcpu_count: Text = ""
+    host_processor_frequency: Text = ""
+    host_processor_caches: Text = ""
+    host_processor_interconnect: Text = ""
+    host_memory_capacity: Text
+    host_storage_type: Text = ""
+    host_storage_capacity: Text = ""
+    host_networking: Text = ""
+    host_networking_topology: Text = ""
+    host_memory_configuration: Text = ""
+    accelerators_per_node: Text
+    accelerator_model_name: Text
+    accelerator_host_interconnect: Text = ""
+    accelerator_frequency: Text = ""
+    accelerator_on_chip_memories: str = Field("", alias="accelerator_on-chip_memories")
+    accelerator_memory_configuration: Text = ""
+    accelerator_memory_capacity: Text = ""
+    accelerator_interconnect: Text = ""
+    accelerator_interconnect_topology: Text = ""
+    cooling: Text = ""
+    hw_notes: Text = ""
+    framework: Text
+    other_software_stack: list | dict | Text = ""
+    operating_system: Text
+    sw_notes: Text = ""
+
+
+def load_system(name: str, root: Path | None = None) -> SystemDescription:
+    """Load and validate ``config/systems/<name>.yaml``."""
+    path = (root or Path.cwd()) / "config" / "systems" / f"{name}.yaml"
+    if not path.is_file():
+        known = sorted(p.stem for p in path.parent.glob("*.yaml"))
+        raise ConfigError(f"system {name!r} has no description {path}; known systems: {', '.join(known) or 'none'}")
+    try:
+        system = SystemDescription.model_validate(yaml.safe_load(path.read_text()))
+    except ValidationError as err:
+        first = err.errors()[0]
+        raise ConfigError(f"{path}: {'.'.join(map(str, first['loc']))}: {first['msg']} (got {first.get('input')!r})") from None
+    if system.status not in AVAILABILITY:
+        raise ConfigError(f"{path}: status is {system.status!r}; allowed: {', '.join(AVAILABILITY)}")
+    return system
+
+
+def build(
+    out: Path,
+    org: str,
+    division: str,
+    system: str,
+    description: SystemDescription,
+    runs: dict[str, list[Path]],
+    trainers: dict[str, str],
+) -> Path:
+    """Write ``out/<org>/`` with the scored runs of each benchmark; return the org folder."""
+    org_dir = out / org
+    if org_dir.exists():
+        shutil.rmtree(org_dir)
+    (org_dir / "systems").mkdir(parents=True)
+    desc = {"submitter": org, "division": division, **description.model_dump(by_alias=True)}
+    (org_dir / "systems" / f"{system}.json").write_text(json.dumps(desc, indent=2) + "\n")
+    for benchmark, files in runs.items():
+        target = org_dir / "results" / system / benchmark
+        target.mkdir(parents=True)
+        for i, source in enumerate(files):
+            shutil.copyfile(source, target / f"result_{i}.txt")
+        implementation = org_dir / "benchmarks" / benchmark / "implementations" / "mlperf-workflow"
+        implementation.mkdir(parents=True)
+        for module in (trainers[benchmark], "mlperf_wf.mllog_utils"):
+            source_file = Path(importlib.import_module(module).__file__)
+            shutil.copyfile(source_file, implementation / source_file.name)
+    return org_dir
+
+
+def _run_checker(argv: list[str], log_output: Path) -> dict:
+    proc = subprocess.run([sys.executable, "-m", *argv, "--log_output", str(log_output)], capture_output=True, text=True, check=False)
+    text = proc.stdout + proc.stderr
+    errors = [line.strip() for line in text.splitlines() if line.startswith("ERROR")]
+    return {"command": " ".join(["python", "-m", *argv]), "returncode": proc.returncode, "errors": errors, "log": str(log_output)}
+
+
+def check(org_dir: Path, ruleset: str, logs: Path) -> dict:
+    """Run system_desc_checker on every system file and package_checker on the folder."""
+    logs.mkdir(parents=True, exist_ok=True)
+    systems = {}
+    for path in sorted((org_dir / "systems").glob("*.json")):
+        systems[path.stem] = _run_checker(["mlperf_logging.system_desc_checker", str(path), "training", ruleset], logs / f"system_desc_{path.stem}.log")
+    package = _run_checker(["mlperf_logging.package_checker", str(org_dir), "training", ruleset], logs / "package_checker.log")
+    log_text = Path(package["log"]).read_text() if Path(package["log"]).is_file() else ""
+    package["passed"] = "PACKAGE CHECKER FOUND NO ERRORS" in log_text
+    package["errors"] = sorted({line.strip() for line in log_text.splitlines() if line.startswith("ERROR")} | set(package["errors"]))
+    return {
+        "package": str(org_dir),
+        "ruleset": ruleset,
+        "system_descriptions": {name: {**result, "passed": result["returncode"] == 0 and not result["errors"]} for name, result in systems.items()},
+        "package_checker": package,
+        "passed": package["passed"] and all(r["returncode"] == 0 and not r["errors"] for r in systems.values()),
+    }
