@@ -9,6 +9,8 @@ slowed down so a test can kill a client mid-file.
 from __future__ import annotations
 
 import hashlib
+import socket
+import struct
 import threading
 import time
 from collections import Counter
@@ -37,6 +39,11 @@ class R2Server:
         self.bytes_sent: Counter[str] = Counter()
         self.requests: list[Request] = []
         self.corrupt: set[str] = set()
+        self.faults: dict[str, list[str]] = {}
+        """Per data path, faults to inject on the next requests, one per request:
+        reset (half the body, then the connection is dropped), truncate (full Content-Length
+        declared, half sent), short-length (Content-Length smaller than the body), 500, 503,
+        404, flip (one byte inverted), slow (each chunk delayed)."""
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -47,6 +54,15 @@ class R2Server:
                 request = Request(self.path, dict(self.headers))
                 server.requests.append(request)
                 body = server._resolve(self.path)
+                fault = server._next_fault(self.path)
+                if fault in ("500", "503", "404"):
+                    self.send_response(int(fault))
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
+                if body is not None and fault == "flip":
+                    middle = len(body) // 2
+                    body = body[:middle] + bytes([body[middle] ^ 0x01]) + body[middle + 1 :]
                 if body is None:
                     self.send_response(404)
                     self.send_header("Content-Length", "0")
@@ -65,16 +81,23 @@ class R2Server:
                     self.send_header("Content-Range", f"bytes {start}-{len(body) - 1}/{len(body)}")
                 else:
                     self.send_response(200)
-                self.send_header("Content-Length", str(len(body) - start))
+                length = len(body) - start
+                self.send_header("Content-Length", str(length // 2 if fault == "short-length" else length))
                 self.end_headers()
+                stop = start + length // 2 if fault in ("reset", "truncate") else len(body)
                 try:
-                    for offset in range(start, len(body), server.chunk):
-                        piece = body[offset : offset + server.chunk]
+                    for offset in range(start, stop, server.chunk):
+                        piece = body[offset : min(offset + server.chunk, stop)]
                         self.wfile.write(piece)
                         server.bytes_sent[self.path] += len(piece)
                         request.sent += len(piece)
-                        if server.delay:
-                            time.sleep(server.delay)
+                        if server.delay or fault == "slow":
+                            time.sleep(server.delay or 0.02)
+                    if fault == "reset":
+                        self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                    if fault in ("reset", "truncate"):
+                        self.close_connection = True
+                        self.connection.close()
                 except (BrokenPipeError, ConnectionResetError):
                     pass
 
@@ -95,6 +118,11 @@ class R2Server:
 
     def data_bytes_sent(self) -> int:
         return sum(n for path, n in self.bytes_sent.items() if path.startswith("/data/"))
+
+    def _next_fault(self, path: str) -> str | None:
+        rel = path.removeprefix(f"/data/{self.name}/")
+        queue = self.faults.get(rel)
+        return queue.pop(0) if queue else None
 
     def _files(self) -> list[Path]:
         folder = self.root / "data" / self.name

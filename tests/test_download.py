@@ -123,3 +123,37 @@ def test_kill_mid_file_then_rerun_resumes_from_bytes_on_disk(tmp_path):
     assert not [r for r in rerun if r.path == "/data/ds/a_small.bin"], "a completed file is not downloaded again"
     for rel, data in contents.items():
         assert (dest / rel).read_bytes() == data
+
+
+@pytest.mark.parametrize("fault", ["reset", "truncate", "short-length", "500", "503", "flip", "slow"])
+def test_each_transient_fault_is_retried_and_the_dataset_is_intact(tmp_path, fault):
+    contents = make_bucket(tmp_path / "bucket", "ds", {"a.bin": 300_000, "b.bin": 200_000})
+    dest = tmp_path / "out" / "ds"
+    with R2Server(tmp_path / "bucket", "ds", chunk=16 * 1024) as server:
+        # A corrupting fault costs a whole refetch, which is done once; connection faults resume and may repeat.
+        repeats = 1 if fault in ("flip", "short-length") else 2
+        server.faults = {"a.bin": [fault], "b.bin": [fault] * repeats}
+        download_dataset(server.uri_url, server.md5_url, dest, headers={}, backoff=0.01, jobs=2)
+    for rel, data in contents.items():
+        assert (dest / rel).read_bytes() == data, f"{rel} after {fault}"
+    assert sorted(p.name for p in dest.iterdir()) == ["a.bin", "b.bin", "download.json", "manifest.md5"]
+
+
+@pytest.mark.parametrize(
+    ("fault", "error", "message"),
+    [
+        ("404", DownloadError, r"a\.bin: HTTP 404 \(expected 200 or 206\); not retried"),
+        ("503", DownloadError, r"a\.bin: HTTP 503; gave up after 4 attempts"),
+        ("reset", DownloadError, r"a\.bin: .*gave up after 4 attempts, \d+ bytes kept for the next run"),
+        ("flip", ChecksumError, r"a\.bin: md5 mismatch after download: expected [0-9a-f]{32}, actual [0-9a-f]{32}"),
+    ],
+)
+def test_persistent_faults_are_reported_and_nothing_corrupt_is_placed(tmp_path, fault, error, message):
+    make_bucket(tmp_path / "bucket", "ds", {"a.bin": 100_000})
+    dest = tmp_path / "out" / "ds"
+    with R2Server(tmp_path / "bucket", "ds", chunk=16 * 1024) as server:
+        server.faults = {"a.bin": [fault] * 10}
+        with pytest.raises(error, match=message):
+            download_dataset(server.uri_url, server.md5_url, dest, headers={}, retries=3, backoff=0.01)
+    assert not dest.exists()
+    assert not (staging_dir_for(dest) / "a.bin").exists()

@@ -34,14 +34,22 @@ def cmd_mirror(dataset: str, out: Path) -> None:
     log.info("mirror of %s written: %s", dataset, paths.uri)
 
 
-def cmd_download(dataset: str, dest: Path, uri: str | None, md5: str | None) -> None:
-    """Download ``dataset`` (its registry URLs unless ``--uri``/``--md5`` override them) into ``dest``."""
-    definition = load_dataset(dataset)
-    uri_url = uri or definition.source.uri
-    md5_url = md5 or (uri_url.removesuffix(".uri") + ".md5" if uri else definition.source.md5)
-    pinned = {f.path: f.md5 for f in definition.files if f.md5} if uri is None else None
-    record = download_dataset(uri_url, md5_url, dest, wanted=definition.wanted, pinned_md5=pinned)
-    log.info("%s: %d files, %d bytes transferred in %.1f s", dataset, len(record.files), record.bytes_transferred, record.seconds)
+def cmd_download(dataset: str | None, dest: Path, uri: str | None, md5: str | None, url_list: Path | None, jobs: int) -> None:
+    """Download into ``dest``: a registry dataset (its URLs unless ``--uri`` overrides), any R2 ``--uri``, or a ``--url-list``."""
+    from mlperf_wf.download import download_url_list
+
+    if url_list:
+        record = download_url_list(url_list, dest, jobs=jobs)
+    else:
+        definition = load_dataset(dataset) if dataset else None
+        if definition is None and not uri:
+            raise ConfigError("download: give --dataset (a registry id), --uri (an R2 .uri URL) or --url-list FILE")
+        uri_url = uri or definition.source.uri
+        md5_url = md5 or (uri_url.removesuffix(".uri") + ".md5" if uri else definition.source.md5)
+        pinned = {f.path: f.md5 for f in definition.files if f.md5} if definition and uri is None else None
+        wanted = definition.wanted if definition else (lambda _path: True)
+        record = download_dataset(uri_url, md5_url, dest, wanted=wanted, pinned_md5=pinned, jobs=jobs)
+    log.info("%s: %d files, %d bytes transferred in %.1f s", dest.name, len(record.files), record.bytes_transferred, record.seconds)
 
 
 def cmd_verify(folder: Path, out: Path, jobs: int) -> None:
@@ -214,11 +222,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dataset", required=True)
     p.add_argument("--out", type=Path, required=True)
 
-    p = sub.add_parser("download", help="download a dataset with the MLCommons R2 protocol (resumable)")
-    p.add_argument("--dataset", required=True)
+    p = sub.add_parser("download", help="download a dataset with the MLCommons R2 protocol (parallel, resumable, md5 while streaming)")
+    p.add_argument("--dataset", help="registry id (config/datasets/<id>.yaml): its URLs, pinned md5s and excludes")
     p.add_argument("--dest", type=Path, required=True)
-    p.add_argument("--uri", help="override the registry's .uri URL (https:// or file://)")
-    p.add_argument("--md5", help="override the .md5 list URL (default: beside --uri)")
+    p.add_argument("--uri", help="R2 .uri URL (https:// or file://); overrides the registry's")
+    p.add_argument("--md5", help="the .md5 list URL (default: beside --uri)")
+    p.add_argument("--url-list", type=Path, help="a plain list of URLs ('URL' or 'md5  URL' per line) instead of R2")
+    p.add_argument("--jobs", type=int, default=4, help="files downloaded at once (default 4)")
 
     p = sub.add_parser("verify", help="check a dataset folder against its md5 list")
     p.add_argument("folder", type=Path)
@@ -301,7 +311,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "mirror":
             cmd_mirror(args.dataset, args.out)
         elif args.command == "download":
-            cmd_download(args.dataset, args.dest, args.uri, args.md5)
+            cmd_download(args.dataset, args.dest, args.uri, args.md5, args.url_list, args.jobs)
         elif args.command == "verify":
             cmd_verify(args.folder, args.out, args.jobs)
         elif args.command == "preprocess":

@@ -18,9 +18,11 @@ import json
 import logging
 import os
 import shutil
+import threading
 import time
 import urllib.parse
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -105,78 +107,151 @@ def md5_of_prefix(path: Path) -> hashlib._Hash:
     return digest
 
 
-def _open_stream(url: str, offset: int, headers: dict[str, str], timeout: float) -> tuple[Iterator[bytes], int, bool]:
-    """Open ``url`` from ``offset``; return (chunks, remaining length or -1, whether the server honoured the offset)."""
+class TransientError(Exception):
+    """A failure worth retrying: connection reset, timeout, truncated body, HTTP 5xx."""
+
+
+class Progress:
+    """Thread-safe byte counter over a tqdm bar whose total grows as servers announce sizes."""
+
+    def __init__(self, bar: tqdm) -> None:
+        self.bar = bar
+        self._lock = threading.Lock()
+
+    def expect(self, n: int) -> None:
+        with self._lock:
+            self.bar.total = (self.bar.total or 0) + n
+            self.bar.refresh()
+
+    def update(self, n: int) -> None:
+        with self._lock:
+            self.bar.update(n)
+
+
+@dataclass
+class _Partial:
+    """A ``.part`` file and the md5 of the bytes in it."""
+
+    path: Path
+    digest: hashlib._Hash
+    size: int
+
+    @classmethod
+    def resume(cls, path: Path) -> _Partial:
+        if path.exists():
+            return cls(path, md5_of_prefix(path), path.stat().st_size)
+        return cls(path, hashlib.md5(), 0)
+
+    def restart(self) -> None:
+        self.path.unlink(missing_ok=True)
+        self.digest, self.size = hashlib.md5(), 0
+
+
+def _transfer(url: str, partial: _Partial, headers: dict[str, str], timeout: float, progress: Progress | None) -> int:
+    """Append the rest of ``url`` to ``partial``; return bytes received. Raises TransientError or DownloadError."""
     if _is_file_url(url):
-        path = _file_url_path(url)
-        if not path.is_file():
+        source = _file_url_path(url)
+        if not source.is_file():
             raise DownloadError(f"{url}: no such file")
-        handle = path.open("rb")
-        handle.seek(offset)
-
-        def file_chunks() -> Iterator[bytes]:
-            with handle:
-                while chunk := handle.read(CHUNK):
-                    yield chunk
-
-        return file_chunks(), path.stat().st_size - offset, True
+        if progress:
+            progress.expect(source.stat().st_size - partial.size)
+        received = 0
+        with source.open("rb") as src, partial.path.open("ab") as out:
+            src.seek(partial.size)
+            while chunk := src.read(CHUNK):
+                out.write(chunk)
+                partial.digest.update(chunk)
+                partial.size += len(chunk)
+                received += len(chunk)
+                if progress:
+                    progress.update(len(chunk))
+        return received
     request_headers = dict(headers)
-    if offset:
-        request_headers["Range"] = f"bytes={offset}-"
-    response = requests.get(url, headers=request_headers, stream=True, timeout=timeout, allow_redirects=False)
-    if response.status_code == 416 and offset:
-        response.close()
-        return iter(()), 0, True
-    if response.status_code not in (200, 206):
-        response.close()
-        raise DownloadError(f"{url}: HTTP {response.status_code} (expected 200 or 206)")
-    resumed = response.status_code == 206
-    length = int(response.headers.get("Content-Length", -1))
-    return response.iter_content(CHUNK), length, resumed
+    if partial.size:
+        request_headers["Range"] = f"bytes={partial.size}-"
+    try:
+        response = requests.get(url, headers=request_headers, stream=True, timeout=timeout, allow_redirects=False)
+    except (requests.ConnectionError, requests.Timeout) as err:
+        raise TransientError(type(err).__name__) from None
+    with response:
+        if response.status_code == 416 and partial.size:
+            return 0  # nothing left to send: the .part already holds the whole file
+        if response.status_code >= 500:
+            raise TransientError(f"HTTP {response.status_code}")
+        if response.status_code not in (200, 206):
+            raise DownloadError(f"{url}: HTTP {response.status_code} (expected 200 or 206); not retried")
+        if response.status_code == 200 and partial.size:
+            log.info("%s: server ignored Range; restarting from byte 0", url)
+            partial.restart()
+        declared = int(response.headers.get("Content-Length", -1))
+        if progress and declared >= 0:
+            progress.expect(declared)
+        received = 0
+        try:
+            with partial.path.open("ab") as out:
+                for chunk in response.iter_content(CHUNK):
+                    out.write(chunk)
+                    partial.digest.update(chunk)
+                    partial.size += len(chunk)
+                    received += len(chunk)
+                    if progress:
+                        progress.update(len(chunk))
+        except (requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError) as err:
+            raise TransientError(f"{type(err).__name__} after {received} bytes") from None
+        if 0 <= declared != received:
+            raise TransientError(f"body of {received} bytes, Content-Length {declared}")
+        return received
 
 
 def download_file(
     url: str,
     target: Path,
-    expected_md5: str,
+    expected_md5: str | None,
     headers: dict[str, str],
-    retries: int = 3,
+    retries: int = 5,
     timeout: float = 60.0,
-    progress: Callable[[int], None] | None = None,
+    progress: Progress | None = None,
+    backoff: float = 1.0,
 ) -> int:
-    """Download ``url`` to ``target`` via ``target.part``, resuming; return bytes transferred now."""
-    part = target.with_name(target.name + ".part")
-    part.parent.mkdir(parents=True, exist_ok=True)
+    """Download ``url`` to ``target`` via ``target.part``, resuming; return bytes transferred now.
+
+    ``expected_md5`` None (a plain URL list without checksums) accepts the file;
+    its md5, computed while streaming, is then recorded by the caller.
+
+    Connection errors, timeouts, truncated bodies and 5xx are retried with
+    exponential backoff, each retry resuming after the bytes on disk. A 4xx is
+    reported at once. A finished file whose md5 differs is fetched once more
+    from scratch (the bytes on disk may predate a corrupting transfer); a second
+    mismatch keeps it as ``<name>.part.bad`` outside the dataset and fails.
+    """
+    partial = _Partial.resume(target.with_name(target.name + ".part"))
+    partial.path.parent.mkdir(parents=True, exist_ok=True)
     transferred = 0
-    for attempt in range(retries + 1):
-        offset = part.stat().st_size if part.exists() else 0
-        digest = md5_of_prefix(part) if offset else hashlib.md5()
+    refetched = False
+    attempt = 0
+    while True:
         try:
-            chunks, _, resumed = _open_stream(url, offset, headers, timeout)
-            if offset and not resumed:
-                log.info("%s: server ignored Range; restarting from byte 0", url)
-                offset, digest = 0, hashlib.md5()
-            with part.open("ab" if offset else "wb") as handle:
-                for chunk in chunks:
-                    handle.write(chunk)
-                    digest.update(chunk)
-                    transferred += len(chunk)
-                    if progress:
-                        progress(len(chunk))
-            break
-        except (requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError) as err:
-            if attempt == retries:
-                raise DownloadError(f"{url}: {type(err).__name__} after {retries + 1} attempts; rerun to resume") from None
-            wait = 2**attempt
-            log.warning("%s: %s; retrying in %d s (bytes on disk are kept)", url, type(err).__name__, wait)
+            transferred += _transfer(url, partial, headers, timeout, progress)
+        except TransientError as err:
+            if attempt >= retries:
+                raise DownloadError(f"{url}: {err}; gave up after {retries + 1} attempts, {partial.size} bytes kept for the next run") from None
+            wait = backoff * 2**attempt
+            attempt += 1
+            log.warning("%s: %s; retry %d/%d in %.1f s from byte %d", url, err, attempt, retries, wait, partial.size)
             time.sleep(wait)
-    actual = digest.hexdigest()
-    if actual != expected_md5:
-        bad = part.with_name(part.name + ".bad")
-        part.replace(bad)
-        raise ChecksumError(f"{target.name}: md5 mismatch after download: expected {expected_md5}, actual {actual} (kept as {bad})")
-    part.replace(target)
-    return transferred
+            continue
+        actual = partial.digest.hexdigest()
+        if expected_md5 is None or actual == expected_md5:
+            partial.path.replace(target)
+            return transferred
+        if not refetched:
+            refetched = True
+            log.warning("%s: md5 %s, expected %s; fetching it again from byte 0", url, actual, expected_md5)
+            partial.restart()
+            continue
+        bad = partial.path.with_name(partial.path.name + ".bad")
+        partial.path.replace(bad)
+        raise ChecksumError(f"{target.name}: md5 mismatch after download: expected {expected_md5}, actual {actual} (kept as {bad}, outside the dataset)")
 
 
 @dataclass
@@ -202,8 +277,12 @@ def download_dataset(
     wanted: Callable[[str], bool] = lambda _path: True,
     pinned_md5: dict[str, str] | None = None,
     headers: dict[str, str] | None = None,
+    jobs: int = 4,
+    retries: int = 5,
+    backoff: float = 1.0,
+    timeout: float = 60.0,
 ) -> DownloadRecord:
-    """Download an R2 dataset into ``dest``, resuming from the staging folder."""
+    """Download an R2 dataset into ``dest`` with ``jobs`` files at a time, resuming from the staging folder."""
     started = time.time()
     headers = auth_headers() if headers is None else headers
     base_url = fetch_text(uri_url, headers).strip().rstrip("/")
@@ -218,10 +297,13 @@ def download_dataset(
     staging = staging_dir_for(dest)
     staging.mkdir(parents=True, exist_ok=True)
     todo = [e for e in entries if not (staging / e.path).is_file()]
-    transferred = 0
-    with tqdm(total=None, unit="B", unit_scale=True, desc=dest.name, mininterval=1.0) as bar:
-        for entry in todo:
-            transferred += download_file(f"{base_url}/{urllib.parse.quote(entry.path)}", staging / entry.path, entry.md5, headers, progress=bar.update)
+    with tqdm(total=0, unit="B", unit_scale=True, desc=dest.name, mininterval=1.0) as bar, ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        progress = Progress(bar)
+        futures = [
+            pool.submit(download_file, f"{base_url}/{urllib.parse.quote(e.path)}", staging / e.path, e.md5, headers, retries, timeout, progress, backoff)
+            for e in todo
+        ]
+        transferred = sum(future.result() for future in futures)
     (staging / MANIFEST_NAME).write_text("".join(f"{e.md5}  {e.path}\n" for e in entries))
     record = DownloadRecord(
         uri=uri_url,
@@ -234,5 +316,57 @@ def download_dataset(
     if dest.exists():
         shutil.rmtree(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
+    staging.replace(dest)
+    return record
+
+
+def parse_url_list(text: str, source: str) -> list[tuple[str, str | None, str]]:
+    """Lines ``URL`` or ``md5  URL`` (``#`` comments allowed) -> (url, md5 or None, file name)."""
+    entries = []
+    for number, line in enumerate(text.splitlines(), 1):
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        parts = line.split()
+        md5 = parts[0].lower() if len(parts) == 2 else None
+        url = parts[-1]
+        if len(parts) > 2 or (md5 is not None and (len(md5) != 32 or any(c not in "0123456789abcdef" for c in md5))):
+            raise DownloadError(f"{source}:{number}: expected 'URL' or 'md5  URL', got {line!r}")
+        name = Path(urllib.parse.unquote(urllib.parse.urlparse(url).path)).name
+        if not name:
+            raise DownloadError(f"{source}:{number}: {url} names no file")
+        entries.append((url, md5, name))
+    names = [name for _, _, name in entries]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise DownloadError(f"{source}: several URLs end in the same file name: {duplicates}")
+    return entries
+
+
+def download_url_list(
+    list_file: Path, dest: Path, headers: dict[str, str] | None = None, jobs: int = 4, retries: int = 5, backoff: float = 1.0
+) -> DownloadRecord:
+    """Download every URL of a plain list into ``dest`` (staged and resumable like an R2 dataset)."""
+    started = time.time()
+    headers = auth_headers() if headers is None else headers
+    entries = parse_url_list(list_file.read_text(), str(list_file))
+    staging = staging_dir_for(dest)
+    staging.mkdir(parents=True, exist_ok=True)
+    with tqdm(total=0, unit="B", unit_scale=True, desc=dest.name, mininterval=1.0) as bar, ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        progress = Progress(bar)
+        futures = [
+            pool.submit(download_file, url, staging / name, md5, headers, retries, 60.0, progress, backoff)
+            for url, md5, name in entries
+            if not (staging / name).is_file()
+        ]
+        transferred = sum(future.result() for future in futures)
+    from mlperf_wf.verify import md5_file
+
+    digests = {name: md5 or md5_file(staging / name) for _, md5, name in entries}
+    (staging / MANIFEST_NAME).write_text("".join(f"{digest}  {name}\n" for name, digest in digests.items()))
+    record = DownloadRecord(uri=str(list_file), base_url="", files=digests, bytes_transferred=transferred, seconds=round(time.time() - started, 3))
+    (staging / RECORD_NAME).write_text(json.dumps(asdict(record), indent=2))
+    if dest.exists():
+        shutil.rmtree(dest)
     staging.replace(dest)
     return record
