@@ -1,15 +1,16 @@
-"""verify: every file against the md5 list; a mismatch names file and both md5s."""
+"""verify: md5 list check, stamp-based re-verification, quarantine of bad files."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 
 import pytest
 
 from mlperf_wf.cli import main
 from mlperf_wf.errors import ChecksumError
-from mlperf_wf.verify import verify_dataset, write_record
+from mlperf_wf.verify import quarantine_dir_for, verify_dataset, write_record
 
 
 def make_dataset(folder, files):
@@ -27,11 +28,21 @@ def test_good_dataset_gets_a_record(tmp_path):
     record = verify_dataset(tmp_path / "ds")
     write_record(record, tmp_path / "rec.json")
     saved = json.loads((tmp_path / "rec.json").read_text())
-    assert saved["total_bytes"] == 110
+    assert saved["total_bytes"] == 110 and saved["bytes_hashed"] == 110
     assert {f["path"] for f in saved["files"]} == {"a.bin", "sub/b.bin"}
 
 
-def test_corrupted_file_fails_with_name_and_both_md5s(tmp_path):
+def test_unchanged_dataset_is_only_statted_and_a_changed_file_is_rehashed(tmp_path):
+    make_dataset(tmp_path / "ds", {"a.bin": b"a" * 1000, "b.bin": b"b" * 500})
+    assert verify_dataset(tmp_path / "ds").bytes_hashed == 1500
+    again = verify_dataset(tmp_path / "ds")
+    assert again.bytes_hashed == 0 and not any(f.rehashed for f in again.files)
+    os.utime(tmp_path / "ds" / "b.bin")  # touched, same content
+    touched = verify_dataset(tmp_path / "ds")
+    assert touched.bytes_hashed == 500 and [f.path for f in touched.files if f.rehashed] == ["b.bin"]
+
+
+def test_corrupted_file_fails_with_name_and_both_md5s_and_is_quarantined(tmp_path):
     make_dataset(tmp_path / "ds", {"a.bin": b"a" * 100, "b.bin": b"b" * 100})
     (tmp_path / "ds" / "b.bin").write_bytes(b"b" * 99 + b"X")
     with pytest.raises(ChecksumError) as err:
@@ -40,6 +51,21 @@ def test_corrupted_file_fails_with_name_and_both_md5s(tmp_path):
     assert "ds/b.bin" in message
     assert f"expected {hashlib.md5(b'b' * 100).hexdigest()}" in message
     assert f"actual {hashlib.md5(b'b' * 99 + b'X').hexdigest()}" in message
+    assert not (tmp_path / "ds" / "b.bin").exists()
+    assert (quarantine_dir_for(tmp_path / "ds") / "b.bin").read_bytes() == b"b" * 99 + b"X"
+    assert (tmp_path / "ds" / "a.bin").exists(), "good files stay"
+
+
+def test_tampering_after_verification_is_caught_even_with_the_old_mtime(tmp_path):
+    make_dataset(tmp_path / "ds", {"a.bin": b"a" * 100})
+    verify_dataset(tmp_path / "ds")
+    path = tmp_path / "ds" / "a.bin"
+    st = path.stat()
+    with path.open("r+b") as handle:  # same size, same inode
+        handle.write(b"Z")
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    with pytest.raises(ChecksumError, match=r"ds/a\.bin: md5 mismatch"):
+        verify_dataset(tmp_path / "ds")
 
 
 def test_missing_file_is_named(tmp_path):
@@ -56,3 +82,11 @@ def test_cli_reports_one_line_and_writes_no_record(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("mlperf-wf: error: ds/a.bin: md5 mismatch")
     assert not (tmp_path / "rec.json").exists()
+
+
+def test_cli_with_an_external_manifest_and_stamps(tmp_path):
+    make_dataset(tmp_path / "ds", {"a.bin": b"a" * 10})
+    (tmp_path / "ds" / "manifest.md5").rename(tmp_path / "list.md5")
+    argv = ["verify", str(tmp_path / "ds"), "--manifest", str(tmp_path / "list.md5"), "--stamps", str(tmp_path / "stamps.json")]
+    assert main(argv) == 0
+    assert json.loads((tmp_path / "stamps.json").read_text())[0]["path"] == "a.bin"

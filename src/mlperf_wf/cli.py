@@ -23,7 +23,7 @@ from mlperf_wf.errors import ConfigError, WorkflowError
 from mlperf_wf.mirror import generate_tiny_mirror
 from mlperf_wf.mllog_utils import Submission
 from mlperf_wf.registry import load_benchmark, load_dataset
-from mlperf_wf.verify import verify_dataset, write_record
+from mlperf_wf.verify import STAMPS_NAME, verify_dataset, write_record
 
 log = logging.getLogger("mlperf_wf")
 
@@ -52,11 +52,12 @@ def cmd_download(dataset: str | None, dest: Path, uri: str | None, md5: str | No
     log.info("%s: %d files, %d bytes transferred in %.1f s", dest.name, len(record.files), record.bytes_transferred, record.seconds)
 
 
-def cmd_verify(folder: Path, out: Path, jobs: int) -> None:
-    """Check every file of ``folder`` against its md5 list; write the record to ``out``."""
-    record = verify_dataset(folder, jobs=jobs)
-    write_record(record, out)
-    log.info("%s: %d files, %d bytes verified", folder.name, len(record.files), record.total_bytes)
+def cmd_verify(folder: Path, manifest: Path | None, out: Path | None, stamps: Path | None, jobs: int) -> None:
+    """Check every file of ``folder`` against its md5 list, re-hashing only changed files; write the record to ``out``."""
+    record = verify_dataset(folder, manifest=manifest, jobs=jobs, stamps_file=stamps)
+    if out:
+        write_record(record, out)
+    log.info("%s: %d files, %d bytes verified, %d bytes read", folder.name, len(record.files), record.total_bytes, record.bytes_hashed)
 
 
 def cmd_preprocess(benchmark: str, scale: str, inputs: list[str], out: Path) -> None:
@@ -230,10 +231,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--url-list", type=Path, help="a plain list of URLs ('URL' or 'md5  URL' per line) instead of R2")
     p.add_argument("--jobs", type=int, default=4, help="files downloaded at once (default 4)")
 
-    p = sub.add_parser("verify", help="check a dataset folder against its md5 list")
+    p = sub.add_parser("verify", help="check a dataset folder against its md5 list (only changed files are re-read)")
     p.add_argument("folder", type=Path)
-    p.add_argument("--out", type=Path, required=True)
-    p.add_argument("--jobs", type=int, default=4)
+    p.add_argument("--manifest", type=Path, help="md5 list ('md5  path' lines; default: FOLDER/manifest.md5)")
+    p.add_argument("--out", type=Path, help="write the verification record (JSON) here")
+    p.add_argument("--stamps", type=Path, help=f"stamps file (default: FOLDER/{STAMPS_NAME})")
+    p.add_argument("--jobs", type=int, default=4, help="files hashed at once")
 
     p = sub.add_parser("preprocess", help="prepare a benchmark's data")
     p.add_argument("--benchmark", required=True)
@@ -313,7 +316,7 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "download":
             cmd_download(args.dataset, args.dest, args.uri, args.md5, args.url_list, args.jobs)
         elif args.command == "verify":
-            cmd_verify(args.folder, args.out, args.jobs)
+            cmd_verify(args.folder, args.manifest, args.out, args.stamps, args.jobs)
         elif args.command == "preprocess":
             cmd_preprocess(args.benchmark, args.scale, args.input, args.out)
         elif args.command == "train":

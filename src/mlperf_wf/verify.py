@@ -1,9 +1,20 @@
-"""Checks a dataset folder against its md5 list and writes a verification record."""
+"""Checks a dataset folder against its md5 list, re-reading only files that changed.
+
+Every verified file gets a *stamp* (path, size, mtime_ns, ctime_ns, inode, md5)
+in a stamps file. Verifying again stats each file and re-hashes only those whose
+stamp no longer matches, so re-checking an unchanged multi-terabyte dataset takes
+seconds instead of a full read. ``ctime`` is part of the stamp because it cannot
+be set back by a user: a file rewritten and then given its old mtime is still
+re-hashed. A file whose md5 differs is moved to a quarantine folder beside the
+dataset (never deleted, never left in place), and verification fails naming the
+file, the expected and the actual md5.
+"""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
@@ -11,6 +22,23 @@ from pathlib import Path
 
 from mlperf_wf.download import CHUNK, MANIFEST_NAME, parse_manifest
 from mlperf_wf.errors import ChecksumError
+
+STAMPS_NAME = ".mlperf-wf-stamps.json"
+
+
+@dataclass
+class Stamp:
+    """What a file looked like when its md5 was last computed."""
+
+    path: str
+    size: int
+    mtime_ns: int
+    ctime_ns: int
+    inode: int
+    md5: str
+
+    def matches(self, st: os.stat_result) -> bool:
+        return (self.size, self.mtime_ns, self.ctime_ns, self.inode) == (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
 
 
 @dataclass
@@ -20,6 +48,7 @@ class VerifiedFile:
     path: str
     size: int
     md5: str
+    rehashed: bool
 
 
 @dataclass
@@ -30,6 +59,7 @@ class VerificationRecord:
     manifest: str
     files: list[VerifiedFile]
     total_bytes: int
+    bytes_hashed: int
     seconds: float
 
 
@@ -42,27 +72,61 @@ def md5_file(path: Path) -> str:
     return digest.hexdigest()
 
 
-def verify_dataset(folder: Path, manifest: Path | None = None, jobs: int = 4) -> VerificationRecord:
-    """Hash every listed file; raise naming the first bad file, its expected and actual md5."""
+def quarantine_dir_for(folder: Path) -> Path:
+    """Where files that failed verification are moved (outside the dataset folder)."""
+    return folder.parent / ".quarantine" / folder.name
+
+
+def _load_stamps(path: Path) -> dict[str, Stamp]:
+    if not path.is_file():
+        return {}
+    try:
+        return {s["path"]: Stamp(**s) for s in json.loads(path.read_text())}
+    except (ValueError, TypeError, KeyError):
+        return {}  # an unreadable stamps file only costs a full re-hash
+
+
+def _stamp(path: str, st: os.stat_result, md5: str) -> Stamp:
+    return Stamp(path, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, md5)
+
+
+def verify_dataset(folder: Path, manifest: Path | None = None, jobs: int = 4, stamps_file: Path | None = None) -> VerificationRecord:
+    """Check every listed file, re-hashing only files whose stamp changed; quarantine and fail on a mismatch."""
     started = time.time()
     manifest = manifest or folder / MANIFEST_NAME
+    stamps_file = stamps_file or folder / STAMPS_NAME
     if not manifest.is_file():
         raise ChecksumError(f"{manifest}: md5 list not found; download the dataset first")
     entries = parse_manifest(manifest.read_text(), str(manifest))
     missing = [e.path for e in entries if not (folder / e.path).is_file()]
     if missing:
         raise ChecksumError(f"{folder.name}/{missing[0]}: listed in {manifest.name} but missing ({len(missing)} missing in all)")
+    stats = {e.path: (folder / e.path).stat() for e in entries}
+    stamps = _load_stamps(stamps_file)
+    stale = [e for e in entries if not (e.path in stamps and stamps[e.path].matches(stats[e.path]) and stamps[e.path].md5 == e.md5)]
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        actual = list(pool.map(lambda e: md5_file(folder / e.path), entries))
-    for entry, digest in zip(entries, actual, strict=True):
-        if digest != entry.md5:
-            raise ChecksumError(f"{folder.name}/{entry.path}: md5 mismatch: expected {entry.md5}, actual {digest}")
-    files = [VerifiedFile(e.path, (folder / e.path).stat().st_size, d) for e, d in zip(entries, actual, strict=True)]
+        hashed = dict(zip((e.path for e in stale), pool.map(lambda e: md5_file(folder / e.path), stale), strict=True))
+    bad = [(e, hashed[e.path]) for e in stale if hashed[e.path] != e.md5]
+    failed = {e.path for e, _ in bad}
+    good = [_stamp(e.path, stats[e.path], e.md5) for e in entries if e.path not in failed]
+    stamps_file.parent.mkdir(parents=True, exist_ok=True)
+    stamps_file.write_text(json.dumps([asdict(s) for s in good], indent=1))
+    if bad:
+        quarantine = quarantine_dir_for(folder)
+        for entry, _ in bad:
+            target = quarantine / entry.path
+            target.parent.mkdir(parents=True, exist_ok=True)
+            (folder / entry.path).replace(target)
+        entry, actual = bad[0]
+        more = f" ({len(bad)} files failed)" if len(bad) > 1 else ""
+        raise ChecksumError(f"{folder.name}/{entry.path}: md5 mismatch: expected {entry.md5}, actual {actual}; moved to {quarantine / entry.path}{more}")
+    files = [VerifiedFile(e.path, stats[e.path].st_size, e.md5, e.path in hashed) for e in entries]
     return VerificationRecord(
         dataset=folder.name,
         manifest=str(manifest),
         files=files,
         total_bytes=sum(f.size for f in files),
+        bytes_hashed=sum(stats[p].st_size for p in hashed),
         seconds=round(time.time() - started, 3),
     )
 
