@@ -39,6 +39,8 @@ class R2Server:
         self.bytes_sent: Counter[str] = Counter()
         self.requests: list[Request] = []
         self.corrupt: set[str] = set()
+        self.md5_text: str | None = None
+        """Serve this as the .md5 list instead of the computed one."""
         self.faults: dict[str, list[str]] = {}
         """Per data path, faults to inject on the next requests, one per request:
         reset (half the body, then the connection is dropped), truncate (full Content-Length
@@ -132,6 +134,8 @@ class R2Server:
         folder = self.root / "data" / self.name
         if path == f"/metadata/{self.name}.uri":
             return f"{self.base}/data/{self.name}\n".encode()
+        if path == f"/metadata/{self.name}.md5" and self.md5_text is not None:
+            return self.md5_text.encode()
         if path == f"/metadata/{self.name}.md5":
             lines = [f"{hashlib.md5(p.read_bytes()).hexdigest()}  {p.relative_to(folder).as_posix()}\n" for p in self._files()]
             return "".join(lines).encode()

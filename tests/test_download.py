@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from mlperf_wf.download import auth_headers, download_dataset, parse_manifest, staging_dir_for
+from mlperf_wf.download import auth_headers, download_dataset, download_url_list, parse_manifest, staging_dir_for
 from mlperf_wf.errors import ChecksumError, DownloadError
 from mlperf_wf.mirror import publish
 from tests.r2server import R2Server
@@ -157,3 +157,24 @@ def test_persistent_faults_are_reported_and_nothing_corrupt_is_placed(tmp_path, 
             download_dataset(server.uri_url, server.md5_url, dest, headers={}, retries=3, backoff=0.01)
     assert not dest.exists()
     assert not (staging_dir_for(dest) / "a.bin").exists()
+
+
+def test_a_listed_file_without_md5_is_downloaded_and_its_md5_recorded(tmp_path):
+    """Criteo's published list names train_data.bin without a checksum; the download must not stop there."""
+    contents = make_bucket(tmp_path / "bucket", "ds", {"a.bin": 1000, "train_data.bin": 5000})
+    dest = tmp_path / "out" / "ds"
+    with R2Server(tmp_path / "bucket", "ds") as server:
+        server.md5_text = f"{hashlib.md5(contents['a.bin']).hexdigest()}  a.bin\n                                  train_data.bin\n"
+        record = download_dataset(server.uri_url, server.md5_url, dest, headers={})
+    assert record.unchecked == ["train_data.bin"]
+    assert f"{hashlib.md5(contents['train_data.bin']).hexdigest()}  train_data.bin" in (dest / "manifest.md5").read_text()
+
+
+def test_url_list_download(tmp_path):
+    contents = make_bucket(tmp_path / "bucket", "ds", {"x.bin": 2000, "y.bin": 3000})
+    with R2Server(tmp_path / "bucket", "ds") as server:
+        listing = tmp_path / "urls.txt"
+        listing.write_text(f"# two files\n{hashlib.md5(contents['x.bin']).hexdigest()}  {server.base}/data/ds/x.bin\n{server.base}/data/ds/y.bin\n")
+        record = download_url_list(listing, tmp_path / "out" / "ds", headers={})
+    assert sorted(record.files) == ["x.bin", "y.bin"]
+    assert (tmp_path / "out" / "ds" / "y.bin").read_bytes() == contents["y.bin"]

@@ -23,7 +23,7 @@ import time
 import urllib.parse
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import requests
@@ -48,7 +48,8 @@ AUTH_ENV = {
 class ManifestEntry:
     """One ``md5  path`` line of an R2 ``.md5`` list."""
 
-    md5: str
+    md5: str | None
+    """None where the published list gives a path without a checksum (it happens: Criteo's train_data.bin)."""
     path: str
 
 
@@ -64,13 +65,16 @@ def parse_manifest(text: str, source: str) -> list[ManifestEntry]:
     for number, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
-        digest, _, path = line.strip().partition(" ")
+        fields = line.split(None, 1)
+        digest, path = (fields[0], fields[1]) if len(fields) == 2 else (None, fields[0])
         path = path.strip().lstrip("*").removeprefix("./")
-        if len(digest) != 32 or any(c not in "0123456789abcdef" for c in digest.lower()) or not path:
+        if digest is not None and (len(digest) != 32 or any(c not in "0123456789abcdef" for c in digest.lower())):
+            raise DownloadError(f"{source}:{number}: not an 'md5  path' line: {line!r}")
+        if digest is None and not line[:1].isspace():
             raise DownloadError(f"{source}:{number}: not an 'md5  path' line: {line!r}")
         if path.startswith("/") or ".." in Path(path).parts:
             raise DownloadError(f"{source}:{number}: path {path!r} leaves the dataset folder")
-        entries.append(ManifestEntry(md5=digest.lower(), path=path))
+        entries.append(ManifestEntry(md5=digest.lower() if digest else None, path=path))
     return entries
 
 
@@ -212,8 +216,8 @@ def download_file(
     timeout: float = 60.0,
     progress: Progress | None = None,
     backoff: float = 1.0,
-) -> int:
-    """Download ``url`` to ``target`` via ``target.part``, resuming; return bytes transferred now.
+) -> tuple[int, str]:
+    """Download ``url`` to ``target`` via ``target.part``, resuming; return (bytes transferred now, md5).
 
     ``expected_md5`` None (a plain URL list without checksums) accepts the file;
     its md5, computed while streaming, is then recorded by the caller.
@@ -243,7 +247,7 @@ def download_file(
         actual = partial.digest.hexdigest()
         if expected_md5 is None or actual == expected_md5:
             partial.path.replace(target)
-            return transferred
+            return transferred, actual
         if not refetched:
             refetched = True
             log.warning("%s: md5 %s, expected %s; fetching it again from byte 0", url, actual, expected_md5)
@@ -263,6 +267,14 @@ class DownloadRecord:
     files: dict[str, str]
     bytes_transferred: int
     seconds: float
+    unchecked: list[str] = field(default_factory=list)
+    """Files the published list gives no md5 for: their md5 is the one computed while downloading."""
+
+
+def _recorded_md5(staging: Path, path: str) -> str:
+    """md5 of a file finished by an earlier, interrupted run (hashed again: it was never recorded)."""
+    digest = md5_of_prefix(staging / path)
+    return digest.hexdigest()
 
 
 def staging_dir_for(dest: Path) -> Path:
@@ -292,25 +304,33 @@ def download_dataset(
         raise DownloadError(f"{md5_url}: lists no files to download")
     for entry in entries:
         pinned = (pinned_md5 or {}).get(entry.path)
-        if pinned and pinned != entry.md5:
+        if pinned and entry.md5 and pinned != entry.md5:
             raise ChecksumError(f"{md5_url}: {entry.path} is listed with md5 {entry.md5} but the dataset definition pins {pinned}")
     staging = staging_dir_for(dest)
     staging.mkdir(parents=True, exist_ok=True)
+    unchecked = [e.path for e in entries if e.md5 is None]
+    for path in unchecked:
+        log.warning("%s lists %s without an md5: it is downloaded unchecked and its md5 is recorded as downloaded", md5_url, path)
     todo = [e for e in entries if not (staging / e.path).is_file()]
     with tqdm(total=0, unit="B", unit_scale=True, desc=dest.name, mininterval=1.0) as bar, ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         progress = Progress(bar)
-        futures = [
-            pool.submit(download_file, f"{base_url}/{urllib.parse.quote(e.path)}", staging / e.path, e.md5, headers, retries, timeout, progress, backoff)
+        expected = {e.path: e.md5 or (pinned_md5 or {}).get(e.path) for e in entries}
+        futures = {
+            e.path: pool.submit(
+                download_file, f"{base_url}/{urllib.parse.quote(e.path)}", staging / e.path, expected[e.path], headers, retries, timeout, progress, backoff
+            )
             for e in todo
-        ]
-        transferred = sum(future.result() for future in futures)
-    (staging / MANIFEST_NAME).write_text("".join(f"{e.md5}  {e.path}\n" for e in entries))
+        }
+        done = {path: future.result() for path, future in futures.items()}
+    digests = {e.path: expected[e.path] or (done[e.path][1] if e.path in done else _recorded_md5(staging, e.path)) for e in entries}
+    (staging / MANIFEST_NAME).write_text("".join(f"{digest}  {path}\n" for path, digest in digests.items()))
     record = DownloadRecord(
         uri=uri_url,
         base_url=base_url,
-        files={e.path: e.md5 for e in entries},
-        bytes_transferred=transferred,
+        files=digests,
+        bytes_transferred=sum(n for n, _ in done.values()),
         seconds=round(time.time() - started, 3),
+        unchecked=[p for p in unchecked if not expected[p]],
     )
     (staging / RECORD_NAME).write_text(json.dumps(asdict(record), indent=2))
     if dest.exists():
@@ -354,15 +374,14 @@ def download_url_list(
     staging.mkdir(parents=True, exist_ok=True)
     with tqdm(total=0, unit="B", unit_scale=True, desc=dest.name, mininterval=1.0) as bar, ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         progress = Progress(bar)
-        futures = [
-            pool.submit(download_file, url, staging / name, md5, headers, retries, 60.0, progress, backoff)
+        futures = {
+            name: pool.submit(download_file, url, staging / name, md5, headers, retries, 60.0, progress, backoff)
             for url, md5, name in entries
             if not (staging / name).is_file()
-        ]
-        transferred = sum(future.result() for future in futures)
-    from mlperf_wf.verify import md5_file
-
-    digests = {name: md5 or md5_file(staging / name) for _, md5, name in entries}
+        }
+        done = {name: future.result() for name, future in futures.items()}
+    transferred = sum(n for n, _ in done.values())
+    digests = {name: md5 or (done[name][1] if name in done else _recorded_md5(staging, name)) for _, md5, name in entries}
     (staging / MANIFEST_NAME).write_text("".join(f"{digest}  {name}\n" for name, digest in digests.items()))
     record = DownloadRecord(uri=str(list_file), base_url="", files=digests, bytes_transferred=transferred, seconds=round(time.time() - started, 3))
     (staging / RECORD_NAME).write_text(json.dumps(asdict(record), indent=2))

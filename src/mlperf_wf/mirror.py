@@ -17,6 +17,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from mlperf_wf.errors import ConfigError
 from mlperf_wf.registry import DatasetDef
 from mlperf_wf.verify import md5_file
 
@@ -49,6 +50,8 @@ def publish(root: Path, name: str, data_dir: Path) -> MirrorPaths:
 
 def generate_tiny_mirror(dataset: DatasetDef, root: Path) -> MirrorPaths:
     """Run the dataset's seeded generator into a fresh mirror at ``root``."""
+    if dataset.tiny is None:
+        raise ConfigError(f"config/datasets/{dataset.id}.yaml: no tiny: generator, so {dataset.id} has no tiny-scale stand-in; run it with scale: full")
     paths = mirror_paths(root, dataset.id)
     if root.exists():
         shutil.rmtree(root)

@@ -64,20 +64,24 @@ class DatasetDef(_Strict):
     """Version of the published data, as MLCommons names it."""
     title: str
     """Human-readable name."""
-    kind: Literal["dataset", "checkpoint"] = "dataset"
-    """Training data or a model checkpoint."""
+    kind: Literal["dataset", "checkpoint", "tokenizer"] = "dataset"
+    """Training data, a model checkpoint or a tokenizer."""
+    benchmarks: list[str] = Field(default_factory=list)
+    """Benchmarks that use it."""
     source: DatasetSource
     """Where the full-scale data is published."""
     size: str | None = None
     """Total published size, as in MLCommons' manifest (e.g. "112MB")."""
+    file_count: int | None = None
+    """Number of files in the published .md5 list when this definition was written."""
     files: list[DatasetFile] = Field(default_factory=list)
-    """Files that make up the dataset; empty means "whatever the .md5 lists"."""
+    """Files that make up the dataset; empty means "whatever the .md5 lists" (long lists are not copied here)."""
     exclude: list[str] = Field(default_factory=list)
     """Glob patterns of listed files not to download (e.g. ``.git/**`` in a mirrored HF repo)."""
     license: str
     """License and access note (members-only data says so and how to get access)."""
-    tiny: TinyGenerator
-    """Generator of the tiny-scale stand-in."""
+    tiny: TinyGenerator | None = None
+    """Generator of the tiny-scale stand-in; None where no tiny tier exists yet."""
 
     def wanted(self, path: str) -> bool:
         """Whether a listed file is part of the dataset after ``exclude``."""
