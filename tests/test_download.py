@@ -136,7 +136,7 @@ def test_each_transient_fault_is_retried_and_the_dataset_is_intact(tmp_path, fau
         download_dataset(server.uri_url, server.md5_url, dest, headers={}, backoff=0.01, jobs=2)
     for rel, data in contents.items():
         assert (dest / rel).read_bytes() == data, f"{rel} after {fault}"
-    assert sorted(p.name for p in dest.iterdir()) == ["a.bin", "b.bin", "download.json", "manifest.md5"]
+    assert sorted(p.name for p in dest.iterdir()) == [".mlperf-wf-stamps.json", "a.bin", "b.bin", "download.json", "manifest.md5"]
 
 
 @pytest.mark.parametrize(
@@ -178,3 +178,17 @@ def test_url_list_download(tmp_path):
         record = download_url_list(listing, tmp_path / "out" / "ds", headers={})
     assert sorted(record.files) == ["x.bin", "y.bin"]
     assert (tmp_path / "out" / "ds" / "y.bin").read_bytes() == contents["y.bin"]
+
+
+def test_verify_right_after_download_reads_nothing_again(tmp_path):
+    from mlperf_wf.verify import verify_dataset
+
+    make_bucket(tmp_path / "bucket", "ds", {"a.bin": 200_000, "b.bin": 100_000})
+    dest = tmp_path / "out" / "ds"
+    with R2Server(tmp_path / "bucket", "ds") as server:
+        download_dataset(server.uri_url, server.md5_url, dest, headers={})
+    record = verify_dataset(dest, stamps_file=tmp_path / "stamps.json")
+    assert record.bytes_hashed == 0, "the md5s computed while streaming are reused"
+    (dest / "a.bin").write_bytes(b"changed")
+    with pytest.raises(ChecksumError, match=r"ds/a\.bin: md5 mismatch"):
+        verify_dataset(dest, stamps_file=tmp_path / "stamps.json")

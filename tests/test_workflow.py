@@ -19,8 +19,10 @@ SNAKEFILE = ROOT / "workflow" / "Snakefile"
 TINY_RUNS = 3
 
 
-def snakemake(workdir: Path, *args: str, check_rc: bool = True) -> subprocess.CompletedProcess:
+def snakemake(workdir: Path, *args: str, check_rc: bool = True, cache: Path | None = None) -> subprocess.CompletedProcess:
     env = dict(os.environ)
+    if cache:
+        env["SNAKEMAKE_OUTPUT_CACHE"] = str(cache)
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
     # Any network use would fail: the DAG must not need it.
     env.update({"HTTP_PROXY": "http://127.0.0.1:9", "HTTPS_PROXY": "http://127.0.0.1:9", "NO_PROXY": ""})
@@ -56,9 +58,15 @@ def job_counts(output: str) -> dict[str, int]:
 
 
 @pytest.fixture(scope="module")
-def tiny_project(tmp_path_factory) -> Path:
+def output_cache(tmp_path_factory) -> Path:
+    """A Snakemake output cache shared by the workflow directories of these tests."""
+    return tmp_path_factory.mktemp("output_cache")
+
+
+@pytest.fixture(scope="module")
+def tiny_project(tmp_path_factory, output_cache) -> Path:
     workdir = new_workdir(tmp_path_factory.mktemp("tiny"))
-    snakemake(workdir, "--cores", "2", "--config", f"runs={TINY_RUNS}")
+    snakemake(workdir, "--cores", "2", "--config", f"runs={TINY_RUNS}", "--cache", cache=output_cache)
     return workdir
 
 
@@ -80,6 +88,23 @@ def test_tiny_chain_reaches_the_target_and_every_run_is_compliant(tiny_project):
     assert report["score"]["olympic_minutes"] == pytest.approx(minutes[1], rel=1e-12)
     assert report["valid_submission"] is False
     assert any("tiny" in reason for reason in report["valid_submission_reasons"])
+
+
+@pytest.mark.slow
+def test_a_second_workflow_directory_reuses_the_prepared_data_from_the_cache(tiny_project, output_cache, tmp_path):
+    other = new_workdir(tmp_path / "second_checkout")
+    proc = snakemake(other, "--cores", "2", "resources/tiny/prepared/llama2_70b_lora", "--cache", cache=output_cache)
+    out = proc.stdout + proc.stderr
+    for path in ("resources/tiny/mirror/llama2_70b_fused_qkv", "resources/tiny/datasets/scrolls_gov_report_8k", "resources/tiny/prepared/llama2_70b_lora"):
+        assert f"Symlinking output file {path}" in out, path
+    assert "Moving output file" not in out, "nothing was computed again"
+    for rule in ("generate_tiny_mirror", "download", "preprocess"):
+        ran = [log for log in (other / "logs" / rule).rglob("*.log") if log.stat().st_size]
+        assert not ran, f"{rule} ran in the second directory: {ran}"
+    prepared = other / "resources/tiny/prepared/llama2_70b_lora"
+    assert (prepared / "train-00000-of-00001.parquet").read_bytes() == (
+        tiny_project / "resources/tiny/prepared/llama2_70b_lora/train-00000-of-00001.parquet"
+    ).read_bytes()
 
 
 @pytest.mark.slow
@@ -149,7 +174,7 @@ def test_second_run_does_nothing_and_a_deleted_run_reruns_alone(tiny_project):
 @pytest.mark.slow
 def test_corrupted_dataset_fails_verify_and_training_never_starts(tiny_project, tmp_path):
     workdir = tmp_path / "corrupt"
-    shutil.copytree(tiny_project, workdir, symlinks=True)
+    shutil.copytree(tiny_project, workdir)  # dereferences links into the shared cache, which must stay intact
     shutil.rmtree(workdir / "results")
     victim = workdir / "resources/tiny/datasets/scrolls_gov_report_8k/train-00000-of-00001.parquet"
     data = bytearray(victim.read_bytes())

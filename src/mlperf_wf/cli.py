@@ -14,34 +14,40 @@ import logging
 import sys
 from dataclasses import asdict, fields
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from mlperf_wf import compliance as compliance_mod
-from mlperf_wf import report as report_mod
-from mlperf_wf import rules
-from mlperf_wf.download import download_dataset
 from mlperf_wf.errors import ConfigError, WorkflowError
-from mlperf_wf.mirror import generate_tiny_mirror
-from mlperf_wf.mllog_utils import Submission
-from mlperf_wf.registry import load_benchmark, load_dataset
-from mlperf_wf.verify import STAMPS_NAME, verify_dataset, write_record
+from mlperf_wf.verify import STAMPS_NAME
+
+if TYPE_CHECKING:
+    from mlperf_wf.mllog_utils import Submission
+
+# Subcommands import what they use when they run: `mlperf-wf verify` must not pay for
+# torch, pandas or mlperf-logging at start-up (it is meant to return in milliseconds).
 
 log = logging.getLogger("mlperf_wf")
 
 
 def cmd_mirror(dataset: str, out: Path) -> None:
     """Generate the tiny stand-in of ``dataset`` as an R2-layout mirror at ``out``."""
+    from mlperf_wf.mirror import generate_tiny_mirror
+    from mlperf_wf.registry import load_dataset
+
     paths = generate_tiny_mirror(load_dataset(dataset), out)
     log.info("mirror of %s written: %s", dataset, paths.uri)
 
 
 def cmd_download(dataset: str | None, dest: Path, uri: str | None, md5: str | None, url_list: Path | None, jobs: int) -> None:
     """Download into ``dest``: a registry dataset (its URLs unless ``--uri`` overrides), any R2 ``--uri``, or a ``--url-list``."""
-    from mlperf_wf.download import download_url_list
+    from mlperf_wf.download import download_dataset, download_url_list
+    from mlperf_wf.registry import load_dataset
 
     if url_list:
         record = download_url_list(url_list, dest, jobs=jobs)
     else:
         definition = load_dataset(dataset) if dataset else None
+        if definition and definition.source.protocol == "external" and not uri:
+            raise WorkflowError(f"{dataset} is not on MLCommons R2 and is not downloaded by the workflow: {definition.source.instructions}")
         if definition is None and not uri:
             raise ConfigError("download: give --dataset (a registry id), --uri (an R2 .uri URL) or --url-list FILE")
         uri_url = uri or definition.source.uri
@@ -54,6 +60,8 @@ def cmd_download(dataset: str | None, dest: Path, uri: str | None, md5: str | No
 
 def cmd_verify(folder: Path, manifest: Path | None, out: Path | None, stamps: Path | None, jobs: int) -> None:
     """Check every file of ``folder`` against its md5 list, re-hashing only changed files; write the record to ``out``."""
+    from mlperf_wf.verify import verify_dataset, write_record
+
     record = verify_dataset(folder, manifest=manifest, jobs=jobs, stamps_file=stamps)
     if out:
         write_record(record, out)
@@ -62,6 +70,8 @@ def cmd_verify(folder: Path, manifest: Path | None, out: Path | None, stamps: Pa
 
 def cmd_preprocess(benchmark: str, scale: str, inputs: list[str], out: Path) -> None:
     """Run the benchmark's preprocessing module on ``role=folder`` inputs."""
+    from mlperf_wf.registry import load_benchmark
+
     bench = load_benchmark(benchmark)
     named = {}
     for item in inputs:
@@ -85,6 +95,9 @@ def cmd_train(
     threads: int,
 ) -> None:
     """One tiny-scale training run of ``benchmark``, logging to ``result``."""
+    from mlperf_wf import rules
+    from mlperf_wf.registry import load_benchmark
+
     bench = load_benchmark(benchmark)
     trainer = importlib.import_module(bench.trainer)
     known = {f.name for f in fields(trainer.Hyperparameters)}
@@ -108,6 +121,8 @@ def cmd_train(
 
 def cmd_compliance(result: Path, ruleset: str, out: Path) -> None:
     """Run the official compliance checker on ``result``; fail unless it passed (or only missed the target)."""
+    from mlperf_wf import compliance as compliance_mod
+
     verdict = compliance_mod.check(result, ruleset)
     compliance_mod.write(verdict, out)
     if verdict.verdict == "failed":
@@ -118,6 +133,11 @@ def cmd_compliance(result: Path, ruleset: str, out: Path) -> None:
 
 def cmd_report(benchmark: str, ruleset: str, division: str, scale: str, platform: str, results: list[Path], verdicts: list[Path], out: Path) -> None:
     """Write the time-to-train report of ``benchmark`` from its runs (``--result`` i is run i)."""
+    from mlperf_wf import compliance as compliance_mod
+    from mlperf_wf import report as report_mod
+    from mlperf_wf import rules
+    from mlperf_wf.registry import load_benchmark
+
     if len(results) != len(verdicts):
         raise ConfigError(f"--result given {len(results)} times but --compliance {len(verdicts)} times")
     bench = load_benchmark(benchmark)
@@ -156,6 +176,7 @@ def cmd_summary(reports: list[Path], package_check: Path | None, csv_out: Path, 
 def cmd_package(reports: list[Path], org: str, system: str, ruleset: str, out: Path, check_out: Path) -> int:
     """Build the submission package from the reports' scored runs and run the official checkers on it."""
     from mlperf_wf import package
+    from mlperf_wf.registry import load_benchmark
 
     description = package.load_system(system)
     loaded = [json.loads(path.read_text()) for path in reports]
@@ -179,8 +200,18 @@ def cmd_package(reports: list[Path], org: str, system: str, ruleset: str, out: P
     return 0
 
 
+def cmd_extract(archive: Path, dest: Path) -> None:
+    """Extract a tar archive into ``dest``, refusing members that would escape it."""
+    from mlperf_wf.archive import safe_extract
+
+    names = safe_extract(archive, dest)
+    log.info("%s: %d members extracted into %s", archive.name, len(names), dest)
+
+
 def cmd_require_pinned(benchmark: str) -> None:
     """Refuse a full-scale launch whose container image is not pinned by digest."""
+    from mlperf_wf.registry import load_benchmark
+
     container = load_benchmark(benchmark).full.container
     if not container.digest or not container.digest.startswith("sha256:"):
         raise ConfigError(
@@ -193,7 +224,7 @@ def cmd_score(path: Path, ruleset: str, json_out: Path | None, csv_out: Path | N
     """Score every (system, benchmark) under ``path``; exit 1 when any result is invalid."""
     import pandas as pd
 
-    from mlperf_wf import scoring
+    from mlperf_wf import rules, scoring
 
     rules.allowed_benchmarks(ruleset)
     scores = scoring.score_paths(path, ruleset, jobs=jobs, rcp_bypass=rcp_bypass)
@@ -276,6 +307,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--check-out", type=Path, required=True)
 
+    p = sub.add_parser("extract", help="extract a tar archive safely (no traversal, absolute paths, outward links or device files)")
+    p.add_argument("archive", type=Path)
+    p.add_argument("--dest", type=Path, required=True)
+
     p = sub.add_parser("require-pinned", help="fail unless the benchmark's container image is pinned by digest")
     p.add_argument("--benchmark", required=True)
 
@@ -320,6 +355,8 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "preprocess":
             cmd_preprocess(args.benchmark, args.scale, args.input, args.out)
         elif args.command == "train":
+            from mlperf_wf.mllog_utils import Submission
+
             submission = Submission(org=args.org, platform=args.platform, division=args.division, status=args.status)
             cmd_train(args.benchmark, args.run, args.seed, args.data, args.checkpoint, args.result, args.ruleset, submission, args.threads)
         elif args.command == "plot":
@@ -328,6 +365,8 @@ def main(argv: list[str] | None = None) -> int:
             cmd_summary(args.reports, args.package_check, args.csv_out, args.figure)
         elif args.command == "package":
             return cmd_package(args.reports, args.org, args.system, args.ruleset, args.out, args.check_out)
+        elif args.command == "extract":
+            cmd_extract(args.archive, args.dest)
         elif args.command == "require-pinned":
             cmd_require_pinned(args.benchmark)
         elif args.command == "compliance":

@@ -30,11 +30,10 @@ import requests
 from tqdm import tqdm
 
 from mlperf_wf.errors import ChecksumError, DownloadError
+from mlperf_wf.manifest import CHUNK, MANIFEST_NAME, parse_manifest
 
 log = logging.getLogger(__name__)
 
-CHUNK = 1 << 20
-MANIFEST_NAME = "manifest.md5"
 RECORD_NAME = "download.json"
 AUTH_ENV = {
     "CF-Access-Client-Id": "MLPERF_WF_CF_ACCESS_CLIENT_ID",
@@ -44,38 +43,10 @@ AUTH_ENV = {
 """Cloudflare Access headers taken from these environment variables; never logged."""
 
 
-@dataclass(frozen=True)
-class ManifestEntry:
-    """One ``md5  path`` line of an R2 ``.md5`` list."""
-
-    md5: str | None
-    """None where the published list gives a path without a checksum (it happens: Criteo's train_data.bin)."""
-    path: str
-
-
 def auth_headers(environ: dict[str, str] | None = None) -> dict[str, str]:
     """Non-interactive R2 auth headers from the environment."""
     env = os.environ if environ is None else environ
     return {header: env[var] for header, var in AUTH_ENV.items() if env.get(var)}
-
-
-def parse_manifest(text: str, source: str) -> list[ManifestEntry]:
-    """Parse ``md5  path`` lines (md5sum format); reject anything else by line number."""
-    entries = []
-    for number, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        fields = line.split(None, 1)
-        digest, path = (fields[0], fields[1]) if len(fields) == 2 else (None, fields[0])
-        path = path.strip().lstrip("*").removeprefix("./")
-        if digest is not None and (len(digest) != 32 or any(c not in "0123456789abcdef" for c in digest.lower())):
-            raise DownloadError(f"{source}:{number}: not an 'md5  path' line: {line!r}")
-        if digest is None and not line[:1].isspace():
-            raise DownloadError(f"{source}:{number}: not an 'md5  path' line: {line!r}")
-        if path.startswith("/") or ".." in Path(path).parts:
-            raise DownloadError(f"{source}:{number}: path {path!r} leaves the dataset folder")
-        entries.append(ManifestEntry(md5=digest.lower() if digest else None, path=path))
-    return entries
 
 
 def _is_file_url(url: str) -> bool:
@@ -271,6 +242,18 @@ class DownloadRecord:
     """Files the published list gives no md5 for: their md5 is the one computed while downloading."""
 
 
+def _place(staging: Path, dest: Path, record: DownloadRecord) -> None:
+    """Move the complete staging folder into place, with stamps so that verifying it needs no second read."""
+    from mlperf_wf.verify import write_stamps
+
+    (staging / RECORD_NAME).write_text(json.dumps(asdict(record), indent=2))
+    if dest.exists():
+        shutil.rmtree(dest)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    staging.replace(dest)
+    write_stamps(dest, record.files)
+
+
 def _recorded_md5(staging: Path, path: str) -> str:
     """md5 of a file finished by an earlier, interrupted run (hashed again: it was never recorded)."""
     digest = md5_of_prefix(staging / path)
@@ -332,11 +315,7 @@ def download_dataset(
         seconds=round(time.time() - started, 3),
         unchecked=[p for p in unchecked if not expected[p]],
     )
-    (staging / RECORD_NAME).write_text(json.dumps(asdict(record), indent=2))
-    if dest.exists():
-        shutil.rmtree(dest)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    staging.replace(dest)
+    _place(staging, dest, record)
     return record
 
 
@@ -384,8 +363,5 @@ def download_url_list(
     digests = {name: md5 or (done[name][1] if name in done else _recorded_md5(staging, name)) for _, md5, name in entries}
     (staging / MANIFEST_NAME).write_text("".join(f"{digest}  {name}\n" for name, digest in digests.items()))
     record = DownloadRecord(uri=str(list_file), base_url="", files=digests, bytes_transferred=transferred, seconds=round(time.time() - started, 3))
-    (staging / RECORD_NAME).write_text(json.dumps(asdict(record), indent=2))
-    if dest.exists():
-        shutil.rmtree(dest)
-    staging.replace(dest)
+    _place(staging, dest, record)
     return record

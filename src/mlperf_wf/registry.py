@@ -36,14 +36,25 @@ class DatasetFile(_Strict):
 class DatasetSource(_Strict):
     """Where a dataset is published."""
 
-    protocol: Literal["r2"] = "r2"
-    """Download protocol. ``r2``: the MLCommons R2 layout (``<name>.uri`` gives the base URL, ``<name>.md5`` beside it lists ``md5  path`` lines)."""
-    uri: str
-    """URL of the ``<name>.uri`` metadata file (https:// or file://)."""
-    md5: str
-    """URL of the ``<name>.md5`` list beside it."""
+    protocol: Literal["r2", "external"] = "r2"
+    """``r2``: the MLCommons R2 layout (``<name>.uri`` gives the base URL, ``<name>.md5`` beside it lists ``md5  path`` lines).
+    ``external``: published elsewhere by a tool of its own (``instructions`` say how); the download stage stops with them."""
+    uri: str | None = None
+    """URL of the ``<name>.uri`` metadata file (https:// or file://); required for r2."""
+    md5: str | None = None
+    """URL of the ``<name>.md5`` list beside it; required for r2."""
+    instructions: str | None = None
+    """How to obtain an external dataset, and where to put it."""
     base_url: str | None = None
     """The base URL the ``.uri`` file held when this definition was written (informational)."""
+
+    @model_validator(mode="after")
+    def _r2_has_urls(self) -> DatasetSource:
+        if self.protocol == "r2" and not (self.uri and self.md5):
+            raise ValueError("protocol r2 needs uri and md5")
+        if self.protocol == "external" and not self.instructions:
+            raise ValueError("protocol external needs instructions")
+        return self
 
 
 class TinyGenerator(_Strict):

@@ -20,8 +20,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from mlperf_wf.download import CHUNK, MANIFEST_NAME, parse_manifest
 from mlperf_wf.errors import ChecksumError
+from mlperf_wf.manifest import CHUNK, MANIFEST_NAME, parse_manifest
 
 STAMPS_NAME = ".mlperf-wf-stamps.json"
 
@@ -90,6 +90,12 @@ def _stamp(path: str, st: os.stat_result, md5: str) -> Stamp:
     return Stamp(path, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, md5)
 
 
+def write_stamps(folder: Path, digests: dict[str, str], stamps_file: Path | None = None) -> None:
+    """Record stamps for files whose md5 is already known (computed while downloading)."""
+    stamps = [_stamp(path, (folder / path).stat(), md5) for path, md5 in digests.items()]
+    (stamps_file or folder / STAMPS_NAME).write_text(json.dumps([asdict(s) for s in stamps], indent=1))
+
+
 def verify_dataset(folder: Path, manifest: Path | None = None, jobs: int = 4, stamps_file: Path | None = None) -> VerificationRecord:
     """Check every listed file, re-hashing only files whose stamp changed; quarantine and fail on a mismatch."""
     started = time.time()
@@ -102,7 +108,8 @@ def verify_dataset(folder: Path, manifest: Path | None = None, jobs: int = 4, st
     if missing:
         raise ChecksumError(f"{folder.name}/{missing[0]}: listed in {manifest.name} but missing ({len(missing)} missing in all)")
     stats = {e.path: (folder / e.path).stat() for e in entries}
-    stamps = _load_stamps(stamps_file)
+    # An external stamps file starts from the stamps the download wrote while hashing the stream.
+    stamps = _load_stamps(stamps_file) or _load_stamps(folder / STAMPS_NAME)
     stale = [e for e in entries if not (e.path in stamps and stamps[e.path].matches(stats[e.path]) and stamps[e.path].md5 == e.md5)]
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         hashed = dict(zip((e.path for e in stale), pool.map(lambda e: md5_file(folder / e.path), stale), strict=True))

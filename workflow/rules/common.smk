@@ -86,18 +86,18 @@ def download_inputs(wildcards):
     return {}
 
 
-def download_uri(wildcards):
-    """The R2 `.uri` URL of a dataset at this scale."""
-    if wildcards.scale == "tiny":
-        return f"file:resources/tiny/mirror/{wildcards.dataset}/metadata/{wildcards.dataset}.uri"
-    return dataset_def(wildcards.dataset).source.uri
+def download_source_args(wildcards):
+    """`--uri/--md5` of a dataset at this scale: the tiny mirror, or the registry's R2 URLs.
 
-
-def download_md5(wildcards):
-    """The R2 `.md5` list URL of a dataset at this scale."""
+    An external (non-R2) dataset gets none, so `mlperf-wf download` stops with its instructions.
+    """
     if wildcards.scale == "tiny":
-        return f"file:resources/tiny/mirror/{wildcards.dataset}/metadata/{wildcards.dataset}.md5"
-    return dataset_def(wildcards.dataset).source.md5
+        metadata = f"file:resources/tiny/mirror/{wildcards.dataset}/metadata/{wildcards.dataset}"
+        return f"--uri {metadata}.uri --md5 {metadata}.md5"
+    source = dataset_def(wildcards.dataset).source
+    if source.protocol != "r2":
+        return ""
+    return f"--uri {source.uri} --md5 {source.md5}"
 
 
 # ---- preprocess ----

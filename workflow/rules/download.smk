@@ -28,8 +28,7 @@ rule download:
         "../envs/mlperf-wf.yaml"
     params:
         dataset="{dataset}",
-        uri=download_uri,
-        md5=download_md5,
+        source=download_source_args,
     shell:
         "mlperf-wf download --dataset {params.dataset} --dest {output.dataset}"
-        " --uri {params.uri} --md5 {params.md5} > {log} 2>&1"
+        " {params.source} > {log} 2>&1"
