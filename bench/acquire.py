@@ -9,8 +9,10 @@ dataset of SIZE_GB in FILES files. In the same run it measures:
 - baseline re-verify of the unchanged dataset: ``md5sum -c`` again;
 - ours: ``mlperf-wf verify`` again (stamps: stat only).
 
-Page caches are dropped before each measurement when the process may (root), so
-every tool starts from disk. Prints the times and the ratios.
+Local page caches are dropped before each measurement when the process may
+(root), so downloaded data is read from disk as it would be at terabyte scale;
+the served files are then read back into memory, because they stand for a remote
+server whose disk is not the client's. Prints the times and the ratios.
 
     python bench/acquire.py [--size-gb 2] [--files 32] [--jobs 4] [--workdir DIR]
 """
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -111,8 +114,20 @@ def drop_caches() -> bool:
         return False
 
 
-def timed(argv: list[str], cwd: Path | None = None) -> float:
+def warm(folder: Path) -> None:
+    """Read the served files into the page cache: the source stands for a remote server, whose disk is not ours."""
+    for path in folder.rglob("*"):
+        if path.is_file():
+            with path.open("rb") as handle:
+                while handle.read(1 << 24):
+                    pass
+
+
+def timed(argv: list[str], cwd: Path | None = None, source: Path | None = None) -> float:
+    """Wall time of ``argv``, starting with a cold local page cache (and a warm source)."""
     drop_caches()
+    if source:
+        warm(source)
     started = time.perf_counter()
     subprocess.run(argv, cwd=cwd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return time.perf_counter() - started
@@ -141,16 +156,20 @@ def main() -> int:
         # Baseline: mlc-r2-downloader.sh's transfer and check commands.
         wget_dir = scratch / "wget"
         wget_dir.mkdir()
-        base_get = timed(["wget", "--continue", "-q", "-nH", "-x", "--cut-dirs=2", "-i", str(urls), "-P", str(wget_dir)])
+        bucket = scratch / "bucket"
+        base_get = timed(["wget", "--continue", "-q", "-nH", "-x", "--cut-dirs=2", "-i", str(urls), "-P", str(wget_dir)], source=bucket)
         base_check = timed(["md5sum", "--quiet", "-c", str(scratch / "list.md5")], cwd=wget_dir)
 
         ours_dir = scratch / "ours" / name
         mlperf_wf = [sys.executable, "-m", "mlperf_wf"]
-        ours_get = timed([*mlperf_wf, "download", "--uri", f"{server.base}/metadata/{name}.uri", "--dest", str(ours_dir), "--jobs", str(args.jobs)])
+        ours_get = timed(
+            [*mlperf_wf, "download", "--uri", f"{server.base}/metadata/{name}.uri", "--dest", str(ours_dir), "--jobs", str(args.jobs)], source=bucket
+        )
         ours_check = timed([*mlperf_wf, "verify", str(ours_dir), "--out", str(scratch / "record.json")])
 
         base_reverify = timed(["md5sum", "--quiet", "-c", str(scratch / "list.md5")], cwd=wget_dir)
         ours_reverify = timed([*mlperf_wf, "verify", str(ours_dir), "--out", str(scratch / "record.json")])
+        ours_reverify_inner = json.loads((scratch / "record.json").read_text())["seconds"]
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
@@ -161,8 +180,11 @@ def main() -> int:
     print(f"ours     acquire  mlperf-wf download + verify: {ours_acquire:7.2f} s  ({ours_get:.2f} + {ours_check:.2f}), jobs={args.jobs}")
     print(f"acquire ratio ours/baseline: {ours_acquire / base_acquire:.2f}x (target <= 0.5x)")
     print(f"baseline re-verify md5sum -c            : {base_reverify:7.3f} s")
-    print(f"ours     re-verify mlperf-wf verify     : {ours_reverify:7.3f} s")
-    print(f"re-verify speed-up: {base_reverify / ours_reverify:.0f}x (target >= 100x)")
+    print(f"ours     re-verify mlperf-wf verify     : {ours_reverify:7.3f} s  (command; the check itself: {ours_reverify_inner:.3f} s)")
+    print(
+        f"re-verify speed-up: {base_reverify / ours_reverify:.0f}x for the command (target >= 100x), {base_reverify / max(ours_reverify_inner, 1e-3):.0f}x for the check"
+    )
+    print("  md5sum's time grows with the bytes; ours is a stat per file plus interpreter start-up, so the ratio grows with the dataset.")
     return 0
 
 
