@@ -181,9 +181,8 @@ def main() -> int:
     print(f"acquire ratio ours/baseline: {ours_acquire / base_acquire:.2f}x (target <= 0.5x)")
     print(f"baseline re-verify md5sum -c            : {base_reverify:7.3f} s")
     print(f"ours     re-verify mlperf-wf verify     : {ours_reverify:7.3f} s  (command; the check itself: {ours_reverify_inner:.3f} s)")
-    print(
-        f"re-verify speed-up: {base_reverify / ours_reverify:.0f}x for the command (target >= 100x), {base_reverify / max(ours_reverify_inner, 1e-3):.0f}x for the check"
-    )
+    check_ratio = base_reverify / max(ours_reverify_inner, 1e-3)
+    print(f"re-verify speed-up: {base_reverify / ours_reverify:.0f}x for the command (target >= 100x), {check_ratio:.0f}x for the check")
     print("  md5sum's time grows with the bytes; ours is a stat per file plus interpreter start-up, so the ratio grows with the dataset.")
     return 0
 

@@ -131,7 +131,7 @@ def test_submission_package_is_built_and_checked_by_the_official_checkers(tiny_p
     assert json.loads((org / "systems/cpu-tiny.json").read_text())["division"] == "closed"
     check = json.loads((tiny_project / "results/submission/package_check.json").read_text())
     assert check["system_descriptions"]["cpu-tiny"]["passed"] is True
-    package_log = Path(check["package_checker"]["log"]).read_text()
+    package_log = (tiny_project / check["package_checker"]["log"]).read_text()
     assert "Running compliance checks in dir" in package_log, "the package checker really ran"
     errors = " ".join(check["package_checker"]["errors"])
     assert "found 3, expected 10" in errors and "RCP Test Failed" in errors
