@@ -7,7 +7,7 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 CORES ?= 2
 BENCH ?= llama2_70b_lora
 
-.PHONY: demo test lint dryrun-full clean
+.PHONY: demo test lint dryrun-full profiles clean
 
 $(BIN)/activate: requirements.txt requirements-dev.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -33,6 +33,14 @@ lint: $(BIN)/activate
 # The full-scale plan: every job with its real URL and container command, nothing run.
 dryrun-full: $(BIN)/activate
 	$(BIN)/snakemake -n results/$(BENCH)/report.json --config scale=full
+
+# Link the profiles where Snakemake looks for named ones, so `snakemake --profile slurm ...` works verbatim.
+PROFILE_HOME ?= $(or $(XDG_CONFIG_HOME),$(HOME)/.config)/snakemake
+profiles:
+	mkdir -p $(PROFILE_HOME)
+	ln -sfn $(CURDIR)/profiles/slurm $(PROFILE_HOME)/slurm
+	ln -sfn $(CURDIR)/profiles/local $(PROFILE_HOME)/local
+	@echo "profiles linked in $(PROFILE_HOME): snakemake --profile slurm|local ..."
 
 clean:
 	rm -rf results logs .snakemake

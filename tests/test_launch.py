@@ -1,36 +1,96 @@
-"""Golden test of the full-scale command of one run."""
+"""Golden command lines of every launch backend, and the scheduler request of a run."""
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
-from mlperf_wf.launch import RunPaths, full_scale_argv
+import pytest
+
+from mlperf_wf.errors import ConfigError
+from mlperf_wf.launch import Launch, RunPaths, full_scale, tiny_command
 from mlperf_wf.registry import load_benchmark
 
 ROOT = Path(__file__).resolve().parents[1]
+IMAGE = "mlperf-workflow/llama2_70b_lora:ref-aa344c7-pytorch24.01"
+REFERENCE = (
+    "accelerate launch --config_file configs/default_config.yaml scripts/train.py"
+    " --dataset_path /data --model_path /ckpt --max_seq_len 8192 --bf16 True --logging_steps 24 --eval_steps 48"
+    " --output_dir /results/run_3 --per_device_train_batch_size 1 --gradient_accumulation_steps 1"
+    " --lr_scheduler_type cosine --learning_rate 4e-4 --weight_decay 0.0001 --warmup_ratio 0 --max_grad_norm 0.3"
+    " --use_gradient_checkpointing True --target_eval_loss 0.925 --use_peft_lora True --lora_r 16 --lora_alpha 32"
+    " --lora_dropout 0.1 --max_steps 1024 --use_flash_attn --seed 1237 --lora_target_modules qkv_proj,o_proj"
+)
 
 
-def test_llama2_full_scale_command_is_the_reference_launch(tmp_path):
+@pytest.fixture
+def run(tmp_path):
     bench = load_benchmark("llama2_70b_lora", ROOT)
     paths = RunPaths(data=tmp_path / "prep", checkpoint_dir=tmp_path / "ckpt", result_file=tmp_path / "runs" / "3" / "result.txt")
-    argv = full_scale_argv(bench, run=3, seed=1237, paths=paths)
-    image = argv.index("mlperf-workflow/llama2_70b_lora:ref-aa344c7-pytorch24.01")
-    assert argv[:image] == [
-        "docker", "run", "--rm", "--gpus", "all", "--ipc=host", "--ulimit", "memlock=-1", "--ulimit", "stack=67108864",
-        "-v", f"{tmp_path}/prep:/data:ro",
-        "-v", f"{tmp_path}/ckpt:/ckpt:ro",
-        "-v", f"{tmp_path}/runs/3:/results",
-        "-e", "COMPLIANCE_FILE=/results/result.txt",
-        "-e", "HF_HUB_OFFLINE=1",
-        "-e", "SEED=1237",
-        "-w", "/workspace/ft-llm",
-    ]  # fmt: skip
-    command = " ".join(argv[image + 1 :])
-    assert command == (
-        "accelerate launch --config_file configs/default_config.yaml scripts/train.py"
-        " --dataset_path /data --model_path /ckpt --max_seq_len 8192 --bf16 True --logging_steps 24 --eval_steps 48"
-        " --output_dir /results/run_3 --per_device_train_batch_size 1 --gradient_accumulation_steps 1"
-        " --lr_scheduler_type cosine --learning_rate 4e-4 --weight_decay 0.0001 --warmup_ratio 0 --max_grad_norm 0.3"
-        " --use_gradient_checkpointing True --target_eval_loss 0.925 --use_peft_lora True --lora_r 16 --lora_alpha 32"
-        " --lora_dropout 0.1 --max_steps 1024 --use_flash_attn --seed 1237 --lora_target_modules qkv_proj,o_proj"
+    return bench, paths, tmp_path
+
+
+def test_docker(run):
+    bench, paths, tmp = run
+    line = full_scale(bench, 3, 1237, paths, Launch("docker", env_passthrough=("NCCL_DEBUG",)))
+    assert line == (
+        "docker run --rm --gpus all --ipc=host --ulimit memlock=-1 --ulimit stack=67108864"
+        f" -v {tmp}/prep:/data:ro -v {tmp}/ckpt:/ckpt:ro -v {tmp}/runs/3:/results"
+        " -e COMPLIANCE_FILE=/results/result.txt -e HF_HUB_OFFLINE=1 -e SEED=1237 -e NCCL_DEBUG"
+        f" -w /workspace/ft-llm {IMAGE} {REFERENCE}"
     )
+
+
+def test_apptainer(run):
+    bench, paths, tmp = run
+    line = full_scale(bench, 3, 1237, paths, Launch("apptainer", env_passthrough=("NCCL_DEBUG",)))
+    assert line == (
+        f"apptainer exec --nv --cleanenv --no-home --bind {tmp}/prep:/data:ro,{tmp}/ckpt:/ckpt:ro,{tmp}/runs/3:/results:rw"
+        ' --env COMPLIANCE_FILE=/results/result.txt --env HF_HUB_OFFLINE=1 --env SEED=1237 --env "NCCL_DEBUG=${NCCL_DEBUG}"'
+        f" --pwd /workspace/ft-llm docker://{IMAGE} {REFERENCE}"
+    )
+
+
+def test_pyxis_single_node(run):
+    bench, paths, tmp = run
+    line = full_scale(bench, 3, 1237, paths, Launch("pyxis"))
+    assert line == (
+        'export MASTER_ADDR="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)";'
+        " export COMPLIANCE_FILE=/results/result.txt; export HF_HUB_OFFLINE=1; export MASTER_PORT=29500; export SEED=1237;"
+        f" srun --nodes=1 --ntasks-per-node=1 --mpi=none --container-image={IMAGE}"
+        f" --container-mounts={tmp}/prep:/data:ro,{tmp}/ckpt:/ckpt:ro,{tmp}/runs/3:/results:rw"
+        " --no-container-mount-home --container-workdir=/workspace/ft-llm"
+        f" --container-env=COMPLIANCE_FILE,HF_HUB_OFFLINE,MASTER_ADDR,MASTER_PORT,SEED bash -c '{REFERENCE}'"
+    )
+
+
+def test_pyxis_multi_node_gives_accelerate_the_machine_layout(run):
+    bench, paths, _ = run
+    line = full_scale(bench, 3, 1237, paths, Launch("pyxis", nodes=4, gpus_per_node=8))
+    assert "srun --nodes=4 --ntasks-per-node=1 " in line
+    inner = shlex.split(line.split(" bash -c ", 1)[1])[0]
+    assert inner.startswith(
+        'accelerate launch --num_machines 4 --num_processes 32 --machine_rank "${SLURM_NODEID}"'
+        ' --main_process_ip "${MASTER_ADDR}" --main_process_port "${MASTER_PORT}" --config_file configs/default_config.yaml'
+    )
+
+
+def test_single_node_backends_refuse_several_nodes(run):
+    bench, paths, _ = run
+    for launcher in ("docker", "apptainer", "local"):
+        with pytest.raises(ConfigError, match=f"2 nodes need the pyxis launcher; {launcher} runs on one node"):
+            full_scale(bench, 3, 1237, paths, Launch(launcher, nodes=2))
+
+
+def test_local_full_scale_uses_host_paths(run):
+    bench, paths, tmp = run
+    line = full_scale(bench, 3, 1237, paths, Launch("local"))
+    assert line.startswith(f"cd /workspace/ft-llm && env COMPLIANCE_FILE={tmp}/runs/3/result.txt HF_HUB_OFFLINE=1 SEED=1237 accelerate launch")
+    assert f"--dataset_path {tmp}/prep --model_path {tmp}/ckpt" in line
+
+
+def test_tiny_commands():
+    assert tiny_command(["--run", "0"], Launch("local")) == ["mlperf-wf", "train", "--run", "0"]
+    assert tiny_command(["--run", "0"], Launch("local", tiny_processes=2)) == [
+        "torchrun", "--standalone", "--nproc-per-node=2", "-m", "mlperf_wf", "train", "--run", "0",
+    ]  # fmt: skip

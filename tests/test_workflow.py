@@ -242,3 +242,40 @@ def test_bad_config_is_one_clear_line(tmp_path):
     assert "ruleset '9.9.9' is not known to mlperf-logging; known rounds:" in proc.stdout + proc.stderr
     proc = snakemake(workdir, "-n", "--config", "benchmarks=[rgat]", check_rc=False)
     assert proc.returncode != 0
+
+
+def train_resources_line(output: str) -> str:
+    lines = output.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("rule train:"))
+    return next(line for line in lines[start:] if line.strip().startswith("resources:"))
+
+
+def test_named_slurm_profile_requests_the_benchmark_geometry(tmp_path):
+    """`make profiles` links the profile where Snakemake looks, so `--profile slurm` works by name."""
+    config_home = tmp_path / "xdg"
+    subprocess.run(["make", "-s", "profiles", f"PROFILE_HOME={config_home}/snakemake"], cwd=ROOT, check=True, capture_output=True)
+    workdir = new_workdir(tmp_path / "cluster")
+    env_home = {"XDG_CONFIG_HOME": str(config_home)}
+    old = {k: os.environ.get(k) for k in env_home}
+    os.environ.update(env_home)
+    try:
+        single = snakemake(workdir, "--profile", "slurm", "-n", "results/llama2_70b_lora/report.json", "--config", "scale=full")
+        multi = snakemake(
+            workdir, "--profile", "slurm", "-n", "results/llama2_70b_lora/report.json",
+            "--config", "scale=full", "launcher=pyxis", "full_geometry={llama2_70b_lora: {nodes: 2}}",
+        )  # fmt: skip
+    finally:
+        for key, value in old.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+    line = train_resources_line(single.stdout)
+    for expected in ("runtime=240", "nodes=1", "gres=gpu:8", "tasks_per_gpu=0", "cpus_per_gpu=8", "slurm_extra=--exclusive --mem=0"):
+        assert expected in line, (expected, line)
+    assert "mpi=" not in line, "a one-node, one-launcher run lets the jobstep place it"
+    line = train_resources_line(multi.stdout)
+    for expected in ("nodes=2", "gres=gpu:8", "tasks=2", "mpi=srun"):
+        assert expected in line, (expected, line)
+    assert "srun --nodes=2 --ntasks-per-node=1 --mpi=none --container-image=" in multi.stdout
+    assert "accelerate launch --num_machines 2 --num_processes 16" in multi.stdout

@@ -124,6 +124,8 @@ class Geometry(_Strict):
     """Accelerators per node."""
     walltime_minutes: int = Field(240, ge=1)
     """Time limit of one run."""
+    cpus_per_gpu: int = Field(8, ge=1)
+    """Host CPU cores per accelerator (data loading, launcher)."""
 
 
 class FullScale(_Strict):
@@ -138,7 +140,13 @@ class FullScale(_Strict):
     mounts: dict[str, str]
     """Container paths for ``data``, ``checkpoint`` and ``results``."""
     command: list[str]
-    """Launch command; ``{seed}``, ``{data}``, ``{checkpoint}``, ``{results}``, ``{run}`` and ``{result_file}`` are filled per run."""
+    """Launch command (one per node); ``{seed}``, ``{data}``, ``{checkpoint}``, ``{results}``, ``{run}``, ``{result_file}``,
+    ``{nodes}``, ``{gpus_per_node}`` and ``{processes}`` are filled per run."""
+    multi_node_args: list[str] = Field(default_factory=list)
+    """Launcher flags added right after the launcher word when a run spans several nodes
+    (``{master_addr}``, ``{master_port}``, ``{node_rank}`` become the allocation's values)."""
+    process_model: Literal["per_node", "per_gpu"] = "per_node"
+    """per_node: the command is a launcher (accelerate, torchrun) started once per node; per_gpu: one process per GPU, ranks from SLURM."""
     env: dict[str, str] = Field(default_factory=dict)
     """Environment set inside the container."""
 
@@ -167,8 +175,21 @@ class BenchmarkDef(_Strict):
 
     @model_validator(mode="after")
     def _command_placeholders_known(self) -> BenchmarkDef:
-        known = {"seed", "data", "checkpoint", "results", "run", "result_file"}
-        for part in self.full.command:
+        known = {
+            "seed",
+            "data",
+            "checkpoint",
+            "results",
+            "run",
+            "result_file",
+            "nodes",
+            "gpus_per_node",
+            "processes",
+            "master_addr",
+            "master_port",
+            "node_rank",
+        }
+        for part in [*self.full.command, *self.full.multi_node_args]:
             for name in _placeholders(part):
                 if name not in known:
                     raise ValueError(f"full.command uses unknown placeholder {{{name}}}; allowed: {sorted(known)}")

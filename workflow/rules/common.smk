@@ -1,11 +1,13 @@
 # Helpers shared by the rules: configuration, registries, paths and commands.
 # Only cheap work here: this file is evaluated again inside every cluster job.
 
+import json
 import shlex
 import sys
 from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
+from snakemake.logging import logger
 from snakemake.utils import validate
 
 sys.path.insert(0, str(Path(workflow.basedir).parent / "src"))
@@ -16,6 +18,11 @@ from mlperf_wf.errors import ConfigError  # noqa: E402
 validate(config, schema="../schemas/config.schema.yaml")
 
 SCALE = config["scale"]
+if SCALE == "tiny" and config["launcher"] not in ("auto", "local"):
+    raise WorkflowError(
+        f"config: launcher is {config['launcher']!r} but tiny-scale runs use the local launcher "
+        "(auto or local); containers are for scale: full"
+    )
 
 
 def _load_benchmarks():
@@ -31,6 +38,26 @@ def _load_benchmarks():
 
 
 BENCHMARKS = _load_benchmarks()
+
+
+def _guard_results_scale():
+    """Refuse to mix scales in results/: with mtime rerun triggers, tiny results would pass for full ones."""
+    for name in BENCHMARKS:
+        report_file = Path(f"results/{name}/report.json")
+        if report_file.is_file():
+            made_at = json.loads(report_file.read_text()).get("scale")
+            if made_at and made_at != SCALE:
+                message = (
+                    f"results/{name} holds {made_at}-scale results but scale is {SCALE!r}; "
+                    f"move them away first (mv results results.{made_at}), nothing is deleted"
+                )
+                if workflow.dryrun:
+                    logger.warning(f"warning: {message}")
+                else:
+                    raise WorkflowError(message)
+
+
+_guard_results_scale()
 
 
 wildcard_constraints:
@@ -136,34 +163,112 @@ def train_inputs(wildcards):
     }
 
 
+def launch_settings(name):
+    """Launcher, geometry (registry, or the `full_geometry` override) and pass-through environment of a benchmark."""
+    geometry = benchmark_def(name).full.geometry
+    override = config["full_geometry"].get(name, {})
+    launcher = config["launcher"]
+    if launcher == "auto":
+        launcher = "local" if SCALE == "tiny" else "docker"
+    return launch.Launch(
+        launcher=launcher,
+        nodes=int(override.get("nodes", geometry.nodes)),
+        gpus_per_node=int(override.get("gpus_per_node", geometry.gpus_per_node)),
+        env_passthrough=tuple(config["env_passthrough"]),
+        tiny_processes=config["tiny_processes"],
+    )
+
+
 def train_command(wildcards, input, output):
-    """The command of one run: the tiny CPU trainer, or the reference container."""
+    """The command of one run: the tiny CPU trainer, or the reference in its container."""
     run = int(wildcards.run)
     seed = run_seed(run)
+    settings = launch_settings(wildcards.benchmark)
     if SCALE == "tiny":
         sub = config["submission"]
-        return (
-            f"mlperf-wf train --benchmark {wildcards.benchmark} --run {run} --seed {seed}"
-            f" --data {input.prepared} --checkpoint {input.model} --result {output.result}"
-            f" --ruleset {config['ruleset']} --division {config['division']}"
-            f" --org {shlex.quote(sub['org'])} --platform {shlex.quote(sub['platform'])} --status {sub['status']}"
-            f" --threads {config['tiny_threads']}"
-        )
+        args = [
+            "--benchmark", wildcards.benchmark, "--run", str(run), "--seed", str(seed),
+            "--data", input.prepared, "--checkpoint", input.model, "--result", output.result,
+            "--ruleset", config["ruleset"], "--division", config["division"],
+            "--org", sub["org"], "--platform", sub["platform"], "--status", sub["status"],
+            "--threads", str(config["tiny_threads"]),
+        ]  # fmt: skip
+        return launch.shell_join(launch.tiny_command(args, settings))
     paths = launch.RunPaths(
         data=Path(input.prepared),
         checkpoint_dir=Path(input.model),
         result_file=Path(output.result),
     )
-    argv = launch.full_scale_argv(benchmark_def(wildcards.benchmark), run, seed, paths)
-    return (
-        f"mlperf-wf require-pinned --benchmark {wildcards.benchmark} && "
-        + launch.shell_join(argv)
+    command = launch.full_scale(
+        benchmark_def(wildcards.benchmark), run, seed, paths, settings
     )
+    # `|| exit 2` and not `&&`: a failed check must stop the whole line, which may hold several commands
+    return f"mlperf-wf require-pinned --benchmark {wildcards.benchmark} || exit 2; {command}"
 
 
 def train_threads(wildcards):
     """CPU threads a run occupies locally."""
-    return config["tiny_threads"] if SCALE == "tiny" else 1
+    if SCALE == "tiny":
+        return config["tiny_threads"] * config["tiny_processes"]
+    return 1
+
+
+def train_resources(name):
+    """Scheduler resources of one run: the benchmark's GPUs, nodes and time at full scale.
+
+    Launchers start once per node (``per_node``) or once per GPU (``per_gpu``); with
+    several nodes or per-GPU tasks, ``mpi`` tells the SLURM jobstep not to wrap the
+    job in ``srun -n1``, because the job's own srun places the tasks.
+    """
+    if SCALE == "tiny":
+        return {"runtime": 30, "mem_mb": 4000, "cpus_per_task": train_threads(None)}
+    bench = benchmark_def(name)
+    settings = launch_settings(name)
+    tasks_per_node = (
+        settings.gpus_per_node if bench.full.process_model == "per_gpu" else 1
+    )
+    resources = {
+        "runtime": bench.full.geometry.walltime_minutes,
+        "nodes": settings.nodes,
+        "gres": f"gpu:{settings.gpus_per_node}",
+        "tasks_per_gpu": 0,
+        "cpus_per_gpu": bench.full.geometry.cpus_per_gpu,
+    }
+    if settings.nodes * tasks_per_node > 1:
+        resources.update(mpi="srun", tasks=settings.nodes * tasks_per_node)
+    return resources
+
+
+def train_runtime(wildcards):
+    return train_resources(wildcards.benchmark)["runtime"]
+
+
+def train_mem_mb(wildcards):
+    return train_resources(wildcards.benchmark).get("mem_mb", 0)
+
+
+def train_nodes(wildcards):
+    return train_resources(wildcards.benchmark).get("nodes", 1)
+
+
+def train_gres(wildcards):
+    return train_resources(wildcards.benchmark).get("gres", "")
+
+
+def train_tasks(wildcards):
+    return train_resources(wildcards.benchmark).get("tasks", 1)
+
+
+def train_tasks_per_gpu(wildcards):
+    return train_resources(wildcards.benchmark).get("tasks_per_gpu", 0)
+
+
+def train_cpus_per_gpu(wildcards):
+    return train_resources(wildcards.benchmark).get("cpus_per_gpu", 0)
+
+
+def train_mpi(wildcards):
+    return train_resources(wildcards.benchmark).get("mpi")
 
 
 # ---- report ----

@@ -26,9 +26,13 @@ rule download:
     cache: "omit-software"
     conda:
         "../envs/mlperf-wf.yaml"
+    threads: 4
+    resources:
+        mem_mb=4000,
+        runtime=1440,
     params:
         dataset="{dataset}",
         source=download_source_args,
     shell:
         "mlperf-wf download --dataset {params.dataset} --dest {output.dataset}"
-        " {params.source} > {log} 2>&1"
+        " {params.source} --jobs {threads} > {log} 2>&1"

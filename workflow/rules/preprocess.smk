@@ -11,6 +11,10 @@ rule preprocess:
     cache: True
     conda:
         "../envs/mlperf-wf.yaml"
+    threads: 2
+    resources:
+        mem_mb=16000,
+        runtime=1440,
     params:
         benchmark="{benchmark}",
         scale="{scale}",

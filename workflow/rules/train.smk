@@ -11,6 +11,15 @@ rule train:
     conda:
         "../envs/mlperf-wf.yaml"
     threads: train_threads
+    resources:
+        runtime=train_runtime,
+        mem_mb=train_mem_mb,
+        nodes=train_nodes,
+        gres=train_gres,
+        tasks=train_tasks,
+        tasks_per_gpu=train_tasks_per_gpu,
+        cpus_per_gpu=train_cpus_per_gpu,
+        mpi=train_mpi,
     params:
         command=train_command,
     shell:

@@ -10,9 +10,13 @@ rule verify:
         "logs/verify/{scale}/{dataset}.log",
     conda:
         "../envs/mlperf-wf.yaml"
+    threads: 4
+    resources:
+        mem_mb=2000,
+        runtime=720,
     params:
         # Undeclared, so it survives reruns: re-verifying only re-reads changed files.
         stamps="resources/{scale}/verified/{dataset}.stamps.json",
     shell:
         "mlperf-wf verify {input.dataset} --out {output.record}"
-        " --stamps {params.stamps} > {log} 2>&1"
+        " --stamps {params.stamps} --jobs {threads} > {log} 2>&1"
