@@ -90,7 +90,7 @@ def test_local_full_scale_uses_host_paths(run):
 
 
 def test_tiny_commands():
-    assert tiny_command(["--run", "0"], Launch("local")) == ["mlperf-wf", "train", "--run", "0"]
-    assert tiny_command(["--run", "0"], Launch("local", tiny_processes=2)) == [
-        "torchrun", "--standalone", "--nproc-per-node=2", "-m", "mlperf_wf", "train", "--run", "0",
+    assert tiny_command(["--run-index", "0"], Launch("local")) == ["mlperf-wf", "train", "--run-index", "0"]
+    assert tiny_command(["--run-index", "0"], Launch("local", tiny_processes=2)) == [
+        "torchrun", "--standalone", "--nproc-per-node=2", "-m", "mlperf_wf", "train", "--run-index", "0",
     ]  # fmt: skip

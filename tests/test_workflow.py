@@ -228,8 +228,11 @@ def test_full_scale_dry_run_lists_the_real_plan_quickly(tmp_path):
     out = proc.stdout
     assert "--uri https://llama2.mlcommons-storage.org/metadata/scrolls-gov-report-8k.uri" in out
     assert "--uri https://llama2.mlcommons-storage.org/metadata/llama-2-70b-fused-qkv-mlperf.uri" in out
-    assert out.count("docker run --rm --gpus all --ipc=host") == 10
-    assert out.count("accelerate launch --config_file configs/default_config.yaml scripts/train.py") == 10
+    train_lines = [line for line in out.splitlines() if line.startswith("Shell command: mlperf-wf require-pinned")]
+    assert len(train_lines) == 10
+    for line in train_lines:
+        assert "|| exit 2; docker run --rm --gpus all --ipc=host" in line
+        assert "accelerate launch --config_file configs/default_config.yaml scripts/train.py" in line
     for seed in range(1234, 1244):
         assert f"--seed {seed} " in out
     assert not (workdir / "resources").exists() and not (workdir / "results").exists()
@@ -279,3 +282,42 @@ def test_named_slurm_profile_requests_the_benchmark_geometry(tmp_path):
         assert expected in line, (expected, line)
     assert "srun --nodes=2 --ntasks-per-node=1 --mpi=none --container-image=" in multi.stdout
     assert "accelerate launch --num_machines 2 --num_processes 16" in multi.stdout
+
+
+@pytest.mark.slow
+def test_two_process_torchrun_run_is_compliant_and_logged_by_rank_zero_only(tiny_project, tmp_path):
+    from mlperf_wf.launch import Launch, shell_join, tiny_command
+
+    result = tmp_path / "ddp" / "result.txt"
+    args = [
+        "--benchmark", "llama2_70b_lora", "--run-index", "0", "--seed", "4242",
+        "--data", str(tiny_project / "resources/tiny/prepared/llama2_70b_lora"),
+        "--checkpoint", str(tiny_project / "resources/tiny/datasets/llama2_70b_fused_qkv"),
+        "--result", str(result), "--ruleset", "6.1.0", "--division", "closed",
+        "--org", "test", "--platform", "cpu", "--status", "research",
+    ]  # fmt: skip
+    command = shell_join(tiny_command(args, Launch("local", tiny_processes=2)))
+    assert command.startswith("torchrun --standalone --nproc-per-node=2 -m mlperf_wf train")
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    proc = subprocess.run(command, shell=True, cwd=ROOT, env=env, capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert proc.stdout.count('"status": "success"') + proc.stderr.count('"status": "success"') >= 2, "both ranks finished"
+    keys = [json.loads(line.removeprefix(":::MLLOG "))["key"] for line in result.read_text().splitlines()]
+    assert keys.count("run_start") == 1 and keys.count("seed") == 1, "only rank 0 writes the log"
+    logged = {
+        json.loads(line.removeprefix(":::MLLOG "))["key"]: json.loads(line.removeprefix(":::MLLOG "))["value"] for line in result.read_text().splitlines()
+    }
+    assert (logged["global_batch_size"], logged["micro_batch_size"], logged["gradient_accumulation_steps"]) == (8, 4, 1)
+    assert check(result, "6.1.0").verdict == "passed"
+
+
+@pytest.mark.slow
+def test_each_run_records_what_it_was_made_with(tiny_project):
+    record = json.loads((tiny_project / "results/llama2_70b_lora/runs/0/provenance.json").read_text())
+    assert record["launcher"] == "local" and record["image"] is None
+    assert record["packages"]["torch"].startswith("2.13.0") and record["packages"]["mlperf-logging"] == "4.1.68"
+    assert "mlperf-wf train --benchmark llama2_70b_lora --run-index 0 --seed 1234" in record["command"]
+    assert record["workflow_git"]["commit"] is None or len(record["workflow_git"]["commit"]) == 40
+    report = json.loads((tiny_project / "results/llama2_70b_lora/report.json").read_text())
+    assert report["runs"][0]["made_with"]["launcher"] == "local"
+    assert report["runs"][0]["made_with"]["host"] == record["host"]

@@ -131,7 +131,9 @@ def cmd_compliance(result: Path, ruleset: str, out: Path) -> None:
     log.info("%s: %s", result, verdict.verdict)
 
 
-def cmd_report(benchmark: str, ruleset: str, division: str, scale: str, platform: str, results: list[Path], verdicts: list[Path], out: Path) -> None:
+def cmd_report(
+    benchmark: str, ruleset: str, division: str, scale: str, platform: str, results: list[Path], verdicts: list[Path], provenance: list[Path], out: Path
+) -> None:
     """Write the time-to-train report of ``benchmark`` from its runs (``--result`` i is run i)."""
     from mlperf_wf import compliance as compliance_mod
     from mlperf_wf import report as report_mod
@@ -152,6 +154,7 @@ def cmd_report(benchmark: str, ruleset: str, division: str, scale: str, platform
         required=rules.required_runs(bench.submission_benchmark),
         results=results,
         verdicts=[compliance_mod.read(v).verdict for v in verdicts],
+        provenance=[json.loads(p.read_text()) for p in provenance] if provenance else None,
     )
     report_mod.write(report, out)
     log.info("%s: time to train %s min over runs %s", benchmark, report.score["time_to_train_minutes"], report.score["counted_runs"])
@@ -206,6 +209,13 @@ def cmd_extract(archive: Path, dest: Path) -> None:
 
     names = safe_extract(archive, dest)
     log.info("%s: %d members extracted into %s", archive.name, len(names), dest)
+
+
+def cmd_provenance(out: Path, launcher: str, image: str | None, command: str) -> None:
+    """Write what a run was made with next to its log."""
+    from mlperf_wf import provenance
+
+    provenance.write(out, provenance.collect(launcher, image or None, command, Path(__file__).resolve().parents[2]))
 
 
 def cmd_require_pinned(benchmark: str) -> None:
@@ -277,7 +287,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("train", help="one tiny-scale training run")
     p.add_argument("--benchmark", required=True)
-    p.add_argument("--run", type=int, required=True)
+    p.add_argument("--run-index", type=int, required=True, dest="run", help="index of the run (its seed is chosen by the caller)")
     p.add_argument("--seed", type=int, required=True)
     p.add_argument("--data", type=Path, required=True)
     p.add_argument("--checkpoint", type=Path, required=True)
@@ -311,6 +321,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("archive", type=Path)
     p.add_argument("--dest", type=Path, required=True)
 
+    p = sub.add_parser("provenance", help="record what a run was made with (backend, image, host, GPUs, git commit, versions)")
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--launcher", required=True)
+    p.add_argument("--image", default="")
+    p.add_argument("--command", default="", dest="command_line", help="the run's command line")
+
     p = sub.add_parser("require-pinned", help="fail unless the benchmark's container image is pinned by digest")
     p.add_argument("--benchmark", required=True)
 
@@ -335,6 +351,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--platform", required=True, help="system name the runs were made on")
     p.add_argument("--result", type=Path, action="append", default=[])
     p.add_argument("--compliance", type=Path, action="append", default=[])
+    p.add_argument("--provenance", type=Path, action="append", default=[], help="provenance.json of each run (optional)")
     p.add_argument("--out", type=Path, required=True)
     return parser
 
@@ -367,6 +384,8 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_package(args.reports, args.org, args.system, args.ruleset, args.out, args.check_out)
         elif args.command == "extract":
             cmd_extract(args.archive, args.dest)
+        elif args.command == "provenance":
+            cmd_provenance(args.out, args.launcher, args.image, getattr(args, "command_line", ""))
         elif args.command == "require-pinned":
             cmd_require_pinned(args.benchmark)
         elif args.command == "compliance":
@@ -374,7 +393,7 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "score":
             return cmd_score(args.path, args.ruleset, args.json_out, args.csv_out, args.jobs, args.rcp_bypass)
         elif args.command == "report":
-            cmd_report(args.benchmark, args.ruleset, args.division, args.scale, args.platform, args.result, args.compliance, args.out)
+            cmd_report(args.benchmark, args.ruleset, args.division, args.scale, args.platform, args.result, args.compliance, args.provenance, args.out)
     except WorkflowError as err:
         print(f"mlperf-wf: error: {err}", file=sys.stderr)
         return 2

@@ -75,6 +75,16 @@ def tiny_command(train_args: list[str], launch: Launch) -> list[str]:
     return ["mlperf-wf", "train", *train_args]
 
 
+def tiny_container(train_args: list[str], launch: Launch, image: str, workdir: Path, host_mounts: list[Path]) -> list[str]:
+    """A tiny run inside a container: this host's Python, venv and project are bind-mounted read-only
+    at the same paths, the workflow directory read-write, so the image only supplies a Linux userland."""
+    if launch.launcher != "docker":
+        raise ConfigError(f"tiny-scale runs in a container use launcher docker, not {launch.launcher!r}")
+    mounts = [(str(path), str(path), "ro") for path in host_mounts] + [(str(workdir), str(workdir), "rw")]
+    env = {"PATH": f"{Path(host_mounts[0]) / 'bin'}:/usr/local/bin:/usr/bin:/bin", "HOME": str(workdir)}
+    return docker_argv(image, str(workdir), mounts, env, launch.env_passthrough, tiny_command(train_args, launch), gpus=False)
+
+
 def reference_command(bench: BenchmarkDef, run: int, seed: int, paths: RunPaths, launch: Launch, where: dict[str, str] | None = None) -> list[str]:
     """The reference command for one run; ``where`` maps data/checkpoint/results to paths (default: the container mounts)."""
     mounts = where or bench.full.mounts

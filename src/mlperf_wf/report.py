@@ -36,6 +36,8 @@ class RunEntry:
     result_file: str
     in_scored_window: bool
     dropped: str | None
+    made_with: dict | None = None
+    """From provenance.json: launcher, image, host, GPUs, workflow commit."""
 
 
 @dataclass
@@ -74,9 +76,11 @@ def build(
     required: int,
     results: list[Path],
     verdicts: list[str],
+    provenance: list[dict] | None = None,
 ) -> Report:
     """Score the runs (``results[i]`` is run ``i``) and assemble the report."""
     runs = [scoring.score_file(str(path), ruleset) for path in results]
+    made_with = {run.file: _summary(record) for run, record in zip(runs, provenance, strict=True)} if provenance else {}
     index_of = {run.file: i for i, run in enumerate(runs)}
     verdict_of = {run.file: verdict for run, verdict in zip(runs, verdicts, strict=True)}
     selection = None
@@ -122,6 +126,7 @@ def build(
             result_file=run.file,
             in_scored_window=run in window,
             dropped=run.dropped,
+            made_with=made_with.get(run.file),
         )
         for i, run in enumerate(runs)
     ]
@@ -147,6 +152,11 @@ def build(
         valid_submission=not reasons,
         valid_submission_reasons=reasons,
     )
+
+
+def _summary(record: dict) -> dict:
+    keys = ("launcher", "image", "host", "gpus", "python")
+    return {**{k: record.get(k) for k in keys}, "workflow_git": record.get("workflow_git"), "packages": record.get("packages")}
 
 
 def _rcp_of(window: list[scoring.RunScore], ruleset: str) -> scoring.RcpResult | None:

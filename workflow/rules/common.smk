@@ -18,10 +18,9 @@ from mlperf_wf.errors import ConfigError  # noqa: E402
 validate(config, schema="../schemas/config.schema.yaml")
 
 SCALE = config["scale"]
-if SCALE == "tiny" and config["launcher"] not in ("auto", "local"):
+if SCALE == "tiny" and config["launcher"] not in ("auto", "local", "docker"):
     raise WorkflowError(
-        f"config: launcher is {config['launcher']!r} but tiny-scale runs use the local launcher "
-        "(auto or local); containers are for scale: full"
+        f"config: launcher is {config['launcher']!r} but tiny-scale runs use local, auto or docker"
     )
 
 
@@ -187,12 +186,23 @@ def train_command(wildcards, input, output):
     if SCALE == "tiny":
         sub = config["submission"]
         args = [
-            "--benchmark", wildcards.benchmark, "--run", str(run), "--seed", str(seed),
+            "--benchmark", wildcards.benchmark, "--run-index", str(run), "--seed", str(seed),
             "--data", input.prepared, "--checkpoint", input.model, "--result", output.result,
             "--ruleset", config["ruleset"], "--division", config["division"],
             "--org", sub["org"], "--platform", sub["platform"], "--status", sub["status"],
             "--threads", str(config["tiny_threads"]),
         ]  # fmt: skip
+        if settings.launcher == "docker":
+            # The image gives a userland; this host's venv, Python and project come in read-only.
+            host = [
+                Path(sys.prefix),
+                Path(sys.base_prefix),
+                Path(workflow.basedir).parent,
+            ]
+            argv = launch.tiny_container(
+                args, settings, config["tiny_image"], Path.cwd(), host
+            )
+            return launch.shell_join(argv)
         return launch.shell_join(launch.tiny_command(args, settings))
     paths = launch.RunPaths(
         data=Path(input.prepared),
@@ -204,6 +214,18 @@ def train_command(wildcards, input, output):
     )
     # `|| exit 2` and not `&&`: a failed check must stop the whole line, which may hold several commands
     return f"mlperf-wf require-pinned --benchmark {wildcards.benchmark} || exit 2; {command}"
+
+
+def train_launcher(wildcards):
+    """Backend that starts the run (recorded in its provenance)."""
+    return launch_settings(wildcards.benchmark).launcher
+
+
+def train_image(wildcards):
+    """Container image of the run (empty for a run on the host)."""
+    if SCALE == "tiny":
+        return config["tiny_image"] if train_launcher(wildcards) == "docker" else ""
+    return benchmark_def(wildcards.benchmark).full.container.reference
 
 
 def train_threads(wildcards):
@@ -295,11 +317,21 @@ def report_verdicts(wildcards):
     ]
 
 
+def report_provenance(wildcards):
+    """Provenance records of every run."""
+    return [
+        f"results/{wildcards.benchmark}/runs/{i}/provenance.json"
+        for i in run_indices(wildcards.benchmark)
+    ]
+
+
 def report_args(wildcards, input):
-    """`--result` / `--compliance` pairs of the report command."""
+    """`--result` / `--compliance` / `--provenance` of each run, for the report command."""
     return " ".join(
-        f"--result {result} --compliance {verdict}"
-        for result, verdict in zip(input.results, input.verdicts)
+        f"--result {result} --compliance {verdict} --provenance {made_with}"
+        for result, verdict, made_with in zip(
+            input.results, input.verdicts, input.provenance
+        )
     )
 
 

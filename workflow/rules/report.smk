@@ -12,6 +12,7 @@ rule report:
     input:
         results=report_results,
         verdicts=report_verdicts,
+        provenance=report_provenance,
     output:
         report="results/{benchmark}/report.json",
     log:

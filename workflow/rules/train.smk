@@ -6,6 +6,7 @@ rule train:
         unpack(train_inputs),
     output:
         result="results/{benchmark}/runs/{run}/result.txt",
+        provenance="results/{benchmark}/runs/{run}/provenance.json",
     log:
         "logs/train/{benchmark}/{run}.log",
     conda:
@@ -22,5 +23,9 @@ rule train:
         mpi=train_mpi,
     params:
         command=train_command,
+        launcher=train_launcher,
+        image=train_image,
     shell:
-        "{params.command} > {log} 2>&1"
+        "{params.command} > {log} 2>&1;"
+        " mlperf-wf provenance --out {output.provenance} --launcher {params.launcher}"
+        " --image={params.image:q} --command={params.command:q} >> {log} 2>&1"

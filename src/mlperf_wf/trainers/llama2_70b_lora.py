@@ -10,6 +10,7 @@ compliance rules. Every mllog value below is the value the loop uses.
 from __future__ import annotations
 
 import math
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,7 +29,7 @@ class Hyperparameters:
     global_batch_size: int = 16
     """Sequences per optimizer step."""
     micro_batch_size: int = 16
-    """Sequences per forward pass; gradient accumulation = global / micro."""
+    """Sequences per forward pass and process (capped at global / processes); accumulation = global / (micro x processes)."""
     learning_rate: float = 4e-3
     """Peak AdamW learning rate."""
     weight_decay: float = 1e-4
@@ -52,9 +53,12 @@ class Hyperparameters:
     threads: int = 1
     """CPU threads for torch."""
 
-    @property
-    def gradient_accumulation_steps(self) -> int:
-        return self.global_batch_size // self.micro_batch_size
+    def layout(self, world_size: int) -> tuple[int, int]:
+        """(micro batch per process, gradient accumulation steps) for ``world_size`` processes."""
+        micro = min(self.micro_batch_size, self.global_batch_size // world_size)
+        if micro < 1 or self.global_batch_size % (micro * world_size):
+            raise ValueError(f"global_batch_size {self.global_batch_size} does not split over {world_size} processes of micro batch {micro}")
+        return micro, self.global_batch_size // (micro * world_size)
 
 
 @dataclass(frozen=True)
@@ -117,8 +121,13 @@ def train(spec: RunSpec, hp: Hyperparameters) -> dict:
 
     torch.set_num_threads(hp.threads)
     rank = rank_from_env()
+    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    if world_size > 1:
+        # Data parallel over CPU processes (torchrun): gloo all-reduces the LoRA gradients.
+        torch.distributed.init_process_group("gloo")
+    micro, accumulation = hp.layout(world_size)
     log = RunLogger(spec.result_file, rank=rank)
-    log.event(constants.CACHE_CLEAR, clear_caches())
+    log.event(constants.CACHE_CLEAR, clear_caches() if rank == 0 else False)
     log.start(constants.INIT_START)
     log.submission(constants.LLAMA2_70B_LORA, spec.submission)
 
@@ -134,6 +143,10 @@ def train(spec: RunSpec, hp: Hyperparameters) -> dict:
     )
     model = get_peft_model(base, lora)
     model.train()
+    if world_size > 1:
+        # DDP starts every rank from rank 0's adapter weights; dropout then differs per rank.
+        model = torch.nn.parallel.DistributedDataParallel(model)
+        torch.manual_seed(spec.seed * 1000 + rank)
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=hp.learning_rate, weight_decay=hp.weight_decay)
     warmup_steps = int(hp.warmup_ratio * hp.max_steps)
@@ -151,8 +164,8 @@ def train(spec: RunSpec, hp: Hyperparameters) -> dict:
 
     log.event(constants.SEED, spec.seed)
     log.event(constants.GLOBAL_BATCH_SIZE, hp.global_batch_size)
-    log.event("micro_batch_size", hp.micro_batch_size)
-    log.event(constants.GRADIENT_ACCUMULATION_STEPS, hp.gradient_accumulation_steps)
+    log.event("micro_batch_size", micro)
+    log.event(constants.GRADIENT_ACCUMULATION_STEPS, accumulation)
     log.event(constants.OPT_NAME, "adamw")
     log.event(constants.OPT_BASE_LR, hp.learning_rate)
     log.event(constants.OPT_LR_WARMUP_FACTOR, hp.warmup_ratio)
@@ -164,7 +177,7 @@ def train(spec: RunSpec, hp: Hyperparameters) -> dict:
     log.event("lora_dropout", hp.lora_dropout)
     for key in ("lowest_numerical_precision_in_linear", "lowest_numerical_precision_in_attn", "lowest_numerical_precision_in_comm"):
         log.event(key, precision)
-    # One process holds the whole model: no tensor/pipeline/context/expert sharding.
+    # Every process holds the whole model (pure data parallelism): no tensor/pipeline/context/expert sharding.
     for key in ("tensor_parallelism", "pipeline_parallelism", "context_parallelism", "expert_parallelism"):
         log.event(key, 1)
     log.event("config_filename", spec.config_filename)
@@ -187,14 +200,16 @@ def train(spec: RunSpec, hp: Hyperparameters) -> dict:
     history = []
     log.start(constants.BLOCK_START, metadata={constants.SAMPLES_COUNT: 0})
     for _step in range(hp.max_steps):
-        for _ in range(hp.gradient_accumulation_steps):
-            if cursor + hp.micro_batch_size > len(order):
+        for _ in range(accumulation):
+            if cursor + micro * world_size > len(order):
                 order = torch.randperm(len(train_rows), generator=generator).tolist()
                 cursor = 0
-            rows = [train_rows[i] for i in order[cursor : cursor + hp.micro_batch_size]]
-            cursor += hp.micro_batch_size
+            # Every rank draws the same order; each takes its own slice of the global batch.
+            mine = order[cursor + rank * micro : cursor + (rank + 1) * micro]
+            rows = [train_rows[i] for i in mine]
+            cursor += micro * world_size
             input_ids, labels, attention = _batch(rows, tokenizer.pad_token_id)
-            loss = model(input_ids=input_ids, attention_mask=attention, labels=labels).loss / hp.gradient_accumulation_steps
+            loss = model(input_ids=input_ids, attention_mask=attention, labels=labels).loss / accumulation
             loss.backward()
         torch.nn.utils.clip_grad_norm_(params, hp.max_grad_norm)
         optimizer.step()
@@ -214,6 +229,8 @@ def train(spec: RunSpec, hp: Hyperparameters) -> dict:
                 break
             log.start(constants.BLOCK_START, metadata={constants.SAMPLES_COUNT: samples})
     log.end(constants.RUN_STOP, metadata={constants.SAMPLES_COUNT: samples, constants.STATUS: status})
+    if world_size > 1:
+        torch.distributed.destroy_process_group()
     return {
         "status": status,
         "samples": samples,

@@ -1,0 +1,69 @@
+"""What a run was made with, written next to its log: ``provenance.json``.
+
+Backend and image (with digest), host, accelerators (``nvidia-smi`` where there
+is one), the workflow's git commit (and whether the checkout had local changes),
+Python and the versions of the packages that shape a result.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+
+PACKAGES = ("mlperf-logging", "torch", "transformers", "peft", "accelerate", "tokenizers", "snakemake", "mlperf-workflow")
+
+
+def _run(argv: list[str], cwd: Path | None = None) -> str | None:
+    try:
+        proc = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=20, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return proc.stdout.strip() if proc.returncode == 0 else None
+
+
+def gpus() -> list[str]:
+    """Accelerator names, from nvidia-smi when it exists (empty on a CPU host)."""
+    if shutil.which("nvidia-smi") is None:
+        return []
+    listing = _run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"])
+    return [line.strip() for line in (listing or "").splitlines() if line.strip()]
+
+
+def git_state(root: Path) -> dict:
+    """Commit of the workflow checkout and whether it had uncommitted changes."""
+    commit = _run(["git", "rev-parse", "HEAD"], cwd=root)
+    status = _run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root)
+    return {"commit": commit, "dirty": bool(status) if status is not None else None}
+
+
+def collect(launcher: str, image: str | None, command: str, root: Path) -> dict:
+    """Everything the record holds."""
+    versions = {}
+    for name in PACKAGES:
+        try:
+            versions[name] = version(name)
+        except PackageNotFoundError:
+            versions[name] = None
+    return {
+        "launcher": launcher,
+        "image": image,
+        "command": command,
+        "host": platform.node(),
+        "platform": platform.platform(),
+        "cpu_count": os.cpu_count(),
+        "gpus": gpus(),
+        "python": sys.version.split()[0],
+        "workflow_git": git_state(root),
+        "packages": versions,
+    }
+
+
+def write(out: Path, record: dict) -> None:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(record, indent=2) + "\n")

@@ -1,0 +1,132 @@
+"""The tiny DAG through a real one-node SLURM on localhost, with `--profile slurm` and the executor plugin.
+
+The test starts munge, slurmctld and slurmd itself and stops them by PID. It needs
+root and Debian's `slurmctld slurmd slurm-client munge` (`.ci/run` installs them);
+slurm.conf must be at /etc/slurm/slurm.conf, because the SLURM jobstep strips
+SLURM_CONF before its nested srun. A file already there is put back afterwards.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+DAEMONS = ("/usr/sbin/munged", "/usr/sbin/slurmctld", "/usr/sbin/slurmd", "/usr/bin/sbatch")
+SYSTEM_CONF = Path("/etc/slurm/slurm.conf")
+
+pytestmark = pytest.mark.skipif(
+    os.geteuid() != 0 or not all(Path(p).exists() for p in DAEMONS),
+    reason="needs root and Debian's slurmctld slurmd slurm-client munge (bash .ci/run installs them)",
+)
+
+
+def slurm_conf(state: Path) -> str:
+    cpus = os.cpu_count() or 2
+    return "\n".join(
+        [
+            "ClusterName=mlperfwf",
+            "SlurmctldHost=localhost",
+            "SlurmUser=root",
+            "SlurmdUser=root",
+            "AuthType=auth/munge",
+            "CredType=cred/munge",
+            "SlurmctldPort=6817",
+            "SlurmdPort=6818",
+            f"StateSaveLocation={state}/state",
+            f"SlurmdSpoolDir={state}/spool",
+            f"SlurmctldPidFile={state}/slurmctld.pid",
+            f"SlurmdPidFile={state}/slurmd.pid",
+            f"SlurmctldLogFile={state}/slurmctld.log",
+            f"SlurmdLogFile={state}/slurmd.log",
+            "ProctrackType=proctrack/linuxproc",
+            "TaskPlugin=task/none",
+            "MpiDefault=none",
+            "SchedulerType=sched/backfill",
+            "SelectType=select/cons_tres",
+            "SelectTypeParameters=CR_Core_Memory",
+            "ReturnToService=2",
+            "MinJobAge=600",
+            "JobAcctGatherType=jobacct_gather/none",
+            "AccountingStorageType=accounting_storage/none",
+            "JobCompType=jobcomp/none",
+            f"NodeName=localhost NodeAddr=127.0.0.1 CPUs={cpus} RealMemory=8000 State=UNKNOWN",
+            "PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP",
+            "",
+        ]
+    )
+
+
+@pytest.fixture(scope="module")
+def slurm(tmp_path_factory):
+    state = tmp_path_factory.mktemp("slurm")
+    for sub in ("state", "spool"):
+        (state / sub).mkdir()
+    backup = None
+    if SYSTEM_CONF.exists():
+        backup = state / "slurm.conf.before"
+        shutil.copy2(SYSTEM_CONF, backup)
+    SYSTEM_CONF.parent.mkdir(parents=True, exist_ok=True)
+    SYSTEM_CONF.write_text(slurm_conf(state))
+    Path("/run/munge").mkdir(parents=True, exist_ok=True)
+    shutil.chown("/run/munge", "munge", "munge")
+    daemons = []
+    try:
+        daemons.append(subprocess.Popen(["runuser", "-u", "munge", "--", "/usr/sbin/munged", "-F"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        time.sleep(1)
+        daemons.append(subprocess.Popen(["/usr/sbin/slurmctld", "-D", "-i"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        daemons.append(subprocess.Popen(["/usr/sbin/slurmd", "-D", "-N", "localhost"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            states = subprocess.run(["sinfo", "-h", "-o", "%T"], capture_output=True, text=True).stdout.split()
+            if states and all(s in ("idle", "mixed") for s in states):
+                break
+            time.sleep(1)
+        else:
+            pytest.fail(f"SLURM did not come up: {(state / 'slurmctld.log').read_text()[-2000:] if (state / 'slurmctld.log').exists() else ''}")
+        yield state
+    finally:
+        for proc in reversed(daemons):
+            proc.send_signal(signal.SIGTERM)
+        for proc in reversed(daemons):
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        if backup:
+            shutil.copy2(backup, SYSTEM_CONF)
+        else:
+            SYSTEM_CONF.unlink(missing_ok=True)
+
+
+def test_tiny_dag_runs_through_sbatch_with_the_slurm_profile(slurm, tmp_path):
+    workdir = tmp_path / "cluster_checkout"
+    workdir.mkdir()
+    shutil.copytree(ROOT / "config", workdir / "config")
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    argv = [
+        sys.executable, "-m", "snakemake", "-s", str(ROOT / "workflow/Snakefile"), "-d", str(workdir),
+        "--profile", str(ROOT / "profiles/slurm"),
+        # this one-node cluster has no slurmdbd: poll with squeue, soon
+        "--slurm-status-command", "squeue", "--slurm-init-seconds-before-status-checks", "5",
+        "--slurm-keep-successful-logs",
+        "--config", "runs=2",
+    ]  # fmt: skip
+    # Detached from the terminal and the test's process group, as SLURM runs want (see machine notes).
+    proc = subprocess.run(argv, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=900, start_new_session=True, check=False)
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 0, output[-5000:]
+    train_logs = sorted((workdir / ".snakemake/slurm_logs/rule_train").rglob("*.log"))
+    assert len(train_logs) == 2, f"each train job went through sbatch: {train_logs}"
+    assert output.count("with SLURM jobid") >= 2 or output.count("SLURM jobid") >= 2
+    report = json.loads((workdir / "results/llama2_70b_lora/report.json").read_text())
+    assert [r["compliance"] for r in report["runs"]] == ["passed", "passed"]
+    assert {r["made_with"]["launcher"] for r in report["runs"]} == {"local"}
