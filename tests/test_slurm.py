@@ -30,7 +30,9 @@ pytestmark = pytest.mark.skipif(
 
 
 def slurm_conf(state: Path) -> str:
-    cpus = os.cpu_count() or 2
+    # More CPUs and memory than this VM has (config_overrides keeps slurmd from draining the node),
+    # so that the profile's real-cluster requests (4-8 cores a job) still schedule here.
+    cpus = 16
     return "\n".join(
         [
             "ClusterName=mlperfwf",
@@ -55,10 +57,11 @@ def slurm_conf(state: Path) -> str:
             "SelectTypeParameters=CR_Core_Memory",
             "ReturnToService=2",
             "MinJobAge=600",
+            "SlurmdParameters=config_overrides",
             "JobAcctGatherType=jobacct_gather/none",
             "AccountingStorageType=accounting_storage/none",
             "JobCompType=jobcomp/none",
-            f"NodeName=localhost NodeAddr=127.0.0.1 CPUs={cpus} RealMemory=8000 State=UNKNOWN",
+            f"NodeName=localhost NodeAddr=127.0.0.1 CPUs={cpus} RealMemory=32000 State=UNKNOWN",
             "PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP",
             "",
         ]
@@ -118,10 +121,12 @@ def test_tiny_dag_runs_through_sbatch_with_the_slurm_profile(slurm, tmp_path):
         # this one-node cluster has no slurmdbd: poll with squeue, soon
         "--slurm-status-command", "squeue", "--slurm-init-seconds-before-status-checks", "5",
         "--slurm-keep-successful-logs",
+        # the profile's site values are for real nodes; this one declares 32 GB
+        "--set-resources", "preprocess:mem_mb=16000",
         "--config", "runs=2",
     ]  # fmt: skip
     # Detached from the terminal and the test's process group, as SLURM runs want (see machine notes).
-    proc = subprocess.run(argv, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=900, start_new_session=True, check=False)
+    proc = subprocess.run(argv, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=600, start_new_session=True, check=False)
     output = proc.stdout + proc.stderr
     assert proc.returncode == 0, output[-5000:]
     train_logs = sorted((workdir / ".snakemake/slurm_logs/rule_train").rglob("*.log"))

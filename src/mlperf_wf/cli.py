@@ -115,6 +115,9 @@ def cmd_train(
         submission=submission,
         config_filename=f"config/benchmarks/{benchmark}.yaml",
     )
+    import platform
+
+    log.info("run %d on host %s", run, platform.node())
     summary = trainer.train(spec, hp)
     log.info("run %d (seed %d): %s", run, seed, json.dumps({k: v for k, v in summary.items() if k != "history"}))
 
