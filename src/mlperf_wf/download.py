@@ -21,7 +21,7 @@ import shutil
 import threading
 import time
 import urllib.parse
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -121,6 +121,19 @@ class _Partial:
         self.path.unlink(missing_ok=True)
         self.digest, self.size = hashlib.md5(), 0
 
+    def append(self, chunks: Iterable[bytes], progress: Progress | None) -> int:
+        """Write ``chunks`` at the end, hashing them on the way; return the bytes written."""
+        written = 0
+        with self.path.open("ab") as out:
+            for chunk in chunks:
+                out.write(chunk)
+                self.digest.update(chunk)
+                self.size += len(chunk)
+                written += len(chunk)
+                if progress:
+                    progress.update(len(chunk))
+        return written
+
 
 def _transfer(url: str, partial: _Partial, headers: dict[str, str], timeout: float, progress: Progress | None) -> int:
     """Append the rest of ``url`` to ``partial``; return bytes received. Raises TransientError or DownloadError."""
@@ -130,17 +143,9 @@ def _transfer(url: str, partial: _Partial, headers: dict[str, str], timeout: flo
             raise DownloadError(f"{url}: no such file")
         if progress:
             progress.expect(source.stat().st_size - partial.size)
-        received = 0
-        with source.open("rb") as src, partial.path.open("ab") as out:
+        with source.open("rb") as src:
             src.seek(partial.size)
-            while chunk := src.read(CHUNK):
-                out.write(chunk)
-                partial.digest.update(chunk)
-                partial.size += len(chunk)
-                received += len(chunk)
-                if progress:
-                    progress.update(len(chunk))
-        return received
+            return partial.append(iter(lambda: src.read(CHUNK), b""), progress)
     request_headers = dict(headers)
     if partial.size:
         request_headers["Range"] = f"bytes={partial.size}-"
@@ -161,18 +166,11 @@ def _transfer(url: str, partial: _Partial, headers: dict[str, str], timeout: flo
         declared = int(response.headers.get("Content-Length", -1))
         if progress and declared >= 0:
             progress.expect(declared)
-        received = 0
+        before = partial.size
         try:
-            with partial.path.open("ab") as out:
-                for chunk in response.iter_content(CHUNK):
-                    out.write(chunk)
-                    partial.digest.update(chunk)
-                    partial.size += len(chunk)
-                    received += len(chunk)
-                    if progress:
-                        progress.update(len(chunk))
+            received = partial.append(response.iter_content(CHUNK), progress)
         except (requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError) as err:
-            raise TransientError(f"{type(err).__name__} after {received} bytes") from None
+            raise TransientError(f"{type(err).__name__} after {partial.size - before} bytes") from None
         if 0 <= declared != received:
             raise TransientError(f"body of {received} bytes, Content-Length {declared}")
         return received

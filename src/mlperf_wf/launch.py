@@ -142,11 +142,17 @@ def _mounts(bench: BenchmarkDef, paths: RunPaths) -> list[tuple[str, str, str]]:
 def docker_argv(
     image: str, workdir: str, mounts: list[tuple[str, str, str]], env: dict[str, str], passthrough: tuple[str, ...], command: list[str], gpus: bool
 ) -> list[str]:
-    """``docker run`` with mounts, environment and the command."""
+    """``docker run`` with mounts, environment and the command.
+
+    A GPU run gets every GPU, the host IPC namespace and the unlimited locked memory
+    and large stack NCCL and the reference containers expect; a CPU (tiny) run gets
+    no network and no raised limits (raising them needs CAP_SYS_RESOURCE).
+    """
     argv = ["docker", "run", "--rm"]
     if gpus:
-        argv += ["--gpus", "all"]
-    argv += ["--ipc=host", "--ulimit", "memlock=-1", "--ulimit", "stack=67108864"]
+        argv += ["--gpus", "all", "--ipc=host", "--ulimit", "memlock=-1", "--ulimit", "stack=67108864"]
+    else:
+        argv += ["--network", "none"]
     for host, container, mode in mounts:
         argv += ["-v", f"{host}:{container}:{mode}" if mode == "ro" else f"{host}:{container}"]
     for key, value in sorted(env.items()):
