@@ -94,3 +94,11 @@ def test_tiny_commands():
     assert tiny_command(["--run-index", "0"], Launch("local", tiny_processes=2)) == [
         "torchrun", "--standalone", "--nproc-per-node=2", "-m", "mlperf_wf", "train", "--run-index", "0",
     ]  # fmt: skip
+
+
+def test_pyxis_per_gpu_process_model_starts_one_task_per_gpu_with_slurm_ranks(run):
+    bench, paths, _ = run
+    per_gpu = bench.model_copy(update={"full": bench.full.model_copy(update={"process_model": "per_gpu"})})
+    line = full_scale(per_gpu, 3, 1237, paths, Launch("pyxis", nodes=2, gpus_per_node=4))
+    assert "srun --nodes=2 --ntasks-per-node=4 --mpi=pmix " in line
+    assert "bash -c 'RANK=$SLURM_PROCID LOCAL_RANK=$SLURM_LOCALID WORLD_SIZE=$SLURM_NTASKS exec accelerate launch" in line

@@ -142,6 +142,18 @@ def test_submission_package_is_built_and_checked_by_the_official_checkers(tiny_p
 
 
 @pytest.mark.slow
+def test_score_reads_a_workflow_results_folder_with_its_rcp_check(tiny_project, tmp_path):
+    from mlperf_wf.cli import main
+
+    out = tmp_path / "score.json"
+    # tiny runs converge in far fewer samples than the real benchmark's reference: the RCP check fails, so exit 1
+    assert main(["score", str(tiny_project / "results/llama2_70b_lora"), "--ruleset", "6.1.0", "--json", str(out)]) == 1
+    (score,) = json.loads(out.read_text())
+    assert score["rcp"]["verdict"] == "Fail" and score["rcp"]["reference_mean"] > score["rcp"]["samples_to_converge"]
+    assert len(score["runs"]) == TINY_RUNS and all(r["compliant"] for r in score["runs"])
+
+
+@pytest.mark.slow
 def test_logged_hyperparameters_are_the_trainers(tiny_project):
     logged = {}
     for line in (tiny_project / "results/llama2_70b_lora/runs/0/result.txt").read_text().splitlines():

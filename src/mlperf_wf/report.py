@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -100,7 +98,7 @@ def build(
             "median_minutes": None if math.isinf(chosen.median) else chosen.median,
             "note": f"{chosen.runs_made} runs made, {required} required: scored the {required} consecutive runs closest to the median window",
         }
-    rcp = _rcp_of(window, ruleset) if division == "closed" else None
+    rcp = scoring.check_rcp_of_files([r.file for r in window], ruleset) if division == "closed" and len(window) >= 3 else None
     folder = scoring.BenchmarkFolder(
         folder=str(Path(results[0]).parent.parent) if results else ".",
         system=platform,
@@ -157,19 +155,6 @@ def build(
 def _summary(record: dict) -> dict:
     keys = ("launcher", "image", "host", "gpus", "python")
     return {**{k: record.get(k) for k in keys}, "workflow_git": record.get("workflow_git"), "packages": record.get("packages")}
-
-
-def _rcp_of(window: list[scoring.RunScore], ruleset: str) -> scoring.RcpResult | None:
-    """The RCP check over the scored runs, named result_<i>.txt as the checker expects."""
-    if len(window) < 3:
-        return None
-    with tempfile.TemporaryDirectory() as scratch:
-        for i, run in enumerate(window):
-            os.symlink(Path(run.file).resolve(), Path(scratch) / f"result_{i}.txt")
-        try:
-            return scoring.check_rcp(scratch, ruleset)
-        except Exception as err:  # mlperf-logging raises bare Exceptions for unsupported rulesets
-            return scoring.RcpResult(verdict="Unknown state", message=f"{type(err).__name__}: {err}", global_batch_size=None, samples_to_converge=None)
 
 
 def write(report: Report, out: Path) -> None:

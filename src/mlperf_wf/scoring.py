@@ -32,6 +32,7 @@ import glob
 import json
 import os
 import re
+import tempfile
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
@@ -235,6 +236,18 @@ def check_rcp(folder: str, ruleset: str, rcp_bypass: bool = False) -> RcpResult:
     return result
 
 
+def check_rcp_of_files(files: list[str], ruleset: str, rcp_bypass: bool = False) -> RcpResult:
+    """The RCP check of result files named otherwise (a workflow's runs/<i>/result.txt): the checker
+    only reads ``result_*.txt`` in one folder, so they are linked into a scratch folder under those names."""
+    with tempfile.TemporaryDirectory() as scratch:
+        for i, path in enumerate(files):
+            os.symlink(Path(path).resolve(), Path(scratch) / f"result_{i}.txt")
+        try:
+            return check_rcp(scratch, ruleset, rcp_bypass)
+        except Exception as err:  # mlperf-logging raises bare Exceptions for rulesets or benchmarks without RCPs
+            return RcpResult(verdict="Unknown state", message=f"{type(err).__name__}: {err}", global_batch_size=None, samples_to_converge=None)
+
+
 def _rcp_record(benchmark: str, ruleset: str, gbs: float) -> dict | None:
     """The RCP record (found or interpolated) the checker compares against, for the report."""
     from mlperf_logging.rcp_checker import rcp_checker
@@ -387,8 +400,8 @@ def score_paths(path: Path, ruleset: str, jobs: int | None = None, rcp_bypass: b
     with ProcessPoolExecutor(max_workers=jobs, initializer=_quiet_worker) as pool:
         file_futures = [[pool.submit(score_file, p, ruleset) for p in f.result_files] for f in folders]
         # RCP checks start as soon as a folder's division is known, while other files are still checked.
-        closed = [_division(f) == "closed" and bool(glob.glob(f"{f.folder}/result_*.txt")) for f in folders]
-        rcp_futures = [pool.submit(check_rcp, f.folder, ruleset, rcp_bypass) if c else None for f, c in zip(folders, closed, strict=True)]
+        closed = [_division(f) == "closed" for f in folders]
+        rcp_futures = [_submit_rcp(pool, f, ruleset, rcp_bypass) if c else None for f, c in zip(folders, closed, strict=True)]
         scores = []
         for folder, futures, rcp_future, is_closed in zip(folders, file_futures, rcp_futures, closed, strict=True):
             runs = [future.result() for future in futures]
@@ -396,6 +409,13 @@ def score_paths(path: Path, ruleset: str, jobs: int | None = None, rcp_bypass: b
             division = "closed" if is_closed else _division(folder)
             scores.append(benchmark_score(folder, division, runs, rcp, ruleset))
     return scores
+
+
+def _submit_rcp(pool: ProcessPoolExecutor, folder: BenchmarkFolder, ruleset: str, rcp_bypass: bool):
+    """The RCP check of a folder: on the folder itself when it holds result_*.txt, else on its runs' files."""
+    if glob.glob(f"{folder.folder}/result_*.txt"):
+        return pool.submit(check_rcp, folder.folder, ruleset, rcp_bypass)
+    return pool.submit(check_rcp_of_files, list(folder.result_files), ruleset, rcp_bypass)
 
 
 def _quiet_worker() -> None:
