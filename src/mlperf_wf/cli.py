@@ -388,7 +388,7 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "extract":
             cmd_extract(args.archive, args.dest)
         elif args.command == "provenance":
-            cmd_provenance(args.out, args.launcher, args.image, getattr(args, "command_line", ""))
+            cmd_provenance(args.out, args.launcher, args.image, args.command_line)
         elif args.command == "require-pinned":
             cmd_require_pinned(args.benchmark)
         elif args.command == "compliance":
