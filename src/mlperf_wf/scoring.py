@@ -176,7 +176,7 @@ def score_file(path: str, ruleset: str) -> RunScore:
             checker.put_message("Log lines had parsing errors.")
         checker.check_loglines(loglines, f"{USAGE}_{ruleset}/common.yaml")
     compliant = not checker.has_messages()
-    messages = [str(m) for m in getattr(checker, "not_overwritable", [])] + [str(m) for m in getattr(checker, "overwritable", {}).values()]
+    messages = [str(m) for m in [*checker.not_overwritable, *checker.overwritable.values()]]
     start = stop = seed = status = None
     last_eval: tuple[float, float | None] | None = None
     for line in loglines:
@@ -442,7 +442,7 @@ def benchmark_score(folder: BenchmarkFolder, division: str, runs: list[RunScore]
     reasons = []
     required = counts.get(benchmark)
     if required is not None and len(runs) != required:
-        reasons.append(f"{len(runs)} result files, {benchmark} requires {required}")
+        reasons.append(f"{len(runs)} runs, {benchmark} requires {required}")
     if olympic is None:
         reasons.append(f"{dropped} runs failed compliance or did not converge; at most {max_dropped_runs(benchmark)} may")
     if rcp is not None and rcp.verdict != "Pass":
