@@ -68,19 +68,33 @@ def cmd_verify(folder: Path, manifest: Path | None, out: Path | None, stamps: Pa
     log.info("%s: %d files, %d bytes verified, %d bytes read", folder.name, len(record.files), record.total_bytes, record.bytes_hashed)
 
 
-def cmd_preprocess(benchmark: str, scale: str, inputs: list[str], out: Path) -> None:
-    """Run the benchmark's preprocessing module on ``role=folder`` inputs."""
+def cmd_preprocess(benchmark: str, scale: str, shard: str, inputs: list[str], out: Path) -> None:
+    """Write one shard of the benchmark's prepared data from ``role=folder`` inputs."""
+    from mlperf_wf import prepare
     from mlperf_wf.registry import load_benchmark
 
     bench = load_benchmark(benchmark)
+    known = prepare.shard_names(bench.preprocess, scale)
+    if shard not in known:
+        raise ConfigError(f"--shard {shard!r}: {benchmark} at scale {scale} has shards {', '.join(known)}")
     named = {}
     for item in inputs:
         role, sep, folder = item.partition("=")
         if not sep or role not in bench.datasets:
             raise ConfigError(f"--input {item!r}: expected ROLE=FOLDER with ROLE one of {sorted(bench.datasets)}")
         named[role] = Path(folder)
-    summary = importlib.import_module(bench.preprocess).preprocess(named, out, scale)
-    log.info("%s prepared: %s", benchmark, json.dumps(summary))
+    summary = prepare.module(bench.preprocess).prepare_shard(shard, named, out, scale)
+    log.info("%s shard %s prepared: %s", benchmark, shard, json.dumps(summary))
+
+
+def cmd_assemble(benchmark: str, scale: str, shards: Path, out: Path) -> None:
+    """Link the benchmark's shards into the tree its trainer (or reference container) reads."""
+    from mlperf_wf import prepare
+    from mlperf_wf.registry import load_benchmark
+
+    bench = load_benchmark(benchmark)
+    links = prepare.assemble(prepare.module(bench.preprocess).layout(scale), shards, out)
+    log.info("%s: %d files linked into %s", benchmark, links, out)
 
 
 def cmd_train(
@@ -88,7 +102,7 @@ def cmd_train(
     run: int,
     seed: int,
     data: Path,
-    checkpoint: Path,
+    checkpoint: Path | None,
     result: Path,
     ruleset: str,
     submission: Submission,
@@ -185,7 +199,12 @@ def cmd_package(reports: list[Path], org: str, system: str, ruleset: str, out: P
     from mlperf_wf.registry import load_benchmark
 
     description = package.load_system(system)
-    loaded = [json.loads(path.read_text()) for path in reports]
+    everything = [json.loads(path.read_text()) for path in reports]
+    # A package belongs to one round: benchmarks checked under another ruleset (rgat, retired after 5.1.0) stay out.
+    loaded = [r for r in everything if r["ruleset"] == ruleset]
+    left_out = {r["benchmark"]: f"checked under ruleset {r['ruleset']}, not {ruleset}" for r in everything if r["ruleset"] != ruleset}
+    if not loaded:
+        raise ConfigError(f"package: no report was checked under ruleset {ruleset}; the reports have {sorted({r['ruleset'] for r in everything})}")
     divisions = {r["division"] for r in loaded}
     if len(divisions) != 1:
         raise ConfigError(f"reports mix divisions {sorted(divisions)}; a package has one division")
@@ -196,6 +215,7 @@ def cmd_package(reports: list[Path], org: str, system: str, ruleset: str, out: P
     not_valid = [f"{r['benchmark']}: {reason}" for r in loaded for reason in r["valid_submission_reasons"]]
     verdict["valid_for_submission"] = verdict["passed"] and not not_valid
     verdict["not_valid_because"] = not_valid
+    verdict["left_out"] = left_out
     label = out / "NOT_FOR_SUBMISSION.txt"
     if not_valid:
         label.write_text("This package is not valid for submission:\n" + "\n".join(f"- {reason}" for reason in not_valid) + "\n")
@@ -282,10 +302,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--stamps", type=Path, help=f"stamps file (default: FOLDER/{STAMPS_NAME})")
     p.add_argument("--jobs", type=int, default=4, help="files hashed at once")
 
-    p = sub.add_parser("preprocess", help="prepare a benchmark's data")
+    p = sub.add_parser("preprocess", help="prepare one shard of a benchmark's data")
     p.add_argument("--benchmark", required=True)
     p.add_argument("--scale", choices=["tiny", "full"], required=True)
+    p.add_argument("--shard", required=True, help="shard name (the preprocessing module's shards(scale))")
     p.add_argument("--input", action="append", default=[], help="ROLE=FOLDER, one per dataset role")
+    p.add_argument("--out", type=Path, required=True)
+
+    p = sub.add_parser("assemble", help="link a benchmark's prepared shards into the tree its trainer reads")
+    p.add_argument("--benchmark", required=True)
+    p.add_argument("--scale", choices=["tiny", "full"], required=True)
+    p.add_argument("--shards", type=Path, required=True, help="folder holding the shard folders")
     p.add_argument("--out", type=Path, required=True)
 
     p = sub.add_parser("train", help="one tiny-scale training run")
@@ -293,7 +320,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--run-index", type=int, required=True, dest="run", help="index of the run (its seed is chosen by the caller)")
     p.add_argument("--seed", type=int, required=True)
     p.add_argument("--data", type=Path, required=True)
-    p.add_argument("--checkpoint", type=Path, required=True)
+    p.add_argument("--checkpoint", type=Path, help="pretrained checkpoint, for benchmarks that fine-tune one")
     p.add_argument("--result", type=Path, required=True)
     p.add_argument("--ruleset", required=True)
     p.add_argument("--org", required=True)
@@ -373,7 +400,9 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "verify":
             cmd_verify(args.folder, args.manifest, args.out, args.stamps, args.jobs)
         elif args.command == "preprocess":
-            cmd_preprocess(args.benchmark, args.scale, args.input, args.out)
+            cmd_preprocess(args.benchmark, args.scale, args.shard, args.input, args.out)
+        elif args.command == "assemble":
+            cmd_assemble(args.benchmark, args.scale, args.shards, args.out)
         elif args.command == "train":
             from mlperf_wf.mllog_utils import Submission
 

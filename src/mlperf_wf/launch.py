@@ -43,11 +43,21 @@ class RunPaths:
     """Host paths one run reads and writes."""
 
     data: Path
-    """Prepared data folder."""
-    checkpoint_dir: Path
-    """Model checkpoint folder."""
+    """Prepared dataset tree (``resources/<scale>/prepared/<benchmark>/dataset``: links into ``../shards``)."""
+    checkpoint_dir: Path | None
+    """Model checkpoint folder, for benchmarks that start from one."""
     result_file: Path
     """The run's mllog result file."""
+    output_cache: Path | None = None
+    """Snakemake's output cache, where cached shards really live (their folders link there)."""
+
+
+def output_cache_dir() -> Path | None:
+    """``$SNAKEMAKE_OUTPUT_CACHE`` when the workflow runs with ``--cache``."""
+    import os
+
+    value = os.environ.get("SNAKEMAKE_OUTPUT_CACHE")
+    return Path(value) if value else None
 
 
 @dataclass(frozen=True)
@@ -87,12 +97,12 @@ def tiny_container(train_args: list[str], launch: Launch, image: str, workdir: P
 
 def reference_command(bench: BenchmarkDef, run: int, seed: int, paths: RunPaths, launch: Launch, where: dict[str, str] | None = None) -> list[str]:
     """The reference command for one run; ``where`` maps data/checkpoint/results to paths (default: the container mounts)."""
-    mounts = where or bench.full.mounts
+    mounts = where or {**bench.full.mounts, "data": f"{bench.full.mounts['data']}/{paths.data.name}"}
     values = {
         "seed": str(seed),
         "run": str(run),
         "data": mounts["data"],
-        "checkpoint": mounts["checkpoint"],
+        "checkpoint": mounts.get("checkpoint", ""),
         "results": mounts["results"],
         "result_file": f"{mounts['results']}/{paths.result_file.name}",
         "nodes": str(launch.nodes),
@@ -131,12 +141,18 @@ def _container_env(bench: BenchmarkDef, paths: RunPaths, seed: int) -> dict[str,
 
 
 def _mounts(bench: BenchmarkDef, paths: RunPaths) -> list[tuple[str, str, str]]:
+    """Read-only data (the whole prepared folder, so the dataset tree's relative links into
+    ``shards/`` resolve), checkpoint, the result folder, and the output cache at its own path
+    (cached shards are links into it)."""
     mounts = bench.full.mounts
-    return [
-        (str(paths.data.resolve()), mounts["data"], "ro"),
-        (str(paths.checkpoint_dir.resolve()), mounts["checkpoint"], "ro"),
-        (str(paths.result_file.parent.resolve()), mounts["results"], "rw"),
-    ]
+    chosen = [(str(paths.data.parent.resolve()), mounts["data"], "ro")]
+    if paths.checkpoint_dir is not None:
+        chosen.append((str(paths.checkpoint_dir.resolve()), mounts["checkpoint"], "ro"))
+    chosen.append((str(paths.result_file.parent.resolve()), mounts["results"], "rw"))
+    if paths.output_cache is not None:
+        cache = str(paths.output_cache.resolve())
+        chosen.append((cache, cache, "ro"))
+    return chosen
 
 
 def docker_argv(
@@ -220,7 +236,9 @@ def full_scale(bench: BenchmarkDef, run: int, seed: int, paths: RunPaths, launch
     if launch.launcher == "pyxis":
         return pyxis_script(bench, image, mounts, env, launch.env_passthrough, command, launch)
     # local: the reference command on this host (its software installed there), with host paths
-    host = {"data": str(paths.data.resolve()), "checkpoint": str(paths.checkpoint_dir.resolve()), "results": str(paths.result_file.parent.resolve())}
+    host = {"data": str(paths.data.resolve()), "results": str(paths.result_file.parent.resolve())}
+    if paths.checkpoint_dir is not None:
+        host["checkpoint"] = str(paths.checkpoint_dir.resolve())
     local = reference_command(bench, run, seed, paths, launch, where=host)
     env = {**env, "COMPLIANCE_FILE": str(paths.result_file.resolve())}
     exports = " ".join(f"{key}={shlex.quote(value)}" for key, value in sorted(env.items()))

@@ -165,7 +165,8 @@ class BenchmarkDef(_Strict):
     datasets: dict[str, str]
     """Role (e.g. ``data``, ``checkpoint``) to dataset id."""
     preprocess: str
-    """Module with ``preprocess(inputs: dict[str, Path], out_dir: Path, scale: str) -> dict``."""
+    """Module with ``shards(scale) -> list[str]``, ``prepare_shard(shard, inputs: dict[str, Path], out_dir: Path, scale) -> dict``
+    (one cached job per shard) and ``layout(scale) -> dict[str, str]`` (the tree the trainer reads, as links into the shards)."""
     trainer: str
     """Module with the tiny-scale trainer ``main``."""
     full: FullScale
@@ -189,10 +190,15 @@ class BenchmarkDef(_Strict):
             "master_port",
             "node_rank",
         }
+        if "checkpoint" not in self.datasets:
+            known.discard("checkpoint")
         for part in [*self.full.command, *self.full.multi_node_args]:
             for name in _placeholders(part):
                 if name not in known:
                     raise ValueError(f"full.command uses unknown placeholder {{{name}}}; allowed: {sorted(known)}")
+        needed = {"data", "results"} | ({"checkpoint"} if "checkpoint" in self.datasets else set())
+        if set(self.full.mounts) != needed:
+            raise ValueError(f"full.mounts has {sorted(self.full.mounts)}; this benchmark needs exactly {sorted(needed)}")
         return self
 
 
@@ -227,6 +233,11 @@ def _load_entry(kind: str, name: str, model: type[_Entry], root: Path | None) ->
     if declared != name:
         raise ConfigError(f"{path}: declares {declared!r} but the file is named {name!r}")
     return entry
+
+
+def benchmark_names(root: Path | None = None) -> list[str]:
+    """Every benchmark defined under ``config/benchmarks/``."""
+    return sorted(path.stem for path in (config_dir(root) / "benchmarks").glob("*.yaml"))
 
 
 def load_benchmark(name: str, root: Path | None = None) -> BenchmarkDef:

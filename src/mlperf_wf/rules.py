@@ -49,6 +49,19 @@ def check_benchmark_in_ruleset(benchmark: str, ruleset: str) -> None:
         raise ConfigError(f"ruleset {ruleset}: benchmark {benchmark!r} is not part of this round; allowed: {', '.join(allowed)}")
 
 
+def resolve_ruleset(benchmark: str, rulesets: list[str], requested: str) -> str:
+    """The ruleset a benchmark's runs are logged and checked under.
+
+    ``latest``: the newest round the benchmark is part of (rgat was retired after 5.1.0,
+    so its runs follow 5.1.0 while llama2_70b_lora follows 6.1.0). A version: that round,
+    and the benchmark must be part of it.
+    """
+    if requested == "latest":
+        return max(rulesets, key=lambda version: tuple(int(part) for part in version.split(".")))
+    check_benchmark_in_ruleset(benchmark, requested)
+    return requested
+
+
 def required_runs(benchmark: str) -> int:
     """Number of result files a submission needs (``benchmark_meta``)."""
     counts = benchmark_meta.get_result_file_counts(USAGE)

@@ -12,7 +12,7 @@ from snakemake.utils import validate
 
 sys.path.insert(0, str(Path(workflow.basedir).parent / "src"))
 
-from mlperf_wf import launch, registry, rules as mlperf_rules  # noqa: E402
+from mlperf_wf import launch, prepare, registry, rules as mlperf_rules  # noqa: E402
 from mlperf_wf.errors import ConfigError  # noqa: E402
 
 validate(config, schema="../schemas/config.schema.yaml")
@@ -25,11 +25,19 @@ if SCALE == "tiny" and config["launcher"] not in ("auto", "local", "docker"):
 
 
 def _load_benchmarks():
+    """Every registered benchmark (any can be a target); the configured ones must fit `ruleset`."""
     try:
-        loaded = {name: registry.load_benchmark(name) for name in config["benchmarks"]}
-        for bench in loaded.values():
-            mlperf_rules.check_benchmark_in_ruleset(
-                bench.submission_benchmark, config["ruleset"]
+        known = registry.benchmark_names()
+        unknown = [name for name in config["benchmarks"] if name not in known]
+        if unknown:
+            raise ConfigError(
+                f"benchmarks: {unknown} not defined in config/benchmarks/; known: {', '.join(known)}"
+            )
+        loaded = {name: registry.load_benchmark(name) for name in known}
+        for name in config["benchmarks"]:
+            bench = loaded[name]
+            mlperf_rules.resolve_ruleset(
+                bench.submission_benchmark, bench.rulesets, config["ruleset"]
             )
         return loaded
     except ConfigError as err:
@@ -41,7 +49,7 @@ BENCHMARKS = _load_benchmarks()
 
 def _guard_results_scale():
     """Refuse to mix scales in results/: with mtime rerun triggers, tiny results would pass for full ones."""
-    for name in BENCHMARKS:
+    for name in config["benchmarks"]:
         report_file = Path(f"results/{name}/report.json")
         if report_file.is_file():
             made_at = json.loads(report_file.read_text()).get("scale")
@@ -62,12 +70,35 @@ _guard_results_scale()
 wildcard_constraints:
     benchmark="|".join(BENCHMARKS),
     scale=SCALE,
+    shard=r"[A-Za-z0-9_.-]+",
     run=r"\d+",
 
 
 def benchmark_def(name):
     """The registry entry of a configured benchmark."""
     return BENCHMARKS[name]
+
+
+def benchmark_ruleset(name):
+    """Ruleset of a benchmark's runs: config `ruleset`, or its newest round when that is `latest`."""
+    bench = benchmark_def(name)
+    try:
+        return mlperf_rules.resolve_ruleset(
+            bench.submission_benchmark, bench.rulesets, config["ruleset"]
+        )
+    except ConfigError as err:
+        raise WorkflowError(f"config: {err}") from None
+
+
+def wildcard_ruleset(wildcards):
+    """`benchmark_ruleset` of the job's benchmark."""
+    return benchmark_ruleset(wildcards.benchmark)
+
+
+def package_ruleset():
+    """Round of the submission package: the newest ruleset among the configured benchmarks."""
+    rulesets = [benchmark_ruleset(name) for name in config["benchmarks"]]
+    return max(rulesets, key=lambda version: tuple(map(int, version.split("."))))
 
 
 def dataset_def(dataset_id):
@@ -98,8 +129,13 @@ def verified_record(dataset_id):
 
 
 def prepared_dir(name):
-    """Prepared data of a benchmark."""
+    """Prepared data of a benchmark: `shards/` (one cached job each) and `dataset/` (the tree its trainer reads)."""
     return f"resources/{SCALE}/prepared/{name}"
+
+
+def prepared_dataset(name):
+    """The tree a benchmark's trainer reads (links into its shards)."""
+    return f"{prepared_dir(name)}/dataset"
 
 
 # ---- download ----
@@ -139,6 +175,33 @@ def preprocess_inputs(wildcards):
     return inputs
 
 
+def shard_names(name):
+    """Shards of a benchmark's preparation at this scale (its preprocessing module declares them)."""
+    return prepare.shard_names(benchmark_def(name).preprocess, SCALE)
+
+
+def preprocess_shards(wildcards):
+    """Every shard folder of the benchmark, the inputs of its dataset tree."""
+    return [
+        f"{prepared_dir(wildcards.benchmark)}/shards/{shard}"
+        for shard in shard_names(wildcards.benchmark)
+    ]
+
+
+def _shard_resources(wildcards):
+    return prepare.shard_resources(
+        benchmark_def(wildcards.benchmark).preprocess, wildcards.shard, SCALE
+    )
+
+
+def shard_mem_mb(wildcards):
+    return _shard_resources(wildcards)["mem_mb"]
+
+
+def shard_runtime(wildcards):
+    return _shard_resources(wildcards)["runtime"]
+
+
 def preprocess_role_args(wildcards):
     """`--input role=folder` arguments of the preprocess command."""
     bench = benchmark_def(wildcards.benchmark)
@@ -152,14 +215,14 @@ def preprocess_role_args(wildcards):
 
 
 def train_inputs(wildcards):
-    """Prepared data and the verified checkpoint."""
+    """Prepared data, and the verified checkpoint of a benchmark that fine-tunes one."""
     bench = benchmark_def(wildcards.benchmark)
-    checkpoint_id = bench.datasets["checkpoint"]
-    return {
-        "prepared": prepared_dir(wildcards.benchmark),
-        "model": dataset_dir(checkpoint_id),
-        "model_verified": verified_record(checkpoint_id),
-    }
+    inputs = {"prepared": prepared_dataset(wildcards.benchmark)}
+    if "checkpoint" in bench.datasets:
+        checkpoint_id = bench.datasets["checkpoint"]
+        inputs["model"] = dataset_dir(checkpoint_id)
+        inputs["model_verified"] = verified_record(checkpoint_id)
+    return inputs
 
 
 def launch_settings(name):
@@ -187,11 +250,13 @@ def train_command(wildcards, input, output):
         sub = config["submission"]
         args = [
             "--benchmark", wildcards.benchmark, "--run-index", str(run), "--seed", str(seed),
-            "--data", input.prepared, "--checkpoint", input.model, "--result", output.result,
-            "--ruleset", config["ruleset"], "--division", config["division"],
+            "--data", input.prepared, "--result", output.result,
+            "--ruleset", benchmark_ruleset(wildcards.benchmark), "--division", config["division"],
             "--org", sub["org"], "--platform", sub["platform"], "--status", sub["status"],
             "--threads", str(config["tiny_threads"]),
         ]  # fmt: skip
+        if "model" in input.keys():
+            args += ["--checkpoint", input.model]
         if settings.launcher == "docker":
             # The image gives a userland; this host's venv, Python and project come in read-only.
             host = [
@@ -206,8 +271,9 @@ def train_command(wildcards, input, output):
         return launch.shell_join(launch.tiny_command(args, settings))
     paths = launch.RunPaths(
         data=Path(input.prepared),
-        checkpoint_dir=Path(input.model),
+        checkpoint_dir=Path(input.model) if "model" in input.keys() else None,
         result_file=Path(output.result),
+        output_cache=launch.output_cache_dir(),
     )
     command = launch.full_scale(
         benchmark_def(wildcards.benchmark), run, seed, paths, settings
@@ -337,7 +403,7 @@ def report_args(wildcards, input):
 
 def all_reports():
     """Report of every configured benchmark."""
-    return [f"results/{name}/report.json" for name in BENCHMARKS]
+    return [f"results/{name}/report.json" for name in config["benchmarks"]]
 
 
 def all_targets():
@@ -348,7 +414,7 @@ def all_targets():
     are up to date, and a user who deletes a run's log wants that run redone.
     """
     targets = ["results/summary.csv"]
-    for name in BENCHMARKS:
+    for name in config["benchmarks"]:
         targets.append(f"results/{name}/report.json")
         targets.append(f"results/{name}/plots/time_to_train.png")
         targets.append(f"results/{name}/plots/convergence.png")

@@ -16,7 +16,7 @@ rule check_compliance:
     conda:
         "../envs/mlperf-wf.yaml"
     params:
-        ruleset=config["ruleset"],
+        ruleset=wildcard_ruleset,
     shell:
         "mlperf-wf compliance {input.result} --ruleset {params.ruleset}"
         " --out {output.verdict} > {log} 2>&1"

@@ -1,24 +1,51 @@
-# Preparation: the benchmark's preprocessing module over its verified datasets.
+# Preparation: the benchmark's preprocessing module, one cached job per shard
+# (an edge type, a feature array, ...), then the tree its trainer reads, as links.
+# A killed preparation redoes only the shards that had not finished.
 
 
-rule preprocess:
+localrules:
+    assemble_prepared,
+
+
+rule preprocess_shard:
     input:
         unpack(preprocess_inputs),
     output:
-        prepared=directory("resources/{scale}/prepared/{benchmark}"),
+        shard=directory("resources/{scale}/prepared/{benchmark}/shards/{shard}"),
     log:
-        "logs/preprocess/{scale}/{benchmark}.log",
+        "logs/preprocess/{scale}/{benchmark}/{shard}.log",
     cache: True
     conda:
         "../envs/mlperf-wf.yaml"
     threads: 2
     resources:
-        mem_mb=16000,
-        runtime=1440,
+        mem_mb=shard_mem_mb,
+        runtime=shard_runtime,
     params:
         benchmark="{benchmark}",
         scale="{scale}",
+        shard="{shard}",
         inputs=preprocess_role_args,
     shell:
         "mlperf-wf preprocess --benchmark {params.benchmark} --scale {params.scale}"
-        " {params.inputs} --out {output.prepared} > {log} 2>&1"
+        " --shard {params.shard} {params.inputs} --out {output.shard} > {log} 2>&1"
+
+
+# Links only (seconds at any size), so not cached: a second workflow directory
+# relinks the shards it fetched from the cache.
+rule assemble_prepared:
+    input:
+        shards=preprocess_shards,
+    output:
+        dataset=directory("resources/{scale}/prepared/{benchmark}/dataset"),
+    log:
+        "logs/assemble_prepared/{scale}/{benchmark}.log",
+    conda:
+        "../envs/mlperf-wf.yaml"
+    params:
+        benchmark="{benchmark}",
+        scale="{scale}",
+        shards="resources/{scale}/prepared/{benchmark}/shards",
+    shell:
+        "mlperf-wf assemble --benchmark {params.benchmark} --scale {params.scale}"
+        " --shards {params.shards} --out {output.dataset} > {log} 2>&1"

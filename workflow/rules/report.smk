@@ -21,7 +21,7 @@ rule report:
         "../envs/mlperf-wf.yaml"
     params:
         benchmark="{benchmark}",
-        ruleset=config["ruleset"],
+        ruleset=wildcard_ruleset,
         division=config["division"],
         scale=config["scale"],
         platform=config["submission"]["platform"],
@@ -78,7 +78,7 @@ rule package:
     params:
         org=config["submission"]["org"],
         system=config["submission"]["platform"],
-        ruleset=config["ruleset"],
+        ruleset=package_ruleset(),
     shell:
         "mlperf-wf package {input.reports} --org {params.org:q} --system {params.system:q}"
         " --ruleset {params.ruleset} --out $(dirname {output.package})"

@@ -6,6 +6,8 @@ and the reference reads those files as they are. Preparation therefore checks
 the columns and row counts and hard-links the verified files (a symlink would
 dangle inside the container, which mounts only the prepared folder).
 
+The prepared data is one shard (``govreport``); ``layout`` exposes its two files.
+
 Tiny scale: the generated reports are raw text (``input``/``output`` columns as
 in raw SCROLLS). They are tokenized here with the tokenizer that ships with the
 checkpoint (a byte-level BPE trained with the ``tokenizers`` library on the
@@ -70,8 +72,24 @@ def _link_or_copy(source: Path, target: Path) -> None:
         shutil.copy2(source, target)
 
 
-def preprocess(inputs: dict[str, Path], out_dir: Path, scale: str) -> dict:
+SHARD = "govreport"
+"""The one shard: the data is small (a few hundred MB), there is nothing to split."""
+
+
+def shards(scale: str) -> list[str]:
+    """One shard at every scale."""
+    return [SHARD]
+
+
+def layout(scale: str) -> dict[str, str]:
+    """The folder the trainer (and the reference's ``--dataset_path``) reads: the two parquet files."""
+    return {name: f"{SHARD}/{name}" for name in [*(shard_name(split) for split in SPLITS), "prepared.json"]}
+
+
+def prepare_shard(shard: str, inputs: dict[str, Path], out_dir: Path, scale: str) -> dict:
     """Prepare ``inputs['data']`` (and the tokenizer in ``inputs['checkpoint']``) into ``out_dir``."""
+    if shard != SHARD:
+        raise WorkflowError(f"llama2_70b_lora: unknown shard {shard!r}; known: {SHARD}")
     out_dir.mkdir(parents=True, exist_ok=True)
     data = inputs["data"]
     rows: dict[str, int] = {}

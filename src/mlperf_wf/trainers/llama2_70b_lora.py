@@ -19,7 +19,8 @@ import pandas as pd
 import torch
 from mlperf_logging.mllog import constants
 
-from mlperf_wf.mllog_utils import RunLogger, Submission, clear_caches, rank_from_env
+from mlperf_wf.mllog_utils import RunLogger, clear_caches, rank_from_env
+from mlperf_wf.trainers.common import RunSpec
 
 
 @dataclass(frozen=True)
@@ -61,26 +62,6 @@ class Hyperparameters:
         return micro, self.global_batch_size // (micro * world_size)
 
 
-@dataclass(frozen=True)
-class RunSpec:
-    """One training run."""
-
-    data_dir: Path
-    """Prepared data (train/validation parquet with input_ids, attention_mask, labels)."""
-    checkpoint_dir: Path
-    """Pretrained base checkpoint."""
-    result_file: Path
-    """mllog output."""
-    seed: int
-    """Run seed."""
-    target: float
-    """Eval-loss target from the compliance rules."""
-    submission: Submission
-    """submission_* values."""
-    config_filename: str
-    """Benchmark definition the run used (logged as config_filename)."""
-
-
 def _load_split(path: Path) -> list[tuple[list[int], list[int]]]:
     frame = pd.read_parquet(path, columns=["input_ids", "labels"])
     return [(list(map(int, ids)), list(map(int, labels))) for ids, labels in zip(frame["input_ids"], frame["labels"], strict=True)]
@@ -119,6 +100,8 @@ def train(spec: RunSpec, hp: Hyperparameters) -> dict:
     from peft import LoraConfig, get_peft_model
     from transformers import LlamaForCausalLM, PreTrainedTokenizerFast
 
+    if spec.checkpoint_dir is None:
+        raise ValueError("llama2_70b_lora fine-tunes a checkpoint: the run needs --checkpoint")
     torch.set_num_threads(hp.threads)
     rank = rank_from_env()
     world_size = int(os.environ.get("WORLD_SIZE", "1"))

@@ -1,0 +1,57 @@
+"""The prepared dataset of a benchmark: shards, and the tree the trainer reads.
+
+A benchmark's preprocessing module declares its ``shards(scale)`` (each one job,
+cached on its own) and ``layout(scale)``, the folder tree its trainer or reference
+container reads, as ``tree path -> <shard>/<file>``. ``assemble`` builds that tree
+from relative symbolic links, so it costs nothing at 2 TB, and it resolves both on
+the host and inside a container that mounts the benchmark's prepared folder
+(``resources/<scale>/prepared/<benchmark>``: ``shards/`` and ``dataset/`` side by side).
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import shutil
+from pathlib import Path
+from types import ModuleType
+
+from mlperf_wf.errors import WorkflowError
+
+
+def module(preprocess: str) -> ModuleType:
+    """The preprocessing module named by a benchmark definition."""
+    return importlib.import_module(preprocess)
+
+
+def shard_names(preprocess: str, scale: str) -> list[str]:
+    """The shards of a benchmark's preparation at ``scale``."""
+    names = module(preprocess).shards(scale)
+    bad = [name for name in names if not name or "/" in name or name.startswith(".")]
+    if bad or len(set(names)) != len(names):
+        raise WorkflowError(f"{preprocess}.shards({scale!r}): shard names must be unique folder names, got {names}")
+    return names
+
+
+def shard_resources(preprocess: str, shard: str, scale: str) -> dict[str, int]:
+    """Scheduler resources of one shard job (the module's ``resources``, else a modest default)."""
+    chosen = getattr(module(preprocess), "resources", None)
+    return chosen(shard, scale) if chosen else {"mem_mb": 16000, "runtime": 1440}
+
+
+def assemble(layout: dict[str, str], shards_dir: Path, out_dir: Path) -> int:
+    """Link every ``layout`` entry into ``out_dir``; return the number of links.
+
+    Every target must exist: a missing one means a shard did not write what the
+    module declared, which is a bug to report, not a tree to hand to training.
+    """
+    missing = [target for target in layout.values() if not (shards_dir / target).exists()]
+    if missing:
+        raise WorkflowError(f"{shards_dir}: shards lack {len(missing)} declared files, e.g. {missing[0]}")
+    if out_dir.exists():
+        shutil.rmtree(out_dir)
+    for tree_path, target in sorted(layout.items()):
+        link = out_dir / tree_path
+        link.parent.mkdir(parents=True, exist_ok=True)
+        link.symlink_to(os.path.relpath(shards_dir / target, link.parent))
+    return len(layout)
