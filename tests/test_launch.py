@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[1]
 IMAGE = "mlperf-workflow/llama2_70b_lora:ref-aa344c7-pytorch24.01"
 REFERENCE = (
     "accelerate launch --config_file configs/default_config.yaml scripts/train.py"
-    " --dataset_path /data --model_path /ckpt --max_seq_len 8192 --bf16 True --logging_steps 24 --eval_steps 48"
+    " --dataset_path /data/dataset --model_path /ckpt --max_seq_len 8192 --bf16 True --logging_steps 24 --eval_steps 48"
     " --output_dir /results/run_3 --per_device_train_batch_size 1 --gradient_accumulation_steps 1"
     " --lr_scheduler_type cosine --learning_rate 4e-4 --weight_decay 0.0001 --warmup_ratio 0 --max_grad_norm 0.3"
     " --use_gradient_checkpointing True --target_eval_loss 0.925 --use_peft_lora True --lora_r 16 --lora_alpha 32"
@@ -26,7 +26,7 @@ REFERENCE = (
 @pytest.fixture
 def run(tmp_path):
     bench = load_benchmark("llama2_70b_lora", ROOT)
-    paths = RunPaths(data=tmp_path / "prep", checkpoint_dir=tmp_path / "ckpt", result_file=tmp_path / "runs" / "3" / "result.txt")
+    paths = RunPaths(data=tmp_path / "prep" / "dataset", checkpoint_dir=tmp_path / "ckpt", result_file=tmp_path / "runs" / "3" / "result.txt")
     return bench, paths, tmp_path
 
 
@@ -86,7 +86,7 @@ def test_local_full_scale_uses_host_paths(run):
     bench, paths, tmp = run
     line = full_scale(bench, 3, 1237, paths, Launch("local"))
     assert line.startswith(f"cd /workspace/ft-llm && env COMPLIANCE_FILE={tmp}/runs/3/result.txt HF_HUB_OFFLINE=1 SEED=1237 accelerate launch")
-    assert f"--dataset_path {tmp}/prep --model_path {tmp}/ckpt" in line
+    assert f"--dataset_path {tmp}/prep/dataset --model_path {tmp}/ckpt" in line
 
 
 def test_tiny_commands():

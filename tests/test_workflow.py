@@ -93,17 +93,21 @@ def test_tiny_chain_reaches_the_target_and_every_run_is_compliant(tiny_project):
 @pytest.mark.slow
 def test_a_second_workflow_directory_reuses_the_prepared_data_from_the_cache(tiny_project, output_cache, tmp_path):
     other = new_workdir(tmp_path / "second_checkout")
-    proc = snakemake(other, "--cores", "2", "resources/tiny/prepared/llama2_70b_lora", "--cache", cache=output_cache)
+    proc = snakemake(other, "--cores", "2", "resources/tiny/prepared/llama2_70b_lora/dataset", "--cache", cache=output_cache)
     out = proc.stdout + proc.stderr
-    for path in ("resources/tiny/mirror/llama2_70b_fused_qkv", "resources/tiny/datasets/scrolls_gov_report_8k", "resources/tiny/prepared/llama2_70b_lora"):
+    for path in (
+        "resources/tiny/mirror/llama2_70b_fused_qkv",
+        "resources/tiny/datasets/scrolls_gov_report_8k",
+        "resources/tiny/prepared/llama2_70b_lora/shards/govreport",
+    ):
         assert f"Symlinking output file {path}" in out, path
     assert "Moving output file" not in out, "nothing was computed again"
     for rule in ("generate_tiny_mirror", "download", "preprocess"):
         ran = [log for log in (other / "logs" / rule).rglob("*.log") if log.stat().st_size]
         assert not ran, f"{rule} ran in the second directory: {ran}"
-    prepared = other / "resources/tiny/prepared/llama2_70b_lora"
+    prepared = other / "resources/tiny/prepared/llama2_70b_lora/dataset"
     assert (prepared / "train-00000-of-00001.parquet").read_bytes() == (
-        tiny_project / "resources/tiny/prepared/llama2_70b_lora/train-00000-of-00001.parquet"
+        tiny_project / "resources/tiny/prepared/llama2_70b_lora/dataset/train-00000-of-00001.parquet"
     ).read_bytes()
 
 
@@ -213,7 +217,7 @@ def test_lora_on_an_untrained_base_cannot_reach_the_target(tiny_project, tmp_pat
     shutil.copytree(checkpoint, random_base)
     LlamaForCausalLM(LlamaConfig.from_pretrained(checkpoint)).save_pretrained(random_base)
     spec = RunSpec(
-        data_dir=tiny_project / "resources/tiny/prepared/llama2_70b_lora",
+        data_dir=tiny_project / "resources/tiny/prepared/llama2_70b_lora/dataset",
         checkpoint_dir=random_base,
         result_file=tmp_path / "result.txt",
         seed=1234,
@@ -234,7 +238,15 @@ def test_full_scale_dry_run_lists_the_real_plan_quickly(tmp_path):
     proc = snakemake(workdir, "-n", "results/llama2_70b_lora/report.json", "--config", "scale=full")
     elapsed = time.monotonic() - started
     assert elapsed < 5.0, f"dry run took {elapsed:.1f} s"
-    assert job_counts(proc.stdout) == {"download": 2, "verify": 2, "preprocess": 1, "train": 10, "check_compliance": 10, "report": 1}
+    assert job_counts(proc.stdout) == {
+        "download": 2,
+        "verify": 2,
+        "preprocess_shard": 1,
+        "assemble_prepared": 1,
+        "train": 10,
+        "check_compliance": 10,
+        "report": 1,
+    }
     # the default target adds the figures and the summary
     assert job_counts(snakemake(workdir, "-n", "--config", "scale=full").stdout)["summarize"] == 1
     out = proc.stdout
@@ -255,8 +267,12 @@ def test_bad_config_is_one_clear_line(tmp_path):
     proc = snakemake(workdir, "-n", "--config", "ruleset=9.9.9", check_rc=False)
     assert proc.returncode != 0
     assert "ruleset '9.9.9' is not known to mlperf-logging; known rounds:" in proc.stdout + proc.stderr
-    proc = snakemake(workdir, "-n", "--config", "benchmarks=[rgat]", check_rc=False)
+    proc = snakemake(workdir, "-n", "--config", "ruleset=6.1.0", "benchmarks=[rgat]", check_rc=False)
     assert proc.returncode != 0
+    assert "ruleset 6.1.0: benchmark 'rgat' is not part of this round; allowed:" in proc.stdout + proc.stderr
+    proc = snakemake(workdir, "-n", "--config", "benchmarks=[resnet]", check_rc=False)
+    assert proc.returncode != 0
+    assert "benchmarks: ['resnet'] not defined in config/benchmarks/; known: llama2_70b_lora, rgat" in proc.stdout + proc.stderr
 
 
 def train_resources_line(output: str) -> str:
@@ -303,7 +319,7 @@ def test_two_process_torchrun_run_is_compliant_and_logged_by_rank_zero_only(tiny
     result = tmp_path / "ddp" / "result.txt"
     args = [
         "--benchmark", "llama2_70b_lora", "--run-index", "0", "--seed", "4242",
-        "--data", str(tiny_project / "resources/tiny/prepared/llama2_70b_lora"),
+        "--data", str(tiny_project / "resources/tiny/prepared/llama2_70b_lora/dataset"),
         "--checkpoint", str(tiny_project / "resources/tiny/datasets/llama2_70b_fused_qkv"),
         "--result", str(result), "--ruleset", "6.1.0", "--division", "closed",
         "--org", "test", "--platform", "cpu", "--status", "research",

@@ -186,7 +186,7 @@ def coo_to_csc(chunks: Callable[[], Iterable[tuple[np.ndarray, np.ndarray]]], n_
     """
     degree = np.zeros(n_dst, dtype=np.int64)
     total = 0
-    for src, dst in chunks():
+    for _src, dst in chunks():
         if len(dst) and (dst.min() < 0 or dst.max() >= n_dst):
             raise WorkflowError(f"{indices_out.parent.name}: destination id out of range [0, {n_dst})")
         degree += np.bincount(dst, minlength=n_dst)

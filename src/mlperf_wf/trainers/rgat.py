@@ -97,7 +97,9 @@ def load_graph(data_dir: Path) -> Graph:
     return Graph(csc, features, labels, torch.load(root / "train_idx.pt"), torch.load(root / "val_idx.pt"))
 
 
-def sample_in_neighbours(indptr: torch.Tensor, indices: torch.Tensor, nodes: torch.Tensor, k: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+def sample_in_neighbours(
+    indptr: torch.Tensor, indices: torch.Tensor, nodes: torch.Tensor, k: int, generator: torch.Generator
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Up to ``k`` distinct in-neighbours of each node: (positions of ``nodes`` each edge belongs to, source ids).
 
     Nodes with at most ``k`` neighbours keep all of them; the others keep the ``k`` with the
@@ -169,7 +171,10 @@ class RGAT(torch.nn.Module):
             raise ValueError(f"hidden_channels {hp.hidden_channels} is not divisible by num_heads {heads}")
         self.convs = torch.nn.ModuleList(
             HeteroConv(
-                {key: GATConv(in_channels if i == 0 else hp.hidden_channels, hp.hidden_channels // heads, heads=heads, add_self_loops=False) for key in edge_types}
+                {
+                    key: GATConv(in_channels if i == 0 else hp.hidden_channels, hp.hidden_channels // heads, heads=heads, add_self_loops=False)
+                    for key in edge_types
+                }
             )
             for i in range(hp.num_layers)
         )
