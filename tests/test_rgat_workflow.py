@@ -157,3 +157,22 @@ def test_two_benchmarks_of_different_rounds_in_one_plan(tmp_path):
     assert "--benchmark rgat --ruleset 5.1.0" in out and "--benchmark llama2_70b_lora --ruleset 6.1.0" in out
     package = next(line for line in out.splitlines() if line.startswith("Shell command: mlperf-wf package"))
     assert "--ruleset 6.1.0" in package
+
+
+@pytest.mark.slow
+def test_two_process_rgat_run_is_compliant_and_logged_by_rank_zero_only(rgat_project, tmp_path):
+    result = tmp_path / "result.txt"
+    argv = [
+        "torchrun", "--standalone", "--nproc-per-node=2", "-m", "mlperf_wf", "--root", str(rgat_project), "train",
+        "--benchmark", "rgat", "--run-index", "0", "--seed", "77", "--data", str(rgat_project / DATASET),
+        "--result", str(result), "--ruleset", "5.1.0", "--org", "t", "--platform", "cpu-tiny",
+        "--division", "closed", "--status", "research",
+    ]  # fmt: skip
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    proc = subprocess.run(argv, capture_output=True, text=True, env=env, check=False, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    text = result.read_text()
+    assert text.count('"key": "global_batch_size"') == 1 and text.count('"key": "run_stop"') == 1
+    from mlperf_wf.compliance import check
+
+    assert check(result, "5.1.0").verdict == "passed"

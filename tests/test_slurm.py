@@ -122,7 +122,7 @@ def test_tiny_dag_runs_through_sbatch_with_the_slurm_profile(slurm, tmp_path):
         "--slurm-status-command", "squeue", "--slurm-init-seconds-before-status-checks", "5",
         "--slurm-keep-successful-logs",
         # the profile's site values are for real nodes; this one declares 32 GB
-        "--set-resources", "preprocess:mem_mb=16000",
+        "--set-resources", "preprocess_shard:mem_mb=16000",
         "--config", "runs=2",
     ]  # fmt: skip
     # Detached from the terminal and the test's process group, as SLURM runs want (see machine notes).
