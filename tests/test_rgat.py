@@ -85,7 +85,7 @@ def test_coo_to_csc_streams_in_chunks_and_keeps_input_order(tmp_path, monkeypatc
     src, dst = rng.integers(0, 50, 1000), rng.integers(0, 40, 1000)
     monkeypatch.setattr(prep, "CHUNK_ROWS", 64)  # many chunks: the scatter must carry its fill pointers across them
     chunks = [(src[i : i + 64], dst[i : i + 64]) for i in range(0, 1000, 64)]
-    indptr, indices = prep.coo_to_csc(lambda: iter(chunks), 40, tmp_path / "indices.npy")
+    indptr, indices = prep.coo_to_csc(lambda: iter(chunks), 40, prep.Checkpoint(tmp_path / "scratch", {"data": 1}))
     expected = _reference_csc(src, dst, 40)
     assert indptr.tolist() == np.cumsum([0] + [len(b) for b in expected]).tolist()
     assert [indices[indptr[d] : indptr[d + 1]].tolist() for d in range(40)] == expected
@@ -93,7 +93,61 @@ def test_coo_to_csc_streams_in_chunks_and_keeps_input_order(tmp_path, monkeypatc
 
 def test_coo_to_csc_rejects_an_out_of_range_destination(tmp_path):
     with pytest.raises(WorkflowError, match="out of range"):
-        prep.coo_to_csc(lambda: iter([(np.array([0]), np.array([7]))]), 5, tmp_path / "i.npy")
+        prep.coo_to_csc(lambda: iter([(np.array([0]), np.array([7]))]), 5, prep.Checkpoint(tmp_path / "scratch", {"data": 1}))
+
+
+class Killed(Exception):
+    pass
+
+
+def test_a_killed_csc_conversion_resumes_at_its_last_checkpoint(tmp_path, monkeypatch):
+    rng = np.random.default_rng(1)
+    src, dst = rng.integers(0, 30, 2000), rng.integers(0, 20, 2000)
+    chunks = [(src[i : i + 50], dst[i : i + 50]) for i in range(0, 2000, 50)]  # 40 chunks
+    monkeypatch.setattr(prep, "CHECKPOINT_EVERY", 8)
+    passes = []
+
+    def dying():  # the scatter pass dies in chunk 21
+        passes.append(1)
+        for number, chunk in enumerate(chunks, start=1):
+            if len(passes) == 2 and number == 21:
+                raise Killed
+            yield chunk
+
+    with pytest.raises(Killed):
+        prep.coo_to_csc(dying, 20, prep.Checkpoint(tmp_path / "scratch", {"data": 1}))
+    resumed = prep.Checkpoint(tmp_path / "scratch", {"data": 1})
+    assert resumed.get("degrees_done") == 1 and resumed.get("chunks_scattered") == 16
+
+    def poisoned():  # what was scattered before the checkpoint must not be read again: garbage there proves it
+        for number, (s_chunk, d_chunk) in enumerate(chunks, start=1):
+            yield (np.full_like(s_chunk, 999), d_chunk) if number <= 16 else (s_chunk, d_chunk)
+
+    indptr, indices = prep.coo_to_csc(poisoned, 20, resumed)
+    expected = _reference_csc(src, dst, 20)
+    assert [indices[indptr[d] : indptr[d + 1]].tolist() for d in range(20)] == expected
+    # data changed since the checkpoint: start afresh instead of mixing
+    assert prep.Checkpoint(tmp_path / "scratch", {"data": 2}).get("chunks_scattered") == 0
+
+
+def test_a_killed_fp16_cast_resumes_after_its_last_saved_row(tmp_path, monkeypatch):
+    source = np.random.default_rng(2).standard_normal((100, 4)).astype(np.float32)
+    monkeypatch.setattr(prep, "CHUNK_ROWS", 40)  # 10 rows per chunk
+
+    class Dying(np.ndarray):
+        def __getitem__(self, item):
+            if isinstance(item, slice) and item.start == 60:
+                raise Killed
+            return np.asarray(self).__getitem__(item)
+
+    with pytest.raises(Killed):
+        prep.cast_to_half(source.view(Dying), prep.Checkpoint(tmp_path / "scratch", {"f": 1}))
+    resumed = prep.Checkpoint(tmp_path / "scratch", {"f": 1})
+    assert resumed.get("rows_done") == 60
+    poisoned = source.copy()
+    poisoned[:60] = 7.0  # rows already cast are not read again
+    half = prep.cast_to_half(poisoned, resumed)
+    assert np.array_equal(half, source.astype(np.float16))
 
 
 def test_prepared_tree_is_the_reference_conversion(small_graph, prepared):

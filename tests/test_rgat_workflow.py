@@ -8,14 +8,15 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
 from mlperf_wf.preprocess import rgat as prep
-from tests.test_workflow import SNAKEFILE, job_counts, new_workdir, snakemake
+from tests.test_workflow import job_counts, new_workdir, output_cache, snakemake, snakemake_argv, snakemake_env
+
+__all__ = ["output_cache"]  # the shared-cache fixture, used here too
 
 RUNS = 3
 CONFIG = ("--config", "benchmarks=[rgat]", f"runs={RUNS}")
@@ -37,17 +38,11 @@ def shards_run(output: str) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def output_cache(tmp_path_factory) -> Path:
-    return tmp_path_factory.mktemp("rgat_cache")
-
-
-@pytest.fixture(scope="module")
 def killed_preparation(tmp_path_factory, output_cache) -> dict:
     """Prepare the tiny graph one job at a time, SIGKILL the whole Snakemake process group halfway, rerun."""
     workdir = new_workdir(tmp_path_factory.mktemp("rgat"))
-    env = {**os.environ, "SNAKEMAKE_OUTPUT_CACHE": str(output_cache), "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
-    argv = [sys.executable, "-m", "snakemake", "-s", str(SNAKEFILE), "-d", str(workdir), "--cores", "1", DATASET, "--cache", *CONFIG]
-    first = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, start_new_session=True)
+    argv = snakemake_argv(workdir, "--cores", "1", DATASET, "--cache", *CONFIG)
+    first = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=snakemake_env(output_cache), start_new_session=True)
     deadline = time.monotonic() + 300
     total = len(prep.shards("tiny"))
     while len(finished_shards(workdir)) < total // 2 and time.monotonic() < deadline and first.poll() is None:
@@ -85,6 +80,7 @@ def test_tiny_rgat_runs_reach_the_target_and_pass_the_5_1_0_checker(rgat_project
     assert report["quality_target"] == {"comparison": ">=", "value": 0.72}
     assert [r["seed"] for r in report["runs"]] == [1234 + i for i in range(RUNS)]
     assert {r["compliance"] for r in report["runs"]} == {"passed"}
+    assert report["convergence_unit"] == "epoch_num" and all(0 < r["samples_to_converge"] <= 10 for r in report["runs"])
     for i in range(RUNS):
         lines = [json.loads(line.split(":::MLLOG ", 1)[1]) for line in (rgat_project / f"results/rgat/runs/{i}/result.txt").read_text().splitlines()]
         events = {e["key"]: e for e in lines}
@@ -168,8 +164,7 @@ def test_two_process_rgat_run_is_compliant_and_logged_by_rank_zero_only(rgat_pro
         "--result", str(result), "--ruleset", "5.1.0", "--org", "t", "--platform", "cpu-tiny",
         "--division", "closed", "--status", "research",
     ]  # fmt: skip
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
-    proc = subprocess.run(argv, capture_output=True, text=True, env=env, check=False, timeout=600)
+    proc = subprocess.run(argv, capture_output=True, text=True, env=snakemake_env(), check=False, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     text = result.read_text()
     assert text.count('"key": "global_batch_size"') == 1 and text.count('"key": "run_stop"') == 1

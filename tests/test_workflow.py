@@ -19,20 +19,23 @@ SNAKEFILE = ROOT / "workflow" / "Snakefile"
 TINY_RUNS = 3
 
 
-def snakemake(workdir: Path, *args: str, check_rc: bool = True, cache: Path | None = None) -> subprocess.CompletedProcess:
+def snakemake_env(cache: Path | None = None) -> dict[str, str]:
+    """This venv first on PATH, the output cache when given, and no usable network proxy."""
     env = dict(os.environ)
     if cache:
         env["SNAKEMAKE_OUTPUT_CACHE"] = str(cache)
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
     # Any network use would fail: the DAG must not need it.
     env.update({"HTTP_PROXY": "http://127.0.0.1:9", "HTTPS_PROXY": "http://127.0.0.1:9", "NO_PROXY": ""})
-    proc = subprocess.run(
-        [sys.executable, "-m", "snakemake", "-s", str(SNAKEFILE), "-d", str(workdir), *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        check=False,
-    )
+    return env
+
+
+def snakemake_argv(workdir: Path, *args: str) -> list[str]:
+    return [sys.executable, "-m", "snakemake", "-s", str(SNAKEFILE), "-d", str(workdir), *args]
+
+
+def snakemake(workdir: Path, *args: str, check_rc: bool = True, cache: Path | None = None) -> subprocess.CompletedProcess:
+    proc = subprocess.run(snakemake_argv(workdir, *args), capture_output=True, text=True, env=snakemake_env(cache), check=False)
     if check_rc and proc.returncode != 0:
         raise AssertionError(f"snakemake {' '.join(args)} failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
     return proc

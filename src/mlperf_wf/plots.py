@@ -87,7 +87,7 @@ def eval_curve(result_file: Path, ruleset: str) -> list[tuple[float, float]]:
 
 
 def convergence(report: dict, stem: Path) -> list[Path]:
-    """Eval metric vs samples of every run, the quality target line and the RCP reference band."""
+    """Eval metric vs samples (or epochs) of every run, the quality target line and the RCP reference band."""
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for run in report["runs"]:
         points = eval_curve(Path(run["result_file"]), report["ruleset"])
@@ -115,7 +115,8 @@ def convergence(report: dict, stem: Path) -> list[Path]:
             ha="right",
             va="top",
         )
-    ax.set_xlabel("samples (eval_accuracy samples_count)")
+    unit = report.get("convergence_unit") or "samples_count"
+    ax.set_xlabel(f"{'epochs' if unit == 'epoch_num' else 'samples'} (eval_accuracy {unit})")
     ax.set_ylabel("eval_accuracy")
     ax.set_title(f"{report['benchmark']}: convergence of {len(report['runs'])} runs ({report['scale']})", fontsize=10)
     return _save(fig, stem)

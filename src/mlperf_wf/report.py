@@ -57,6 +57,8 @@ class Report:
     rcp: dict | None
     valid_submission: bool
     valid_submission_reasons: list[str] = field(default_factory=list)
+    convergence_unit: str | None = None
+    """What runs' samples_to_converge count: samples_count (LLMs) or epoch_num (rgat), as their evaluations log it."""
 
 
 def _finite(values: list[float]) -> list[float | None]:
@@ -147,6 +149,7 @@ def build(
         rcp=asdict(rcp) if rcp else None,
         valid_submission=not reasons,
         valid_submission_reasons=reasons,
+        convergence_unit=next((run.progress_key for run in runs if run.progress_key), None),
     )
 
 

@@ -126,6 +126,8 @@ class RunScore:
     """Time of the log's first event: the objective order of runs for M > N window selection."""
     samples_to_converge: float | None = None
     """samples_count (or epoch_num) of the last eval before a successful run_stop."""
+    progress_key: str | None = None
+    """Which of the two the run's evaluations carry: samples_count (LLMs) or epoch_num (rgat)."""
     final_eval_accuracy: float | None = None
     dropped: str | None = None
     """Why the run is not in the olympic mean: fastest, slowest, did not converge, failed compliance, outside the selected window."""
@@ -179,6 +181,7 @@ def score_file(path: str, ruleset: str) -> RunScore:
     messages = [str(m) for m in [*checker.not_overwritable, *checker.overwritable.values()]]
     start = stop = seed = status = None
     last_eval: tuple[float, float | None] | None = None
+    progress_key = None
     for line in loglines:
         metadata = line.value.get("metadata") or {}
         if line.key == "run_start" and start is None:
@@ -189,7 +192,8 @@ def score_file(path: str, ruleset: str) -> RunScore:
         elif line.key == "seed" and seed is None:
             seed = line.value.get("value")
         elif line.key == "eval_accuracy" and stop is None:
-            last_eval = (line.value.get("value"), metadata.get("samples_count", metadata.get("epoch_num")))
+            progress_key = next((key for key in ("samples_count", "epoch_num") if key in metadata), None)
+            last_eval = (line.value.get("value"), metadata.get(progress_key) if progress_key else None)
     counts = compliant and not errors and start is not None and stop is not None
     return RunScore(
         file=path,
@@ -200,6 +204,7 @@ def score_file(path: str, ruleset: str) -> RunScore:
         messages=messages,
         launch_ms=loglines[0].timestamp if loglines else None,
         samples_to_converge=last_eval[1] if last_eval and status == "success" else None,
+        progress_key=progress_key,
         final_eval_accuracy=last_eval[0] if last_eval else None,
     )
 

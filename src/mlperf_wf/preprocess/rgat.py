@@ -11,7 +11,8 @@ the shards that had not finished, and a second workflow directory reuses them.
 The conversion streams: two passes over the COO array in chunks (a degree count, then
 a scatter into a memory-mapped ``indices``), so memory grows with the number of
 destination nodes, not edges (5.8 B edges at full scale), and the fp16 cast reads
-and writes in row chunks. ``layout`` maps the shards into the reference's folder
+and writes in row chunks. Both checkpoint into ``prepared/<benchmark>/scratch/<shard>``,
+so a shard killed after hours resumes at its last checkpoint instead of its start. ``layout`` maps the shards into the reference's folder
 tree (``full/processed/...``), which the reference container reads with
 ``--path {data} --dataset_size full --layout CSC --use_fp16``.
 """
@@ -178,31 +179,102 @@ def _chunks(relation: Relation, processed: Path, n_dst: int) -> Iterator[tuple[n
             yield loops, loops
 
 
-def coo_to_csc(chunks: Callable[[], Iterable[tuple[np.ndarray, np.ndarray]]], n_dst: int, indices_out: Path) -> tuple[np.ndarray, np.ndarray]:
+class Checkpoint:
+    """Progress of one shard in its scratch folder, so a killed job resumes where it stopped.
+
+    The scratch folder sits beside the shard folders (``prepared/<benchmark>/scratch/<shard>``),
+    outside what Snakemake declares: Snakemake deletes a killed job's output before rerunning it,
+    not this. The state names its source (path, size, mtime); other data starts afresh.
+    """
+
+    def __init__(self, folder: Path, source: dict) -> None:
+        self.folder = folder
+        self.source = source
+        self.file = folder / "progress.json"
+        folder.mkdir(parents=True, exist_ok=True)
+        state = json.loads(self.file.read_text()) if self.file.is_file() else {}
+        self.state: dict = state if state.get("source") == source else {}
+        if not self.state:
+            for stale in folder.iterdir():
+                stale.unlink()
+
+    def get(self, key: str, default: int = 0) -> int:
+        return int(self.state.get(key, default))
+
+    def save(self, **values: int) -> None:
+        self.state = {**self.state, **values, "source": self.source}
+        partial = self.file.with_suffix(".partial")
+        partial.write_text(json.dumps(self.state))
+        partial.replace(self.file)  # atomic: a kill leaves the old state or the new one
+
+    def done(self) -> None:
+        shutil.rmtree(self.folder)
+
+
+def _source_identity(*paths: Path) -> dict:
+    return {str(p): [p.stat().st_size, p.stat().st_mtime_ns] for p in paths}
+
+
+def scratch_for(out_dir: Path) -> Path:
+    """``prepared/<benchmark>/scratch/<shard>`` for ``prepared/<benchmark>/shards/<shard>``."""
+    return out_dir.parent.parent / "scratch" / out_dir.name
+
+
+CHECKPOINT_EVERY = 64
+"""Chunks between two checkpoints of the CSC scatter (the fill pointers are saved: 8 bytes per node)."""
+
+
+def _save_array(path: Path, array: np.ndarray) -> None:
+    partial = path.with_suffix(".partial.npy")
+    np.save(partial, array)
+    partial.replace(path)
+
+
+def coo_to_csc(chunks: Callable[[], Iterable[tuple[np.ndarray, np.ndarray]]], n_dst: int, scratch: Checkpoint) -> tuple[np.ndarray, np.ndarray]:
     """CSC (indptr over destinations, indices = sources) of streamed COO ``(src, dst)`` chunks.
 
-    Two passes over ``chunks()``: in-degrees, then a counting-sort scatter into a
-    memory-mapped ``indices`` file. Within one destination, sources keep their input order.
+    Two passes over ``chunks()``: in-degrees, then a counting-sort scatter into a memory-mapped
+    ``indices`` file in the scratch folder. Within one destination, sources keep their input
+    order. Both passes checkpoint; a rerun after a kill skips the chunks already scattered.
     """
-    degree = np.zeros(n_dst, dtype=np.int64)
-    total = 0
-    for _src, dst in chunks():
-        if len(dst) and (dst.min() < 0 or dst.max() >= n_dst):
-            raise WorkflowError(f"{indices_out.parent.name}: destination id out of range [0, {n_dst})")
-        degree += np.bincount(dst, minlength=n_dst)
-        total += len(dst)
+    degree_file = scratch.folder / "degree.npy"
+    if scratch.get("degrees_done") and degree_file.is_file():
+        degree = np.load(degree_file)
+    else:
+        degree = np.zeros(n_dst, dtype=np.int64)
+        for _src, dst in chunks():
+            if len(dst) and (dst.min() < 0 or dst.max() >= n_dst):
+                raise WorkflowError(f"{scratch.folder.name}: destination id out of range [0, {n_dst})")
+            degree += np.bincount(dst, minlength=n_dst)
+        _save_array(degree_file, degree)
+        scratch.save(degrees_done=1, chunks_scattered=0)
     indptr = np.zeros(n_dst + 1, dtype=np.int64)
     np.cumsum(degree, out=indptr[1:])
-    indices = np.lib.format.open_memmap(indices_out, mode="w+", dtype=np.int64, shape=(total,))
-    fill = indptr[:-1].copy()
-    for src, dst in chunks():
+    indices_file, fill_file = scratch.folder / "indices.npy", scratch.folder / "fill.npy"
+    resume_at = scratch.get("chunks_scattered")
+    if resume_at and indices_file.is_file() and fill_file.is_file():
+        indices = np.lib.format.open_memmap(indices_file, mode="r+")
+        fill = np.load(fill_file)
+    else:
+        resume_at = 0
+        indices = np.lib.format.open_memmap(indices_file, mode="w+", dtype=np.int64, shape=(int(indptr[-1]),))
+        fill = indptr[:-1].copy()
+    chunk_number = 0
+    for chunk_number, (src, dst) in enumerate(chunks(), start=1):
+        if chunk_number <= resume_at:
+            continue
         order = np.argsort(dst, kind="stable")
         dst_sorted = dst[order]
         uniq, start, count = np.unique(dst_sorted, return_index=True, return_counts=True)
         rank = np.arange(len(dst_sorted)) - np.repeat(start, count)
         indices[fill[dst_sorted] + rank] = src[order]
         fill[uniq] += count
+        if chunk_number % CHECKPOINT_EVERY == 0:
+            indices.flush()
+            _save_array(fill_file, fill)
+            scratch.save(chunks_scattered=chunk_number)
     indices.flush()
+    scratch.save(chunks_scattered=chunk_number)
     return indptr, indices
 
 
@@ -219,28 +291,43 @@ def _torch_save_array(array: np.ndarray, target: Path) -> None:
 def _prepare_csc(relation: Relation, processed: Path, out_dir: Path) -> dict:
     n_dst = node_count(processed, relation.dst)
     n_src = node_count(processed, relation.src)
-    scratch = out_dir / "indices.scratch.npy"
+    source = processed / relation.source_file / "edge_index.npy"
+    scratch = Checkpoint(scratch_for(out_dir), _source_identity(source))
     indptr, indices = coo_to_csc(lambda: _chunks(relation, processed, n_dst), n_dst, scratch)
     if len(indices) and int(indices.max()) >= n_src:
         raise WorkflowError(f"{relation.source_file}: source id {int(indices.max())} is out of range for {n_src} {relation.src} nodes")
     _torch_save_array(indptr, out_dir / "indptr.pt")
     _torch_save_array(indices, out_dir / "indices.pt")
     del indices
-    scratch.unlink()
+    scratch.done()
     return {"edge_type": relation.key, "destinations": n_dst, "edges": int(indptr[-1])}
+
+
+def cast_to_half(source: np.ndarray, scratch: Checkpoint) -> np.ndarray:
+    """``source`` as float16 in the scratch folder, in row chunks; a rerun continues after the last saved row."""
+    target = scratch.folder / "node_feat_fp16.npy"
+    rows_done = scratch.get("rows_done")
+    if rows_done and target.is_file():
+        half = np.lib.format.open_memmap(target, mode="r+")
+    else:
+        rows_done = 0
+        half = np.lib.format.open_memmap(target, mode="w+", dtype=np.float16, shape=source.shape)
+    step = max(1, CHUNK_ROWS // max(1, source.shape[1]))
+    for start in range(rows_done, source.shape[0], step):
+        stop = min(start + step, source.shape[0])
+        half[start:stop] = source[start:stop]
+        half.flush()
+        scratch.save(rows_done=stop)
+    return half
 
 
 def _prepare_features(node_type: str, processed: Path, out_dir: Path) -> dict:
     source = node_features(processed, node_type)
-    scratch = out_dir / "node_feat_fp16.scratch.npy"
-    half = np.lib.format.open_memmap(scratch, mode="w+", dtype=np.float16, shape=source.shape)
-    for start in range(0, source.shape[0], max(1, CHUNK_ROWS // max(1, source.shape[1]))):
-        stop = start + max(1, CHUNK_ROWS // max(1, source.shape[1]))
-        half[start:stop] = source[start:stop]
-    half.flush()
+    scratch = Checkpoint(scratch_for(out_dir), _source_identity(processed / node_type / "node_feat.npy"))
+    half = cast_to_half(source, scratch)
     _torch_save_array(half, out_dir / "node_feat_fp16.pt")
     del half
-    scratch.unlink()
+    scratch.done()
     return {"node_type": node_type, "rows": int(source.shape[0]), "width": int(source.shape[1])}
 
 
