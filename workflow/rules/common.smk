@@ -49,7 +49,7 @@ BENCHMARKS = _load_benchmarks()
 
 def _guard_results_scale():
     """Refuse to mix scales in results/: with mtime rerun triggers, tiny results would pass for full ones."""
-    for name in config["benchmarks"]:
+    for name in BENCHMARKS:
         report_file = Path(f"results/{name}/report.json")
         if report_file.is_file():
             made_at = json.loads(report_file.read_text()).get("scale")
@@ -264,6 +264,8 @@ def train_command(wildcards, input, output):
                 Path(sys.base_prefix),
                 Path(workflow.basedir).parent,
             ]
+            if launch.output_cache_dir():  # cached shards are links into it
+                host.append(launch.output_cache_dir())
             argv = launch.tiny_container(
                 args, settings, config["tiny_image"], Path.cwd(), host
             )
