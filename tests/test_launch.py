@@ -102,3 +102,19 @@ def test_pyxis_per_gpu_process_model_starts_one_task_per_gpu_with_slurm_ranks(ru
     line = full_scale(per_gpu, 3, 1237, paths, Launch("pyxis", nodes=2, gpus_per_node=4))
     assert "srun --nodes=2 --ntasks-per-node=4 --mpi=pmix " in line
     assert "bash -c 'RANK=$SLURM_PROCID LOCAL_RANK=$SLURM_LOCALID WORLD_SIZE=$SLURM_NTASKS exec accelerate launch" in line
+
+
+def test_rgat_mounts_the_prepared_folder_and_the_output_cache_but_no_checkpoint(tmp_path):
+    bench = load_benchmark("rgat", ROOT)
+    paths = RunPaths(
+        data=tmp_path / "prepared" / "rgat" / "dataset",
+        checkpoint_dir=None,
+        result_file=tmp_path / "runs" / "0" / "result.txt",
+        output_cache=tmp_path / "cache",
+    )
+    line = full_scale(bench, 0, 1234, paths, Launch("docker"))
+    assert f"-v {tmp_path}/prepared/rgat:/data:ro -v {tmp_path}/runs/0:/results -v {tmp_path}/cache:{tmp_path}/cache:ro" in line
+    assert "/ckpt" not in line
+    assert "python train_rgnn_multi_gpu.py --path /data/dataset --dataset_size full" in line and "--random_seed 1234;" in line
+    with pytest.raises(ConfigError, match=r"rgat: 2 nodes requested, but its reference command runs on one node"):
+        full_scale(bench, 0, 1234, paths, Launch("pyxis", nodes=2))

@@ -84,3 +84,30 @@ def test_definition_must_match_its_file_name(tmp_path):
     root = edited_copy(tmp_path, "datasets", "scrolls_gov_report_8k", "id: scrolls_gov_report_8k", "id: govreport")
     with pytest.raises(ConfigError, match=r"declares 'govreport' but the file is named 'scrolls_gov_report_8k'"):
         load_dataset("scrolls_gov_report_8k", root)
+
+
+def test_latest_ruleset_is_each_benchmarks_newest_round():
+    llama, rgat = load_benchmark("llama2_70b_lora", ROOT), load_benchmark("rgat", ROOT)
+    assert rules.resolve_ruleset("llama2_70b_lora", llama.rulesets, "latest") == "6.1.0"
+    assert rules.resolve_ruleset("rgat", rgat.rulesets, "latest") == "5.1.0"
+    assert rules.resolve_ruleset("rgat", rgat.rulesets, "5.0.0") == "5.0.0"
+    with pytest.raises(ConfigError, match=r"ruleset 6\.0\.0: benchmark 'rgat' is not part of this round"):
+        rules.resolve_ruleset("rgat", rgat.rulesets, "6.0.0")
+    target = rules.quality_target("rgat", "5.1.0")
+    assert (target.comparison, target.value) == (">=", 0.72) and rules.required_runs("rgat") == 10
+
+
+def test_benchmark_without_a_checkpoint_cannot_mount_or_use_one(tmp_path):
+    import yaml
+
+    (tmp_path / "config" / "benchmarks").mkdir(parents=True)
+    entry = yaml.safe_load((ROOT / "config/benchmarks/rgat.yaml").read_text())
+    entry["full"]["command"] = [*entry["full"]["command"], "--model_path", "{checkpoint}"]
+    (tmp_path / "config/benchmarks/rgat.yaml").write_text(yaml.safe_dump(entry))
+    with pytest.raises(ConfigError, match=r"full\.command uses unknown placeholder \{checkpoint\}"):
+        load_benchmark("rgat", tmp_path)
+    entry = yaml.safe_load((ROOT / "config/benchmarks/rgat.yaml").read_text())
+    entry["full"]["mounts"]["checkpoint"] = "/ckpt"
+    (tmp_path / "config/benchmarks/rgat.yaml").write_text(yaml.safe_dump(entry))
+    with pytest.raises(ConfigError, match=r"full\.mounts has \['checkpoint', 'data', 'results'\]; this benchmark needs exactly \['data', 'results'\]"):
+        load_benchmark("rgat", tmp_path)
