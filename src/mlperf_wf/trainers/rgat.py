@@ -100,10 +100,11 @@ def load_graph(data_dir: Path) -> Graph:
 def sample_in_neighbours(
     indptr: torch.Tensor, indices: torch.Tensor, nodes: torch.Tensor, k: int, generator: torch.Generator
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Up to ``k`` distinct in-neighbours of each node: (positions of ``nodes`` each edge belongs to, source ids).
+    """Up to ``k`` of each node's in-edges: (position in ``nodes`` of each sampled edge's node, its source id).
 
-    Nodes with at most ``k`` neighbours keep all of them; the others keep the ``k`` with the
-    smallest random keys, which is a uniform sample without replacement.
+    Nodes with at most ``k`` in-edges keep all of them; the others keep the ``k`` with the
+    smallest random keys, a uniform sample of their edges without replacement (a source
+    repeats only where the edge list itself repeats it, as cites' doubled self loops).
     """
     start = indptr[nodes]
     degree = indptr[nodes + 1] - start
