@@ -17,7 +17,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 from mlperf_logging.compliance_checker import mlp_parser
 
-from mlperf_wf.scoring import fast_mlperf_logging
+from mlperf_wf.scoring import eval_progress, fast_mlperf_logging
 
 COUNTED, DROPPED, OUTSIDE = "#3b75af", "#b0b0b0", "#e0e0e0"
 
@@ -79,8 +79,7 @@ def eval_curve(result_file: Path, ruleset: str) -> list[tuple[float, float]]:
     points = []
     for line in loglines:
         if line.key == "eval_accuracy":
-            metadata = line.value.get("metadata") or {}
-            x = metadata.get("samples_count", metadata.get("epoch_num"))
+            _, x = eval_progress(line.value.get("metadata") or {})
             if x is not None:
                 points.append((float(x), float(line.value["value"])))
     return points

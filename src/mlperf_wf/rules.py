@@ -49,6 +49,11 @@ def check_benchmark_in_ruleset(benchmark: str, ruleset: str) -> None:
         raise ConfigError(f"ruleset {ruleset}: benchmark {benchmark!r} is not part of this round; allowed: {', '.join(allowed)}")
 
 
+def newest_ruleset(rulesets: list[str]) -> str:
+    """The latest round of ``rulesets`` (versions compared numerically: 10.0.0 after 9.1.0)."""
+    return max(rulesets, key=lambda version: tuple(int(part) for part in version.split(".")))
+
+
 def resolve_ruleset(benchmark: str, rulesets: list[str], requested: str) -> str:
     """The ruleset a benchmark's runs are logged and checked under.
 
@@ -57,7 +62,7 @@ def resolve_ruleset(benchmark: str, rulesets: list[str], requested: str) -> str:
     and the benchmark must be part of it.
     """
     if requested == "latest":
-        return max(rulesets, key=lambda version: tuple(int(part) for part in version.split(".")))
+        return newest_ruleset(rulesets)
     check_benchmark_in_ruleset(benchmark, requested)
     return requested
 

@@ -169,6 +169,14 @@ class BenchmarkScore:
     reasons: list[str] = field(default_factory=list)
 
 
+def eval_progress(metadata: dict) -> tuple[str | None, float | None]:
+    """Where an evaluation happened: (samples_count, value) for the LLMs, (epoch_num, value) for rgat, else (None, None)."""
+    for key in ("samples_count", "epoch_num"):
+        if key in metadata:
+            return key, metadata[key]
+    return None, None
+
+
 def score_file(path: str, ruleset: str) -> RunScore:
     """Parse once; run the official compliance rules on the parsed lines; read start/stop and seed."""
     with fast_mlperf_logging():
@@ -192,8 +200,8 @@ def score_file(path: str, ruleset: str) -> RunScore:
         elif line.key == "seed" and seed is None:
             seed = line.value.get("value")
         elif line.key == "eval_accuracy" and stop is None:
-            progress_key = next((key for key in ("samples_count", "epoch_num") if key in metadata), None)
-            last_eval = (line.value.get("value"), metadata.get(progress_key) if progress_key else None)
+            progress_key, progress = eval_progress(metadata)
+            last_eval = (line.value.get("value"), progress)
     counts = compliant and not errors and start is not None and stop is not None
     return RunScore(
         file=path,

@@ -97,8 +97,9 @@ def wildcard_ruleset(wildcards):
 
 def package_ruleset():
     """Round of the submission package: the newest ruleset among the configured benchmarks."""
-    rulesets = [benchmark_ruleset(name) for name in config["benchmarks"]]
-    return max(rulesets, key=lambda version: tuple(map(int, version.split("."))))
+    return mlperf_rules.newest_ruleset(
+        [benchmark_ruleset(name) for name in config["benchmarks"]]
+    )
 
 
 def dataset_def(dataset_id):
@@ -264,8 +265,9 @@ def train_command(wildcards, input, output):
                 Path(sys.base_prefix),
                 Path(workflow.basedir).parent,
             ]
-            if launch.output_cache_dir():  # cached shards are links into it
-                host.append(launch.output_cache_dir())
+            cache = launch.output_cache_dir()
+            if cache:  # cached shards are links into it
+                host.append(cache)
             argv = launch.tiny_container(
                 args, settings, config["tiny_image"], Path.cwd(), host
             )
