@@ -85,7 +85,7 @@ def test_coo_to_csc_streams_in_chunks_and_keeps_input_order(tmp_path, monkeypatc
     src, dst = rng.integers(0, 50, 1000), rng.integers(0, 40, 1000)
     monkeypatch.setattr(prep, "CHUNK_ROWS", 64)  # many chunks: the scatter must carry its fill pointers across them
     chunks = [(src[i : i + 64], dst[i : i + 64]) for i in range(0, 1000, 64)]
-    indptr, indices = prep.coo_to_csc(lambda: iter(chunks), 40, prep.Checkpoint(tmp_path / "scratch", {"data": 1}))
+    indptr, indices = prep.coo_to_csc(lambda skip: iter(chunks[skip:]), 40, prep.Checkpoint(tmp_path / "scratch", {"data": 1}))
     expected = _reference_csc(src, dst, 40)
     assert indptr.tolist() == np.cumsum([0] + [len(b) for b in expected]).tolist()
     assert [indices[indptr[d] : indptr[d + 1]].tolist() for d in range(40)] == expected
@@ -93,7 +93,7 @@ def test_coo_to_csc_streams_in_chunks_and_keeps_input_order(tmp_path, monkeypatc
 
 def test_coo_to_csc_rejects_an_out_of_range_destination(tmp_path):
     with pytest.raises(WorkflowError, match="out of range"):
-        prep.coo_to_csc(lambda: iter([(np.array([0]), np.array([7]))]), 5, prep.Checkpoint(tmp_path / "scratch", {"data": 1}))
+        prep.coo_to_csc(lambda skip: iter([(np.array([0]), np.array([7]))][skip:]), 5, prep.Checkpoint(tmp_path / "scratch", {"data": 1}))
 
 
 class Killed(Exception):
@@ -107,9 +107,9 @@ def test_a_killed_csc_conversion_resumes_at_its_last_checkpoint(tmp_path, monkey
     monkeypatch.setattr(prep, "CHECKPOINT_EVERY", 8)
     passes = []
 
-    def dying():  # the scatter pass dies in chunk 21
-        passes.append(1)
-        for number, chunk in enumerate(chunks, start=1):
+    def dying(skip):  # the scatter pass dies in chunk 21
+        passes.append(skip)
+        for number, chunk in enumerate(chunks[skip:], start=skip + 1):
             if len(passes) == 2 and number == 21:
                 raise Killed
             yield chunk
@@ -119,15 +119,45 @@ def test_a_killed_csc_conversion_resumes_at_its_last_checkpoint(tmp_path, monkey
     resumed = prep.Checkpoint(tmp_path / "scratch", {"data": 1})
     assert resumed.get("degrees_done") == 1 and resumed.get("chunks_scattered") == 16
 
-    def poisoned():  # what was scattered before the checkpoint must not be read again: garbage there proves it
+    def poisoned(skip):  # chunks scattered before the checkpoint must not be asked for again: garbage there proves it
         for number, (s_chunk, d_chunk) in enumerate(chunks, start=1):
-            yield (np.full_like(s_chunk, 999), d_chunk) if number <= 16 else (s_chunk, d_chunk)
+            if number > skip:
+                yield (np.full_like(s_chunk, 999), d_chunk) if number <= 16 else (s_chunk, d_chunk)
 
     indptr, indices = prep.coo_to_csc(poisoned, 20, resumed)
     expected = _reference_csc(src, dst, 20)
     assert [indices[indptr[d] : indptr[d + 1]].tolist() for d in range(20)] == expected
     # data changed since the checkpoint: start afresh instead of mixing
     assert prep.Checkpoint(tmp_path / "scratch", {"data": 2}).get("chunks_scattered") == 0
+
+
+def test_edge_chunks_after_a_checkpoint_leave_the_skipped_blocks_unread(small_graph, monkeypatch):
+    processed = small_graph / igbh.ROOT
+    monkeypatch.setattr(prep, "CHUNK_ROWS", 500)  # cites: 8 blocks x 2 directions, then 2 x 2 self-loop chunks
+    cites = prep._relation("tiny", "paper__cites__paper")
+    everything = list(prep._chunks(cites, processed, SMALL.papers))
+    assert len(everything) == 20
+    real_edges = prep._edges
+    blocks_read: list[int] = []
+
+    class Watched:
+        def __init__(self, array: np.ndarray) -> None:
+            self.array = array
+
+        def __len__(self) -> int:
+            return len(self.array)
+
+        def __getitem__(self, rows: slice) -> np.ndarray:
+            blocks_read.append(rows.start)
+            return self.array[rows]
+
+    monkeypatch.setattr(prep, "_edges", lambda folder, name: Watched(real_edges(folder, name)))
+    for skip in (0, 3, 4, 17):
+        blocks_read.clear()
+        tail = list(prep._chunks(cites, processed, SMALL.papers, skip))
+        assert len(tail) == 20 - skip
+        assert all(np.array_equal(x, y) for got, want in zip(tail, everything[skip:], strict=True) for x, y in zip(got, want, strict=True))
+        assert blocks_read == [start for start in range(0, 8 * 500, 500) if start >= skip // 2 * 500]
 
 
 def test_a_killed_fp16_cast_resumes_after_its_last_saved_row(tmp_path, monkeypatch):

@@ -157,26 +157,35 @@ def _edges(processed: Path, folder: str) -> np.ndarray:
     return edges
 
 
-def _chunks(relation: Relation, processed: Path, n_dst: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-    """(src, dst) chunks of the relation's COO edges, after the reference's transformations."""
+def _chunks(relation: Relation, processed: Path, n_dst: int, skip: int = 0) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """(src, dst) chunks of the relation's COO edges, after the reference's transformations.
+
+    The first ``skip`` chunks are left out, and a block of the edge file that holds only
+    skipped chunks is not read: a resumed scatter does not read again what it had placed.
+    """
     edges = _edges(processed, relation.source_file)
+    per_block = 2 if relation.symmetric_with_self_loops else 1
+    number = 0  # chunks up to and including the current block
     for start in range(0, len(edges), CHUNK_ROWS):
+        number += per_block
+        if number <= skip:
+            continue
         block = np.asarray(edges[start : start + CHUNK_ROWS])
         a, b = block[:, 0], block[:, 1]
         if relation.symmetric_with_self_loops:
             keep = a != b
-            a, b = a[keep], b[keep]
-            yield b, a
-            yield a, b
-        elif relation.reverse:
-            yield b, a
+            pieces = [(b[keep], a[keep]), (a[keep], b[keep])]
         else:
-            yield a, b
+            pieces = [(b, a)] if relation.reverse else [(a, b)]
+        yield from pieces[max(0, skip - (number - per_block)) :]
     if relation.symmetric_with_self_loops:
         for start in range(0, n_dst, CHUNK_ROWS):
+            number += 2
+            if number <= skip:
+                continue
             loops = np.arange(start, min(start + CHUNK_ROWS, n_dst), dtype=np.int64)
-            yield loops, loops  # once per direction, as the reference concatenates both
-            yield loops, loops
+            # once per direction, as the reference concatenates both
+            yield from [(loops, loops), (loops, loops)][max(0, skip - (number - 2)) :]
 
 
 class Checkpoint:
@@ -230,19 +239,20 @@ def _save_array(path: Path, array: np.ndarray) -> None:
     partial.replace(path)
 
 
-def coo_to_csc(chunks: Callable[[], Iterable[tuple[np.ndarray, np.ndarray]]], n_dst: int, scratch: Checkpoint) -> tuple[np.ndarray, np.ndarray]:
+def coo_to_csc(chunks: Callable[[int], Iterable[tuple[np.ndarray, np.ndarray]]], n_dst: int, scratch: Checkpoint) -> tuple[np.ndarray, np.ndarray]:
     """CSC (indptr over destinations, indices = sources) of streamed COO ``(src, dst)`` chunks.
 
-    Two passes over ``chunks()``: in-degrees, then a counting-sort scatter into a memory-mapped
-    ``indices`` file in the scratch folder. Within one destination, sources keep their input
-    order. Both passes checkpoint; a rerun after a kill skips the chunks already scattered.
+    Two passes over ``chunks(skip)`` (the chunks after the first ``skip``): in-degrees, then a
+    counting-sort scatter into a memory-mapped ``indices`` file in the scratch folder. Within one
+    destination, sources keep their input order. Both passes checkpoint; a rerun after a kill
+    asks only for the chunks not yet scattered.
     """
     degree_file = scratch.folder / "degree.npy"
     if scratch.get("degrees_done") and degree_file.is_file():
         degree = np.load(degree_file)
     else:
         degree = np.zeros(n_dst, dtype=np.int64)
-        for _src, dst in chunks():
+        for _src, dst in chunks(0):
             if len(dst) and (dst.min() < 0 or dst.max() >= n_dst):
                 raise WorkflowError(f"{scratch.folder.name}: destination id out of range [0, {n_dst})")
             degree += np.bincount(dst, minlength=n_dst)
@@ -259,10 +269,8 @@ def coo_to_csc(chunks: Callable[[], Iterable[tuple[np.ndarray, np.ndarray]]], n_
         resume_at = 0
         indices = np.lib.format.open_memmap(indices_file, mode="w+", dtype=np.int64, shape=(int(indptr[-1]),))
         fill = indptr[:-1].copy()
-    chunk_number = 0
-    for chunk_number, (src, dst) in enumerate(chunks(), start=1):
-        if chunk_number <= resume_at:
-            continue
+    chunk_number = resume_at
+    for chunk_number, (src, dst) in enumerate(chunks(resume_at), start=resume_at + 1):
         order = np.argsort(dst, kind="stable")
         dst_sorted = dst[order]
         uniq, start, count = np.unique(dst_sorted, return_index=True, return_counts=True)
@@ -293,7 +301,7 @@ def _prepare_csc(relation: Relation, processed: Path, out_dir: Path) -> dict:
     n_src = node_count(processed, relation.src)
     source = processed / relation.source_file / "edge_index.npy"
     scratch = Checkpoint(scratch_for(out_dir), _source_identity(source))
-    indptr, indices = coo_to_csc(lambda: _chunks(relation, processed, n_dst), n_dst, scratch)
+    indptr, indices = coo_to_csc(lambda skip: _chunks(relation, processed, n_dst, skip), n_dst, scratch)
     if len(indices) and int(indices.max()) >= n_src:
         raise WorkflowError(f"{relation.source_file}: source id {int(indices.max())} is out of range for {n_src} {relation.src} nodes")
     _torch_save_array(indptr, out_dir / "indptr.pt")
