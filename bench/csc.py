@@ -6,7 +6,7 @@ destinations is written once; then, in fresh processes, alternately REPEAT times
 - baseline ("in memory"): ``np.load`` the whole array, a stable ``argsort`` of the
   destinations, ``indices = src[order]``, ``indptr`` from ``bincount`` (what a
   straightforward converter does, and what compress_graph.py's torch path amounts to);
-- ours: ``mlperf_wf.preprocess.rgat.coo_to_csc`` over memory-mapped chunks with checkpoints.
+- ours: ``mlperf_wf.benchmarks.rgat.prepare.coo_to_csc`` over memory-mapped chunks with checkpoints.
 
 Each child reports its wall time and its peak anonymous memory (``VmHWM`` minus the
 file-backed pages it maps is not tracked by Linux, so the child samples ``RssAnon``
@@ -50,7 +50,7 @@ if mode == "baseline":
     indptr = np.zeros(nodes + 1, dtype=np.int64)
     np.cumsum(np.bincount(dst, minlength=nodes), out=indptr[1:])
 else:
-    from mlperf_wf.preprocess import rgat
+    from mlperf_wf.benchmarks.rgat import prepare as rgat
     edges = np.load(edges_file, mmap_mode="r")
     def chunks():
         for start in range(0, len(edges), rgat.CHUNK_ROWS):

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from mlperf_logging import benchmark_meta
 
-from mlperf_wf import rules
+from mlperf_wf import mlperf_rules as rules
 from mlperf_wf.errors import ConfigError
 from mlperf_wf.registry import load_benchmark, load_dataset
 

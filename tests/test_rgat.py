@@ -9,11 +9,11 @@ import pytest
 import torch
 
 from mlperf_wf import prepare
-from mlperf_wf.errors import WorkflowError
-from mlperf_wf.preprocess import rgat as prep
+from mlperf_wf.errors import UserError
+from mlperf_wf.benchmarks.rgat import prepare as prep
 from mlperf_wf.registry import load_dataset
-from mlperf_wf.tiny import igbh
-from mlperf_wf.trainers import rgat as trainer
+from mlperf_wf.benchmarks.rgat import igbh
+from mlperf_wf.benchmarks.rgat import trainer
 
 ROOT = Path(__file__).resolve().parents[1]
 SMALL = igbh.GraphShape(papers=600, authors=300, institutes=10, fos=16, classes=4, feature_dim=8)
@@ -92,7 +92,7 @@ def test_coo_to_csc_streams_in_chunks_and_keeps_input_order(tmp_path, monkeypatc
 
 
 def test_coo_to_csc_rejects_an_out_of_range_destination(tmp_path):
-    with pytest.raises(WorkflowError, match="out of range"):
+    with pytest.raises(UserError, match="out of range"):
         prep.coo_to_csc(lambda skip: iter([(np.array([0]), np.array([7]))][skip:]), 5, prep.Checkpoint(tmp_path / "scratch", {"data": 1}))
 
 
@@ -221,7 +221,7 @@ def test_raw_igbh_full_arrays_are_read_without_a_header(tmp_path):
     loaded = prep.load_array(raw, "float32", prep.FEATURE_DIM_RAW)
     assert loaded.shape == (3, prep.FEATURE_DIM_RAW) and loaded[2, 0] == 2 * prep.FEATURE_DIM_RAW
     np.arange(10, dtype=np.float32).tofile(raw)
-    with pytest.raises(WorkflowError, match="not a whole number"):
+    with pytest.raises(UserError, match="not a whole number"):
         prep.load_array(raw, "float32", prep.FEATURE_DIM_RAW)
 
 
@@ -236,7 +236,7 @@ def test_full_scale_shards_cover_every_published_relation_and_node_type():
 def test_assemble_links_are_relative_and_refuse_missing_shard_files(prepared, tmp_path):
     link = prepared / prep.ROOT / "CSC/paper__cites__paper/indptr.pt"
     assert link.is_symlink() and not Path(link.readlink()).is_absolute()
-    with pytest.raises(WorkflowError, match="shards lack"):
+    with pytest.raises(UserError, match="shards lack"):
         prepare.assemble({"x.pt": "nowhere/x.pt"}, prepared.parent / "shards", tmp_path / "tree")
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from mlperf_wf.preprocess import rgat as prep
+from mlperf_wf.benchmarks.rgat import prepare as prep
 from tests.test_workflow import job_counts, new_workdir, output_cache, snakemake, snakemake_argv, snakemake_env
 
 __all__ = ["output_cache"]  # the shared-cache fixture, used here too

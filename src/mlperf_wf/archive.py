@@ -9,14 +9,13 @@ line of defence.
 
 from __future__ import annotations
 
-import os
 import tarfile
 from pathlib import Path, PurePosixPath
 
-from mlperf_wf.errors import WorkflowError
+from mlperf_wf.errors import UserError
 
 
-class UnsafeArchiveError(WorkflowError):
+class UnsafeArchiveError(UserError):
     """An archive member would write outside the destination or is not a plain file, folder or inner link."""
 
 
@@ -61,7 +60,3 @@ def safe_extract(archive: Path, dest: Path) -> list[str]:
         tar.extractall(dest, members=members, filter="data")
     return [m.name for m in members]
 
-
-def is_archive(path: Path) -> bool:
-    """Whether ``path`` is a tar archive (any compression tarfile reads)."""
-    return path.is_file() and os.path.getsize(path) > 0 and tarfile.is_tarfile(path)

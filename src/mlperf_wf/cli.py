@@ -8,15 +8,14 @@ code without Snakemake. Errors the user can act on print as one line
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import logging
 import sys
-from dataclasses import asdict, fields
+from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from mlperf_wf.errors import ConfigError, WorkflowError
+from mlperf_wf.errors import ConfigError, UserError
 from mlperf_wf.verify import STAMPS_NAME
 
 if TYPE_CHECKING:
@@ -47,7 +46,7 @@ def cmd_download(dataset: str | None, dest: Path, uri: str | None, md5: str | No
     else:
         definition = load_dataset(dataset) if dataset else None
         if definition and definition.source.protocol == "external" and not uri:
-            raise WorkflowError(f"{dataset} is not on MLCommons R2 and is not downloaded by the workflow: {definition.source.instructions}")
+            raise UserError(f"{dataset} is not on MLCommons R2 and is not downloaded by the workflow: {definition.source.instructions}")
         if definition is None and not uri:
             raise ConfigError("download: give --dataset (a registry id), --uri (an R2 .uri URL) or --url-list FILE")
         uri_url = uri or definition.source.uri
@@ -68,22 +67,28 @@ def cmd_verify(folder: Path, manifest: Path | None, out: Path | None, stamps: Pa
     log.info("%s: %d files, %d bytes verified, %d bytes read", folder.name, len(record.files), record.total_bytes, record.bytes_hashed)
 
 
+def _role_folders(items: list[str], allowed: dict[str, str], flag: str = "--input") -> dict[str, Path]:
+    """``ROLE=FOLDER`` arguments as a mapping; each role must be one the stage reads."""
+    named = {}
+    for item in items:
+        role, sep, folder = item.partition("=")
+        if not sep or role not in allowed:
+            raise ConfigError(f"{flag} {item!r}: expected ROLE=FOLDER with ROLE one of {sorted(allowed)}")
+        named[role] = Path(folder)
+    return named
+
+
 def cmd_preprocess(benchmark: str, scale: str, shard: str, inputs: list[str], out: Path) -> None:
     """Write one shard of the benchmark's prepared data from ``role=folder`` inputs."""
     from mlperf_wf import prepare
     from mlperf_wf.registry import load_benchmark
 
     bench = load_benchmark(benchmark)
-    known = prepare.shard_names(bench.preprocess, scale)
+    known = prepare.shard_names(bench, scale)
     if shard not in known:
         raise ConfigError(f"--shard {shard!r}: {benchmark} at scale {scale} has shards {', '.join(known)}")
-    named = {}
-    for item in inputs:
-        role, sep, folder = item.partition("=")
-        if not sep or role not in bench.datasets:
-            raise ConfigError(f"--input {item!r}: expected ROLE=FOLDER with ROLE one of {sorted(bench.datasets)}")
-        named[role] = Path(folder)
-    summary = prepare.module(bench.preprocess).prepare_shard(shard, named, out, scale)
+    named = _role_folders(inputs, bench.roles_for("prepare"))
+    summary = prepare.module(bench).prepare_shard(shard, named, out, scale)
     log.info("%s shard %s prepared: %s", benchmark, shard, json.dumps(summary))
 
 
@@ -93,7 +98,7 @@ def cmd_assemble(benchmark: str, scale: str, shards: Path, out: Path) -> None:
     from mlperf_wf.registry import load_benchmark
 
     bench = load_benchmark(benchmark)
-    links = prepare.assemble(prepare.module(bench.preprocess).layout(scale), shards, out)
+    links = prepare.assemble(prepare.module(bench).layout(scale), shards, out)
     log.info("%s: %d files linked into %s", benchmark, links, out)
 
 
@@ -102,38 +107,56 @@ def cmd_train(
     run: int,
     seed: int,
     data: Path,
-    checkpoint: Path | None,
+    inputs: list[str],
     result: Path,
     ruleset: str,
     submission: Submission,
     threads: int,
+    overrides: str | None,
 ) -> None:
     """One tiny-scale training run of ``benchmark``, logging to ``result``."""
-    from mlperf_wf import rules
-    from mlperf_wf.registry import load_benchmark
+    import platform
+
+    from mlperf_wf import hyperparameters, mlperf_rules
+    from mlperf_wf.harness import RunSpec, TinyRun
+    from mlperf_wf.registry import benchmark_module, load_benchmark
 
     bench = load_benchmark(benchmark)
-    trainer = importlib.import_module(bench.trainer)
-    known = {f.name for f in fields(trainer.Hyperparameters)}
-    unknown = sorted(set(bench.tiny) - known)
-    if unknown:
-        raise ConfigError(f"config/benchmarks/{benchmark}.yaml: tiny: unknown keys {unknown}; allowed: {sorted(known)}")
-    hp = trainer.Hyperparameters(**{**bench.tiny, "threads": threads})
-    target = rules.quality_target(bench.submission_benchmark, ruleset, submission.division)
-    spec = trainer.RunSpec(
+    try:
+        changes = json.loads(overrides) if overrides else {}
+    except json.JSONDecodeError as err:
+        raise ConfigError(f"--hyperparameters {overrides!r}: not JSON ({err.msg})") from None
+    hp = hyperparameters.resolve(bench, changes, source="--hyperparameters")
+    target = mlperf_rules.quality_target(bench.submission_benchmark, ruleset, submission.division)
+    spec = RunSpec(
+        benchmark=benchmark,
+        submission_benchmark=bench.submission_benchmark,
         data_dir=data,
-        checkpoint_dir=checkpoint,
         result_file=result,
         seed=seed,
         target=target.value,
+        ruleset=ruleset,
         submission=submission,
-        config_filename=f"config/benchmarks/{benchmark}.yaml",
+        config_filename=f"mlperf_wf/benchmarks/{benchmark}/hyperparameters.py",
+        inputs=_role_folders(inputs, bench.roles_for("train")),
+        threads=threads,
     )
-    import platform
-
     log.info("run %d on host %s", run, platform.node())
-    summary = trainer.train(spec, hp)
+    with TinyRun(spec, hp) as tiny_run:
+        summary = benchmark_module(bench, "trainer").train(tiny_run, hp)
     log.info("run %d (seed %d): %s", run, seed, json.dumps({k: v for k, v in summary.items() if k != "history"}))
+
+
+def cmd_check(import_modules: bool) -> int:
+    """Validate every benchmark and dataset definition; print each problem on one line."""
+    from mlperf_wf import registry
+
+    problems = registry.check_all(import_modules=import_modules)
+    for problem in problems:
+        print(f"mlperf-wf: error: {problem}", file=sys.stderr)
+    if not problems:
+        print(f"{len(registry.benchmark_names())} benchmarks and {len(registry.dataset_ids())} datasets: definitions valid")
+    return 2 if problems else 0
 
 
 def cmd_compliance(result: Path, ruleset: str, out: Path) -> None:
@@ -144,7 +167,7 @@ def cmd_compliance(result: Path, ruleset: str, out: Path) -> None:
     compliance_mod.write(verdict, out)
     if verdict.verdict == "failed":
         detail = "; ".join(verdict.messages[:3]) or f"checker exit code {verdict.returncode}"
-        raise WorkflowError(f"{result}: compliance check ({ruleset}) FAILED: {detail}")
+        raise UserError(f"{result}: compliance check ({ruleset}) FAILED: {detail}")
     log.info("%s: %s", result, verdict.verdict)
 
 
@@ -154,7 +177,7 @@ def cmd_report(
     """Write the time-to-train report of ``benchmark`` from its runs (``--result`` i is run i)."""
     from mlperf_wf import compliance as compliance_mod
     from mlperf_wf import report as report_mod
-    from mlperf_wf import rules
+    from mlperf_wf import mlperf_rules as rules
     from mlperf_wf.registry import load_benchmark
 
     if len(results) != len(verdicts):
@@ -196,7 +219,6 @@ def cmd_summary(reports: list[Path], package_check: Path | None, csv_out: Path, 
 def cmd_package(reports: list[Path], org: str, system: str, ruleset: str, out: Path, check_out: Path) -> int:
     """Build the submission package from the reports' scored runs and run the official checkers on it."""
     from mlperf_wf import package
-    from mlperf_wf.registry import load_benchmark
 
     description = package.load_system(system)
     everything = [json.loads(path.read_text()) for path in reports]
@@ -209,8 +231,8 @@ def cmd_package(reports: list[Path], org: str, system: str, ruleset: str, out: P
     if len(divisions) != 1:
         raise ConfigError(f"reports mix divisions {sorted(divisions)}; a package has one division")
     runs = {r["submission_benchmark"]: [Path(run["result_file"]) for run in r["runs"] if run["in_scored_window"]] for r in loaded}
-    trainers = {r["submission_benchmark"]: load_benchmark(r["benchmark"]).trainer for r in loaded}
-    org_dir = package.build(out, org, divisions.pop(), system, description, runs, trainers)
+    made_by = {r["submission_benchmark"]: package.implementation_of(r) for r in loaded}
+    org_dir = package.build(out, org, divisions.pop(), system, description, runs, made_by)
     verdict = package.check(org_dir, ruleset, out / "checker_logs")
     not_valid = [f"{r['benchmark']}: {reason}" for r in loaded for reason in r["valid_submission_reasons"]]
     verdict["valid_for_submission"] = verdict["passed"] and not not_valid
@@ -234,22 +256,21 @@ def cmd_extract(archive: Path, dest: Path) -> None:
     log.info("%s: %d members extracted into %s", archive.name, len(names), dest)
 
 
-def cmd_provenance(out: Path, launcher: str, image: str | None, command: str) -> None:
+def cmd_provenance(out: Path, scale: str, launcher: str, image: str | None, command: str) -> None:
     """Write what a run was made with next to its log."""
     from mlperf_wf import provenance
 
-    provenance.write(out, provenance.collect(launcher, image or None, command, Path(__file__).resolve().parents[2]))
+    provenance.write(out, provenance.collect(scale, launcher, image or None, command, Path(__file__).resolve().parents[2]))
 
 
-def cmd_require_pinned(benchmark: str) -> None:
+def cmd_require_pinned(benchmark: str, image: str) -> None:
     """Refuse a full-scale launch whose container image is not pinned by digest."""
-    from mlperf_wf.registry import load_benchmark
+    import re
 
-    container = load_benchmark(benchmark).full.container
-    if not container.digest or not container.digest.startswith("sha256:"):
+    if not re.search(r"@sha256:[0-9a-f]{64}$", image):
         raise ConfigError(
-            f"config/benchmarks/{benchmark}.yaml: full.container.digest is {container.digest!r}; "
-            f"pin {container.image} to its sha256 digest (docker inspect --format '{{{{index .RepoDigests 0}}}}' {container.image})"
+            f"{benchmark}: the container image {image!r} is not pinned; after pushing it, set its sha256 digest in the workflow config "
+            f"(full_container: {{{benchmark}: {{digest: 'sha256:...'}}}}; docker inspect --format '{{{{index .RepoDigests 0}}}}' IMAGE shows it)"
         )
 
 
@@ -257,7 +278,7 @@ def cmd_score(path: Path, ruleset: str, json_out: Path | None, csv_out: Path | N
     """Score every (system, benchmark) under ``path``; exit 1 when any result is invalid."""
     import pandas as pd
 
-    from mlperf_wf import rules, scoring
+    from mlperf_wf import mlperf_rules as rules, scoring
 
     rules.allowed_benchmarks(ruleset)
     scores = scoring.score_paths(path, ruleset, jobs=jobs, rcp_bypass=rcp_bypass)
@@ -319,8 +340,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--benchmark", required=True)
     p.add_argument("--run-index", type=int, required=True, dest="run", help="index of the run (its seed is chosen by the caller)")
     p.add_argument("--seed", type=int, required=True)
-    p.add_argument("--data", type=Path, required=True)
-    p.add_argument("--checkpoint", type=Path, help="pretrained checkpoint, for benchmarks that fine-tune one")
+    p.add_argument("--data", type=Path, required=True, help="the prepared dataset tree")
+    p.add_argument("--input", action="append", default=[], help="ROLE=FOLDER, one per input role the runs read (e.g. checkpoint)")
     p.add_argument("--result", type=Path, required=True)
     p.add_argument("--ruleset", required=True)
     p.add_argument("--org", required=True)
@@ -328,6 +349,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--division", choices=["closed", "open"], required=True)
     p.add_argument("--status", required=True)
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--hyperparameters", help="JSON object of overrides of the benchmark's tiny hyperparameters")
+
+    p = sub.add_parser("check", help="validate every benchmark and dataset definition (one line per problem)")
+    p.add_argument("--import-modules", action="store_true", help="also import every benchmark and generator module (slow: torch)")
 
     p = sub.add_parser("plot", help="figures of one benchmark's report")
     p.add_argument("report", type=Path)
@@ -353,12 +378,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("provenance", help="record what a run was made with (backend, image, host, GPUs, git commit, versions)")
     p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--scale", choices=["tiny", "full"], required=True)
     p.add_argument("--launcher", required=True)
     p.add_argument("--image", default="")
     p.add_argument("--command", default="", dest="command_line", help="the run's command line")
 
-    p = sub.add_parser("require-pinned", help="fail unless the benchmark's container image is pinned by digest")
+    p = sub.add_parser("require-pinned", help="fail unless the run's container image is pinned by digest")
     p.add_argument("--benchmark", required=True)
+    p.add_argument("--image", required=True, help="the image reference the run uses (name@sha256:...)")
 
     p = sub.add_parser("compliance", help="official compliance check of one result file")
     p.add_argument("result", type=Path)
@@ -407,7 +434,9 @@ def main(argv: list[str] | None = None) -> int:
             from mlperf_wf.mllog_utils import Submission
 
             submission = Submission(org=args.org, platform=args.platform, division=args.division, status=args.status)
-            cmd_train(args.benchmark, args.run, args.seed, args.data, args.checkpoint, args.result, args.ruleset, submission, args.threads)
+            cmd_train(args.benchmark, args.run, args.seed, args.data, args.input, args.result, args.ruleset, submission, args.threads, args.hyperparameters)
+        elif args.command == "check":
+            return cmd_check(args.import_modules)
         elif args.command == "plot":
             cmd_plot(args.report, args.out_dir)
         elif args.command == "summary":
@@ -417,16 +446,16 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "extract":
             cmd_extract(args.archive, args.dest)
         elif args.command == "provenance":
-            cmd_provenance(args.out, args.launcher, args.image, args.command_line)
+            cmd_provenance(args.out, args.scale, args.launcher, args.image, args.command_line)
         elif args.command == "require-pinned":
-            cmd_require_pinned(args.benchmark)
+            cmd_require_pinned(args.benchmark, args.image)
         elif args.command == "compliance":
             cmd_compliance(args.result, args.ruleset, args.out)
         elif args.command == "score":
             return cmd_score(args.path, args.ruleset, args.json_out, args.csv_out, args.jobs, args.rcp_bypass)
         elif args.command == "report":
             cmd_report(args.benchmark, args.ruleset, args.division, args.scale, args.platform, args.result, args.compliance, args.provenance, args.out)
-    except WorkflowError as err:
+    except UserError as err:
         print(f"mlperf-wf: error: {err}", file=sys.stderr)
         return 2
     return 0

@@ -20,9 +20,6 @@ from pathlib import Path
 
 from mlperf_logging.compliance_checker import mlp_parser
 
-VERDICTS = ("passed", "non_converged", "failed")
-
-
 @dataclass
 class ComplianceResult:
     """The checker's verdict on one result file."""
@@ -30,13 +27,10 @@ class ComplianceResult:
     result_file: str
     ruleset: str
     verdict: str
+    """passed, non_converged (compliant, target not reached) or failed."""
     returncode: int
     messages: list[str]
     checker: str
-
-    @property
-    def counts_for_scoring(self) -> bool:
-        return self.verdict != "failed"
 
 
 def run_stop_status(result_file: Path, ruleset: str) -> str | None:

@@ -8,8 +8,8 @@ The train rule runs one command per run; which command is chosen by the
   full scale, the reference command on the host (for a node that already has
   the reference's software).
 - ``docker``: ``docker run --gpus all --ipc=host`` of the pinned image, with the
-  data (read-only), checkpoint (read-only) and result folder mounted, and the
-  named environment variables passed through. One node.
+  prepared data and every input role the runs read mounted read-only, the result
+  folder read-write, and the named environment variables passed through. One node.
 - ``apptainer``: ``apptainer exec --nv`` of ``docker://image@digest``, the same
   mounts as ``--bind``. One node.
 - ``pyxis``: ``srun`` with ``--container-image``/``--container-mounts``/
@@ -42,12 +42,12 @@ MASTER_PORT = 29500
 class RunPaths:
     """Host paths one run reads and writes."""
 
-    data: Path
+    prepared: Path
     """Prepared dataset tree (``resources/<scale>/prepared/<benchmark>/dataset``: links into ``../shards``)."""
-    checkpoint_dir: Path | None
-    """Model checkpoint folder, for benchmarks that start from one."""
     result_file: Path
     """The run's mllog result file."""
+    inputs: dict[str, Path] = field(default_factory=dict)
+    """Input role -> dataset folder, for every role the benchmark's runs read (``used_by: [train]``)."""
     output_cache: Path | None = None
     """Snakemake's output cache, where cached shards really live (their folders link there)."""
 
@@ -74,8 +74,6 @@ class Launch:
     """Host environment variables passed into the container by name (values never appear on the command line)."""
     tiny_processes: int = 1
     """Processes of a tiny run (torchrun with gloo when > 1)."""
-    extra_mounts: tuple[tuple[str, str], ...] = field(default_factory=tuple)
-    """Additional (host, container) read-only mounts, e.g. the project and its venv for a tiny run in a container."""
 
 
 def tiny_command(train_args: list[str], launch: Launch) -> list[str]:
@@ -96,13 +94,13 @@ def tiny_container(train_args: list[str], launch: Launch, image: str, workdir: P
 
 
 def reference_command(bench: BenchmarkDef, run: int, seed: int, paths: RunPaths, launch: Launch, where: dict[str, str] | None = None) -> list[str]:
-    """The reference command for one run; ``where`` maps data/checkpoint/results to paths (default: the container mounts)."""
-    mounts = where or {**bench.full.mounts, "data": f"{bench.full.mounts['data']}/{paths.data.name}"}
+    """The reference command for one run; ``where`` maps prepared/results/each run role to paths (default: the container mounts)."""
+    mounts = where or {**bench.full.mounts, "prepared": f"{bench.full.mounts['prepared']}/{paths.prepared.name}"}
     values = {
+        **{role: mounts[role] for role in bench.roles_for("train")},
         "seed": str(seed),
         "run": str(run),
-        "data": mounts["data"],
-        "checkpoint": mounts.get("checkpoint", ""),
+        "prepared": mounts["prepared"],
         "results": mounts["results"],
         "result_file": f"{mounts['results']}/{paths.result_file.name}",
         "nodes": str(launch.nodes),
@@ -141,13 +139,16 @@ def _container_env(bench: BenchmarkDef, paths: RunPaths, seed: int) -> dict[str,
 
 
 def _mounts(bench: BenchmarkDef, paths: RunPaths) -> list[tuple[str, str, str]]:
-    """Read-only data (the whole prepared folder, so the dataset tree's relative links into
-    ``shards/`` resolve), checkpoint, the result folder, and the output cache at its own path
-    (cached shards are links into it)."""
+    """Read-only prepared data (the whole prepared folder, so the dataset tree's relative links into
+    ``shards/`` resolve), every input role the runs read (read-only), the result folder, and the
+    output cache at its own path (cached shards are links into it)."""
     mounts = bench.full.mounts
-    chosen = [(str(paths.data.parent.resolve()), mounts["data"], "ro")]
-    if paths.checkpoint_dir is not None:
-        chosen.append((str(paths.checkpoint_dir.resolve()), mounts["checkpoint"], "ro"))
+    missing = sorted(set(bench.roles_for("train")) - set(paths.inputs))
+    if missing:
+        raise ConfigError(f"{bench.name}: the run needs the folders of input roles {missing}")
+    chosen = [(str(paths.prepared.parent.resolve()), mounts["prepared"], "ro")]
+    for role in bench.roles_for("train"):
+        chosen.append((str(paths.inputs[role].resolve()), mounts[role], "ro"))
     chosen.append((str(paths.result_file.parent.resolve()), mounts["results"], "rw"))
     if paths.output_cache is not None:
         cache = str(paths.output_cache.resolve())
@@ -219,8 +220,8 @@ def pyxis_script(
     return "; ".join(lines)
 
 
-def full_scale(bench: BenchmarkDef, run: int, seed: int, paths: RunPaths, launch: Launch) -> str:
-    """The shell command of one full-scale run with the chosen backend."""
+def full_scale(bench: BenchmarkDef, run: int, seed: int, paths: RunPaths, launch: Launch, image: str | None = None) -> str:
+    """The shell command of one full-scale run with the chosen backend (``image``: default the definition's)."""
     if launch.launcher not in LAUNCHERS:
         raise ConfigError(f"launcher is {launch.launcher!r}; allowed: {', '.join(LAUNCHERS)}")
     if launch.nodes > 1 and not bench.full.multi_node_args:
@@ -230,7 +231,7 @@ def full_scale(bench: BenchmarkDef, run: int, seed: int, paths: RunPaths, launch
     command = reference_command(bench, run, seed, paths, launch)
     env = _container_env(bench, paths, seed)
     mounts = _mounts(bench, paths)
-    image = bench.full.container.reference
+    image = image or bench.full.container.reference
     if launch.launcher == "docker":
         return shell_join(docker_argv(image, bench.full.workdir, mounts, env, launch.env_passthrough, command, gpus=True))
     if launch.launcher == "apptainer":
@@ -238,9 +239,8 @@ def full_scale(bench: BenchmarkDef, run: int, seed: int, paths: RunPaths, launch
     if launch.launcher == "pyxis":
         return pyxis_script(bench, image, mounts, env, launch.env_passthrough, command, launch)
     # local: the reference command on this host (its software installed there), with host paths
-    host = {"data": str(paths.data.resolve()), "results": str(paths.result_file.parent.resolve())}
-    if paths.checkpoint_dir is not None:
-        host["checkpoint"] = str(paths.checkpoint_dir.resolve())
+    host = {"prepared": str(paths.prepared.resolve()), "results": str(paths.result_file.parent.resolve())}
+    host.update({role: str(paths.inputs[role].resolve()) for role in bench.roles_for("train")})
     local = reference_command(bench, run, seed, paths, launch, where=host)
     env = {**env, "COMPLIANCE_FILE": str(paths.result_file.resolve())}
     exports = " ".join(f"{key}={shlex.quote(value)}" for key, value in sorted(env.items()))

@@ -4,7 +4,12 @@ Layout (as mlperf-logging's package checker and result summarizer expect)::
 
     <root>/<org>/systems/<system>.json
     <root>/<org>/results/<system>/<benchmark>/result_<i>.txt     # the N scored runs
-    <root>/<org>/benchmarks/<benchmark>/implementations/mlperf-workflow/...   # the code that made them
+    <root>/<org>/benchmarks/<benchmark>/implementations/<impl>/...   # what made them
+
+``<impl>`` names what really made the runs: at full scale the reference repository at its
+commit (``implementation.json``: repository, commit, folder, container image and digest, the
+exact launch commands, from the runs' provenance); at tiny scale this project's trainer
+(its source files, and the same record).
 
 ``systems/<system>.json`` is filled from ``config/systems/<system>.yaml`` and
 checked with ``mlperf_logging.system_desc_checker``; the whole folder is then
@@ -13,7 +18,6 @@ checked with ``mlperf_logging.package_checker``. Both verdicts are recorded.
 
 from __future__ import annotations
 
-import importlib
 import json
 import shutil
 import subprocess
@@ -88,6 +92,52 @@ def load_system(name: str, root: Path | None = None) -> SystemDescription:
     return system
 
 
+class Implementation(BaseModel):
+    """What made one benchmark's runs, as the package records it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    """Folder under ``benchmarks/<benchmark>/implementations/``."""
+    record: dict
+    """``implementation.json``: who wrote the code, where it is, the images and commands that ran it."""
+    source_files: tuple[Path, ...] = ()
+    """Files copied beside the record (the tiny trainer's code; nothing at full scale, the reference is named)."""
+
+
+def _distinct(report: dict, key: str) -> list:
+    return sorted({run["made_with"][key] for run in report["runs"] if run["in_scored_window"] and (run.get("made_with") or {}).get(key)})
+
+
+def implementation_of(report: dict) -> Implementation:
+    """The implementation behind a report's scored runs: the reference at full scale, the project's trainer at tiny scale."""
+    from mlperf_wf import registry
+
+    bench = registry.load_benchmark(report["benchmark"])
+    ran = {"launchers": _distinct(report, "launcher"), "images": _distinct(report, "image"), "commands": _distinct(report, "command")}
+    commits = sorted({(run.get("made_with") or {}).get("workflow_git", {}).get("commit") or "" for run in report["runs"]} - {""})
+    if report["scale"] == "full":
+        reference = bench.reference
+        record = {
+            "made_by": "the reference implementation, launched by mlperf-workflow",
+            "reference": {"repository": reference.repository, "commit": reference.commit, "path": reference.path, "url": reference.url},
+            "container": {"dockerfile": bench.full.container.dockerfile, "images": ran["images"]},
+            **ran,
+            "workflow_commits": commits,
+        }
+        return Implementation(name=f"{Path(reference.repository).name}-{reference.commit[:12]}", record=record)
+    from mlperf_wf import harness, mllog_utils
+
+    files = tuple(bench.folder / f"{module}.py" for module in registry.BENCHMARK_MODULES) + (Path(harness.__file__), Path(mllog_utils.__file__))
+    record = {
+        "made_by": "mlperf-workflow's tiny-tier CPU trainer (generated data, a tiny model): not the benchmark's reference",
+        "benchmark_folder": f"src/mlperf_wf/benchmarks/{bench.name}",
+        **ran,
+        "workflow_commits": commits,
+    }
+    return Implementation(name="mlperf-workflow-tiny", record=record, source_files=files)
+
+
 def build(
     out: Path,
     org: str,
@@ -95,7 +145,7 @@ def build(
     system: str,
     description: SystemDescription,
     runs: dict[str, list[Path]],
-    trainers: dict[str, str],
+    implementations: dict[str, Implementation],
 ) -> Path:
     """Write ``out/<org>/`` with the scored runs of each benchmark; return the org folder."""
     org_dir = out / org
@@ -109,10 +159,11 @@ def build(
         target.mkdir(parents=True)
         for i, source in enumerate(files):
             shutil.copyfile(source, target / f"result_{i}.txt")
-        implementation = org_dir / "benchmarks" / benchmark / "implementations" / "mlperf-workflow"
+        made_by = implementations[benchmark]
+        implementation = org_dir / "benchmarks" / benchmark / "implementations" / made_by.name
         implementation.mkdir(parents=True)
-        for module in (trainers[benchmark], "mlperf_wf.mllog_utils"):
-            source_file = Path(importlib.import_module(module).__file__)
+        (implementation / "implementation.json").write_text(json.dumps(made_by.record, indent=2) + "\n")
+        for source_file in made_by.source_files:
             shutil.copyfile(source_file, implementation / source_file.name)
     return org_dir
 

@@ -1,42 +1,45 @@
-"""The prepared dataset of a benchmark: shards, and the tree the trainer reads.
+"""The prepared dataset of a benchmark: shards, and the tree the runs read.
 
-A benchmark's preprocessing module declares its ``shards(scale)`` (each one job,
-cached on its own) and ``layout(scale)``, the folder tree its trainer or reference
-container reads, as ``tree path -> <shard>/<file>``. ``assemble`` builds that tree
-from relative symbolic links, so it costs nothing at 2 TB, and it resolves both on
-the host and inside a container that mounts the benchmark's prepared folder
-(``resources/<scale>/prepared/<benchmark>``: ``shards/`` and ``dataset/`` side by side).
+A benchmark's ``prepare`` module declares its ``shards(scale)`` (each one job, cached on its
+own) and ``layout(scale)``, the folder tree its trainer or reference container reads, as
+``tree path -> <shard>/<file>``. ``assemble`` builds that tree from relative symbolic links,
+so it costs nothing at 2 TB, and it resolves both on the host and inside a container that
+mounts the benchmark's prepared folder (``resources/<scale>/prepared/<benchmark>``:
+``shards/`` and ``dataset/`` side by side).
 """
 
 from __future__ import annotations
 
-import importlib
 import os
 import shutil
 from pathlib import Path
 from types import ModuleType
 
-from mlperf_wf.errors import WorkflowError
+from mlperf_wf.errors import ConfigError, UserError
+from mlperf_wf.registry import BenchmarkDef, benchmark_module
+
+DEFAULT_SHARD_RESOURCES = {"mem_mb": 16000, "runtime": 1440}
+"""Scheduler resources of a shard job when the module does not say (16 GB, a day)."""
 
 
-def module(preprocess: str) -> ModuleType:
-    """The preprocessing module named by a benchmark definition."""
-    return importlib.import_module(preprocess)
+def module(bench: BenchmarkDef) -> ModuleType:
+    """The benchmark's ``prepare`` module."""
+    return benchmark_module(bench, "prepare")
 
 
-def shard_names(preprocess: str, scale: str) -> list[str]:
+def shard_names(bench: BenchmarkDef, scale: str) -> list[str]:
     """The shards of a benchmark's preparation at ``scale``."""
-    names = module(preprocess).shards(scale)
+    names = module(bench).shards(scale)
     bad = [name for name in names if not name or "/" in name or name.startswith(".")]
     if bad or len(set(names)) != len(names):
-        raise WorkflowError(f"{preprocess}.shards({scale!r}): shard names must be unique folder names, got {names}")
+        raise ConfigError(f"{bench.folder / 'prepare.py'}: shards({scale!r}) must be unique folder names, got {names}")
     return names
 
 
-def shard_resources(preprocess: str, shard: str, scale: str) -> dict[str, int]:
-    """Scheduler resources of one shard job (the module's ``resources``, else a modest default)."""
-    chosen = getattr(module(preprocess), "resources", None)
-    return chosen(shard, scale) if chosen else {"mem_mb": 16000, "runtime": 1440}
+def shard_resources(bench: BenchmarkDef, shard: str, scale: str) -> dict[str, int]:
+    """Scheduler resources of one shard job (the module's ``resources``, else ``DEFAULT_SHARD_RESOURCES``)."""
+    chosen = getattr(module(bench), "resources", None)
+    return {**DEFAULT_SHARD_RESOURCES, **(chosen(shard, scale) if chosen else {})}
 
 
 def assemble(layout: dict[str, str], shards_dir: Path, out_dir: Path) -> int:
@@ -47,7 +50,7 @@ def assemble(layout: dict[str, str], shards_dir: Path, out_dir: Path) -> int:
     """
     missing = [target for target in layout.values() if not (shards_dir / target).exists()]
     if missing:
-        raise WorkflowError(f"{shards_dir}: shards lack {len(missing)} declared files, e.g. {missing[0]}")
+        raise UserError(f"{shards_dir}: shards lack {len(missing)} declared files, e.g. {missing[0]}")
     if out_dir.exists():
         shutil.rmtree(out_dir)
     for tree_path, target in sorted(layout.items()):

@@ -42,7 +42,7 @@ def git_state(root: Path) -> dict:
     return {"commit": commit, "dirty": bool(status) if status is not None else None}
 
 
-def collect(launcher: str, image: str | None, command: str, root: Path) -> dict:
+def collect(scale: str, launcher: str, image: str | None, command: str, root: Path) -> dict:
     """Everything the record holds."""
     versions = {}
     for name in PACKAGES:
@@ -51,6 +51,7 @@ def collect(launcher: str, image: str | None, command: str, root: Path) -> dict:
         except PackageNotFoundError:
             versions[name] = None
     return {
+        "scale": scale,
         "launcher": launcher,
         "image": image,
         "command": command,

@@ -1,14 +1,23 @@
-"""Benchmark and dataset definitions: the registries under ``config/``.
+"""Benchmark definitions (one folder each, discovered) and the shared dataset catalog.
 
-A benchmark is data: which datasets it needs, which container and launch
-command run it at full scale, and which modules prepare its data and train it
-at tiny scale. Adding a benchmark adds one YAML file here plus one trainer and
-one preprocessing module; no Snakemake rule changes.
+A benchmark is the folder ``mlperf_wf/benchmarks/<name>/``; see ``mlperf_wf.benchmarks``
+for what it holds. Its ``benchmark.yaml`` is read into :class:`BenchmarkDef`: the
+datasets it needs by role, the reference implementation, and how that reference runs at
+full scale. Datasets are one catalog, ``config/datasets/<id>.yaml`` (:class:`DatasetDef`),
+shared by every benchmark that names them (C4 serves several).
+
+Every error is one line naming the file, the key, the value and what is allowed, and
+:func:`check_all` collects them for every definition at once (``mlperf-wf check`` and
+the Snakefile call it), so a broken definition names itself before any job runs.
 """
 
 from __future__ import annotations
 
 import fnmatch
+import importlib
+import importlib.util
+import string
+from functools import cache
 from pathlib import Path
 from typing import Literal, TypeVar
 
@@ -17,9 +26,18 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from mlperf_wf.errors import ConfigError
 
+BENCHMARKS_PACKAGE = "mlperf_wf.benchmarks"
+BENCHMARKS_DIR = Path(__file__).parent / "benchmarks"
+DEFINITION_FILE = "benchmark.yaml"
+BENCHMARK_MODULES = ("hyperparameters", "prepare", "trainer")
+"""Modules every benchmark folder has: its tiny hyperparameter model, its preparation, its tiny trainer."""
+
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+
+
+# ---- datasets ---------------------------------------------------------------
 
 
 class DatasetFile(_Strict):
@@ -61,24 +79,22 @@ class TinyGenerator(_Strict):
     """How the tiny tier generates a dataset in the same R2 layout."""
 
     module: str
-    """Python module with ``generate(out_dir: Path, seed: int) -> list[Path]``."""
+    """Python module with ``generate(out_dir: Path, seed: int) -> list[Path]`` (usually in the benchmark's folder)."""
     seed: int
     """Generator seed; fixed so the tiny dataset is the same everywhere."""
 
 
 class DatasetDef(_Strict):
-    """A dataset (or model checkpoint) entry of ``config/datasets/``."""
+    """A dataset (or model checkpoint, or tokenizer) entry of ``config/datasets/``."""
 
     id: str
-    """Registry id; also the folder name under ``resources/<scale>/datasets/``."""
+    """Catalog id; also the folder name under ``resources/<scale>/datasets/``."""
     version: str
     """Version of the published data, as MLCommons names it."""
     title: str
     """Human-readable name."""
     kind: Literal["dataset", "checkpoint", "tokenizer"] = "dataset"
     """Training data, a model checkpoint or a tokenizer."""
-    benchmarks: list[str] = Field(default_factory=list)
-    """Benchmarks that use it."""
     source: DatasetSource
     """Where the full-scale data is published."""
     size: str | None = None
@@ -99,13 +115,59 @@ class DatasetDef(_Strict):
         return not any(fnmatch.fnmatch(path, pattern) for pattern in self.exclude)
 
 
+# ---- benchmarks ---------------------------------------------------------------
+
+RESERVED_PLACEHOLDERS = (
+    "seed",
+    "run",
+    "prepared",
+    "results",
+    "result_file",
+    "nodes",
+    "gpus_per_node",
+    "processes",
+    "master_addr",
+    "master_port",
+    "node_rank",
+)
+"""Placeholders every full-scale command may use; a role read by the runs adds its own name."""
+
+
+class Input(_Strict):
+    """One dataset a benchmark needs, under the role it plays."""
+
+    dataset: str
+    """Catalog id (``config/datasets/<id>.yaml``)."""
+    used_by: list[Literal["prepare", "train"]] = Field(default_factory=lambda: ["prepare"], min_length=1)
+    """Stages that read it: ``prepare`` (handed to every preparation shard as ``--input ROLE=FOLDER``) and/or
+    ``train`` (handed to every run: ``--input ROLE=FOLDER`` at tiny scale, mounted at ``full.mounts[ROLE]`` and
+    named by ``{ROLE}`` in the command at full scale)."""
+
+
+class Reference(_Strict):
+    """The reference implementation the full-scale runs execute."""
+
+    repository: str
+    """Git repository URL."""
+    commit: str = Field(pattern=r"^[0-9a-f]{40}$")
+    """Pinned commit (40 hex digits)."""
+    path: str
+    """Folder of the benchmark inside the repository."""
+
+    @property
+    def url(self) -> str:
+        """Browsable URL of the folder at the commit."""
+        return f"{self.repository}/tree/{self.commit}/{self.path}"
+
+
 class Container(_Strict):
     """The full-scale container image."""
 
     image: str
     """Image repository and tag."""
-    digest: str | None = None
-    """``sha256:...`` content digest the image is pinned to; required to launch at full scale."""
+    digest: str | None = Field(None, pattern=r"^sha256:[0-9a-f]{64}$")
+    """``sha256:...`` content digest the image is pinned to; required to launch at full scale
+    (or give it in the workflow config's ``full_container``)."""
     dockerfile: str | None = None
     """Dockerfile (under ``containers/``) that builds the image from the reference base."""
 
@@ -138,10 +200,11 @@ class FullScale(_Strict):
     workdir: str
     """Working directory inside the container."""
     mounts: dict[str, str]
-    """Container paths for ``data``, ``checkpoint`` and ``results``."""
+    """Container path of ``prepared`` (the benchmark's prepared folder), ``results`` (the run's folder)
+    and of every input role the runs read (``used_by: [train]``)."""
     command: list[str]
-    """Launch command (one per node); ``{seed}``, ``{data}``, ``{checkpoint}``, ``{results}``, ``{run}``, ``{result_file}``,
-    ``{nodes}``, ``{gpus_per_node}`` and ``{processes}`` are filled per run."""
+    """Launch command (one per node); placeholders: the ``RESERVED_PLACEHOLDERS`` and every role the runs read.
+    ``{prepared}`` is the prepared dataset tree inside the container."""
     multi_node_args: list[str] = Field(default_factory=list)
     """Launcher flags added right after the launcher word when a run spans several nodes
     (``{master_addr}``, ``{master_port}``, ``{node_rank}`` become the allocation's values)."""
@@ -152,99 +215,205 @@ class FullScale(_Strict):
 
 
 class BenchmarkDef(_Strict):
-    """A benchmark entry of ``config/benchmarks/``."""
+    """A benchmark folder's ``benchmark.yaml``."""
 
     name: str
-    """Workflow name; ``results/<name>/``."""
+    """Workflow name: the folder's name (not written in the file); ``results/<name>/``."""
     submission_benchmark: str
-    """The ``submission_benchmark`` value mlperf-logging knows."""
-    rulesets: list[str]
-    """Training rulesets the benchmark exists in (checked against mlperf-logging)."""
-    reference: str
-    """Reference implementation (repository path)."""
-    datasets: dict[str, str]
-    """Role (e.g. ``data``, ``checkpoint``) to dataset id."""
-    preprocess: str
-    """Module with ``shards(scale) -> list[str]``, ``prepare_shard(shard, inputs: dict[str, Path], out_dir: Path, scale) -> dict``
-    (one cached job per shard) and ``layout(scale) -> dict[str, str]`` (the tree the trainer reads, as links into the shards)."""
-    trainer: str
-    """Module with the tiny-scale trainer ``main``."""
+    """The ``submission_benchmark`` value mlperf-logging knows; the rounds it belongs to come from mlperf-logging."""
+    reference: Reference
+    """Reference implementation at its pinned commit."""
+    inputs: dict[str, Input] = Field(min_length=1)
+    """Role (``data``, ``checkpoint``, ``tokenizer``, ``encodings`` ...) to the dataset that plays it."""
     full: FullScale
     """Full-scale launch."""
-    tiny: dict[str, float | int | str | bool]
-    """Tiny-scale hyperparameters passed to the trainer."""
+
+    @property
+    def folder(self) -> Path:
+        """The benchmark's folder."""
+        return BENCHMARKS_DIR / self.name
+
+    @property
+    def definition_file(self) -> Path:
+        return self.folder / DEFINITION_FILE
+
+    @property
+    def module_prefix(self) -> str:
+        """Dotted name of the benchmark's package."""
+        return f"{BENCHMARKS_PACKAGE}.{self.name}"
+
+    def roles_for(self, stage: str) -> dict[str, str]:
+        """Role -> dataset id of the inputs ``stage`` (prepare or train) reads."""
+        return {role: item.dataset for role, item in self.inputs.items() if stage in item.used_by}
 
     @model_validator(mode="after")
-    def _command_placeholders_known(self) -> BenchmarkDef:
-        known = {
-            "seed",
-            "data",
-            "checkpoint",
-            "results",
-            "run",
-            "result_file",
-            "nodes",
-            "gpus_per_node",
-            "processes",
-            "master_addr",
-            "master_port",
-            "node_rank",
-        }
-        if "checkpoint" not in self.datasets:
-            known.discard("checkpoint")
-        for part in [*self.full.command, *self.full.multi_node_args]:
-            for name in _placeholders(part):
-                if name not in known:
-                    raise ValueError(f"full.command uses unknown placeholder {{{name}}}; allowed: {sorted(known)}")
-        needed = {"data", "results"} | ({"checkpoint"} if "checkpoint" in self.datasets else set())
+    def _roles_mounts_and_placeholders_agree(self) -> BenchmarkDef:
+        for role in self.inputs:
+            if not role.isidentifier() or not role.islower() or role in RESERVED_PLACEHOLDERS:
+                raise ValueError(f"inputs: role {role!r} must be a lower-case identifier other than {', '.join(RESERVED_PLACEHOLDERS)}")
+        run_roles = set(self.roles_for("train"))
+        needed = {"prepared", "results"} | run_roles
         if set(self.full.mounts) != needed:
             raise ValueError(f"full.mounts has {sorted(self.full.mounts)}; this benchmark needs exactly {sorted(needed)}")
+        known = set(RESERVED_PLACEHOLDERS) | run_roles
+        for part in [*self.full.command, *self.full.multi_node_args]:
+            for name in placeholders(part):
+                if name not in known:
+                    raise ValueError(f"full.command uses unknown placeholder {{{name}}}; allowed: {sorted(known)}")
         return self
 
 
-def _placeholders(text: str) -> list[str]:
-    import string
-
+def placeholders(text: str) -> list[str]:
+    """The ``{name}`` fields of a command word."""
     return [name for _, name, _, _ in string.Formatter().parse(text) if name]
 
 
-_Entry = TypeVar("_Entry", "BenchmarkDef", "DatasetDef")
+# ---- loading --------------------------------------------------------------------
+
+_Entry = TypeVar("_Entry", BenchmarkDef, DatasetDef)
 
 
 def config_dir(root: Path | None = None) -> Path:
-    """The project's ``config/`` folder."""
+    """The project's ``config/`` folder (the dataset catalog and system descriptions)."""
     return (root or Path.cwd()) / "config"
 
 
-def _load_entry(kind: str, name: str, model: type[_Entry], root: Path | None) -> _Entry:
-    """Load and validate ``config/<kind>s/<name>.yaml``; every error is one line naming file, key and value."""
-    folder = config_dir(root) / f"{kind}s"
-    path = folder / f"{name}.yaml"
-    if not path.is_file():
-        known = sorted(p.stem for p in folder.glob("*.yaml"))
-        raise ConfigError(f"{kind} {name!r} is not defined; known {kind}s: {', '.join(known)}")
+def _first_error(path: Path, err: ValidationError) -> ConfigError:
+    first = err.errors()[0]
+    where = ".".join(str(p) for p in first["loc"]) or "(top level)"
+    return ConfigError(f"{path}: {where}: {first['msg']} (got {first.get('input')!r})")
+
+
+def read_yaml(path: Path) -> object:
+    """A YAML file; a syntax error is one line naming the file and the position."""
     try:
-        entry = model.model_validate(yaml.safe_load(path.read_text()))
+        return yaml.safe_load(path.read_text())
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "syntax"
+        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+        raise ConfigError(f"{path}: {where}: YAML syntax error: {problem}") from None
+
+
+def _validated(path: Path, model: type[_Entry], data: object) -> _Entry:
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: (top level): expected a mapping of keys, got {type(data).__name__}")
+    try:
+        return model.model_validate(data)
     except ValidationError as err:
-        first = err.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "(top level)"
-        raise ConfigError(f"{path}: {where}: {first['msg']} (got {first.get('input')!r})") from None
-    declared = entry.name if isinstance(entry, BenchmarkDef) else entry.id
-    if declared != name:
-        raise ConfigError(f"{path}: declares {declared!r} but the file is named {name!r}")
-    return entry
+        raise _first_error(path, err) from None
 
 
-def benchmark_names(root: Path | None = None) -> list[str]:
-    """Every benchmark defined under ``config/benchmarks/``."""
-    return sorted(path.stem for path in (config_dir(root) / "benchmarks").glob("*.yaml"))
+def benchmark_names() -> list[str]:
+    """Every benchmark: the folders of ``mlperf_wf/benchmarks/`` that hold a ``benchmark.yaml``."""
+    return sorted(path.parent.name for path in BENCHMARKS_DIR.glob(f"*/{DEFINITION_FILE}"))
 
 
-def load_benchmark(name: str, root: Path | None = None) -> BenchmarkDef:
-    """Load ``config/benchmarks/<name>.yaml``."""
-    return _load_entry("benchmark", name, BenchmarkDef, root)
+def dataset_ids(root: Path | None = None) -> list[str]:
+    """Every dataset of the catalog."""
+    return sorted(path.stem for path in (config_dir(root) / "datasets").glob("*.yaml"))
+
+
+def parse_benchmark_file(path: Path, name: str) -> BenchmarkDef:
+    """Validate one ``benchmark.yaml`` as the definition of benchmark ``name``."""
+    data = read_yaml(path)
+    if isinstance(data, dict) and "name" in data:
+        raise ConfigError(f"{path}: name: the folder names the benchmark; remove the key (got {data['name']!r})")
+    return _validated(path, BenchmarkDef, {**data, "name": name} if isinstance(data, dict) else data)
+
+
+@cache
+def _load_benchmark_file(name: str) -> BenchmarkDef:
+    return parse_benchmark_file(BENCHMARKS_DIR / name / DEFINITION_FILE, name)
+
+
+def load_benchmark(name: str) -> BenchmarkDef:
+    """The definition of benchmark ``name`` (its folder's ``benchmark.yaml``)."""
+    if not (BENCHMARKS_DIR / name / DEFINITION_FILE).is_file():
+        raise ConfigError(f"benchmark {name!r} is not defined (no {BENCHMARKS_DIR.name}/{name}/{DEFINITION_FILE}); known benchmarks: {', '.join(benchmark_names())}")
+    return _load_benchmark_file(name)
 
 
 def load_dataset(dataset_id: str, root: Path | None = None) -> DatasetDef:
     """Load ``config/datasets/<id>.yaml``."""
-    return _load_entry("dataset", dataset_id, DatasetDef, root)
+    folder = config_dir(root) / "datasets"
+    path = folder / f"{dataset_id}.yaml"
+    if not path.is_file():
+        raise ConfigError(f"dataset {dataset_id!r} is not defined; known datasets: {', '.join(dataset_ids(root))}")
+    entry = _validated(path, DatasetDef, read_yaml(path))
+    if entry.id != dataset_id:
+        raise ConfigError(f"{path}: id: declares {entry.id!r} but the file is named {dataset_id!r}")
+    return entry
+
+
+def benchmark_module(bench: BenchmarkDef, module: str):
+    """One of the benchmark folder's modules (``hyperparameters``, ``prepare``, ``trainer``), imported."""
+    return importlib.import_module(f"{bench.module_prefix}.{module}")
+
+
+def users_of(dataset_id: str) -> list[str]:
+    """Benchmarks whose inputs name ``dataset_id`` (computed, never kept by hand)."""
+    return [name for name in benchmark_names() if any(item.dataset == dataset_id for item in _load_benchmark_file(name).inputs.values())]
+
+
+# ---- checking everything ----------------------------------------------------------
+
+
+def _check_module_exists(path: Path, module: str, what: str) -> None:
+    if importlib.util.find_spec(module) is None:
+        raise ConfigError(f"{path}: {what}: module {module!r} does not exist")
+
+
+def check_benchmark(name: str, root: Path | None = None, import_modules: bool = False) -> BenchmarkDef:
+    """Load a benchmark and check that its roles name catalog datasets and that its folder has its modules.
+
+    ``import_modules`` also imports them and checks what they define (torch and friends: slow;
+    ``mlperf-wf check`` and the contract tests do it, the Snakefile does not).
+    """
+    from mlperf_wf.hyperparameters import hyperparameter_model
+
+    bench = load_benchmark(name)
+    for role, item in bench.inputs.items():
+        if not (config_dir(root) / "datasets" / f"{item.dataset}.yaml").is_file():
+            raise ConfigError(
+                f"{bench.definition_file}: inputs.{role}.dataset: {item.dataset!r} is not in the dataset catalog; known: {', '.join(dataset_ids(root))}"
+            )
+    for module in BENCHMARK_MODULES:
+        if not (bench.folder / f"{module}.py").is_file():
+            raise ConfigError(f"{bench.folder}: no {module}.py; a benchmark folder holds {', '.join(m + '.py' for m in BENCHMARK_MODULES)}")
+    hyperparameter_model(bench)  # pydantic only: cheap, and it validates the tiny hyperparameters' defaults
+    if import_modules:
+        prepare = benchmark_module(bench, "prepare")
+        for function in ("shards", "layout", "prepare_shard"):
+            if not callable(getattr(prepare, function, None)):
+                raise ConfigError(f"{bench.folder / 'prepare.py'}: defines no {function}()")
+        if not callable(getattr(benchmark_module(bench, "trainer"), "train", None)):
+            raise ConfigError(f"{bench.folder / 'trainer.py'}: defines no train(run, hp)")
+    return bench
+
+
+def check_dataset(dataset_id: str, root: Path | None = None, import_modules: bool = False) -> DatasetDef:
+    """Load a catalog entry and check that its tiny generator module exists (and defines ``generate``)."""
+    dataset = load_dataset(dataset_id, root)
+    if dataset.tiny is not None:
+        path = config_dir(root) / "datasets" / f"{dataset_id}.yaml"
+        _check_module_exists(path, dataset.tiny.module, "tiny.module")
+        if import_modules and not callable(getattr(importlib.import_module(dataset.tiny.module), "generate", None)):
+            raise ConfigError(f"{path}: tiny.module: {dataset.tiny.module} defines no generate(out_dir, seed)")
+    return dataset
+
+
+def check_all(root: Path | None = None, import_modules: bool = False) -> list[str]:
+    """Every problem of every benchmark and dataset definition, one line each (empty: all good)."""
+    problems = []
+    for dataset_id in dataset_ids(root):
+        try:
+            check_dataset(dataset_id, root, import_modules)
+        except ConfigError as err:
+            problems.append(str(err))
+    for name in benchmark_names():
+        try:
+            check_benchmark(name, root, import_modules)
+        except ConfigError as err:
+            problems.append(str(err))
+    return problems

@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from mlperf_wf import scoring
+from mlperf_wf.errors import ConfigError
 
 
 @dataclass
@@ -79,6 +80,9 @@ def build(
     provenance: list[dict] | None = None,
 ) -> Report:
     """Score the runs (``results[i]`` is run ``i``) and assemble the report."""
+    for path, record in zip(results, provenance or [], strict=False):
+        if record.get("scale", scale) != scale:
+            raise ConfigError(f"{path}: made at {record['scale']} scale, but this is a {scale}-scale report; scales never share a report")
     runs = [scoring.score_file(str(path), ruleset) for path in results]
     made_with = {run.file: _summary(record) for run, record in zip(runs, provenance, strict=True)} if provenance else {}
     index_of = {run.file: i for i, run in enumerate(runs)}
@@ -154,7 +158,7 @@ def build(
 
 
 def _summary(record: dict) -> dict:
-    keys = ("launcher", "image", "host", "gpus", "python")
+    keys = ("scale", "launcher", "image", "command", "host", "gpus", "python")
     return {**{k: record.get(k) for k in keys}, "workflow_git": record.get("workflow_git"), "packages": record.get("packages")}
 
 

@@ -42,7 +42,7 @@ import yaml
 from mlperf_logging.compliance_checker import mlp_compliance, mlp_parser
 from mlperf_logging.result_summarizer.result_summarizer import _compute_olympic_average
 
-from mlperf_wf.errors import WorkflowError
+from mlperf_wf.errors import UserError
 
 USAGE = "training"
 TOKEN = ":::MLLOG "
@@ -304,13 +304,13 @@ def _result_files(folder: Path) -> list[str]:
 def discover(path: Path) -> list[BenchmarkFolder]:
     """Organisation folder, benchmark folder, or workflow ``results/<benchmark>/`` folder."""
     if not path.exists():
-        raise WorkflowError(f"{path}: no such folder")
+        raise UserError(f"{path}: no such folder")
     if (path / "results").is_dir() and (path / "systems").is_dir():
         found = []
         for system_dir in sorted(p for p in (path / "results").iterdir() if p.is_dir()):
             desc_file = path / "systems" / f"{system_dir.name}.json"
             if not desc_file.is_file():
-                raise WorkflowError(f"{desc_file}: missing system description for results/{system_dir.name}")
+                raise UserError(f"{desc_file}: missing system description for results/{system_dir.name}")
             desc = json.loads(desc_file.read_text())
             for bench_dir in sorted(p for p in system_dir.iterdir() if p.is_dir()):
                 files = _result_files(bench_dir)
@@ -319,7 +319,7 @@ def discover(path: Path) -> list[BenchmarkFolder]:
         return found
     files = _result_files(path)
     if not files:
-        raise WorkflowError(f"{path}: neither an organisation folder (results/, systems/) nor a folder of result_*.txt or runs/<i>/result.txt")
+        raise UserError(f"{path}: neither an organisation folder (results/, systems/) nor a folder of result_*.txt or runs/<i>/result.txt")
     system = path.parent.name
     desc_file = path.parent.parent.parent / "systems" / f"{system}.json"
     desc = json.loads(desc_file.read_text()) if desc_file.is_file() else {}

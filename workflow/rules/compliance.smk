@@ -10,9 +10,9 @@ rule check_compliance:
     input:
         result=rules.train.output.result,
     output:
-        verdict="results/{benchmark}/runs/{run}/compliance.json",
+        verdict=f"{RESULTS}/{{benchmark}}/runs/{{run}}/compliance.json",
     log:
-        "logs/check_compliance/{benchmark}/{run}.log",
+        f"{LOGS}/check_compliance/{{benchmark}}/{{run}}.log",
     conda:
         "../envs/mlperf-wf.yaml"
     params:

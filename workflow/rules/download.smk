@@ -6,7 +6,7 @@ rule generate_tiny_mirror:
     output:
         mirror=directory("resources/tiny/mirror/{dataset}"),
     log:
-        "logs/generate_tiny_mirror/{dataset}.log",
+        "logs/tiny/generate_tiny_mirror/{dataset}.log",
     cache: True
     conda:
         "../envs/mlperf-wf.yaml"
@@ -22,7 +22,7 @@ rule download:
     output:
         dataset=directory("resources/{scale}/datasets/{dataset}"),
     log:
-        "logs/download/{scale}/{dataset}.log",
+        "logs/{scale}/download/{dataset}.log",
     cache: "omit-software"
     conda:
         "../envs/mlperf-wf.yaml"

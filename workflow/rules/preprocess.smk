@@ -13,14 +13,14 @@ rule preprocess_shard:
     output:
         shard=directory("resources/{scale}/prepared/{benchmark}/shards/{shard}"),
     log:
-        "logs/preprocess/{scale}/{benchmark}/{shard}.log",
+        "logs/{scale}/preprocess/{benchmark}/{shard}.log",
     cache: True
     conda:
         "../envs/mlperf-wf.yaml"
     threads: 2
     resources:
-        mem_mb=shard_mem_mb,
-        runtime=shard_runtime,
+        mem_mb=shard_resource("mem_mb"),
+        runtime=shard_resource("runtime"),
     params:
         benchmark="{benchmark}",
         scale="{scale}",
@@ -39,7 +39,7 @@ rule assemble_prepared:
     output:
         dataset=directory("resources/{scale}/prepared/{benchmark}/dataset"),
     log:
-        "logs/assemble_prepared/{scale}/{benchmark}.log",
+        "logs/{scale}/assemble_prepared/{benchmark}.log",
     conda:
         "../envs/mlperf-wf.yaml"
     params:

@@ -10,20 +10,20 @@ localrules:
 
 rule report:
     input:
-        results=report_results,
-        verdicts=report_verdicts,
-        provenance=report_provenance,
+        results=run_files("result.txt"),
+        verdicts=run_files("compliance.json"),
+        provenance=run_files("provenance.json"),
     output:
-        report="results/{benchmark}/report.json",
+        report=f"{RESULTS}/{{benchmark}}/report.json",
     log:
-        "logs/report/{benchmark}.log",
+        f"{LOGS}/report/{{benchmark}}.log",
     conda:
         "../envs/mlperf-wf.yaml"
     params:
         benchmark="{benchmark}",
         ruleset=wildcard_ruleset,
         division=config["division"],
-        scale=config["scale"],
+        scale=SCALE,
         platform=config["submission"]["platform"],
         runs=report_args,
     shell:
@@ -38,21 +38,21 @@ rule plot_benchmark:
         report=rules.report.output.report,
     output:
         time_to_train=report(
-            "results/{benchmark}/plots/time_to_train.png",
+            f"{RESULTS}/{{benchmark}}/plots/time_to_train.png",
             caption="../report/time_to_train.rst",
             category="{benchmark}",
             labels={"figure": "time to train per run"},
         ),
-        time_to_train_svg="results/{benchmark}/plots/time_to_train.svg",
+        time_to_train_svg=f"{RESULTS}/{{benchmark}}/plots/time_to_train.svg",
         convergence=report(
-            "results/{benchmark}/plots/convergence.png",
+            f"{RESULTS}/{{benchmark}}/plots/convergence.png",
             caption="../report/convergence.rst",
             category="{benchmark}",
             labels={"figure": "convergence"},
         ),
-        convergence_svg="results/{benchmark}/plots/convergence.svg",
+        convergence_svg=f"{RESULTS}/{{benchmark}}/plots/convergence.svg",
     log:
-        "logs/plot_benchmark/{benchmark}.log",
+        f"{LOGS}/plot_benchmark/{{benchmark}}.log",
     conda:
         "../envs/mlperf-wf.yaml"
     shell:
@@ -64,21 +64,21 @@ rule package:
     input:
         reports=all_reports(),
     output:
-        package=directory(f"results/submission/{config['submission']['org']}"),
+        package=directory(f"{RESULTS}/submission/{config['submission']['org']}"),
         check=report(
-            "results/submission/package_check.json",
+            f"{RESULTS}/submission/package_check.json",
             caption="../report/package.rst",
             category="summary",
             labels={"table": "submission package check"},
         ),
     log:
-        "logs/package.log",
+        f"{LOGS}/package.log",
     conda:
         "../envs/mlperf-wf.yaml"
     params:
         org=config["submission"]["org"],
         system=config["submission"]["platform"],
-        ruleset=package_ruleset(),
+        ruleset=PLAN.package_ruleset(),
     shell:
         "mlperf-wf package {input.reports} --org {params.org:q} --system {params.system:q}"
         " --ruleset {params.ruleset} --out $(dirname {output.package})"
@@ -91,23 +91,23 @@ rule summarize:
         package=rules.package.output.check,
     output:
         csv=report(
-            "results/summary.csv",
+            f"{RESULTS}/summary.csv",
             caption="../report/summary.rst",
             category="summary",
             labels={"table": "all benchmarks"},
         ),
         figure=report(
-            "results/summary.png",
+            f"{RESULTS}/summary.png",
             caption="../report/summary.rst",
             category="summary",
             labels={"figure": "all benchmarks"},
         ),
-        figure_svg="results/summary.svg",
+        figure_svg=f"{RESULTS}/summary.svg",
     log:
-        "logs/summarize.log",
+        f"{LOGS}/summarize.log",
     conda:
         "../envs/mlperf-wf.yaml"
     shell:
         "mlperf-wf summary {input.reports} --package-check {input.package}"
         " --csv {output.csv}"
-        " --figure results/summary > {log} 2>&1"
+        " --figure $(dirname {output.csv})/summary > {log} 2>&1"

@@ -1,31 +1,34 @@
 # Training: one job per seeded run, writing the run's mllog result file.
+# The command, launcher and scheduler request come from the plan (mlperf_wf.plan).
 
 
 rule train:
     input:
         unpack(train_inputs),
     output:
-        result="results/{benchmark}/runs/{run}/result.txt",
-        provenance="results/{benchmark}/runs/{run}/provenance.json",
+        result=f"{RESULTS}/{{benchmark}}/runs/{{run}}/result.txt",
+        provenance=f"{RESULTS}/{{benchmark}}/runs/{{run}}/provenance.json",
     log:
-        "logs/train/{benchmark}/{run}.log",
+        f"{LOGS}/train/{{benchmark}}/{{run}}.log",
     conda:
         "../envs/mlperf-wf.yaml"
-    threads: train_threads
+    threads: train_field("threads")
     resources:
-        runtime=train_runtime,
-        mem_mb=train_mem_mb,
-        nodes=train_nodes,
-        gres=train_gres,
-        tasks=train_tasks,
-        tasks_per_gpu=train_tasks_per_gpu,
-        cpus_per_gpu=train_cpus_per_gpu,
-        mpi=train_mpi,
+        runtime=train_resource("runtime"),
+        mem_mb=train_resource("mem_mb"),
+        nodes=train_resource("nodes"),
+        gres=train_resource("gres"),
+        tasks=train_resource("tasks"),
+        tasks_per_gpu=train_resource("tasks_per_gpu"),
+        cpus_per_gpu=train_resource("cpus_per_gpu"),
+        mpi=train_resource("mpi"),
     params:
-        command=train_command,
-        launcher=train_launcher,
-        image=train_image,
+        command=train_field("command"),
+        launcher=train_field("launcher"),
+        image=train_field("image"),
+        scale=SCALE,
     shell:
         "{params.command} > {log} 2>&1;"
-        " mlperf-wf provenance --out {output.provenance} --launcher {params.launcher}"
-        " --image={params.image:q} --command={params.command:q} >> {log} 2>&1"
+        " mlperf-wf provenance --out {output.provenance} --scale {params.scale}"
+        " --launcher {params.launcher} --image={params.image:q}"
+        " --command={params.command:q} >> {log} 2>&1"

@@ -7,7 +7,7 @@ rule verify:
     output:
         record="resources/{scale}/verified/{dataset}.json",
     log:
-        "logs/verify/{scale}/{dataset}.log",
+        "logs/{scale}/verify/{dataset}.log",
     conda:
         "../envs/mlperf-wf.yaml"
     threads: 4

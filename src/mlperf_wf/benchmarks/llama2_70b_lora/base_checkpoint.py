@@ -26,7 +26,7 @@ import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
-from mlperf_wf.tiny.language import Language, make_language, make_report
+from mlperf_wf.benchmarks.llama2_70b_lora.language import Language, make_language, make_report
 
 log = logging.getLogger(__name__)
 

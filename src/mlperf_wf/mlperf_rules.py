@@ -51,10 +51,29 @@ def check_benchmark_in_ruleset(benchmark: str, ruleset: str) -> None:
 
 def newest_ruleset(rulesets: list[str]) -> str:
     """The latest round of ``rulesets`` (versions compared numerically: 10.0.0 after 9.1.0)."""
-    return max(rulesets, key=lambda version: tuple(int(part) for part in version.split(".")))
+    return max(rulesets, key=_version)
 
 
-def resolve_ruleset(benchmark: str, rulesets: list[str], requested: str) -> str:
+def _version(ruleset: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in ruleset.split("."))
+
+
+def known_rulesets() -> list[str]:
+    """Every training round mlperf-logging can check (a ``training_X.Y.Z`` rules folder and a benchmark list), oldest first."""
+    checker = resources.files("mlperf_logging.compliance_checker")
+    rounds = [f"{short}.0" for short in benchmark_meta._ALL_ALLOWED_BENCHMARKS[USAGE]]
+    return sorted((r for r in rounds if (checker / f"{USAGE}_{r}").is_dir()), key=_version)
+
+
+def rulesets_of(benchmark: str) -> list[str]:
+    """The rounds ``benchmark`` is part of, oldest first, as mlperf-logging lists them (no hand-kept copy)."""
+    rounds = [ruleset for ruleset in known_rulesets() if benchmark in benchmark_meta.get_allowed_benchmarks(USAGE, ruleset)]
+    if not rounds:
+        raise ConfigError(f"submission_benchmark {benchmark!r} is in no training round mlperf-logging knows")
+    return rounds
+
+
+def resolve_ruleset(benchmark: str, requested: str) -> str:
     """The ruleset a benchmark's runs are logged and checked under.
 
     ``latest``: the newest round the benchmark is part of (rgat was retired after 5.1.0,
@@ -62,7 +81,7 @@ def resolve_ruleset(benchmark: str, rulesets: list[str], requested: str) -> str:
     and the benchmark must be part of it.
     """
     if requested == "latest":
-        return newest_ruleset(rulesets)
+        return newest_ruleset(rulesets_of(benchmark))
     check_benchmark_in_ruleset(benchmark, requested)
     return requested
 
@@ -75,12 +94,26 @@ def required_runs(benchmark: str) -> int:
     return int(counts[benchmark])
 
 
-def _compliance_yaml(ruleset: str, name: str) -> list[dict]:
+def _compliance_yaml(ruleset: str, name: str, missing_ok: bool = False) -> list[dict]:
     folder = resources.files("mlperf_logging.compliance_checker") / f"{USAGE}_{ruleset}"
     path = folder / name
     if not path.is_file():
+        if missing_ok:
+            return []
         raise ConfigError(f"mlperf-logging has no {USAGE}_{ruleset}/{name}")
     return yaml.safe_load(path.read_text()) or []
+
+
+def required_keys(benchmark: str, ruleset: str, division: str = "closed") -> set[str]:
+    """Keys the round's checker requires at least once (``REQ: EXACTLY_ONE`` or ``AT_LEAST_ONE``) for ``benchmark``:
+    the common rules, the division's and the benchmark's own."""
+    names = set()
+    for name in ("common.yaml", f"{division}_common.yaml", f"{division}_{benchmark}.yaml"):
+        for record in _compliance_yaml(ruleset, name, missing_ok=name != "common.yaml"):
+            key = record.get("KEY") or {}
+            if key.get("REQ") in ("EXACTLY_ONE", "AT_LEAST_ONE"):
+                names.add(key["NAME"])
+    return names
 
 
 def quality_target(benchmark: str, ruleset: str, division: str = "closed") -> QualityTarget:

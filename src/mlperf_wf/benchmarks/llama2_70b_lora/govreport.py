@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from mlperf_wf.tiny.language import Subject, make_language, make_report
+from mlperf_wf.benchmarks.llama2_70b_lora.language import Subject, make_language, make_report
 
 
 def summarise(subject: Subject) -> str:

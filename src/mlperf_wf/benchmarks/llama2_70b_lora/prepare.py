@@ -25,7 +25,7 @@ from pathlib import Path
 import pandas as pd
 import pyarrow.parquet as pq
 
-from mlperf_wf.errors import WorkflowError
+from mlperf_wf.errors import UserError
 
 SPLITS = ("train", "validation")
 COLUMNS = ("input_ids", "attention_mask", "labels")
@@ -60,7 +60,7 @@ def _check_tokenized(path: Path) -> int:
     schema = pq.read_schema(path)
     missing = [c for c in COLUMNS if c not in schema.names]
     if missing:
-        raise WorkflowError(f"{path}: missing columns {missing}; expected {list(COLUMNS)} (pre-tokenized GovReport)")
+        raise UserError(f"{path}: missing columns {missing}; expected {list(COLUMNS)} (pre-tokenized GovReport)")
     return pq.read_metadata(path).num_rows
 
 
@@ -89,7 +89,7 @@ def layout(scale: str) -> dict[str, str]:
 def prepare_shard(shard: str, inputs: dict[str, Path], out_dir: Path, scale: str) -> dict:
     """Prepare ``inputs['data']`` (and the tokenizer in ``inputs['checkpoint']``) into ``out_dir``."""
     if shard != SHARD:
-        raise WorkflowError(f"llama2_70b_lora: unknown shard {shard!r}; known: {SHARD}")
+        raise UserError(f"llama2_70b_lora: unknown shard {shard!r}; known: {SHARD}")
     out_dir.mkdir(parents=True, exist_ok=True)
     data = inputs["data"]
     rows: dict[str, int] = {}

@@ -14,56 +14,18 @@ Every mllog value below is the value the loop uses.
 
 from __future__ import annotations
 
-import os
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 from mlperf_logging.mllog import constants
 
-from mlperf_wf.mllog_utils import RunLogger, clear_caches, rank_from_env
-from mlperf_wf.trainers.common import RunSpec
+from mlperf_wf.benchmarks.rgat.hyperparameters import Hyperparameters
+from mlperf_wf.harness import TinyRun
 
 PROCESSED = "full/processed"
 LABEL_FILE = "node_label_2K.npy"
 """The reference trains on the 2K-class labels (--num_classes 2983)."""
-
-
-@dataclass(frozen=True)
-class Hyperparameters:
-    """Tiny-tier hyperparameters (``tiny:`` in the benchmark definition)."""
-
-    global_batch_size: int = 512
-    """Seed papers per optimizer step, over all processes (reference: 1024 per GPU)."""
-    val_batch_size: int = 2048
-    """Seed papers per evaluation batch."""
-    fan_out: str = "10,5,5"
-    """In-neighbours sampled per hop and edge type, first hop first (reference: 15,10,5)."""
-    num_layers: int = 3
-    """R-GAT layers; one sampling hop each (reference: 3)."""
-    hidden_channels: int = 32
-    """Hidden width (reference: 512)."""
-    num_heads: int = 4
-    """Attention heads per GATConv (reference: 4)."""
-    dropout: float = 0.2
-    """Dropout after each hidden layer (reference: 0.2)."""
-    learning_rate: float = 0.01
-    """Adam learning rate (reference: 0.001 at a batch of 1024 x GPUs)."""
-    weight_decay: float = 0.0
-    """Adam weight decay (reference: 0)."""
-    eval_every_epochs: float = 0.25
-    """Evaluate after this fraction of an epoch (reference: 0.05)."""
-    max_epochs: int = 10
-    """Epoch budget before the run stops without reaching the target."""
-    threads: int = 1
-    """CPU threads for torch."""
-
-    def fan_outs(self) -> list[int]:
-        fan = [int(k) for k in self.fan_out.split(",")]
-        if len(fan) != self.num_layers:
-            raise ValueError(f"fan_out {self.fan_out!r} has {len(fan)} hops but num_layers is {self.num_layers}")
-        return fan
 
 
 @dataclass
@@ -211,46 +173,28 @@ def evaluate(model: torch.nn.Module, graph: Graph, seeds: torch.Tensor, hp: Hype
     return correct, len(seeds)
 
 
-def train(spec: RunSpec, hp: Hyperparameters) -> dict:
-    """Train to the target (or max_epochs) and log the MLPerf events; return a summary."""
-    torch.set_num_threads(hp.threads)
-    rank = rank_from_env()
-    world_size = int(os.environ.get("WORLD_SIZE", "1"))
-    if world_size > 1:
-        torch.distributed.init_process_group("gloo")
-    if hp.global_batch_size % world_size:
-        raise ValueError(f"global_batch_size {hp.global_batch_size} does not split over {world_size} processes")
+def train(run: TinyRun, hp: Hyperparameters) -> dict:
+    """Train to the target (or max_epochs); the harness logs the preamble and hyperparameters."""
+    rank, world_size = run.rank, run.world_size
     local_batch = hp.global_batch_size // world_size
     fan_outs = hp.fan_outs()
-    log = RunLogger(spec.result_file, rank=rank)
-    log.event(constants.CACHE_CLEAR, clear_caches() if rank == 0 else False)
-    log.start(constants.INIT_START)
-    log.submission(constants.RGAT, spec.submission)
-    log.event(constants.GLOBAL_BATCH_SIZE, hp.global_batch_size)
-    log.event(constants.GRADIENT_ACCUMULATION_STEPS, 1)
-    log.event(constants.OPT_NAME, "adam")
-    log.event(constants.OPT_BASE_LR, hp.learning_rate)
-    log.event(constants.SEED, spec.seed)
-    log.end(constants.INIT_STOP)
-
-    started = time.time()
-    log.start(constants.RUN_START)
+    run.begin()
     # The clock runs before the graph is read, as the rules ask.
-    graph = load_graph(spec.data_dir)
-    log.event(constants.TRAIN_SAMPLES, len(graph.train_idx))
-    log.event(constants.EVAL_SAMPLES, len(graph.val_idx))
+    graph = load_graph(run.spec.data_dir)
+    run.event(constants.TRAIN_SAMPLES, len(graph.train_idx))
+    run.event(constants.EVAL_SAMPLES, len(graph.val_idx))
 
-    torch.manual_seed(spec.seed)
+    torch.manual_seed(run.spec.seed)
     widths = {f.shape[1] for f in graph.features.values()}
     if len(widths) != 1:
         raise ValueError(f"node feature widths differ ({sorted(widths)}); IGBH gives every node type the same width")
     model: torch.nn.Module = RGAT(list(graph.csc), widths.pop(), hp, graph.num_classes)
-    generator = torch.Generator().manual_seed(spec.seed)
+    generator = torch.Generator().manual_seed(run.spec.seed)
     if world_size > 1:
         model = torch.nn.parallel.DistributedDataParallel(model, find_unused_parameters=True)
     optimizer = torch.optim.Adam(model.parameters(), lr=hp.learning_rate, weight_decay=hp.weight_decay)
     # Every rank draws the same permutation and evaluation samples, then takes its own slice.
-    sample_generator = torch.Generator().manual_seed(spec.seed * 1000 + rank)
+    sample_generator = torch.Generator().manual_seed(run.spec.seed * 1000 + rank)
     val_mine = graph.val_idx[rank::world_size]
     steps_per_epoch = len(graph.train_idx) // hp.global_batch_size
     eval_every = max(1, round(hp.eval_every_epochs * steps_per_epoch))
@@ -259,7 +203,7 @@ def train(spec: RunSpec, hp: Hyperparameters) -> dict:
     epoch_num = 0.0
     history = []
     for epoch in range(hp.max_epochs):
-        log.start(constants.EPOCH_START, metadata={constants.EPOCH_NUM: epoch})
+        run.epoch_start(epoch_num=epoch)
         order = graph.train_idx[torch.randperm(len(graph.train_idx), generator=generator)]
         for step in range(steps_per_epoch):
             batch = order[step * hp.global_batch_size : (step + 1) * hp.global_batch_size][rank * local_batch : (rank + 1) * local_batch]
@@ -271,23 +215,20 @@ def train(spec: RunSpec, hp: Hyperparameters) -> dict:
             if (step + 1) % eval_every and step + 1 != steps_per_epoch:
                 continue
             epoch_num = round(epoch + (step + 1) / steps_per_epoch, 2)
-            log.start(constants.EVAL_START, metadata={constants.EPOCH_NUM: epoch_num})
+            run.eval_start(epoch_num=epoch_num)
             correct, total = evaluate(model, graph, val_mine, hp, sample_generator)
             if world_size > 1:
                 counts = torch.tensor([correct, total], dtype=torch.long)
                 torch.distributed.all_reduce(counts)
                 correct, total = int(counts[0]), int(counts[1])
             accuracy = correct / total
-            log.event(constants.EVAL_ACCURACY, accuracy, metadata={constants.EPOCH_NUM: epoch_num})
-            log.end(constants.EVAL_STOP, metadata={constants.EPOCH_NUM: epoch_num})
-            history.append({"epoch_num": epoch_num, "eval_accuracy": accuracy, "seconds": round(time.time() - started, 3)})
-            if accuracy >= spec.target:
+            run.eval_result(accuracy, epoch_num=epoch_num)
+            history.append({"epoch_num": epoch_num, "eval_accuracy": accuracy, "seconds": run.seconds})
+            if accuracy >= run.spec.target:
                 status = constants.SUCCESS
                 break
-        log.end(constants.EPOCH_STOP, metadata={constants.EPOCH_NUM: epoch})
+        run.epoch_stop(epoch_num=epoch)
         if status == constants.SUCCESS:
             break
-    log.end(constants.RUN_STOP, metadata={constants.STATUS: status, constants.EPOCH_NUM: epoch_num})
-    if world_size > 1:
-        torch.distributed.destroy_process_group()
-    return {"status": status, "epoch_num": epoch_num, "eval_accuracy": accuracy, "seconds": round(time.time() - started, 3), "history": history}
+    run.finish(status, epoch_num=epoch_num)
+    return {"status": status, "epoch_num": epoch_num, "eval_accuracy": accuracy, "seconds": run.seconds, "history": history}

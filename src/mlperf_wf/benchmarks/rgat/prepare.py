@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mlperf_wf.errors import WorkflowError
+from mlperf_wf.errors import UserError
 
 ROOT = "full/processed"
 """Where the published files live in the dataset, and the prepared tree the reference reads."""
@@ -88,7 +88,7 @@ def _relation(scale: str, key: str) -> Relation:
     for relation in RELATIONS[scale]:
         if relation.key == key:
             return relation
-    raise WorkflowError(f"rgat: no edge type {key!r} at scale {scale}; known: {[r.key for r in RELATIONS[scale]]}")
+    raise UserError(f"rgat: no edge type {key!r} at scale {scale}; known: {[r.key for r in RELATIONS[scale]]}")
 
 
 def shards(scale: str) -> list[str]:
@@ -131,13 +131,13 @@ def _is_npy(path: Path) -> bool:
 def load_array(path: Path, dtype: str = "float32", width: int | None = None) -> np.ndarray:
     """Memory-map a published array: a real .npy, or a raw dump (IGBH-large/full features and labels)."""
     if not path.is_file():
-        raise WorkflowError(f"{path}: missing; the verified IGBH dataset should contain it")
+        raise UserError(f"{path}: missing; the verified IGBH dataset should contain it")
     if _is_npy(path):
         return np.load(path, mmap_mode="r")
     itemsize = np.dtype(dtype).itemsize * (width or 1)
     size = path.stat().st_size
     if size % itemsize:
-        raise WorkflowError(f"{path}: {size} bytes is not a whole number of {dtype} rows of width {width or 1}")
+        raise UserError(f"{path}: {size} bytes is not a whole number of {dtype} rows of width {width or 1}")
     shape = (size // itemsize, width) if width else (size // itemsize,)
     return np.memmap(path, dtype=dtype, mode="r", shape=shape)
 
@@ -153,7 +153,7 @@ def node_count(processed: Path, node_type: str) -> int:
 def _edges(processed: Path, folder: str) -> np.ndarray:
     edges = load_array(processed / folder / "edge_index.npy", "int64")
     if edges.ndim != 2 or edges.shape[1] != 2:
-        raise WorkflowError(f"{processed / folder / 'edge_index.npy'}: shape {edges.shape}; IGBH edge lists are (E, 2)")
+        raise UserError(f"{processed / folder / 'edge_index.npy'}: shape {edges.shape}; IGBH edge lists are (E, 2)")
     return edges
 
 
@@ -254,7 +254,7 @@ def coo_to_csc(chunks: Callable[[int], Iterable[tuple[np.ndarray, np.ndarray]]],
         degree = np.zeros(n_dst, dtype=np.int64)
         for _src, dst in chunks(0):
             if len(dst) and (dst.min() < 0 or dst.max() >= n_dst):
-                raise WorkflowError(f"{scratch.folder.name}: destination id out of range [0, {n_dst})")
+                raise UserError(f"{scratch.folder.name}: destination id out of range [0, {n_dst})")
             degree += np.bincount(dst, minlength=n_dst)
         _save_array(degree_file, degree)
         scratch.save(degrees_done=1, chunks_scattered=0)
@@ -303,7 +303,7 @@ def _prepare_csc(relation: Relation, processed: Path, out_dir: Path) -> dict:
     scratch = Checkpoint(scratch_for(out_dir), _source_identity(source))
     indptr, indices = coo_to_csc(lambda skip: _chunks(relation, processed, n_dst, skip), n_dst, scratch)
     if len(indices) and int(indices.max()) >= n_src:
-        raise WorkflowError(f"{relation.source_file}: source id {int(indices.max())} is out of range for {n_src} {relation.src} nodes")
+        raise UserError(f"{relation.source_file}: source id {int(indices.max())} is out of range for {n_src} {relation.src} nodes")
     _torch_save_array(indptr, out_dir / "indptr.pt")
     _torch_save_array(indices, out_dir / "indices.pt")
     del indices
@@ -365,7 +365,7 @@ def _prepare_split(processed: Path, out_dir: Path, scale: str) -> dict:
 def prepare_shard(shard: str, inputs: dict[str, Path], out_dir: Path, scale: str) -> dict:
     """Write one shard into ``out_dir`` from the verified IGBH dataset ``inputs['data']``."""
     if shard not in shards(scale):
-        raise WorkflowError(f"rgat: unknown shard {shard!r} at scale {scale}; known: {', '.join(shards(scale))}")
+        raise UserError(f"rgat: unknown shard {shard!r} at scale {scale}; known: {', '.join(shards(scale))}")
     processed = inputs["data"] / ROOT
     out_dir.mkdir(parents=True, exist_ok=True)
     kind, _, name = shard.partition("__")

@@ -1,0 +1,1 @@
+"""rgat: R-GAT node classification on IGBH-full (see README.md)."""

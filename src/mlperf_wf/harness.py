@@ -1,0 +1,182 @@
+"""The harness every tiny trainer runs in: one place for what all runs share.
+
+``TinyRun`` sets torch's threads, joins the process group under torchrun (gloo on CPU),
+writes the mllog result file on rank 0 only, and logs the preamble the rules ask for:
+``cache_clear`` (whether the page cache really was dropped), ``init_start``, the
+``submission_*`` keys, the seed, ``config_filename`` and every hyperparameter from the typed
+model the loop uses. ``begin()`` refuses to start the clock while a key the round's checker
+requires is missing (read from mlperf-logging's rules for the benchmark, ruleset and
+division), then logs ``init_stop`` and ``run_start``. The loop logs its blocks/epochs and
+evaluations through the run; ``finish()`` logs ``run_stop`` with its status, and a run
+that raises is logged as aborted before the error propagates. A tiny trainer therefore
+holds only its model, its data loading and its step.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from mlperf_logging.mllog import constants
+
+from mlperf_wf.errors import ConfigError
+from mlperf_wf.mllog_utils import RunLogger, Submission, clear_caches, rank_from_env
+
+if TYPE_CHECKING:
+    from mlperf_wf.hyperparameters import TinyHyperparameters
+
+LOGGED_BY_THE_HARNESS_LATER = frozenset(
+    {
+        constants.INIT_STOP,
+        constants.RUN_START,
+        constants.RUN_STOP,
+        constants.EVAL_START,
+        constants.EVAL_STOP,
+        constants.EVAL_ACCURACY,
+        constants.BLOCK_START,
+        constants.BLOCK_STOP,
+        constants.EPOCH_START,
+        constants.EPOCH_STOP,
+        constants.TRAIN_SAMPLES,
+        constants.EVAL_SAMPLES,
+    }
+)
+"""Required keys that belong to the timed part of the run (after ``run_start``)."""
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One tiny training run, as the train job describes it."""
+
+    benchmark: str
+    """Workflow name of the benchmark."""
+    submission_benchmark: str
+    """``submission_benchmark`` value."""
+    data_dir: Path
+    """The benchmark's prepared dataset tree (``resources/<scale>/prepared/<benchmark>/dataset``)."""
+    result_file: Path
+    """mllog output."""
+    seed: int
+    """Run seed."""
+    target: float
+    """Quality target from the compliance rules."""
+    ruleset: str
+    """Ruleset the run is logged for (its required keys are enforced)."""
+    submission: Submission
+    """submission_* values."""
+    config_filename: str
+    """Where the run's configuration is written (logged as ``config_filename``)."""
+    inputs: dict[str, Path] = field(default_factory=dict)
+    """Input role -> folder, for every role the benchmark's runs read besides the prepared tree (e.g. ``checkpoint``)."""
+    threads: int = 1
+    """CPU threads for torch, per process."""
+
+    def input(self, role: str) -> Path:
+        """The folder of input ``role``; a clear error when the job did not hand it over."""
+        if role not in self.inputs:
+            raise ConfigError(f"{self.benchmark}: the run needs --input {role}=FOLDER (given: {', '.join(sorted(self.inputs)) or 'none'})")
+        return self.inputs[role]
+
+
+class TinyRun:
+    """One run's distributed setup and mllog events (see the module docstring)."""
+
+    def __init__(self, spec: RunSpec, hp: TinyHyperparameters, required: set[str] | None = None) -> None:
+        import torch
+
+        from mlperf_wf import mlperf_rules
+
+        self.spec = spec
+        self.hp = hp
+        torch.set_num_threads(spec.threads)
+        self.rank = rank_from_env()
+        self.world_size = int(os.environ.get("WORLD_SIZE", "1"))
+        if self.world_size > 1:
+            torch.distributed.init_process_group("gloo")
+        self.required = required if required is not None else mlperf_rules.required_keys(spec.submission_benchmark, spec.ruleset, spec.submission.division)
+        self.logged: set[str] = set()
+        self.status = constants.ABORTED
+        self.started = 0.0
+        self._stopped = False
+        self._log = RunLogger(spec.result_file, rank=self.rank)
+        self.event(constants.CACHE_CLEAR, clear_caches() if self.rank == 0 else False)
+        self._log.start(constants.INIT_START)
+        self._log.submission(spec.submission_benchmark, spec.submission)
+        self.logged |= {constants.SUBMISSION_BENCHMARK, constants.SUBMISSION_ORG, constants.SUBMISSION_PLATFORM}
+        self.logged |= {constants.SUBMISSION_DIVISION, constants.SUBMISSION_STATUS, constants.INIT_START}
+        self.event(constants.SEED, spec.seed)
+        self.event("config_filename", spec.config_filename)
+        self.config(hp.mllog(self.world_size))
+
+    # ---- logging ----
+
+    def event(self, key: str, value: object = None, **metadata: object) -> None:
+        """One mllog event (rank 0 writes)."""
+        self._log.event(key, value, metadata=metadata or None)
+        self.logged.add(key)
+
+    def config(self, values: dict[str, object]) -> None:
+        """Log configuration keys (hyperparameters, numerics, parallelism) before ``begin()``."""
+        for key, value in values.items():
+            self.event(key, value)
+
+    def begin(self) -> None:
+        """End initialisation and start the clock; refuses when a key the round requires was never logged."""
+        missing = sorted(self.required - self.logged - LOGGED_BY_THE_HARNESS_LATER)
+        if missing:
+            raise ConfigError(
+                f"{self.spec.benchmark}: ruleset {self.spec.ruleset} ({self.spec.submission.division}) requires {', '.join(missing)}, "
+                "which the trainer never logged: add them to its Hyperparameters.mllog or run.config()"
+            )
+        self._log.end(constants.INIT_STOP)
+        self.started = time.time()
+        self._log.start(constants.RUN_START)
+
+    def block_start(self, **progress: object) -> None:
+        self._log.start(constants.BLOCK_START, metadata=progress)
+
+    def block_stop(self, **progress: object) -> None:
+        self._log.end(constants.BLOCK_STOP, metadata=progress)
+
+    def epoch_start(self, **progress: object) -> None:
+        self._log.start(constants.EPOCH_START, metadata=progress)
+
+    def epoch_stop(self, **progress: object) -> None:
+        self._log.end(constants.EPOCH_STOP, metadata=progress)
+
+    def eval_start(self, **progress: object) -> None:
+        """``eval_start`` at ``progress`` (samples_count= or epoch_num=, as the round's rules ask)."""
+        self._log.start(constants.EVAL_START, metadata=progress)
+
+    def eval_result(self, value: float, **progress: object) -> None:
+        """``eval_accuracy`` = ``value``, then ``eval_stop``."""
+        self._log.event(constants.EVAL_ACCURACY, value, metadata=progress)
+        self._log.end(constants.EVAL_STOP, metadata=progress)
+
+    def finish(self, status: str, **progress: object) -> None:
+        """``run_stop`` with ``status`` (success when the target was reached, else aborted)."""
+        self.status = status
+        self._log.end(constants.RUN_STOP, metadata={**progress, constants.STATUS: status})
+        self._stopped = True
+
+    @property
+    def seconds(self) -> float:
+        """Seconds since ``run_start``."""
+        return round(time.time() - self.started, 3)
+
+    # ---- context ----
+
+    def __enter__(self) -> TinyRun:
+        return self
+
+    def __exit__(self, kind, error, traceback) -> None:
+        import torch
+
+        if self.started and not self._stopped:
+            # A run that dies still ends its log, so the checker reports why instead of a missing run_stop.
+            self.finish(constants.ABORTED)
+        if self.world_size > 1 and torch.distributed.is_initialized():
+            torch.distributed.destroy_process_group()

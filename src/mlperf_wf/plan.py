@@ -1,0 +1,371 @@
+"""The plan: what every job of the workflow reads, writes and runs, for a configuration.
+
+``Plan`` turns (benchmark, run, workflow config) into each job's paths, command line,
+scheduler resources, mounts and environment, at either scale. The Snakefile's
+``common.smk`` only hands these to the rules, so everything that depends on the scale or
+the launcher is here, typed and tested without Snakemake (``tests/test_plan.py``).
+
+Scales never share a results folder: full-scale results are ``results/<benchmark>/``
+(the paths users type, e.g. ``results/llama2_70b_lora/report.json``), tiny-scale
+results ``results/tiny/<benchmark>/``; datasets are ``resources/<scale>/`` and job logs
+``logs/<scale>/``. A tiny run can therefore never be taken for a full one, and every
+command works in a folder that holds the other scale's results.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Literal
+
+from pydantic import ValidationError
+
+from mlperf_wf import hyperparameters, launch, mlperf_rules, prepare, registry
+from mlperf_wf.errors import ConfigError
+from mlperf_wf.registry import BenchmarkDef, Container
+
+Scale = Literal["tiny", "full"]
+TINY_RESULTS = "results/tiny"
+FULL_RESULTS = "results"
+TINY_LAUNCHERS = ("local", "docker")
+TINY_RUN_RESOURCES = {"runtime": 30, "mem_mb": 4000}
+"""A tiny run: minutes on a CPU core, a few GB."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The workflow configuration (``config/config.yaml``, validated by its JSON schema) as the plan reads it."""
+
+    benchmarks: tuple[str, ...]
+    """Benchmarks the default target builds."""
+    scale: Scale
+    """tiny (generated data, CPU) or full (published data, reference containers)."""
+    ruleset: str
+    """A training round, or ``latest`` (each benchmark's newest)."""
+    division: str
+    """closed or open."""
+    runs: int
+    """Runs per benchmark; 0: the count the rules require."""
+    seed_base: int
+    """Run i uses seed seed_base + i."""
+    org: str
+    """submission_org."""
+    platform: str
+    """submission_platform."""
+    status: str
+    """submission_status."""
+    tiny_threads: int
+    """CPU threads of one tiny run process."""
+    tiny_processes: int
+    """Processes of one tiny run (torchrun when > 1)."""
+    launcher: str
+    """auto, local, docker, apptainer or pyxis."""
+    tiny_image: str
+    """Image of a tiny run with the docker launcher."""
+    env_passthrough: tuple[str, ...]
+    """Host environment variables passed into containers by name."""
+    full_geometry: dict[str, dict] = field(default_factory=dict)
+    """Per-benchmark nodes / gpus_per_node overrides."""
+    full_container: dict[str, dict] = field(default_factory=dict)
+    """Per-benchmark image / digest overrides (the image this site built and pushed)."""
+    tiny_hyperparameters: dict[str, dict] = field(default_factory=dict)
+    """Per-benchmark overrides of the tiny hyperparameter model's fields."""
+
+    @classmethod
+    def from_config(cls, config: dict) -> Settings:
+        submission = config["submission"]
+        return cls(
+            benchmarks=tuple(config["benchmarks"]),
+            scale=config["scale"],
+            ruleset=config["ruleset"],
+            division=config["division"],
+            runs=int(config["runs"]),
+            seed_base=int(config["seed_base"]),
+            org=submission["org"],
+            platform=submission["platform"],
+            status=submission["status"],
+            tiny_threads=int(config["tiny_threads"]),
+            tiny_processes=int(config["tiny_processes"]),
+            launcher=config["launcher"],
+            tiny_image=config["tiny_image"],
+            env_passthrough=tuple(config["env_passthrough"]),
+            full_geometry=dict(config.get("full_geometry") or {}),
+            full_container=dict(config.get("full_container") or {}),
+            tiny_hyperparameters=dict(config.get("tiny_hyperparameters") or {}),
+        )
+
+
+@dataclass(frozen=True)
+class TrainResources:
+    """Scheduler resources of one run (Snakemake resource names; the SLURM executor maps them to sbatch)."""
+
+    runtime: int
+    """Walltime in minutes."""
+    mem_mb: int = 0
+    """Memory; 0 leaves it to the profile (full-scale jobs take whole nodes)."""
+    nodes: int = 1
+    """Nodes."""
+    gres: str = ""
+    """``gpu:N`` per node at full scale."""
+    tasks: int = 1
+    """Tasks of the job (several when the job's own srun places launchers or ranks)."""
+    tasks_per_gpu: int = 0
+    """0: never let SLURM start one task per GPU (the launcher starts the GPU processes)."""
+    cpus_per_gpu: int = 0
+    """Host cores per GPU."""
+    mpi: str | None = None
+    """``srun`` when the job starts its own tasks, so the SLURM jobstep does not wrap it in ``srun -n1``."""
+
+
+@dataclass(frozen=True)
+class TrainJob:
+    """Everything the train rule needs for one run."""
+
+    command: str
+    """The shell command of the run."""
+    launcher: str
+    """Backend that starts it (recorded in provenance)."""
+    image: str
+    """Container image ('' for a run on the host)."""
+    threads: int
+    """CPU threads it occupies on the job's host."""
+    resources: TrainResources
+    """Scheduler request."""
+
+
+class Plan:
+    """Paths, commands and resources of every job for one configuration (see the module docstring)."""
+
+    def __init__(self, settings: Settings, project_root: Path, workdir: Path | None = None, output_cache: Path | None = None) -> None:
+        self.settings = settings
+        self.scale = settings.scale
+        self.project_root = project_root
+        self.workdir = workdir or Path.cwd()
+        self.output_cache = output_cache
+        self.results_root = TINY_RESULTS if settings.scale == "tiny" else FULL_RESULTS
+        self.logs_root = f"logs/{settings.scale}"
+        self.benchmarks = {name: registry.load_benchmark(name) for name in registry.benchmark_names()}
+        self._check_settings()
+
+    # ---- checks at parse time ----
+
+    def _check_settings(self) -> None:
+        s = self.settings
+        known = sorted(self.benchmarks)
+        unknown = [name for name in s.benchmarks if name not in self.benchmarks]
+        if unknown:
+            raise ConfigError(f"config: benchmarks: {unknown} has no folder in src/mlperf_wf/benchmarks/; known: {', '.join(known)}")
+        if s.scale == "tiny" and s.launcher not in ("auto", *TINY_LAUNCHERS):
+            raise ConfigError(f"config: launcher is {s.launcher!r} but tiny-scale runs use auto, {' or '.join(TINY_LAUNCHERS)}")
+        for key in ("full_geometry", "full_container", "tiny_hyperparameters"):
+            for name in getattr(s, key):
+                if name not in self.benchmarks:
+                    raise ConfigError(f"config: {key}.{name}: names no benchmark; known: {', '.join(known)}")
+        for name in s.benchmarks:
+            self.ruleset(name)
+        for name in self.benchmarks:
+            self.container(name)
+            self.hyperparameters(name)
+
+    # ---- rules and runs ----
+
+    def bench(self, name: str) -> BenchmarkDef:
+        return self.benchmarks[name]
+
+    @cache  # noqa: B019 - one Plan per workflow, alive as long as the process
+    def ruleset(self, name: str) -> str:
+        """Ruleset of a benchmark's runs: ``ruleset``, or its newest round when that is ``latest``."""
+        return mlperf_rules.resolve_ruleset(self.bench(name).submission_benchmark, self.settings.ruleset)
+
+    def package_ruleset(self) -> str:
+        """Round of the submission package: the newest ruleset among the configured benchmarks."""
+        return mlperf_rules.newest_ruleset([self.ruleset(name) for name in self.settings.benchmarks])
+
+    def run_count(self, name: str) -> int:
+        """Runs to make: ``runs``, or the count the rules require."""
+        return self.settings.runs or mlperf_rules.required_runs(self.bench(name).submission_benchmark)
+
+    def seed(self, run: int) -> int:
+        """Seed of run ``run`` (distinct per run)."""
+        return self.settings.seed_base + run
+
+    def hyperparameters(self, name: str) -> hyperparameters.TinyHyperparameters:
+        """The tiny hyperparameters with the config's overrides (checked when the workflow is parsed)."""
+        return hyperparameters.resolve(self.bench(name), self.settings.tiny_hyperparameters.get(name))
+
+    def container(self, name: str) -> Container:
+        """The full-scale image: the definition's, with the config's ``full_container`` override."""
+        base = self.bench(name).full.container
+        override = self.settings.full_container.get(name)
+        if not override:
+            return base
+        try:
+            return Container.model_validate({**base.model_dump(), **override})
+        except ValidationError as err:
+            first = err.errors()[0]
+            key = ".".join(map(str, first["loc"]))
+            raise ConfigError(f"config: full_container.{name}.{key}: {first['msg']} (got {first.get('input')!r})") from None
+
+    # ---- paths ----
+
+    def dataset_dir(self, dataset_id: str) -> str:
+        """Local folder of a downloaded dataset."""
+        return f"resources/{self.scale}/datasets/{dataset_id}"
+
+    def verified_record(self, dataset_id: str) -> str:
+        """Verification record of a dataset."""
+        return f"resources/{self.scale}/verified/{dataset_id}.json"
+
+    def prepared_dir(self, name: str) -> str:
+        """Prepared data of a benchmark: ``shards/`` (one cached job each) and ``dataset/`` (the tree its runs read)."""
+        return f"resources/{self.scale}/prepared/{name}"
+
+    def prepared_dataset(self, name: str) -> str:
+        return f"{self.prepared_dir(name)}/dataset"
+
+    def run_file(self, name: str, run: int, file: str) -> str:
+        """A file of one run's folder (``result.txt``, ``compliance.json``, ``provenance.json``)."""
+        return f"{self.results_root}/{name}/runs/{run}/{file}"
+
+    def run_files(self, name: str, file: str) -> list[str]:
+        """That file of every run."""
+        return [self.run_file(name, run, file) for run in range(self.run_count(name))]
+
+    def report(self, name: str) -> str:
+        return f"{self.results_root}/{name}/report.json"
+
+    # ---- download ----
+
+    def download_inputs(self, dataset_id: str) -> dict[str, str]:
+        """At tiny scale the download reads the generated mirror."""
+        return {"mirror": f"resources/tiny/mirror/{dataset_id}"} if self.scale == "tiny" else {}
+
+    def download_source_args(self, dataset_id: str) -> str:
+        """``--uri/--md5`` of a dataset: the tiny mirror, or the catalog's R2 URLs.
+
+        An external (non-R2) dataset gets none, so ``mlperf-wf download`` stops with its instructions.
+        """
+        if self.scale == "tiny":
+            metadata = f"file:resources/tiny/mirror/{dataset_id}/metadata/{dataset_id}"
+            return f"--uri {metadata}.uri --md5 {metadata}.md5"
+        source = registry.load_dataset(dataset_id).source
+        return f"--uri {source.uri} --md5 {source.md5}" if source.protocol == "r2" else ""
+
+    # ---- preparation ----
+
+    def preprocess_inputs(self, name: str) -> dict[str, str]:
+        """Every dataset the preparation reads, by role, and its verification record."""
+        inputs = {}
+        for role, dataset_id in self.bench(name).roles_for("prepare").items():
+            inputs[role] = self.dataset_dir(dataset_id)
+            inputs[f"{role}_verified"] = self.verified_record(dataset_id)
+        return inputs
+
+    def preprocess_args(self, name: str) -> str:
+        """``--input ROLE=FOLDER`` arguments of the preprocess command."""
+        return " ".join(f"--input {role}={self.dataset_dir(dataset_id)}" for role, dataset_id in self.bench(name).roles_for("prepare").items())
+
+    def shard_names(self, name: str) -> list[str]:
+        """Shards of a benchmark's preparation at this scale (its prepare module declares them)."""
+        return prepare.shard_names(self.bench(name), self.scale)
+
+    def shard_dirs(self, name: str) -> list[str]:
+        return [f"{self.prepared_dir(name)}/shards/{shard}" for shard in self.shard_names(name)]
+
+    def shard_resources(self, name: str, shard: str) -> dict[str, int]:
+        return prepare.shard_resources(self.bench(name), shard, self.scale)
+
+    # ---- training ----
+
+    def train_inputs(self, name: str) -> dict[str, str]:
+        """The prepared tree, and every dataset the runs read directly (with its verification record)."""
+        inputs = {"prepared": self.prepared_dataset(name)}
+        for role, dataset_id in self.bench(name).roles_for("train").items():
+            inputs[role] = self.dataset_dir(dataset_id)
+            inputs[f"{role}_verified"] = self.verified_record(dataset_id)
+        return inputs
+
+    def launch_settings(self, name: str) -> launch.Launch:
+        """Launcher, geometry (definition or ``full_geometry``) and pass-through environment of a benchmark's runs."""
+        geometry = self.bench(name).full.geometry
+        override = self.settings.full_geometry.get(name, {})
+        chosen = self.settings.launcher
+        if chosen == "auto":
+            chosen = "local" if self.scale == "tiny" else "docker"
+        return launch.Launch(
+            launcher=chosen,
+            nodes=int(override.get("nodes", geometry.nodes)),
+            gpus_per_node=int(override.get("gpus_per_node", geometry.gpus_per_node)),
+            env_passthrough=self.settings.env_passthrough,
+            tiny_processes=self.settings.tiny_processes,
+        )
+
+    @cache  # noqa: B019 - one Plan per workflow; each rule asks for several fields of the same job
+    def train_job(self, name: str, run: int) -> TrainJob:
+        """Command, resources and provenance fields of run ``run`` of ``name``."""
+        return self._tiny_job(name, run) if self.scale == "tiny" else self._full_job(name, run)
+
+    def _tiny_job(self, name: str, run: int) -> TrainJob:
+        s = self.settings
+        settings = self.launch_settings(name)
+        args = [
+            "--benchmark", name, "--run-index", str(run), "--seed", str(self.seed(run)),
+            "--data", self.prepared_dataset(name), "--result", self.run_file(name, run, "result.txt"),
+            "--ruleset", self.ruleset(name), "--division", s.division,
+            "--org", s.org, "--platform", s.platform, "--status", s.status, "--threads", str(s.tiny_threads),
+        ]  # fmt: skip
+        for role, dataset_id in self.bench(name).roles_for("train").items():
+            args += ["--input", f"{role}={self.dataset_dir(dataset_id)}"]
+        overrides = s.tiny_hyperparameters.get(name)
+        if overrides:
+            args += ["--hyperparameters", json.dumps(overrides, sort_keys=True)]
+        image = ""
+        if settings.launcher == "docker":
+            # The image gives a userland; this host's venv, Python and project come in read-only.
+            host = [Path(sys.prefix), Path(sys.base_prefix), self.project_root]
+            if self.output_cache:  # cached shards are links into it
+                host.append(self.output_cache)
+            command = launch.shell_join(launch.tiny_container(args, settings, s.tiny_image, self.workdir, host))
+            image = s.tiny_image
+        else:
+            command = launch.shell_join(launch.tiny_command(args, settings))
+        threads = s.tiny_threads * s.tiny_processes
+        return TrainJob(command=command, launcher=settings.launcher, image=image, threads=threads, resources=TrainResources(**TINY_RUN_RESOURCES))
+
+    def _full_job(self, name: str, run: int) -> TrainJob:
+        bench = self.bench(name)
+        settings = self.launch_settings(name)
+        image = self.container(name).reference
+        paths = launch.RunPaths(
+            prepared=Path(self.prepared_dataset(name)),
+            result_file=Path(self.run_file(name, run, "result.txt")),
+            inputs={role: Path(self.dataset_dir(dataset_id)) for role, dataset_id in bench.roles_for("train").items()},
+            output_cache=self.output_cache,
+        )
+        command = launch.full_scale(bench, run, self.seed(run), paths, settings, image=image)
+        # `|| exit 2` and not `&&`: a failed check must stop the whole line, which may hold several commands
+        command = f"mlperf-wf require-pinned --benchmark {name} --image {image} || exit 2; {command}"
+        tasks_per_node = settings.gpus_per_node if bench.full.process_model == "per_gpu" else 1
+        tasks = settings.nodes * tasks_per_node
+        resources = TrainResources(
+            runtime=bench.full.geometry.walltime_minutes,
+            nodes=settings.nodes,
+            gres=f"gpu:{settings.gpus_per_node}",
+            tasks=tasks,
+            cpus_per_gpu=bench.full.geometry.cpus_per_gpu,
+            # Several launchers or ranks: the job's own srun places them, so the jobstep must not wrap it in `srun -n1`.
+            mpi="srun" if tasks > 1 else None,
+        )
+        return TrainJob(command=command, launcher=settings.launcher, image=image, threads=1, resources=resources)
+
+
+def load(config: dict, project_root: Path, workdir: Path | None = None) -> Plan:
+    """Check every benchmark and dataset definition, then plan ``config``; any problem is one ``ConfigError`` line."""
+    problems = registry.check_all()
+    if problems:
+        more = f" ({len(problems) - 1} more: mlperf-wf check lists them)" if len(problems) > 1 else ""
+        raise ConfigError(problems[0] + more)
+    return Plan(Settings.from_config(config), project_root, workdir, launch.output_cache_dir())
