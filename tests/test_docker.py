@@ -65,13 +65,13 @@ def test_tiny_train_job_runs_in_a_container_through_the_docker_backend(docker_ho
     for key, value in docker_host.items():
         monkeypatch.setenv(key, value)
     workdir = new_workdir(tmp_path / "docker_checkout")
-    proc = snakemake(workdir, "--cores", "2", "results/llama2_70b_lora/report.json", "--config", "runs=1", "launcher=docker")
+    proc = snakemake(workdir, "--cores", "2", "results/tiny/llama2_70b_lora/report.json", "--config", "runs=1", "launcher=docker")
     assert "docker run --rm --network none -v " in proc.stdout + proc.stderr
-    record = json.loads((workdir / "results/llama2_70b_lora/runs/0/provenance.json").read_text())
+    record = json.loads((workdir / "results/tiny/llama2_70b_lora/runs/0/provenance.json").read_text())
     assert record["launcher"] == "docker" and record["image"] == IMAGE
-    report = json.loads((workdir / "results/llama2_70b_lora/report.json").read_text())
+    report = json.loads((workdir / "results/tiny/llama2_70b_lora/report.json").read_text())
     assert report["runs"][0]["compliance"] == "passed"
     # the run really happened inside the container: it reports the container's hostname, not this host's
-    log = (workdir / "logs/train/llama2_70b_lora/0.log").read_text()
+    log = (workdir / "logs/tiny/train/llama2_70b_lora/0.log").read_text()
     ran_on = next(line.split(" on host ")[1].strip() for line in log.splitlines() if " on host " in line)
     assert ran_on != platform.node() and ran_on != record["host"]

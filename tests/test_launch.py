@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import shlex
-from pathlib import Path
-
 import pytest
 
 from mlperf_wf.errors import ConfigError
 from mlperf_wf.launch import Launch, RunPaths, full_scale, tiny_command
 from mlperf_wf.registry import load_benchmark
 
-ROOT = Path(__file__).resolve().parents[1]
 IMAGE = "mlperf-workflow/llama2_70b_lora:ref-aa344c7-pytorch24.01"
 REFERENCE = (
     "accelerate launch --config_file configs/default_config.yaml scripts/train.py"
@@ -25,8 +22,8 @@ REFERENCE = (
 
 @pytest.fixture
 def run(tmp_path):
-    bench = load_benchmark("llama2_70b_lora", ROOT)
-    paths = RunPaths(data=tmp_path / "prep" / "dataset", checkpoint_dir=tmp_path / "ckpt", result_file=tmp_path / "runs" / "3" / "result.txt")
+    bench = load_benchmark("llama2_70b_lora")
+    paths = RunPaths(prepared=tmp_path / "prep" / "dataset", inputs={"checkpoint": tmp_path / "ckpt"}, result_file=tmp_path / "runs" / "3" / "result.txt")
     return bench, paths, tmp_path
 
 
@@ -105,10 +102,9 @@ def test_pyxis_per_gpu_process_model_starts_one_task_per_gpu_with_slurm_ranks(ru
 
 
 def test_rgat_mounts_the_prepared_folder_and_the_output_cache_but_no_checkpoint(tmp_path):
-    bench = load_benchmark("rgat", ROOT)
+    bench = load_benchmark("rgat")
     paths = RunPaths(
-        data=tmp_path / "prepared" / "rgat" / "dataset",
-        checkpoint_dir=None,
+        prepared=tmp_path / "prepared" / "rgat" / "dataset",
         result_file=tmp_path / "runs" / "0" / "result.txt",
         output_cache=tmp_path / "cache",
     )

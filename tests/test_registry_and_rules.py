@@ -1,37 +1,24 @@
-"""Registries under config/ and the rules read from mlperf-logging."""
+"""The dataset catalog, benchmark definitions as files, and the rules read from mlperf-logging."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
-from mlperf_logging import benchmark_meta
+import yaml
 
 from mlperf_wf import mlperf_rules as rules
+from mlperf_wf import registry
 from mlperf_wf.errors import ConfigError
-from mlperf_wf.registry import load_benchmark, load_dataset
+from mlperf_wf.registry import load_benchmark, load_dataset, parse_benchmark_file
 
 ROOT = Path(__file__).resolve().parents[1]
-BENCHMARKS = sorted(p.stem for p in (ROOT / "config" / "benchmarks").glob("*.yaml"))
-DATASETS = sorted(p.stem for p in (ROOT / "config" / "datasets").glob("*.yaml"))
-
-
-@pytest.mark.parametrize("name", BENCHMARKS)
-def test_benchmark_definitions_load_and_agree_with_mlperf_logging(name):
-    bench = load_benchmark(name, ROOT)
-    listed = [
-        ruleset
-        for ruleset in ("4.0.0", "4.1.0", "5.0.0", "5.1.0", "6.0.0", "6.1.0")
-        if bench.submission_benchmark in benchmark_meta.get_allowed_benchmarks("training", ruleset)
-    ]
-    assert bench.rulesets == listed
-    for dataset_id in bench.datasets.values():
-        load_dataset(dataset_id, ROOT)
+DATASETS = registry.dataset_ids(ROOT)
 
 
 @pytest.mark.parametrize("dataset_id", DATASETS)
 def test_dataset_definitions_point_at_r2_metadata(dataset_id):
-    dataset = load_dataset(dataset_id, ROOT)
+    dataset = registry.check_dataset(dataset_id, ROOT)
     if dataset.source.protocol == "external":
         assert dataset.source.instructions and dataset.source.uri is None
         return
@@ -47,6 +34,20 @@ def test_llama2_target_and_run_count_come_from_mlperf_logging():
     assert rules.required_runs("llama2_70b_lora") == 10
 
 
+def test_rounds_come_from_mlperf_logging():
+    assert rules.rulesets_of("llama2_70b_lora") == ["4.0.0", "4.1.0", "5.0.0", "5.1.0", "6.0.0", "6.1.0"]
+    assert rules.rulesets_of("rgat") == ["5.0.0", "5.1.0"]
+    with pytest.raises(ConfigError, match=r"submission_benchmark 'resnet50' is in no training round"):
+        rules.rulesets_of("resnet50")
+
+
+def test_required_keys_include_the_division_and_benchmark_rules():
+    keys = rules.required_keys("llama2_70b_lora", "6.1.0")
+    assert {"lora_rank", "opt_gradient_clip_norm", "micro_batch_size", "tensor_parallelism", "submission_org"} <= keys
+    assert "micro_batch_size" not in rules.required_keys("llama2_70b_lora", "5.1.0")
+    assert "opt_name" in rules.required_keys("rgat", "5.1.0")
+
+
 def test_unknown_ruleset_and_retired_benchmark_are_clear_errors():
     with pytest.raises(ConfigError, match=r"ruleset '9\.9\.9' is not known to mlperf-logging"):
         rules.check_benchmark_in_ruleset("llama2_70b_lora", "9.9.9")
@@ -54,60 +55,95 @@ def test_unknown_ruleset_and_retired_benchmark_are_clear_errors():
         rules.check_benchmark_in_ruleset("rgat", "6.1.0")
 
 
-def test_unknown_benchmark_lists_known_ones():
-    with pytest.raises(ConfigError, match=r"benchmark 'bert' is not defined; known benchmarks: llama2_70b_lora"):
-        load_benchmark("bert", ROOT)
-
-
-def edited_copy(tmp_path, kind: str, name: str, old: str, new: str):
-    """A config/ under tmp_path whose <kind>/<name>.yaml has ``old`` replaced by ``new``."""
-    (tmp_path / "config" / kind).mkdir(parents=True)
-    text = (ROOT / "config" / kind / f"{name}.yaml").read_text()
-    assert old in text
-    (tmp_path / "config" / kind / f"{name}.yaml").write_text(text.replace(old, new))
-    return tmp_path
-
-
-def test_bad_definition_names_file_key_and_value(tmp_path):
-    root = edited_copy(tmp_path, "datasets", "scrolls_gov_report_8k", "kind: dataset", "kind: weights")
-    with pytest.raises(ConfigError, match=r"scrolls_gov_report_8k\.yaml: kind: .*'weights'"):
-        load_dataset("scrolls_gov_report_8k", root)
-
-
-def test_unknown_command_placeholder_is_rejected(tmp_path):
-    root = edited_copy(tmp_path, "benchmarks", "llama2_70b_lora", '"{seed}"', '"{sed}"')
-    with pytest.raises(ConfigError, match=r"unknown placeholder \{sed\}"):
-        load_benchmark("llama2_70b_lora", root)
-
-
-def test_definition_must_match_its_file_name(tmp_path):
-    root = edited_copy(tmp_path, "datasets", "scrolls_gov_report_8k", "id: scrolls_gov_report_8k", "id: govreport")
-    with pytest.raises(ConfigError, match=r"declares 'govreport' but the file is named 'scrolls_gov_report_8k'"):
-        load_dataset("scrolls_gov_report_8k", root)
-
-
 def test_latest_ruleset_is_each_benchmarks_newest_round():
-    llama, rgat = load_benchmark("llama2_70b_lora", ROOT), load_benchmark("rgat", ROOT)
-    assert rules.resolve_ruleset("llama2_70b_lora", llama.rulesets, "latest") == "6.1.0"
-    assert rules.resolve_ruleset("rgat", rgat.rulesets, "latest") == "5.1.0"
-    assert rules.resolve_ruleset("rgat", rgat.rulesets, "5.0.0") == "5.0.0"
+    assert rules.resolve_ruleset("llama2_70b_lora", "latest") == "6.1.0"
+    assert rules.resolve_ruleset("rgat", "latest") == "5.1.0"
+    assert rules.resolve_ruleset("rgat", "5.0.0") == "5.0.0"
     with pytest.raises(ConfigError, match=r"ruleset 6\.0\.0: benchmark 'rgat' is not part of this round"):
-        rules.resolve_ruleset("rgat", rgat.rulesets, "6.0.0")
+        rules.resolve_ruleset("rgat", "6.0.0")
     target = rules.quality_target("rgat", "5.1.0")
     assert (target.comparison, target.value) == (">=", 0.72) and rules.required_runs("rgat") == 10
 
 
-def test_benchmark_without_a_checkpoint_cannot_mount_or_use_one(tmp_path):
-    import yaml
+def test_unknown_benchmark_lists_known_ones():
+    with pytest.raises(ConfigError, match=r"benchmark 'bert' is not defined .*; known benchmarks: llama2_70b_lora"):
+        load_benchmark("bert")
 
-    (tmp_path / "config" / "benchmarks").mkdir(parents=True)
-    entry = yaml.safe_load((ROOT / "config/benchmarks/rgat.yaml").read_text())
-    entry["full"]["command"] = [*entry["full"]["command"], "--model_path", "{checkpoint}"]
-    (tmp_path / "config/benchmarks/rgat.yaml").write_text(yaml.safe_dump(entry))
+
+def edited_definition(tmp_path: Path, name: str, edit) -> Path:
+    """A copy of benchmark ``name``'s definition with ``edit(entry)`` applied."""
+    entry = yaml.safe_load(load_benchmark(name).definition_file.read_text())
+    edit(entry)
+    path = tmp_path / "benchmark.yaml"
+    path.write_text(yaml.safe_dump(entry))
+    return path
+
+
+def test_unknown_command_placeholder_is_rejected(tmp_path):
+    def edit(entry):
+        entry["full"]["command"] = [part.replace("{seed}", "{sed}") for part in entry["full"]["command"]]
+
+    with pytest.raises(ConfigError, match=r"benchmark\.yaml: full\.command uses unknown placeholder \{sed\}; allowed: "):
+        parse_benchmark_file(edited_definition(tmp_path, "llama2_70b_lora", edit), "llama2_70b_lora")
+
+
+def test_a_benchmark_names_only_roles_it_declares(tmp_path):
+    def uses_checkpoint(entry):
+        entry["full"]["command"] = [*entry["full"]["command"], "--model_path", "{checkpoint}"]
+
     with pytest.raises(ConfigError, match=r"full\.command uses unknown placeholder \{checkpoint\}"):
-        load_benchmark("rgat", tmp_path)
-    entry = yaml.safe_load((ROOT / "config/benchmarks/rgat.yaml").read_text())
-    entry["full"]["mounts"]["checkpoint"] = "/ckpt"
-    (tmp_path / "config/benchmarks/rgat.yaml").write_text(yaml.safe_dump(entry))
-    with pytest.raises(ConfigError, match=r"full\.mounts has \['checkpoint', 'data', 'results'\]; this benchmark needs exactly \['data', 'results'\]"):
-        load_benchmark("rgat", tmp_path)
+        parse_benchmark_file(edited_definition(tmp_path, "rgat", uses_checkpoint), "rgat")
+
+    def mounts_checkpoint(entry):
+        entry["full"]["mounts"]["checkpoint"] = "/ckpt"
+
+    with pytest.raises(ConfigError, match=r"full\.mounts has \['checkpoint', 'prepared', 'results'\]; this benchmark needs exactly \['prepared', 'results'\]"):
+        parse_benchmark_file(edited_definition(tmp_path, "rgat", mounts_checkpoint), "rgat")
+
+    def reserved_role(entry):
+        entry["inputs"]["seed"] = {"dataset": "igbh_full"}
+
+    with pytest.raises(ConfigError, match=r"inputs: role 'seed' must be a lower-case identifier other than"):
+        parse_benchmark_file(edited_definition(tmp_path, "rgat", reserved_role), "rgat")
+
+
+def test_any_role_a_run_reads_is_mounted_and_named(tmp_path):
+    """A new role (a tokenizer) needs only the definition: mount, placeholder and run spec follow."""
+    from mlperf_wf.launch import Launch, RunPaths, full_scale
+
+    def add_tokenizer(entry):
+        entry["inputs"]["tokenizer"] = {"dataset": "llama31_8b_tokenizer", "used_by": ["train"]}
+        entry["full"]["mounts"]["tokenizer"] = "/tokenizer"
+        entry["full"]["command"] = [*entry["full"]["command"], "--tokenizer", "{tokenizer}"]
+
+    bench = parse_benchmark_file(edited_definition(tmp_path, "llama2_70b_lora", add_tokenizer), "llama2_70b_lora")
+    assert bench.roles_for("train") == {"checkpoint": "llama2_70b_fused_qkv", "tokenizer": "llama31_8b_tokenizer"}
+    paths = RunPaths(prepared=tmp_path / "p" / "dataset", result_file=tmp_path / "r" / "result.txt", inputs={"checkpoint": tmp_path / "c", "tokenizer": tmp_path / "t"})
+    line = full_scale(bench, 0, 1, paths, Launch("docker"))
+    assert f"-v {tmp_path}/t:/tokenizer:ro" in line and line.endswith("--tokenizer /tokenizer")
+
+
+def test_bad_dataset_definition_names_file_key_and_value(tmp_path):
+    (tmp_path / "config" / "datasets").mkdir(parents=True)
+    text = (ROOT / "config/datasets/scrolls_gov_report_8k.yaml").read_text()
+    (tmp_path / "config/datasets/scrolls_gov_report_8k.yaml").write_text(text.replace("kind: dataset", "kind: weights"))
+    with pytest.raises(ConfigError, match=r"scrolls_gov_report_8k\.yaml: kind: .*'weights'"):
+        load_dataset("scrolls_gov_report_8k", tmp_path)
+    (tmp_path / "config/datasets/scrolls_gov_report_8k.yaml").write_text(text.replace("id: scrolls_gov_report_8k", "id: govreport"))
+    with pytest.raises(ConfigError, match=r"id: declares 'govreport' but the file is named 'scrolls_gov_report_8k'"):
+        load_dataset("scrolls_gov_report_8k", tmp_path)
+    (tmp_path / "config/datasets/scrolls_gov_report_8k.yaml").write_text(text.replace("module: mlperf_wf.benchmarks.", "module: mlperf_wf.benchmark."))
+    with pytest.raises(ConfigError, match=r"tiny\.module: module 'mlperf_wf\.benchmark\.llama2_70b_lora\.govreport' does not exist"):
+        registry.check_dataset("scrolls_gov_report_8k", tmp_path)
+
+
+def test_yaml_syntax_error_is_one_line_with_its_position(tmp_path):
+    path = tmp_path / "benchmark.yaml"
+    path.write_text("submission_benchmark: rgat\ninputs: {data: [\n")
+    with pytest.raises(ConfigError, match=r"benchmark\.yaml: line 3, column 1: YAML syntax error: "):
+        parse_benchmark_file(path, "rgat")
+
+
+def test_dataset_users_are_computed_not_kept():
+    assert registry.users_of("igbh_full") == ["rgat"]
+    assert registry.users_of("llama2_70b_fused_qkv") == ["llama2_70b_lora"]

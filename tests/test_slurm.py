@@ -132,6 +132,6 @@ def test_tiny_dag_runs_through_sbatch_with_the_slurm_profile(slurm, tmp_path):
     train_logs = sorted((workdir / ".snakemake/slurm_logs/rule_train").rglob("*.log"))
     assert len(train_logs) == 2, f"each train job went through sbatch: {train_logs}"
     assert output.count("with SLURM jobid") >= 2 or output.count("SLURM jobid") >= 2
-    report = json.loads((workdir / "results/llama2_70b_lora/report.json").read_text())
+    report = json.loads((workdir / "results/tiny/llama2_70b_lora/report.json").read_text())
     assert [r["compliance"] for r in report["runs"]] == ["passed", "passed"]
     assert {r["made_with"]["launcher"] for r in report["runs"]} == {"local"}

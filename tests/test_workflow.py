@@ -75,7 +75,7 @@ def tiny_project(tmp_path_factory, output_cache) -> Path:
 
 @pytest.mark.slow
 def test_tiny_chain_reaches_the_target_and_every_run_is_compliant(tiny_project):
-    report = json.loads((tiny_project / "results/llama2_70b_lora/report.json").read_text())
+    report = json.loads((tiny_project / "results/tiny/tiny/llama2_70b_lora/report.json").read_text())
     assert report["benchmark"] == "llama2_70b_lora" and report["ruleset"] == "6.1.0" and report["scale"] == "tiny"
     assert report["required_runs"] == 10
     runs = report["runs"]
@@ -106,7 +106,7 @@ def test_a_second_workflow_directory_reuses_the_prepared_data_from_the_cache(tin
         assert f"Symlinking output file {path}" in out, path
     assert "Moving output file" not in out, "nothing was computed again"
     for rule in ("generate_tiny_mirror", "download", "preprocess"):
-        ran = [log for log in (other / "logs" / rule).rglob("*.log") if log.stat().st_size]
+        ran = [log for log in (other / "logs" / "tiny" / rule).rglob("*.log") if log.stat().st_size]
         assert not ran, f"{rule} ran in the second directory: {ran}"
     prepared = other / "resources/tiny/prepared/llama2_70b_lora/dataset"
     assert (prepared / "train-00000-of-00001.parquet").read_bytes() == (
@@ -118,8 +118,8 @@ def test_a_second_workflow_directory_reuses_the_prepared_data_from_the_cache(tin
 def test_figures_and_browsable_report_with_captions(tiny_project, tmp_path):
     for name in ("time_to_train", "convergence"):
         for suffix in (".png", ".svg"):
-            assert (tiny_project / f"results/llama2_70b_lora/plots/{name}{suffix}").stat().st_size > 1000
-    summary = (tiny_project / "results/summary.csv").read_text().splitlines()
+            assert (tiny_project / f"results/tiny/llama2_70b_lora/plots/{name}{suffix}").stat().st_size > 1000
+    summary = (tiny_project / "results/tiny/summary.csv").read_text().splitlines()
     assert summary[0].startswith("benchmark,scale,ruleset") and summary[1].startswith("llama2_70b_lora,tiny,6.1.0")
     html = tmp_path / "report.html"
     snakemake(tiny_project, "--report", str(html), "--config", f"runs={TINY_RUNS}")
@@ -132,19 +132,19 @@ def test_figures_and_browsable_report_with_captions(tiny_project, tmp_path):
 
 @pytest.mark.slow
 def test_submission_package_is_built_and_checked_by_the_official_checkers(tiny_project):
-    org = tiny_project / "results/submission/mlperf-workflow"
+    org = tiny_project / "results/tiny/submission/mlperf-workflow"
     results = sorted(p.name for p in (org / "results/cpu-tiny/llama2_70b_lora").iterdir())
     assert results == [f"result_{i}.txt" for i in range(TINY_RUNS)]
     assert json.loads((org / "systems/cpu-tiny.json").read_text())["division"] == "closed"
-    check = json.loads((tiny_project / "results/submission/package_check.json").read_text())
+    check = json.loads((tiny_project / "results/tiny/submission/package_check.json").read_text())
     assert check["system_descriptions"]["cpu-tiny"]["passed"] is True
     package_log = (tiny_project / check["package_checker"]["log"]).read_text()
     assert "Running compliance checks in dir" in package_log, "the package checker really ran"
     errors = " ".join(check["package_checker"]["errors"])
     assert "found 3, expected 10" in errors and "RCP Test Failed" in errors
     assert check["valid_for_submission"] is False
-    assert "tiny" in (tiny_project / "results/submission/NOT_FOR_SUBMISSION.txt").read_text()
-    summary = (tiny_project / "results/summary.csv").read_text()
+    assert "tiny" in (tiny_project / "results/tiny/submission/NOT_FOR_SUBMISSION.txt").read_text()
+    summary = (tiny_project / "results/tiny/summary.csv").read_text()
     assert "package_checker" in summary.splitlines()[0] and "RCP Test Failed" in summary
 
 
@@ -154,7 +154,7 @@ def test_score_reads_a_workflow_results_folder_with_its_rcp_check(tiny_project, 
 
     out = tmp_path / "score.json"
     # tiny runs converge in far fewer samples than the real benchmark's reference: the RCP check fails, so exit 1
-    assert main(["score", str(tiny_project / "results/llama2_70b_lora"), "--ruleset", "6.1.0", "--json", str(out)]) == 1
+    assert main(["score", str(tiny_project / "results/tiny/llama2_70b_lora"), "--ruleset", "6.1.0", "--json", str(out)]) == 1
     (score,) = json.loads(out.read_text())
     assert score["rcp"]["verdict"] == "Fail" and score["rcp"]["reference_mean"] > score["rcp"]["samples_to_converge"]
     assert len(score["runs"]) == TINY_RUNS and all(r["compliant"] for r in score["runs"])
@@ -163,14 +163,14 @@ def test_score_reads_a_workflow_results_folder_with_its_rcp_check(tiny_project, 
 @pytest.mark.slow
 def test_logged_hyperparameters_are_the_trainers(tiny_project):
     logged = {}
-    for line in (tiny_project / "results/llama2_70b_lora/runs/0/result.txt").read_text().splitlines():
+    for line in (tiny_project / "results/tiny/llama2_70b_lora/runs/0/result.txt").read_text().splitlines():
         record = json.loads(line.removeprefix(":::MLLOG "))
         logged.setdefault(record["key"], record["value"])
     assert logged["lora_rank"] == 16 and logged["lora_alpha"] == 32
     assert logged["opt_base_learning_rate"] == 4e-4 and logged["opt_gradient_clip_norm"] == 0.3
     assert logged["global_batch_size"] == 8 and logged["seed"] == 1234
     assert logged["train_samples"] == 4096 and logged["eval_samples"] == 256
-    assert logged["config_filename"] == "config/benchmarks/llama2_70b_lora.yaml"
+    assert logged["config_filename"] == "mlperf_wf/benchmarks/llama2_70b_lora/hyperparameters.py"
 
 
 @pytest.mark.slow
@@ -178,16 +178,16 @@ def test_second_run_does_nothing_and_a_deleted_run_reruns_alone(tiny_project):
     again = snakemake(tiny_project, "-n", "--config", f"runs={TINY_RUNS}")
     assert "Nothing to be done" in again.stdout + again.stderr
 
-    (tiny_project / "results/llama2_70b_lora/runs/1/result.txt").unlink()
+    (tiny_project / "results/tiny/llama2_70b_lora/runs/1/result.txt").unlink()
     plan = snakemake(tiny_project, "-n", "--config", f"runs={TINY_RUNS}")
     assert job_counts(plan.stdout) == {"train": 1, "check_compliance": 1, "report": 1, "plot_benchmark": 1, "package": 1, "summarize": 1, "all": 1}
-    assert "results/llama2_70b_lora/runs/1/result.txt" in plan.stdout
+    assert "results/tiny/llama2_70b_lora/runs/1/result.txt" in plan.stdout
 
-    other_run = tiny_project / "results/llama2_70b_lora/runs/0/result.txt"
+    other_run = tiny_project / "results/tiny/llama2_70b_lora/runs/0/result.txt"
     before = other_run.stat().st_mtime_ns
     snakemake(tiny_project, "--cores", "2", "--config", f"runs={TINY_RUNS}")
     assert other_run.stat().st_mtime_ns == before
-    assert (tiny_project / "results/llama2_70b_lora/runs/1/result.txt").is_file()
+    assert (tiny_project / "results/tiny/llama2_70b_lora/runs/1/result.txt").is_file()
 
 
 @pytest.mark.slow
@@ -201,10 +201,10 @@ def test_corrupted_dataset_fails_verify_and_training_never_starts(tiny_project, 
     victim.write_bytes(bytes(data))
     proc = snakemake(workdir, "--cores", "2", "--forcerun", "verify", "--config", f"runs={TINY_RUNS}", check_rc=False)
     assert proc.returncode != 0
-    log = (workdir / "logs/verify/tiny/scrolls_gov_report_8k.log").read_text()
+    log = (workdir / "logs/tiny/verify/scrolls_gov_report_8k.log").read_text()
     assert "scrolls_gov_report_8k/train-00000-of-00001.parquet: md5 mismatch: expected " in log
     assert ", actual " in log
-    assert not (workdir / "results/llama2_70b_lora/runs").exists(), "no run may start on unverified data"
+    assert not (workdir / "results/tiny/llama2_70b_lora/runs").exists(), "no run may start on unverified data"
 
 
 @pytest.mark.slow
@@ -212,24 +212,31 @@ def test_lora_on_an_untrained_base_cannot_reach_the_target(tiny_project, tmp_pat
     """The tiny target needs the pretrained checkpoint's capability: LoRA on a random base stalls."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
+    from mlperf_wf.benchmarks.llama2_70b_lora.hyperparameters import Hyperparameters
+    from mlperf_wf.benchmarks.llama2_70b_lora.trainer import train
+    from mlperf_wf.harness import RunSpec, TinyRun
     from mlperf_wf.mllog_utils import Submission
-    from mlperf_wf.trainers.llama2_70b_lora import Hyperparameters, RunSpec, train
 
     checkpoint = tiny_project / "resources/tiny/datasets/llama2_70b_fused_qkv"
     random_base = tmp_path / "random_base"
     shutil.copytree(checkpoint, random_base)
     LlamaForCausalLM(LlamaConfig.from_pretrained(checkpoint)).save_pretrained(random_base)
     spec = RunSpec(
+        benchmark="llama2_70b_lora",
+        submission_benchmark="llama2_70b_lora",
         data_dir=tiny_project / "resources/tiny/prepared/llama2_70b_lora/dataset",
-        checkpoint_dir=random_base,
+        inputs={"checkpoint": random_base},
         result_file=tmp_path / "result.txt",
         seed=1234,
         target=0.925,
+        ruleset="6.1.0",
         submission=Submission(org="t", platform="t", division="closed", status="research"),
-        config_filename="config/benchmarks/llama2_70b_lora.yaml",
+        config_filename="test",
     )
     budget = 80  # about 3x the steps the pretrained base needs
-    summary = train(spec, Hyperparameters(max_steps=budget, global_batch_size=8, micro_batch_size=8, learning_rate=4e-4))
+    hp = Hyperparameters(max_steps=budget)
+    with TinyRun(spec, hp) as run:
+        summary = train(run, hp)
     assert summary["status"] == "aborted"
     assert summary["eval_loss"] > 0.925
     assert check(spec.result_file, "6.1.0").verdict == "non_converged"
@@ -275,7 +282,7 @@ def test_bad_config_is_one_clear_line(tmp_path):
     assert "ruleset 6.1.0: benchmark 'rgat' is not part of this round; allowed:" in proc.stdout + proc.stderr
     proc = snakemake(workdir, "-n", "--config", "benchmarks=[resnet]", check_rc=False)
     assert proc.returncode != 0
-    assert "benchmarks: ['resnet'] not defined in config/benchmarks/; known: llama2_70b_lora, rgat" in proc.stdout + proc.stderr
+    assert "benchmarks: ['resnet'] has no folder in src/mlperf_wf/benchmarks/; known: llama2_70b_lora, rgat" in proc.stdout + proc.stderr
 
 
 def train_resources_line(output: str) -> str:
@@ -323,7 +330,7 @@ def test_two_process_torchrun_run_is_compliant_and_logged_by_rank_zero_only(tiny
     args = [
         "--benchmark", "llama2_70b_lora", "--run-index", "0", "--seed", "4242",
         "--data", str(tiny_project / "resources/tiny/prepared/llama2_70b_lora/dataset"),
-        "--checkpoint", str(tiny_project / "resources/tiny/datasets/llama2_70b_fused_qkv"),
+        "--input", f"checkpoint={tiny_project / 'resources/tiny/datasets/llama2_70b_fused_qkv'}",
         "--result", str(result), "--ruleset", "6.1.0", "--division", "closed",
         "--org", "test", "--platform", "cpu", "--status", "research",
     ]  # fmt: skip
@@ -344,11 +351,11 @@ def test_two_process_torchrun_run_is_compliant_and_logged_by_rank_zero_only(tiny
 
 @pytest.mark.slow
 def test_each_run_records_what_it_was_made_with(tiny_project):
-    record = json.loads((tiny_project / "results/llama2_70b_lora/runs/0/provenance.json").read_text())
+    record = json.loads((tiny_project / "results/tiny/llama2_70b_lora/runs/0/provenance.json").read_text())
     assert record["launcher"] == "local" and record["image"] is None
     assert record["packages"]["torch"].startswith("2.13.0") and record["packages"]["mlperf-logging"] == "4.1.68"
     assert "mlperf-wf train --benchmark llama2_70b_lora --run-index 0 --seed 1234" in record["command"]
     assert record["workflow_git"]["commit"] is None or len(record["workflow_git"]["commit"]) == 40
-    report = json.loads((tiny_project / "results/llama2_70b_lora/report.json").read_text())
+    report = json.loads((tiny_project / "results/tiny/llama2_70b_lora/report.json").read_text())
     assert report["runs"][0]["made_with"]["launcher"] == "local"
     assert report["runs"][0]["made_with"]["host"] == record["host"]

@@ -14,10 +14,11 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from mlperf_wf.errors import ConfigError
+from mlperf_wf.errors import ConfigError, describe_validation_error
 
 if TYPE_CHECKING:
     from mlperf_wf.registry import BenchmarkDef
+
 
 
 class TinyHyperparameters(BaseModel):
@@ -44,8 +45,7 @@ def hyperparameter_model(bench: BenchmarkDef) -> type[TinyHyperparameters]:
     try:
         model()
     except ValidationError as err:
-        first = err.errors()[0]
-        raise ConfigError(f"{path}: default of {'.'.join(map(str, first['loc']))}: {first['msg']} (got {first.get('input')!r})") from None
+        raise ConfigError(describe_validation_error(f"{path}: defaults", err)) from None
     return model
 
 
@@ -59,6 +59,4 @@ def resolve(bench: BenchmarkDef, overrides: dict | None = None, source: str = "c
     try:
         return model(**overrides)
     except ValidationError as err:
-        first = err.errors()[0]
-        key = ".".join(map(str, first["loc"]))
-        raise ConfigError(f"{source}.{bench.name}.{key}: {first['msg']} (got {first.get('input')!r})") from None
+        raise ConfigError(describe_validation_error(f"{source}.{bench.name}", err, separator=".")) from None

@@ -24,7 +24,7 @@ from typing import Literal
 from pydantic import ValidationError
 
 from mlperf_wf import hyperparameters, launch, mlperf_rules, prepare, registry
-from mlperf_wf.errors import ConfigError
+from mlperf_wf.errors import ConfigError, describe_validation_error
 from mlperf_wf.registry import BenchmarkDef, Container
 
 Scale = Literal["tiny", "full"]
@@ -205,9 +205,7 @@ class Plan:
         try:
             return Container.model_validate({**base.model_dump(), **override})
         except ValidationError as err:
-            first = err.errors()[0]
-            key = ".".join(map(str, first["loc"]))
-            raise ConfigError(f"config: full_container.{name}.{key}: {first['msg']} (got {first.get('input')!r})") from None
+            raise ConfigError(describe_validation_error(f"config: full_container.{name}", err, separator=".")) from None
 
     # ---- paths ----
 

@@ -24,7 +24,7 @@ from typing import Literal, TypeVar
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from mlperf_wf.errors import ConfigError
+from mlperf_wf.errors import ConfigError, describe_validation_error
 
 BENCHMARKS_PACKAGE = "mlperf_wf.benchmarks"
 BENCHMARKS_DIR = Path(__file__).parent / "benchmarks"
@@ -279,9 +279,7 @@ def config_dir(root: Path | None = None) -> Path:
 
 
 def _first_error(path: Path, err: ValidationError) -> ConfigError:
-    first = err.errors()[0]
-    where = ".".join(str(p) for p in first["loc"]) or "(top level)"
-    return ConfigError(f"{path}: {where}: {first['msg']} (got {first.get('input')!r})")
+    return ConfigError(describe_validation_error(str(path), err))
 
 
 def read_yaml(path: Path) -> object:
@@ -360,7 +358,11 @@ def users_of(dataset_id: str) -> list[str]:
 
 
 def _check_module_exists(path: Path, module: str, what: str) -> None:
-    if importlib.util.find_spec(module) is None:
+    try:
+        found = importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:  # a parent package is missing
+        found = False
+    if not found:
         raise ConfigError(f"{path}: {what}: module {module!r} does not exist")
 
 

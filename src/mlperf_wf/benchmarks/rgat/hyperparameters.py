@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from mlperf_logging.mllog import constants
+from pydantic import model_validator
 
 from mlperf_wf.hyperparameters import TinyHyperparameters
 
@@ -33,9 +34,19 @@ class Hyperparameters(TinyHyperparameters):
     max_epochs: int = 10
     """Epoch budget before the run stops without reaching the target."""
 
+    @model_validator(mode="after")
+    def _shapes_agree(self) -> Hyperparameters:
+        self.fan_outs()
+        if self.hidden_channels % self.num_heads:
+            raise ValueError(f"hidden_channels {self.hidden_channels} is not divisible by num_heads {self.num_heads}")
+        return self
+
     def fan_outs(self) -> list[int]:
         """``fan_out`` as numbers, one per layer."""
-        fan = [int(k) for k in self.fan_out.split(",")]
+        try:
+            fan = [int(k) for k in self.fan_out.split(",")]
+        except ValueError:
+            raise ValueError(f"fan_out {self.fan_out!r} is not comma-separated numbers") from None
         if len(fan) != self.num_layers:
             raise ValueError(f"fan_out {self.fan_out!r} has {len(fan)} hops but num_layers is {self.num_layers}")
         return fan

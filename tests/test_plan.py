@@ -1,0 +1,148 @@
+"""The plan (mlperf_wf.plan): golden command lines and resources of every benchmark x launcher x geometry,
+the scale separation, and the checks a configuration gets when the workflow is parsed.
+
+Golden files live in ``tests/golden/plan/<benchmark>.json``; after an intended change of a plan,
+regenerate them with ``MLPERF_WF_UPDATE_GOLDEN=1 pytest tests/test_plan.py`` and review the diff.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from dataclasses import asdict
+from pathlib import Path
+
+import pytest
+import yaml
+
+from mlperf_wf import plan as planning
+from mlperf_wf import registry
+from mlperf_wf.errors import ConfigError
+
+ROOT = Path(__file__).resolve().parents[1]
+GOLDEN = ROOT / "tests" / "golden" / "plan"
+DEFAULTS = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+LAUNCHERS = ("local", "docker", "apptainer", "pyxis")
+NODE_COUNTS = (1, 2)
+
+
+@pytest.fixture
+def workdir(tmp_path, monkeypatch) -> Path:
+    """A workflow directory (its own config/) as the current folder, as Snakemake runs jobs."""
+    (tmp_path / "config").symlink_to(ROOT / "config")
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def make_plan(workdir: Path, **changes) -> planning.Plan:
+    config = {**DEFAULTS, **changes}
+    return planning.Plan(planning.Settings.from_config(config), project_root=Path("/project"), workdir=workdir)
+
+
+def rendered(name: str, workdir: Path) -> dict:
+    """Everything the plan says about one benchmark, with the work folder written as {workdir}."""
+    out: dict = {}
+    tiny = make_plan(workdir)
+    out["tiny"] = {
+        "preprocess_inputs": tiny.preprocess_inputs(name),
+        "preprocess_args": tiny.preprocess_args(name),
+        "shards": tiny.shard_names(name),
+        "train_inputs": tiny.train_inputs(name),
+        "run_3": {launcher: asdict(make_plan(workdir, launcher=launcher).train_job(name, 3)) for launcher in ("local", "docker")},
+    }
+    full = make_plan(workdir, scale="full")
+    out["full"] = {
+        "download": {dataset: full.download_source_args(dataset) for dataset in sorted(set(full.bench(name).roles_for("prepare").values()))},
+        "shards": full.shard_names(name),
+        "shard_resources": {shard: full.shard_resources(name, shard) for shard in full.shard_names(name)},
+        "train_inputs": full.train_inputs(name),
+    }
+    for launcher in LAUNCHERS:
+        for nodes in NODE_COUNTS:
+            chosen = make_plan(workdir, scale="full", launcher=launcher, full_geometry={name: {"nodes": nodes}})
+            try:
+                out["full"][f"run_3/{launcher}/{nodes}_node"] = asdict(chosen.train_job(name, 3))
+            except ConfigError as err:
+                out["full"][f"run_3/{launcher}/{nodes}_node"] = {"refused": str(err)}
+    text = json.dumps(out, indent=2, sort_keys=True) + "\n"
+    # Paths of this machine (a tiny run in docker mounts the host's venv and Python) read as names.
+    for path, name in sorted({str(workdir): "{workdir}", sys.prefix: "{venv}", sys.base_prefix: "{python}"}.items(), key=lambda item: -len(item[0])):
+        text = text.replace(path, name)
+    return json.loads(text)
+
+
+@pytest.mark.parametrize("name", registry.benchmark_names())
+def test_plan_matches_its_golden_file(name, workdir):
+    got = rendered(name, workdir)
+    golden = GOLDEN / f"{name}.json"
+    if os.environ.get("MLPERF_WF_UPDATE_GOLDEN"):
+        golden.parent.mkdir(parents=True, exist_ok=True)
+        golden.write_text(json.dumps(got, indent=2, sort_keys=True) + "\n")
+    assert golden.is_file(), f"no golden plan for {name}: run MLPERF_WF_UPDATE_GOLDEN=1 pytest tests/test_plan.py and review {golden}"
+    assert got == json.loads(golden.read_text())
+
+
+@pytest.mark.parametrize("name", registry.benchmark_names())
+def test_full_plan_mounts_every_role_the_runs_read_and_requests_the_geometry(name, workdir):
+    tmp_path = workdir
+    plan = make_plan(tmp_path, scale="full")
+    bench = plan.bench(name)
+    job = plan.train_job(name, 0)
+    for role, dataset_id in bench.roles_for("train").items():
+        assert f"{tmp_path}/resources/full/datasets/{dataset_id}:{bench.full.mounts[role]}:ro" in job.command
+    assert f"{tmp_path}/resources/full/prepared/{name}:{bench.full.mounts['prepared']}:ro" in job.command
+    assert job.command.startswith(f"mlperf-wf require-pinned --benchmark {name} --image {bench.full.container.reference} || exit 2; docker run")
+    geometry = bench.full.geometry
+    assert job.resources.gres == f"gpu:{geometry.gpus_per_node}" and job.resources.runtime == geometry.walltime_minutes
+    assert job.resources.tasks_per_gpu == 0, "SLURM must not start one copy per GPU"
+
+
+def test_tiny_and_full_results_never_share_a_folder(tmp_path):
+    tiny, full = make_plan(tmp_path), make_plan(tmp_path, scale="full")
+    assert tiny.report("llama2_70b_lora") == "results/tiny/llama2_70b_lora/report.json"
+    assert full.report("llama2_70b_lora") == "results/llama2_70b_lora/report.json"
+    assert tiny.logs_root == "logs/tiny" and full.logs_root == "logs/full"
+    assert tiny.run_file("rgat", 2, "result.txt") == "results/tiny/rgat/runs/2/result.txt"
+
+
+def test_tiny_run_reads_its_roles_and_overrides(tmp_path):
+    plan = make_plan(tmp_path, tiny_hyperparameters={"llama2_70b_lora": {"learning_rate": "1e-3"}})
+    job = plan.train_job("llama2_70b_lora", 0)
+    assert "--input checkpoint=resources/tiny/datasets/llama2_70b_fused_qkv" in job.command
+    assert "--hyperparameters '{\"learning_rate\": \"1e-3\"}'" in job.command
+    assert plan.hyperparameters("llama2_70b_lora").learning_rate == 1e-3, "YAML reads 1e-3 as text; the typed model makes it a number"
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"full_geometry": {"llama2_70b_lorra": {"nodes": 2}}}, r"config: full_geometry\.llama2_70b_lorra: names no benchmark; known: llama2_70b_lora, rgat"),
+        ({"tiny_hyperparameters": {"rgat": {"lerning_rate": 0.1}}}, r"config: tiny_hyperparameters\.rgat\.lerning_rate: unknown hyperparameter \(got 0\.1\); allowed: "),
+        ({"tiny_hyperparameters": {"rgat": {"learning_rate": "fast"}}}, r"config: tiny_hyperparameters\.rgat\.learning_rate: Input should be a valid number.*\(got 'fast'\)"),
+        ({"tiny_hyperparameters": {"rgat": {"fan_out": "5,5"}}}, r"config: tiny_hyperparameters\.rgat: fan_out '5,5' has 2 hops but num_layers is 3"),
+        ({"full_container": {"rgat": {"digest": "sha256:abc"}}}, r"config: full_container\.rgat\.digest: String should match pattern"),
+        ({"benchmarks": ["resnet"]}, r"config: benchmarks: \['resnet'\] has no folder in src/mlperf_wf/benchmarks/"),
+        ({"launcher": "pyxis"}, r"config: launcher is 'pyxis' but tiny-scale runs use auto, local or docker"),
+        ({"ruleset": "6.1.0", "benchmarks": ["rgat"]}, r"ruleset 6\.1\.0: benchmark 'rgat' is not part of this round"),
+    ],
+)
+def test_bad_configuration_is_one_line_naming_key_value_and_what_is_allowed(tmp_path, changes, message):
+    with pytest.raises(ConfigError, match=message) as caught:
+        make_plan(tmp_path, **changes)
+    assert "\n" not in str(caught.value)
+
+
+def test_site_image_pins_the_run(workdir):
+    tmp_path = workdir
+    digest = "sha256:" + "ab" * 32
+    plan = make_plan(tmp_path, scale="full", full_container={"rgat": {"image": "registry.example/rgat:ref", "digest": digest}})
+    job = plan.train_job("rgat", 0)
+    assert job.image == f"registry.example/rgat:ref@{digest}"
+    assert f"--image registry.example/rgat:ref@{digest} || exit 2; docker run" in job.command
+
+
+def test_common_smk_holds_no_branch_on_scale():
+    text = (ROOT / "workflow" / "rules" / "common.smk").read_text()
+    for needle in ("SCALE ==", "scale ==", '== "tiny"', '== "full"', "if SCALE", "if scale"):
+        assert needle not in text, needle
