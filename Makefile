@@ -19,7 +19,7 @@ $(BIN)/activate: requirements.txt requirements-dev.txt pyproject.toml
 # The tiny chain for $(BENCH): generated data -> download -> verify -> preprocess -> runs -> compliance -> report.
 demo: $(BIN)/activate
 	$(BIN)/snakemake --cores $(CORES) --config 'benchmarks=[$(BENCH)]'
-	@$(BIN)/python -c "import json; r = json.load(open('results/$(BENCH)/report.json')); print('report:', 'results/$(BENCH)/report.json', '| olympic score (min):', r['score']['time_to_train_minutes'], '| runs:', len(r['runs']), '| compliance:', sorted({x['compliance'] for x in r['runs']}))"
+	@$(BIN)/python -c "import json; r = json.load(open('results/tiny/$(BENCH)/report.json')); print('report:', 'results/tiny/$(BENCH)/report.json', '| olympic score (min):', r['score']['time_to_train_minutes'], '| runs:', len(r['runs']), '| compliance:', sorted({x['compliance'] for x in r['runs']}))"
 
 test: $(BIN)/activate
 	$(BIN)/python -m pytest -q

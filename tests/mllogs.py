@@ -71,3 +71,23 @@ def write_lora_log(
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(lines) + "\n")
     return path
+
+
+def tiny_run_spec(benchmark: str, ruleset: str, result_file: Path, data_dir: Path, target: float = 0.0, inputs: dict | None = None):
+    """The RunSpec the train command would build for a tiny run of ``benchmark`` (seed 1234)."""
+    from mlperf_wf.harness import RunSpec
+    from mlperf_wf.mllog_utils import Submission
+    from mlperf_wf.registry import load_benchmark
+
+    return RunSpec(
+        benchmark=benchmark,
+        submission_benchmark=load_benchmark(benchmark).submission_benchmark,
+        data_dir=data_dir,
+        result_file=result_file,
+        seed=1234,
+        target=target,
+        ruleset=ruleset,
+        submission=Submission(org="t", platform="t", division="closed", status="research"),
+        config_filename="test",
+        inputs=inputs or {},
+    )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shlex
+
 import pytest
 
 from mlperf_wf.errors import ConfigError

@@ -118,7 +118,9 @@ def test_any_role_a_run_reads_is_mounted_and_named(tmp_path):
 
     bench = parse_benchmark_file(edited_definition(tmp_path, "llama2_70b_lora", add_tokenizer), "llama2_70b_lora")
     assert bench.roles_for("train") == {"checkpoint": "llama2_70b_fused_qkv", "tokenizer": "llama31_8b_tokenizer"}
-    paths = RunPaths(prepared=tmp_path / "p" / "dataset", result_file=tmp_path / "r" / "result.txt", inputs={"checkpoint": tmp_path / "c", "tokenizer": tmp_path / "t"})
+    paths = RunPaths(
+        prepared=tmp_path / "p" / "dataset", result_file=tmp_path / "r" / "result.txt", inputs={"checkpoint": tmp_path / "c", "tokenizer": tmp_path / "t"}
+    )
     line = full_scale(bench, 0, 1, paths, Launch("docker"))
     assert f"-v {tmp_path}/t:/tokenizer:ro" in line and line.endswith("--tokenizer /tokenizer")
 

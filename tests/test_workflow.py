@@ -214,24 +214,20 @@ def test_lora_on_an_untrained_base_cannot_reach_the_target(tiny_project, tmp_pat
 
     from mlperf_wf.benchmarks.llama2_70b_lora.hyperparameters import Hyperparameters
     from mlperf_wf.benchmarks.llama2_70b_lora.trainer import train
-    from mlperf_wf.harness import RunSpec, TinyRun
-    from mlperf_wf.mllog_utils import Submission
+    from mlperf_wf.harness import TinyRun
+    from tests.mllogs import tiny_run_spec
 
     checkpoint = tiny_project / "resources/tiny/datasets/llama2_70b_fused_qkv"
     random_base = tmp_path / "random_base"
     shutil.copytree(checkpoint, random_base)
     LlamaForCausalLM(LlamaConfig.from_pretrained(checkpoint)).save_pretrained(random_base)
-    spec = RunSpec(
-        benchmark="llama2_70b_lora",
-        submission_benchmark="llama2_70b_lora",
-        data_dir=tiny_project / "resources/tiny/prepared/llama2_70b_lora/dataset",
-        inputs={"checkpoint": random_base},
-        result_file=tmp_path / "result.txt",
-        seed=1234,
-        target=0.925,
-        ruleset="6.1.0",
-        submission=Submission(org="t", platform="t", division="closed", status="research"),
-        config_filename="test",
+    spec = tiny_run_spec(
+        "llama2_70b_lora",
+        "6.1.0",
+        tmp_path / "result.txt",
+        tiny_project / "resources/tiny/prepared/llama2_70b_lora/dataset",
+        0.925,
+        {"checkpoint": random_base},
     )
     budget = 80  # about 3x the steps the pretrained base needs
     hp = Hyperparameters(max_steps=budget)

@@ -59,4 +59,3 @@ def safe_extract(archive: Path, dest: Path) -> list[str]:
             check_member(archive, member, dest)
         tar.extractall(dest, members=members, filter="data")
     return [m.name for m in members]
-

@@ -176,8 +176,8 @@ def cmd_report(
 ) -> None:
     """Write the time-to-train report of ``benchmark`` from its runs (``--result`` i is run i)."""
     from mlperf_wf import compliance as compliance_mod
-    from mlperf_wf import report as report_mod
     from mlperf_wf import mlperf_rules as rules
+    from mlperf_wf import report as report_mod
     from mlperf_wf.registry import load_benchmark
 
     if len(results) != len(verdicts):
@@ -278,7 +278,8 @@ def cmd_score(path: Path, ruleset: str, json_out: Path | None, csv_out: Path | N
     """Score every (system, benchmark) under ``path``; exit 1 when any result is invalid."""
     import pandas as pd
 
-    from mlperf_wf import mlperf_rules as rules, scoring
+    from mlperf_wf import mlperf_rules as rules
+    from mlperf_wf import scoring
 
     rules.allowed_benchmarks(ruleset)
     scores = scoring.score_paths(path, ruleset, jobs=jobs, rcp_bypass=rcp_bypass)

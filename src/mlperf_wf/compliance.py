@@ -20,6 +20,7 @@ from pathlib import Path
 
 from mlperf_logging.compliance_checker import mlp_parser
 
+
 @dataclass
 class ComplianceResult:
     """The checker's verdict on one result file."""

@@ -33,6 +33,8 @@ def describe_validation_error(where: str, err: ValidationError, separator: str =
     message = first["msg"].removeprefix("Value error, ")
     if not first["loc"]:  # a rule across keys: its message names them
         return f"{where}: {message}"
+    if first["type"] == "missing":
+        return f"{where}{separator}{'.'.join(map(str, first['loc']))}: {message}"
     got = repr(first.get("input"))
     got = got if len(got) <= 120 else got[:117] + "..."
     return f"{where}{separator}{'.'.join(map(str, first['loc']))}: {message} (got {got})"

@@ -20,7 +20,6 @@ if TYPE_CHECKING:
     from mlperf_wf.registry import BenchmarkDef
 
 
-
 class TinyHyperparameters(BaseModel):
     """Base of every benchmark's tiny hyperparameter model: frozen, unknown keys refused."""
 
@@ -55,7 +54,9 @@ def resolve(bench: BenchmarkDef, overrides: dict | None = None, source: str = "c
     overrides = dict(overrides or {})
     unknown = sorted(set(overrides) - set(model.model_fields))
     if unknown:
-        raise ConfigError(f"{source}.{bench.name}.{unknown[0]}: unknown hyperparameter (got {overrides[unknown[0]]!r}); allowed: {', '.join(model.model_fields)}")
+        raise ConfigError(
+            f"{source}.{bench.name}.{unknown[0]}: unknown hyperparameter (got {overrides[unknown[0]]!r}); allowed: {', '.join(model.model_fields)}"
+        )
     try:
         return model(**overrides)
     except ValidationError as err:

@@ -128,7 +128,7 @@ def implementation_of(report: dict) -> Implementation:
         return Implementation(name=f"{Path(reference.repository).name}-{reference.commit[:12]}", record=record)
     from mlperf_wf import harness, mllog_utils
 
-    files = tuple(bench.folder / f"{module}.py" for module in registry.BENCHMARK_MODULES) + (Path(harness.__file__), Path(mllog_utils.__file__))
+    files = (*(bench.folder / f"{module}.py" for module in registry.BENCHMARK_MODULES), Path(harness.__file__), Path(mllog_utils.__file__))
     record = {
         "made_by": "mlperf-workflow's tiny-tier CPU trainer (generated data, a tiny model): not the benchmark's reference",
         "benchmark_folder": f"src/mlperf_wf/benchmarks/{bench.name}",

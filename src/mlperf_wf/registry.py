@@ -31,6 +31,8 @@ BENCHMARKS_DIR = Path(__file__).parent / "benchmarks"
 DEFINITION_FILE = "benchmark.yaml"
 BENCHMARK_MODULES = ("hyperparameters", "prepare", "trainer")
 """Modules every benchmark folder has: its tiny hyperparameter model, its preparation, its tiny trainer."""
+BENCHMARK_FILES = (DEFINITION_FILE, "README.md", *(f"{module}.py" for module in BENCHMARK_MODULES))
+"""Files every benchmark folder has."""
 
 
 class _Strict(BaseModel):
@@ -328,7 +330,9 @@ def _load_benchmark_file(name: str) -> BenchmarkDef:
 def load_benchmark(name: str) -> BenchmarkDef:
     """The definition of benchmark ``name`` (its folder's ``benchmark.yaml``)."""
     if not (BENCHMARKS_DIR / name / DEFINITION_FILE).is_file():
-        raise ConfigError(f"benchmark {name!r} is not defined (no {BENCHMARKS_DIR.name}/{name}/{DEFINITION_FILE}); known benchmarks: {', '.join(benchmark_names())}")
+        raise ConfigError(
+            f"benchmark {name!r} is not defined (no {BENCHMARKS_DIR.name}/{name}/{DEFINITION_FILE}); known benchmarks: {', '.join(benchmark_names())}"
+        )
     return _load_benchmark_file(name)
 
 
@@ -380,9 +384,9 @@ def check_benchmark(name: str, root: Path | None = None, import_modules: bool = 
             raise ConfigError(
                 f"{bench.definition_file}: inputs.{role}.dataset: {item.dataset!r} is not in the dataset catalog; known: {', '.join(dataset_ids(root))}"
             )
-    for module in BENCHMARK_MODULES:
-        if not (bench.folder / f"{module}.py").is_file():
-            raise ConfigError(f"{bench.folder}: no {module}.py; a benchmark folder holds {', '.join(m + '.py' for m in BENCHMARK_MODULES)}")
+    for file in BENCHMARK_FILES:
+        if not (bench.folder / file).is_file():
+            raise ConfigError(f"{bench.folder}: no {file}; a benchmark folder holds {', '.join(BENCHMARK_FILES)}")
     hyperparameter_model(bench)  # pydantic only: cheap, and it validates the tiny hyperparameters' defaults
     if import_modules:
         prepare = benchmark_module(bench, "prepare")

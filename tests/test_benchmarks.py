@@ -1,0 +1,153 @@
+"""The contract every discovered benchmark folder keeps, and the checks that guard it.
+
+Parametrized over ``registry.benchmark_names()``: a new folder is tested without touching this file.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from mlperf_wf import hyperparameters, launch, mlperf_rules, prepare, registry
+from mlperf_wf.cli import main
+from mlperf_wf.errors import ConfigError
+from mlperf_wf.harness import TinyRun
+from tests.mllogs import tiny_run_spec
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCHMARKS = registry.benchmark_names()
+
+
+def test_benchmarks_are_discovered_from_their_folders():
+    assert BENCHMARKS == sorted(p.parent.name for p in (ROOT / "src/mlperf_wf/benchmarks").glob("*/benchmark.yaml"))
+    assert {"llama2_70b_lora", "rgat"} <= set(BENCHMARKS)
+
+
+@pytest.mark.parametrize("name", BENCHMARKS)
+def test_definition_loads_with_its_modules(name):
+    bench = registry.check_benchmark(name, ROOT, import_modules=True)
+    assert (bench.folder / "README.md").is_file(), "every benchmark folder explains itself"
+    for scale in ("tiny", "full"):
+        shards = prepare.shard_names(bench, scale)
+        layout = prepare.module(bench).layout(scale)
+        assert shards and layout
+        assert {target.split("/", 1)[0] for target in layout.values()} <= set(shards), "the tree links only into declared shards"
+
+
+@pytest.mark.parametrize("name", BENCHMARKS)
+def test_rulesets_come_from_mlperf_logging(name):
+    bench = registry.load_benchmark(name)
+    rounds = mlperf_rules.rulesets_of(bench.submission_benchmark)
+    assert "rulesets" not in (bench.folder / "benchmark.yaml").read_text()
+    for ruleset in rounds:
+        mlperf_rules.quality_target(bench.submission_benchmark, ruleset)
+    assert mlperf_rules.required_runs(bench.submission_benchmark) >= 1
+
+
+@pytest.mark.parametrize("name", BENCHMARKS)
+def test_roles_resolve_to_catalog_datasets_with_a_tiny_generator(name):
+    bench = registry.load_benchmark(name)
+    for item in bench.inputs.values():
+        dataset = registry.check_dataset(item.dataset, ROOT, import_modules=True)
+        assert dataset.tiny is not None, f"{item.dataset} has no tiny stand-in, so {name} has no tiny tier"
+        assert name in registry.users_of(item.dataset)
+
+
+@pytest.mark.parametrize("name", BENCHMARKS)
+def test_tiny_hyperparameters_validate_and_cover_every_key_each_round_requires(name, tmp_path):
+    """The typed model's mllog() plus the harness's preamble and the trainer's run.config() hold every key the rules require."""
+    bench = registry.load_benchmark(name)
+    hp = hyperparameters.resolve(bench, {})
+    logged = set(hp.mllog(world_size=1))
+    assert logged, "the model logs its hyperparameters"
+    for field in type(hp).model_fields.values():
+        assert field.description, "every hyperparameter has a docstring"
+    for ruleset in mlperf_rules.rulesets_of(bench.submission_benchmark):
+        spec = tiny_run_spec(name, ruleset, tmp_path / f"{ruleset}.txt", tmp_path)
+        with TinyRun(spec, hp) as run:
+            run_config = {key for key in mlperf_rules.required_keys(bench.submission_benchmark, ruleset) if "parallelism" in key or "precision" in key}
+            run.config(dict.fromkeys(run_config, 1))  # what the trainer adds from its model (numerics, sharding)
+            run.begin()
+            run.finish("aborted")
+
+
+@pytest.mark.parametrize("name", BENCHMARKS)
+@pytest.mark.parametrize("launcher", launch.LAUNCHERS)
+def test_full_scale_plan_renders_for_every_launcher(name, launcher, tmp_path):
+    bench = registry.load_benchmark(name)
+    paths = launch.RunPaths(
+        prepared=tmp_path / "prepared" / "dataset",
+        result_file=tmp_path / "runs" / "0" / "result.txt",
+        inputs={role: tmp_path / role for role in bench.roles_for("train")},
+    )
+    line = launch.full_scale(bench, 0, 1234, paths, launch.Launch(launcher))
+    assert "1234" in line and "{" + "seed}" not in line
+
+
+def test_a_trainer_that_forgets_a_required_key_is_refused_before_the_clock_starts(tmp_path):
+    bench = registry.load_benchmark("llama2_70b_lora")
+    spec = tiny_run_spec("llama2_70b_lora", "6.1.0", tmp_path / "result.txt", tmp_path, target=0.925)
+    hp = hyperparameters.resolve(bench, {})
+    with pytest.raises(ConfigError, match=r"ruleset 6\.1\.0 \(closed\) requires context_parallelism, expert_parallelism, lowest_numerical_precision_in_attn"):
+        with TinyRun(spec, hp) as run:
+            run.begin()
+    assert "run_start" not in (tmp_path / "result.txt").read_text()
+
+
+def test_a_run_that_dies_still_ends_its_log(tmp_path):
+    bench = registry.load_benchmark("rgat")
+    spec = tiny_run_spec("rgat", "5.1.0", tmp_path / "result.txt", tmp_path, target=0.72)
+    with pytest.raises(FileNotFoundError):
+        with TinyRun(spec, hyperparameters.resolve(bench, {})) as run:
+            run.begin()
+            (tmp_path / "missing").read_text()
+    keys = [json.loads(line.removeprefix(":::MLLOG "))["key"] for line in (tmp_path / "result.txt").read_text().splitlines()]
+    assert keys[-1] == "run_stop"
+
+
+def test_check_command_validates_every_definition(capsys):
+    assert main(["--root", str(ROOT), "check", "--import-modules"]) == 0
+    assert "definitions valid" in capsys.readouterr().out
+
+
+@pytest.fixture
+def broken_project(tmp_path) -> Path:
+    """A copy of the project (workflow, package, config) whose rgat definition has a mistyped key."""
+    project = tmp_path / "project"
+    for part in ("workflow", "src", "config"):
+        shutil.copytree(ROOT / part, project / part, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    definition = project / "src/mlperf_wf/benchmarks/rgat/benchmark.yaml"
+    definition.write_text(definition.read_text().replace("gpus_per_node: 8 ", "gpus_per_node: eight "))
+    return project
+
+
+def test_a_broken_definition_names_itself_in_check_and_in_a_dry_run(broken_project):
+    env = {"PYTHONPATH": str(broken_project / "src"), "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin"}
+    check = subprocess.run([sys.executable, "-m", "mlperf_wf", "check"], cwd=broken_project, env=env, capture_output=True, text=True, check=False)
+    assert check.returncode == 2
+    lines = check.stderr.strip().splitlines()
+    assert (
+        len(lines) == 1
+        and "benchmarks/rgat/benchmark.yaml: full.geometry.gpus_per_node: Input should be a valid integer, unable to parse string as an integer (got 'eight')"
+        in lines[0]
+    ), check.stderr
+    dry = subprocess.run(
+        [sys.executable, "-m", "snakemake", "-s", str(broken_project / "workflow/Snakefile"), "-n", "results/tiny/llama2_70b_lora/report.json"],
+        cwd=broken_project,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert dry.returncode != 0
+    output = dry.stdout + dry.stderr
+    assert (
+        "benchmarks/rgat/benchmark.yaml: full.geometry.gpus_per_node: Input should be a valid integer, unable to parse string as an integer (got 'eight')"
+        in output
+    )
+    assert "Traceback" not in output
