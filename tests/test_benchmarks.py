@@ -151,3 +151,34 @@ def test_a_broken_definition_names_itself_in_check_and_in_a_dry_run(broken_proje
         in output
     )
     assert "Traceback" not in output
+
+
+def test_rule_files_name_no_benchmark():
+    """Rules and their input functions are benchmark-agnostic: a benchmark never needs a rule-file line."""
+    for path in (ROOT / "workflow" / "rules").glob("*.smk"):
+        text = path.read_text()
+        for name in BENCHMARKS:
+            assert name not in text, f"{path.name} names {name}"
+
+
+def test_a_benchmark_is_only_its_own_files(tmp_path):
+    """Take rgat away (its folder and its catalog entry's tiny generator): every other definition still
+    checks and the workflow still plans, so nothing outside those files knows rgat."""
+    project = tmp_path / "project"
+    for part in ("workflow", "src", "config"):
+        shutil.copytree(ROOT / part, project / part, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    shutil.rmtree(project / "src/mlperf_wf/benchmarks/rgat")
+    catalog = project / "config/datasets/igbh_full.yaml"
+    catalog.write_text(catalog.read_text().split("\ntiny:")[0] + "\n")
+    env = {"PYTHONPATH": str(project / "src"), "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin"}
+    check = subprocess.run([sys.executable, "-m", "mlperf_wf", "check"], cwd=project, env=env, capture_output=True, text=True, check=False)
+    assert check.returncode == 0 and "1 benchmarks and" in check.stdout, check.stderr
+    dry = subprocess.run(
+        [sys.executable, "-m", "snakemake", "-s", str(project / "workflow/Snakefile"), "-n", "--config", "runs=1"],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert dry.returncode == 0, dry.stdout[-2000:] + dry.stderr[-2000:]

@@ -46,3 +46,23 @@ def test_bad_status_and_missing_system_are_clear_errors(tmp_path):
         load_system("cpu-tiny", tmp_path)
     with pytest.raises(ConfigError, match=r"system 'dgx' has no description .*; known systems: cpu-tiny"):
         load_system("dgx", tmp_path)
+
+
+def test_full_scale_package_names_the_reference_commit_image_and_launch_command():
+    from mlperf_wf.package import implementation_of
+
+    digest = "sha256:" + "cd" * 32
+    command = f"mlperf-wf require-pinned --benchmark rgat --image reg/rgat@{digest} || exit 2; docker run ... python train_rgnn_multi_gpu.py"
+    made_with = {"scale": "full", "launcher": "docker", "image": f"reg/rgat@{digest}", "command": command, "workflow_git": {"commit": "f" * 40}}
+    report = {
+        "benchmark": "rgat",
+        "scale": "full",
+        "runs": [{"in_scored_window": True, "made_with": made_with}, {"in_scored_window": False, "made_with": {**made_with, "command": "other"}}],
+    }
+    made_by = implementation_of(report)
+    assert made_by.name == "training-aa344c7fb900" and made_by.source_files == ()
+    record = made_by.record
+    assert record["reference"]["repository"] == "https://github.com/mlcommons/training"
+    assert record["reference"]["commit"] == "aa344c7fb900e82ed19fb94aebfed50c63ab2204" and record["reference"]["path"] == "retired_benchmarks/rgat"
+    assert record["images"] == [f"reg/rgat@{digest}"] and record["commands"] == [command], "only the scored runs' commands"
+    assert record["container"]["dockerfile"] == "containers/rgat/Dockerfile" and record["workflow_commits"] == ["f" * 40]

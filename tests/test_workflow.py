@@ -75,7 +75,7 @@ def tiny_project(tmp_path_factory, output_cache) -> Path:
 
 @pytest.mark.slow
 def test_tiny_chain_reaches_the_target_and_every_run_is_compliant(tiny_project):
-    report = json.loads((tiny_project / "results/tiny/tiny/llama2_70b_lora/report.json").read_text())
+    report = json.loads((tiny_project / "results/tiny/llama2_70b_lora/report.json").read_text())
     assert report["benchmark"] == "llama2_70b_lora" and report["ruleset"] == "6.1.0" and report["scale"] == "tiny"
     assert report["required_runs"] == 10
     runs = report["runs"]
@@ -136,6 +136,11 @@ def test_submission_package_is_built_and_checked_by_the_official_checkers(tiny_p
     results = sorted(p.name for p in (org / "results/cpu-tiny/llama2_70b_lora").iterdir())
     assert results == [f"result_{i}.txt" for i in range(TINY_RUNS)]
     assert json.loads((org / "systems/cpu-tiny.json").read_text())["division"] == "closed"
+    made_by = org / "benchmarks/llama2_70b_lora/implementations/mlperf-workflow-tiny"
+    record = json.loads((made_by / "implementation.json").read_text())
+    assert record["made_by"].startswith("mlperf-workflow's tiny-tier CPU trainer") and record["launchers"] == ["local"]
+    assert all("mlperf-wf train --benchmark llama2_70b_lora" in command for command in record["commands"])
+    assert {"trainer.py", "hyperparameters.py", "harness.py"} <= {p.name for p in made_by.iterdir()}
     check = json.loads((tiny_project / "results/tiny/submission/package_check.json").read_text())
     assert check["system_descriptions"]["cpu-tiny"]["passed"] is True
     package_log = (tiny_project / check["package_checker"]["log"]).read_text()
@@ -346,9 +351,25 @@ def test_two_process_torchrun_run_is_compliant_and_logged_by_rank_zero_only(tiny
 
 
 @pytest.mark.slow
+def test_after_the_tiny_chain_the_full_scale_plans_work_as_written(tiny_project, tmp_path):
+    """The README's next commands after `make demo`: tiny results stay under results/tiny and never block a full plan."""
+    config_home = tmp_path / "xdg"
+    subprocess.run(["make", "-s", "profiles", f"PROFILE_HOME={config_home}/snakemake"], cwd=ROOT, check=True, capture_output=True)
+    plain = snakemake(tiny_project, "-n", "results/llama2_70b_lora/report.json", "--config", "scale=full")
+    assert job_counts(plain.stdout)["train"] == 10
+    env = {**snakemake_env(), "XDG_CONFIG_HOME": str(config_home)}
+    argv = snakemake_argv(tiny_project, "--profile", "slurm", "-n", "results/llama2_70b_lora/report.json", "--config", "scale=full")
+    cluster = subprocess.run(argv, capture_output=True, text=True, env=env, check=False)
+    assert cluster.returncode == 0, cluster.stdout[-3000:] + cluster.stderr[-3000:]
+    assert job_counts(cluster.stdout)["train"] == 10
+    assert (tiny_project / "results/tiny/llama2_70b_lora/report.json").is_file()
+    assert not (tiny_project / "results/llama2_70b_lora").exists()
+
+
+@pytest.mark.slow
 def test_each_run_records_what_it_was_made_with(tiny_project):
     record = json.loads((tiny_project / "results/tiny/llama2_70b_lora/runs/0/provenance.json").read_text())
-    assert record["launcher"] == "local" and record["image"] is None
+    assert record["scale"] == "tiny" and record["launcher"] == "local" and record["image"] is None
     assert record["packages"]["torch"].startswith("2.13.0") and record["packages"]["mlperf-logging"] == "4.1.68"
     assert "mlperf-wf train --benchmark llama2_70b_lora --run-index 0 --seed 1234" in record["command"]
     assert record["workflow_git"]["commit"] is None or len(record["workflow_git"]["commit"]) == 40
