@@ -267,7 +267,9 @@ def cmd_require_pinned(benchmark: str, image: str) -> None:
     """Refuse a full-scale launch whose container image is not pinned by digest."""
     import re
 
-    if not re.search(r"@sha256:[0-9a-f]{64}$", image):
+    from mlperf_wf.registry import IMAGE_DIGEST
+
+    if not re.search(f"@{IMAGE_DIGEST}$", image):
         raise ConfigError(
             f"{benchmark}: the container image {image!r} is not pinned; after pushing it, set its sha256 digest in the workflow config "
             f"(full_container: {{{benchmark}: {{digest: 'sha256:...'}}}}; docker inspect --format '{{{{index .RepoDigests 0}}}}' IMAGE shows it)"

@@ -84,7 +84,7 @@ class RunSpec:
 class TinyRun:
     """One run's distributed setup and mllog events (see the module docstring)."""
 
-    def __init__(self, spec: RunSpec, hp: TinyHyperparameters, required: set[str] | None = None) -> None:
+    def __init__(self, spec: RunSpec, hp: TinyHyperparameters) -> None:
         import torch
 
         from mlperf_wf import mlperf_rules
@@ -96,7 +96,7 @@ class TinyRun:
         self.world_size = int(os.environ.get("WORLD_SIZE", "1"))
         if self.world_size > 1:
             torch.distributed.init_process_group("gloo")
-        self.required = required if required is not None else mlperf_rules.required_keys(spec.submission_benchmark, spec.ruleset, spec.submission.division)
+        self.required = mlperf_rules.required_keys(spec.submission_benchmark, spec.ruleset, spec.submission.division)
         self.logged: set[str] = set()
         self.status = constants.ABORTED
         self.started = 0.0
@@ -104,9 +104,16 @@ class TinyRun:
         self._log = RunLogger(spec.result_file, rank=self.rank)
         self.event(constants.CACHE_CLEAR, clear_caches() if self.rank == 0 else False)
         self._log.start(constants.INIT_START)
-        self._log.submission(spec.submission_benchmark, spec.submission)
-        self.logged |= {constants.SUBMISSION_BENCHMARK, constants.SUBMISSION_ORG, constants.SUBMISSION_PLATFORM}
-        self.logged |= {constants.SUBMISSION_DIVISION, constants.SUBMISSION_STATUS, constants.INIT_START}
+        self.logged.add(constants.INIT_START)
+        self.config(
+            {
+                constants.SUBMISSION_BENCHMARK: spec.submission_benchmark,
+                constants.SUBMISSION_ORG: spec.submission.org,
+                constants.SUBMISSION_PLATFORM: spec.submission.platform,
+                constants.SUBMISSION_DIVISION: spec.submission.division,
+                constants.SUBMISSION_STATUS: spec.submission.status,
+            }
+        )
         self.event(constants.SEED, spec.seed)
         self.event("config_filename", spec.config_filename)
         self.config(hp.mllog(self.world_size))

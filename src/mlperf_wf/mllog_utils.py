@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mlperf_logging import mllog
-from mlperf_logging.mllog import constants
 
 
 @dataclass(frozen=True)
@@ -58,14 +57,6 @@ class RunLogger:
     def end(self, key: str, value: object = None, metadata: dict | None = None) -> None:
         if self.rank == 0:
             self._logger.end(key=key, value=value, metadata=metadata)
-
-    def submission(self, benchmark: str, info: Submission) -> None:
-        """The submission_* keys every result needs."""
-        self.event(constants.SUBMISSION_BENCHMARK, benchmark)
-        self.event(constants.SUBMISSION_ORG, info.org)
-        self.event(constants.SUBMISSION_PLATFORM, info.platform)
-        self.event(constants.SUBMISSION_DIVISION, info.division)
-        self.event(constants.SUBMISSION_STATUS, info.status)
 
 
 def clear_caches() -> bool:

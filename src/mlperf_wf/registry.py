@@ -162,12 +162,16 @@ class Reference(_Strict):
         return f"{self.repository}/tree/{self.commit}/{self.path}"
 
 
+IMAGE_DIGEST = r"sha256:[0-9a-f]{64}"
+"""A content digest that pins a container image."""
+
+
 class Container(_Strict):
     """The full-scale container image."""
 
     image: str
     """Image repository and tag."""
-    digest: str | None = Field(None, pattern=r"^sha256:[0-9a-f]{64}$")
+    digest: str | None = Field(None, pattern=f"^{IMAGE_DIGEST}$")
     """``sha256:...`` content digest the image is pinned to; required to launch at full scale
     (or give it in the workflow config's ``full_container``)."""
     dockerfile: str | None = None
