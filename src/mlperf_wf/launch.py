@@ -10,18 +10,25 @@ The train rule runs one command per run; which command is chosen by the
 - ``docker``: ``docker run --gpus all --ipc=host`` of the pinned image, with the
   prepared data and every input role the runs read mounted read-only, the result
   folder read-write, and the named environment variables passed through. One node.
-- ``apptainer``: ``apptainer exec --nv`` of ``docker://image@digest``, the same
-  mounts as ``--bind``. One node.
-- ``pyxis``: ``srun`` with ``--container-image``/``--container-mounts``/
-  ``--no-container-mount-home``, as NVIDIA's run.sub launches, inside the
-  SLURM allocation of the train job. ``MASTER_ADDR`` is the allocation's first
+- ``apptainer``: ``apptainer exec --nv`` of ``docker://registry/repository@digest``
+  (Apptainer refuses a tag and a digest together), the same mounts as ``--bind``,
+  a writable tmpfs over the read-only image and a per-run home folder (the
+  references write beside their scripts and under ``$HOME``). One node.
+- ``pyxis``: ``srun`` with ``--container-image`` (enroot's ``registry#repository:tag``
+  form, the digest in the tag's place), ``--container-mounts``, ``--container-writable``,
+  ``--container-remap-root`` and ``--no-container-mount-home``, as NVIDIA's run.sub
+  launches, straight from the train job's shell (the job asks for the ``mpi``
+  resource so the SLURM jobstep never wraps it in a step of its own). ``MASTER_ADDR`` is the allocation's first
   host and ``MASTER_PORT`` is fixed, both exported into the container. With
   ``process_model: per_node`` the reference command is a launcher (accelerate,
   torchrun) started once per node; with ``per_gpu`` srun starts one task per
   GPU and each task gets ``RANK``/``LOCAL_RANK``/``WORLD_SIZE`` from SLURM.
 
 At full scale the reference's mllog writer is pointed at the run's result file
-through ``COMPLIANCE_FILE``.
+through ``COMPLIANCE_FILE``, the workflow's submission values reach the run as
+``MLPERF_SUBMISSION_*``, and the benchmark's round patches (``containers/<name>/patches``,
+loaded by ``containers/hooks/sitecustomize.py``) are baked into its image; the ``local``
+launcher puts the same folders on ``PYTHONPATH``.
 """
 
 from __future__ import annotations
@@ -36,6 +43,8 @@ from mlperf_wf.registry import BenchmarkDef
 
 LAUNCHERS = ("local", "docker", "apptainer", "pyxis")
 MASTER_PORT = 29500
+CONTAINER_HOME = "/home/mlperf-wf"
+"""Home folder of an Apptainer run (bound from the run's own folder: caches, compiled kernels)."""
 
 
 @dataclass(frozen=True)
@@ -74,6 +83,64 @@ class Launch:
     """Host environment variables passed into the container by name (values never appear on the command line)."""
     tiny_processes: int = 1
     """Processes of a tiny run (torchrun with gloo when > 1)."""
+    env: tuple[tuple[str, str], ...] = ()
+    """Environment the workflow gives every full-scale run (``MLPERF_SUBMISSION_*``)."""
+    arguments: tuple[tuple[str, str], ...] = ()
+    """Reference-command flags whose value this site sets (``full_arguments``), e.g. ``("--max_steps", "800")``."""
+    workdir: str | None = None
+    """Folder the reference command starts in (``full_workdir``); default the definition's container workdir."""
+    extra_mounts: tuple[tuple[str, str, str], ...] = ()
+    """Site mounts ``(host, container, ro|rw)`` added to every container run (``full_mounts``)."""
+    hooks: HostHooks | None = None
+    """Where this host's copy of the round patches is, for the ``local`` launcher."""
+
+
+@dataclass(frozen=True)
+class HostHooks:
+    """The start-up hooks and a benchmark's round patches in this checkout (``local`` launcher)."""
+
+    folders: tuple[str, ...]
+    """``containers/hooks`` and ``containers/<name>/patches``, absolute, put first on ``PYTHONPATH``."""
+    modules: tuple[str, ...]
+    """Patch modules for ``MLPERF_WF_HOOKS``."""
+
+
+@dataclass(frozen=True)
+class ImageRef:
+    """A container image, spelled for each runtime."""
+
+    image: str
+    """``[registry/]repository[:tag]``."""
+    digest: str | None = None
+    """``sha256:...`` when pinned."""
+
+    def _parts(self) -> tuple[str | None, str, str | None]:
+        first, slash, rest = self.image.partition("/")
+        registry = first if slash and ("." in first or ":" in first or first == "localhost") else None
+        name = rest if registry else self.image
+        repository, colon, tag = name.rpartition(":") if ":" in name.rsplit("/", 1)[-1] else (name, "", "")
+        return registry, repository, tag if colon else None
+
+    @property
+    def docker(self) -> str:
+        """Docker: ``name:tag@digest`` (the digest decides)."""
+        return f"{self.image}@{self.digest}" if self.digest else self.image
+
+    @property
+    def apptainer(self) -> str:
+        """Apptainer: ``docker://registry/repository@digest``: it refuses a tag beside a digest."""
+        if not self.digest:
+            return f"docker://{self.image}"
+        registry, repository, _ = self._parts()
+        return f"docker://{registry + '/' if registry else ''}{repository}@{self.digest}"
+
+    @property
+    def enroot(self) -> str:
+        """pyxis/enroot: ``registry#repository:tag``; a digest takes the tag's place (enroot asks the
+        registry for ``manifests/<tag>``, which accepts a digest)."""
+        registry, repository, tag = self._parts()
+        reference = self.digest or tag
+        return f"{registry + '#' if registry else ''}{repository}{':' + reference if reference else ''}"
 
 
 def tiny_command(train_args: list[str], launch: Launch) -> list[str]:
@@ -110,9 +177,26 @@ def reference_command(bench: BenchmarkDef, run: int, seed: int, paths: RunPaths,
         "master_port": "${MASTER_PORT}",
         "node_rank": "${SLURM_NODEID}",
     }
-    command = [part.format(**values) for part in bench.full.command]
+    command = override_arguments(bench, [part.format(**values) for part in bench.full.command], launch.arguments)
     if launch.nodes > 1:
         command = _insert_after_launcher(command, [a.format(**values) for a in bench.full.multi_node_args])
+    return command
+
+
+def override_arguments(bench: BenchmarkDef, command: list[str], arguments: tuple[tuple[str, str], ...]) -> list[str]:
+    """Give each flag of ``arguments`` its new value: a word of the command, or a flag inside a
+    ``bash -c`` line. A flag the reference command does not have is an error, never appended."""
+    command = list(command)
+    for flag, value in arguments:
+        if flag in command[:-1]:
+            command[command.index(flag) + 1] = value
+            continue
+        inline = re.compile(rf"(?<!\S){re.escape(flag)}\s+\S+")
+        hits = [i for i, word in enumerate(command) if inline.search(word)]
+        if not hits:
+            flags = sorted({word for word in command if word.startswith("--")} | set(re.findall(r"(?<!\S)--\w+", " ".join(command))))
+            raise ConfigError(f"config: full_arguments.{bench.name}: {flag!r} is not a flag of its reference command; its flags: {', '.join(flags)}")
+        command[hits[0]] = inline.sub(lambda _m: f"{flag} {value}", command[hits[0]], count=1)
     return command
 
 
@@ -131,17 +215,18 @@ def _insert_after_launcher(command: list[str], extra: list[str]) -> list[str]:
     return command[:head] + extra + command[head:]
 
 
-def _container_env(bench: BenchmarkDef, paths: RunPaths, seed: int) -> dict[str, str]:
+def _container_env(bench: BenchmarkDef, paths: RunPaths, seed: int, launch: Launch) -> dict[str, str]:
     env = dict(bench.full.env)
+    env.update(dict(launch.env))
     env["COMPLIANCE_FILE"] = f"{bench.full.mounts['results']}/{paths.result_file.name}"
     env["SEED"] = str(seed)
     return env
 
 
-def _mounts(bench: BenchmarkDef, paths: RunPaths) -> list[tuple[str, str, str]]:
+def _mounts(bench: BenchmarkDef, paths: RunPaths, launch: Launch) -> list[tuple[str, str, str]]:
     """Read-only prepared data (the whole prepared folder, so the dataset tree's relative links into
-    ``shards/`` resolve), every input role the runs read (read-only), the result folder, and the
-    output cache at its own path (cached shards are links into it)."""
+    ``shards/`` resolve), every input role the runs read (read-only), the result folder, the
+    output cache at its own path (cached shards are links into it), and the site's own mounts."""
     mounts = bench.full.mounts
     missing = sorted(set(bench.roles_for("train")) - set(paths.inputs))
     if missing:
@@ -153,7 +238,7 @@ def _mounts(bench: BenchmarkDef, paths: RunPaths) -> list[tuple[str, str, str]]:
     if paths.output_cache is not None:
         cache = str(paths.output_cache.resolve())
         chosen.append((cache, cache, "ro"))
-    return chosen
+    return chosen + list(launch.extra_mounts)
 
 
 def docker_argv(
@@ -180,20 +265,32 @@ def docker_argv(
 
 
 def apptainer_argv(
-    image: str, workdir: str, mounts: list[tuple[str, str, str]], env: dict[str, str], passthrough: tuple[str, ...], command: list[str]
+    image: str, workdir: str, mounts: list[tuple[str, str, str]], env: dict[str, str], passthrough: tuple[str, ...], command: list[str], home: str
 ) -> list[str]:
-    """``apptainer exec --nv`` with binds, environment and the command."""
-    argv = ["apptainer", "exec", "--nv", "--cleanenv", "--no-home"]
+    """``apptainer exec --nv`` with binds, environment and the command.
+
+    The image is read-only: ``--writable-tmpfs`` takes the small writes a reference makes beside its
+    own files, and ``home`` (a host folder of the run) is the container's home, where Hugging Face,
+    DeepSpeed and Triton keep their caches.
+    """
+    argv = ["apptainer", "exec", "--nv", "--cleanenv", "--writable-tmpfs", "--home", f"{home}:{CONTAINER_HOME}"]
     argv += ["--bind", ",".join(f"{host}:{container}:{mode}" for host, container, mode in mounts)]
     for key, value in sorted(env.items()):
         argv += ["--env", f"{key}={value}"]
     for name in passthrough:
         argv += ["--env", f"{name}=${{{name}}}"]  # expanded by the job's shell: the value is never written here
-    return [*argv, "--pwd", workdir, f"docker://{image}", *command]
+    return [*argv, "--pwd", workdir, image, *command]
 
 
 def pyxis_script(
-    bench: BenchmarkDef, image: str, mounts: list[tuple[str, str, str]], env: dict[str, str], passthrough: tuple[str, ...], command: list[str], launch: Launch
+    bench: BenchmarkDef,
+    image: str,
+    mounts: list[tuple[str, str, str]],
+    env: dict[str, str],
+    passthrough: tuple[str, ...],
+    command: list[str],
+    launch: Launch,
+    workdir: str,
 ) -> str:
     """The srun line (with MASTER_ADDR/PORT from the allocation) that runs inside the SLURM job."""
     per_gpu = bench.full.process_model == "per_gpu"
@@ -207,8 +304,10 @@ def pyxis_script(
         "--mpi=pmix" if per_gpu else "--mpi=none",
         f"--container-image={image}",
         "--container-mounts=" + ",".join(f"{host}:{container}:{mode}" for host, container, mode in mounts),
+        "--container-writable",
+        "--container-remap-root",
         "--no-container-mount-home",
-        f"--container-workdir={bench.full.workdir}",
+        f"--container-workdir={workdir}",
         "--container-env=" + ",".join(names),
     ]
     inner = _join_keep_variables(command)
@@ -220,7 +319,7 @@ def pyxis_script(
     return "; ".join(lines)
 
 
-def full_scale(bench: BenchmarkDef, run: int, seed: int, paths: RunPaths, launch: Launch, image: str | None = None) -> str:
+def full_scale(bench: BenchmarkDef, run: int, seed: int, paths: RunPaths, launch: Launch, image: ImageRef | None = None) -> str:
     """The shell command of one full-scale run with the chosen backend (``image``: default the definition's)."""
     if launch.launcher not in LAUNCHERS:
         raise ConfigError(f"launcher is {launch.launcher!r}; allowed: {', '.join(LAUNCHERS)}")
@@ -229,22 +328,34 @@ def full_scale(bench: BenchmarkDef, run: int, seed: int, paths: RunPaths, launch
     if launch.nodes > 1 and launch.launcher in ("docker", "apptainer", "local"):
         raise ConfigError(f"{bench.name}: {launch.nodes} nodes need the pyxis launcher; {launch.launcher} runs on one node")
     command = reference_command(bench, run, seed, paths, launch)
-    env = _container_env(bench, paths, seed)
-    mounts = _mounts(bench, paths)
-    image = image or bench.full.container.reference
+    env = _container_env(bench, paths, seed, launch)
+    mounts = _mounts(bench, paths, launch)
+    image = image or ImageRef(bench.full.container.image, bench.full.container.digest)
+    workdir = launch.workdir or bench.full.workdir
     if launch.launcher == "docker":
-        return shell_join(docker_argv(image, bench.full.workdir, mounts, env, launch.env_passthrough, command, gpus=True))
+        return shell_join(docker_argv(image.docker, workdir, mounts, env, launch.env_passthrough, command, gpus=True))
     if launch.launcher == "apptainer":
-        return _join_keep_variables(apptainer_argv(image, bench.full.workdir, mounts, env, launch.env_passthrough, command))
+        home = paths.result_file.parent.resolve() / "home"
+        argv = apptainer_argv(image.apptainer, workdir, mounts, env, launch.env_passthrough, command, str(home))
+        return f"mkdir -p {shlex.quote(str(home))} && {_join_keep_variables(argv)}"
     if launch.launcher == "pyxis":
-        return pyxis_script(bench, image, mounts, env, launch.env_passthrough, command, launch)
-    # local: the reference command on this host (its software installed there), with host paths
+        return pyxis_script(bench, image.enroot, mounts, env, launch.env_passthrough, command, launch, workdir)
+    return _local(bench, run, seed, paths, launch, env, workdir)
+
+
+def _local(bench: BenchmarkDef, run: int, seed: int, paths: RunPaths, launch: Launch, env: dict[str, str], workdir: str) -> str:
+    """The reference command on this host (its software installed here), with host paths, and this
+    checkout's round patches first on ``PYTHONPATH`` (after any the caller already set)."""
     host = {"prepared": str(paths.prepared.resolve()), "results": str(paths.result_file.parent.resolve())}
     host.update({role: str(paths.inputs[role].resolve()) for role in bench.roles_for("train")})
     local = reference_command(bench, run, seed, paths, launch, where=host)
     env = {**env, "COMPLIANCE_FILE": str(paths.result_file.resolve())}
-    exports = " ".join(f"{key}={shlex.quote(value)}" for key, value in sorted(env.items()))
-    return f"cd {shlex.quote(bench.full.workdir)} && env {exports} {shell_join(local)}"
+    words = [f"{key}={shlex.quote(value)}" for key, value in sorted(env.items())]
+    if launch.hooks:
+        # double-quoted so the job's shell appends what the caller had
+        words.append(f'"PYTHONPATH={":".join(launch.hooks.folders)}${{PYTHONPATH:+:$PYTHONPATH}}"')
+        words.append(f'"MLPERF_WF_HOOKS={",".join(launch.hooks.modules)}${{MLPERF_WF_HOOKS:+,$MLPERF_WF_HOOKS}}"')
+    return f"cd {shlex.quote(workdir)} && env {' '.join(words)} {shell_join(local)}"
 
 
 def shell_join(argv: list[str]) -> str:

@@ -15,6 +15,7 @@ command works in a folder that holds the other scale's results.
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 from dataclasses import dataclass, field
 from functools import cache
@@ -31,6 +32,8 @@ Scale = Literal["tiny", "full"]
 TINY_RESULTS = "results/tiny"
 FULL_RESULTS = "results"
 TINY_LAUNCHERS = ("local", "docker")
+TINY_PLATFORM = "cpu-tiny"
+"""The tiny tier's system (``config/systems/cpu-tiny.yaml``): a full-scale run refuses to log it."""
 TINY_RUN_RESOURCES = {"runtime": 30, "mem_mb": 4000}
 """A tiny run: minutes on a CPU core, a few GB."""
 
@@ -73,6 +76,12 @@ class Settings:
     """Per-benchmark image / digest overrides (the image this site built and pushed)."""
     tiny_hyperparameters: dict[str, dict] = field(default_factory=dict)
     """Per-benchmark overrides of the tiny hyperparameter model's fields."""
+    full_arguments: dict[str, dict] = field(default_factory=dict)
+    """Per-benchmark reference-command flags whose value this site sets, e.g. ``{--max_steps: 800}``."""
+    full_workdir: dict[str, str] = field(default_factory=dict)
+    """Per-benchmark folder the reference command starts in (with ``local``: this host's checkout of the reference)."""
+    full_mounts: dict[str, list] = field(default_factory=dict)
+    """Per-benchmark extra container mounts, ``HOST:CONTAINER[:ro|rw]``."""
 
     @classmethod
     def from_config(cls, config: dict) -> Settings:
@@ -95,6 +104,9 @@ class Settings:
             full_geometry=dict(config.get("full_geometry") or {}),
             full_container=dict(config.get("full_container") or {}),
             tiny_hyperparameters=dict(config.get("tiny_hyperparameters") or {}),
+            full_arguments=dict(config.get("full_arguments") or {}),
+            full_workdir=dict(config.get("full_workdir") or {}),
+            full_mounts=dict(config.get("full_mounts") or {}),
         )
 
 
@@ -105,7 +117,7 @@ class TrainResources:
     runtime: int
     """Walltime in minutes."""
     mem_mb: int = 0
-    """Memory; 0 leaves it to the profile (full-scale jobs take whole nodes)."""
+    """Host memory per node; 0 leaves it to the profile and partition (full-scale jobs take whole nodes)."""
     nodes: int = 1
     """Nodes."""
     gres: str = ""
@@ -117,7 +129,8 @@ class TrainResources:
     cpus_per_gpu: int = 0
     """Host cores per GPU."""
     mpi: str | None = None
-    """``srun`` when the job starts its own tasks, so the SLURM jobstep does not wrap it in ``srun -n1``."""
+    """``srun`` when the job's own shell calls srun (pyxis, several tasks), so the SLURM jobstep does not
+    wrap the job in ``srun -n1``: a step inside that step would wait for resources the outer step holds."""
 
 
 @dataclass(frozen=True)
@@ -160,7 +173,7 @@ class Plan:
             raise ConfigError(f"config: benchmarks: {unknown} has no folder in src/mlperf_wf/benchmarks/; known: {', '.join(known)}")
         if s.scale == "tiny" and s.launcher not in ("auto", *TINY_LAUNCHERS):
             raise ConfigError(f"config: launcher is {s.launcher!r} but tiny-scale runs use auto, {' or '.join(TINY_LAUNCHERS)}")
-        for key in ("full_geometry", "full_container", "tiny_hyperparameters"):
+        for key in ("full_geometry", "full_container", "tiny_hyperparameters", "full_arguments", "full_workdir", "full_mounts"):
             for name in getattr(s, key):
                 if name not in self.benchmarks:
                     raise ConfigError(f"config: {key}.{name}: names no benchmark; known: {', '.join(known)}")
@@ -169,6 +182,7 @@ class Plan:
         for name in self.benchmarks:
             self.container(name)
             self.hyperparameters(name)
+            self.extra_mounts(name)
 
     # ---- rules and runs ----
 
@@ -286,19 +300,55 @@ class Plan:
             inputs[f"{role}_verified"] = self.verified_record(dataset_id)
         return inputs
 
+    def extra_mounts(self, name: str) -> tuple[tuple[str, str, str], ...]:
+        """``full_mounts`` of a benchmark as (host, container, mode), host paths absolute."""
+        mounts = []
+        for item in self.settings.full_mounts.get(name, []):
+            parts = str(item).split(":")
+            mode = parts.pop() if len(parts) == 3 else "ro"
+            if len(parts) != 2 or not all(parts) or mode not in ("ro", "rw") or not parts[1].startswith("/"):
+                raise ConfigError(f"config: full_mounts.{name}: {item!r} is not HOST:CONTAINER[:ro|rw] with an absolute container path")
+            mounts.append((str((self.workdir / parts[0]).resolve()), parts[1], mode))
+        return tuple(mounts)
+
+    def host_hooks(self, name: str) -> launch.HostHooks | None:
+        """This checkout's start-up hooks and the benchmark's round patches (``containers/<name>/patches``)."""
+        patches = self.project_root / "containers" / name / "patches"
+        modules = tuple(sorted(path.stem for path in patches.glob("*.py")))
+        if not modules:
+            return None
+        return launch.HostHooks(folders=(str(self.project_root / "containers" / "hooks"), str(patches)), modules=modules)
+
+    def submission_env(self, name: str) -> dict[str, str]:
+        """``MLPERF_SUBMISSION_*`` of a full-scale run: what the config says, for the round patches to log."""
+        s = self.settings
+        return {
+            "MLPERF_SUBMISSION_BENCHMARK": self.bench(name).submission_benchmark,
+            "MLPERF_SUBMISSION_DIVISION": s.division,
+            "MLPERF_SUBMISSION_ORG": s.org,
+            "MLPERF_SUBMISSION_PLATFORM": s.platform,
+            "MLPERF_SUBMISSION_STATUS": s.status,
+        }
+
     def launch_settings(self, name: str) -> launch.Launch:
-        """Launcher, geometry (definition or ``full_geometry``) and pass-through environment of a benchmark's runs."""
+        """Launcher, geometry (definition or ``full_geometry``), environment and site overrides of a benchmark's runs."""
         geometry = self.bench(name).full.geometry
         override = self.settings.full_geometry.get(name, {})
         chosen = self.settings.launcher
         if chosen == "auto":
             chosen = "local" if self.scale == "tiny" else "docker"
+        arguments = self.settings.full_arguments.get(name, {})
         return launch.Launch(
             launcher=chosen,
             nodes=int(override.get("nodes", geometry.nodes)),
             gpus_per_node=int(override.get("gpus_per_node", geometry.gpus_per_node)),
             env_passthrough=self.settings.env_passthrough,
             tiny_processes=self.settings.tiny_processes,
+            env=tuple(sorted(self.submission_env(name).items())),
+            arguments=tuple((str(flag), str(value)) for flag, value in arguments.items()),
+            workdir=self.settings.full_workdir.get(name),
+            extra_mounts=self.extra_mounts(name),
+            hooks=self.host_hooks(name),
         )
 
     @cache  # noqa: B019 - one Plan per workflow; each rule asks for several fields of the same job
@@ -336,16 +386,18 @@ class Plan:
     def _full_job(self, name: str, run: int) -> TrainJob:
         bench = self.bench(name)
         settings = self.launch_settings(name)
-        image = self.container(name).reference
+        container = self.container(name)
+        image = container.reference
         paths = launch.RunPaths(
             prepared=Path(self.prepared_dataset(name)),
             result_file=Path(self.run_file(name, run, "result.txt")),
             inputs={role: Path(self.dataset_dir(dataset_id)) for role, dataset_id in bench.roles_for("train").items()},
             output_cache=self.output_cache,
         )
-        command = launch.full_scale(bench, run, self.seed(run), paths, settings, image=image)
+        command = launch.full_scale(bench, run, self.seed(run), paths, settings, image=launch.ImageRef(container.image, container.digest))
         # `|| exit 2` and not `&&`: a failed check must stop the whole line, which may hold several commands
-        command = f"mlperf-wf require-pinned --benchmark {name} --image {image} || exit 2; {command}"
+        check = f"mlperf-wf require-pinned --benchmark {name} --image {image} --platform {shlex.quote(self.settings.platform)}"
+        command = f"{check} || exit 2; {command}"
         tasks_per_node = settings.gpus_per_node if bench.full.process_model == "per_gpu" else 1
         tasks = settings.nodes * tasks_per_node
         resources = TrainResources(
@@ -354,8 +406,10 @@ class Plan:
             gres=f"gpu:{settings.gpus_per_node}",
             tasks=tasks,
             cpus_per_gpu=bench.full.geometry.cpus_per_gpu,
-            # Several launchers or ranks: the job's own srun places them, so the jobstep must not wrap it in `srun -n1`.
-            mpi="srun" if tasks > 1 else None,
+            mem_mb=(bench.full.geometry.host_memory_gb or 0) * 1024,
+            # The job's own srun places the launchers or ranks (pyxis always, even one task): the jobstep must
+            # not wrap it in `srun -n1`, or that srun becomes a step inside a step and waits until walltime.
+            mpi="srun" if tasks > 1 or settings.launcher == "pyxis" else None,
         )
         return TrainJob(command=command, launcher=settings.launcher, image=image, threads=1, resources=resources)
 

@@ -194,6 +194,8 @@ class Geometry(_Strict):
     """Time limit of one run."""
     cpus_per_gpu: int = Field(8, ge=1)
     """Host CPU cores per accelerator (data loading, launcher)."""
+    host_memory_gb: int | None = Field(None, ge=1)
+    """Host memory one node needs (GiB), requested from the scheduler; None: the partition's default for a whole node."""
 
 
 class FullScale(_Strict):

@@ -1,0 +1,92 @@
+"""mlperf-workflow's start-up hooks for reference implementations.
+
+Python imports ``sitecustomize`` at start-up in every process when this folder is on
+``PYTHONPATH``: the reference's launcher, every rank it starts, every worker it spawns.
+This module imports the patch modules named in ``MLPERF_WF_HOOKS`` (comma-separated; the
+benchmark's image sets it, and so does the ``local`` launcher). A patch module asks for a
+function to run right after a module of the reference is imported (:func:`after_import`), so
+a round's missing keys or a wrong name are fixed without editing the reference's files.
+
+A hook module that cannot be imported stops the process: a run without its patches would
+train for hours and then fail the compliance check.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import os
+import sys
+from collections.abc import Callable
+from types import ModuleType
+
+HOOKS_VARIABLE = "MLPERF_WF_HOOKS"
+_PENDING: dict[str, list[Callable[[ModuleType], None]]] = {}
+
+
+def after_import(module_name: str, patch: Callable[[ModuleType], None]) -> None:
+    """Run ``patch(module)`` once ``module_name`` has been imported (now, if it already is)."""
+    module = sys.modules.get(module_name)
+    if module is not None:
+        patch(module)
+    else:
+        _PENDING.setdefault(module_name, []).append(patch)
+
+
+class _PatchingLoader(importlib.abc.Loader):
+    """The module's own loader, followed by the patches waiting for it."""
+
+    def __init__(self, loader: importlib.abc.Loader, patches: list[Callable[[ModuleType], None]]) -> None:
+        self._loader = loader
+        self._patches = patches
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType | None:
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module: ModuleType) -> None:
+        self._loader.exec_module(module)
+        for patch in self._patches:
+            patch(module)
+
+
+class _AfterImportFinder(importlib.abc.MetaPathFinder):
+    """Finds a watched module with the other finders and wraps its loader."""
+
+    def find_spec(self, fullname: str, path: object, target: ModuleType | None = None) -> importlib.machinery.ModuleSpec | None:
+        if fullname not in _PENDING:
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(fullname, path, target)
+            if spec is not None and spec.loader is not None:
+                spec.loader = _PatchingLoader(spec.loader, _PENDING.pop(fullname))
+                return spec
+        return None
+
+
+def _chain_next_sitecustomize() -> None:
+    """Run the ``sitecustomize`` this one shadows (a distribution's or the image's), if any."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    others = [entry for entry in sys.path if os.path.abspath(entry or os.curdir) != here]
+    spec = importlib.machinery.PathFinder.find_spec("sitecustomize", others)
+    if spec is not None and spec.loader is not None and os.path.abspath(spec.origin or "") != os.path.abspath(__file__):
+        spec.loader.exec_module(importlib.util.module_from_spec(spec))
+
+
+def _load_hooks() -> None:
+    for name in (part.strip() for part in os.environ.get(HOOKS_VARIABLE, "").split(",")):
+        if not name:
+            continue
+        try:
+            importlib.import_module(name)
+        except Exception as err:  # noqa: BLE001 - any failure must stop the run, with one clear line
+            sys.stderr.write(f"mlperf-wf hooks: {HOOKS_VARIABLE} names {name!r}, which cannot be imported: {err!r}\n")
+            raise SystemExit(3) from None
+
+
+sys.meta_path.insert(0, _AfterImportFinder())
+_chain_next_sitecustomize()
+_load_hooks()
