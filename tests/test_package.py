@@ -52,7 +52,7 @@ def test_full_scale_package_names_the_reference_commit_image_and_launch_command(
     from mlperf_wf.package import implementation_of
 
     digest = "sha256:" + "cd" * 32
-    command = f"mlperf-wf require-pinned --benchmark rgat --image reg/rgat@{digest} || exit 2; docker run ... python train_rgnn_multi_gpu.py"
+    command = f"mlperf-wf preflight --benchmark rgat --image reg/rgat@{digest} || exit 2; docker run ... python train_rgnn_multi_gpu.py"
     made_with = {"scale": "full", "launcher": "docker", "image": f"reg/rgat@{digest}", "command": command, "workflow_git": {"commit": "f" * 40}}
     report = {
         "benchmark": "rgat",

@@ -92,7 +92,7 @@ def test_full_plan_mounts_every_role_the_runs_read_and_requests_the_geometry(nam
     for role, dataset_id in bench.roles_for("train").items():
         assert f"{tmp_path}/resources/full/datasets/{dataset_id}:{bench.full.mounts[role]}:ro" in job.command
     assert f"{tmp_path}/resources/full/prepared/{name}:{bench.full.mounts['prepared']}:ro" in job.command
-    assert job.command.startswith(f"mlperf-wf require-pinned --benchmark {name} --image {bench.full.container.reference} || exit 2; docker run")
+    assert job.command.startswith(f"mlperf-wf preflight --benchmark {name} --image {bench.full.container.reference} || exit 2; docker run")
     geometry = bench.full.geometry
     assert job.resources.gres == f"gpu:{geometry.gpus_per_node}" and job.resources.runtime == geometry.walltime_minutes
     assert job.resources.tasks_per_gpu == 0, "SLURM must not start one copy per GPU"

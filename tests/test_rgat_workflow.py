@@ -134,7 +134,7 @@ def test_full_scale_rgat_dry_run_lists_the_real_urls_shards_and_container(tmp_pa
     out = proc.stdout
     assert "--uri https://training.mlcommons-storage.org/metadata/gnn-igbh-dataset-full.uri" in out
     assert sorted(shards_run(out)) == sorted(prep.shards("full"))
-    train_lines = [line for line in out.splitlines() if line.startswith("Shell command: mlperf-wf require-pinned --benchmark rgat")]
+    train_lines = [line for line in out.splitlines() if line.startswith("Shell command: mlperf-wf preflight --benchmark rgat")]
     assert len(train_lines) == 10
     for line in train_lines:
         assert "docker run --rm --gpus all" in line and f"{workdir}/resources/full/prepared/rgat:/data:ro" in line

@@ -84,7 +84,8 @@ def _load_hooks() -> None:
             importlib.import_module(name)
         except Exception as err:  # noqa: BLE001 - any failure must stop the run, with one clear line
             sys.stderr.write(f"mlperf-wf hooks: {HOOKS_VARIABLE} names {name!r}, which cannot be imported: {err!r}\n")
-            raise SystemExit(3) from None
+            sys.stderr.flush()
+            os._exit(3)  # SystemExit here would add Python's own start-up traceback
 
 
 sys.meta_path.insert(0, _AfterImportFinder())

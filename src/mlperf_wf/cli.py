@@ -159,14 +159,20 @@ def cmd_check(import_modules: bool) -> int:
     return 2 if problems else 0
 
 
-def cmd_compliance(result: Path, ruleset: str, out: Path) -> None:
-    """Run the official compliance checker on ``result``; fail unless it passed (or only missed the target)."""
+def cmd_compliance(result: Path | str | None, ruleset: str, out: Path) -> None:
+    """Run the official compliance checker on ``result``; fail unless it passed (or only missed the target).
+
+    The verdict is written to ``out`` whatever happens, also when the checker itself crashed on the log.
+    """
     from mlperf_wf import compliance as compliance_mod
 
+    if result is None:
+        raise UserError("compliance: give the result file (RESULT or --result RESULT)")
+    result = Path(result)
     verdict = compliance_mod.check(result, ruleset)
     compliance_mod.write(verdict, out)
     if verdict.verdict == "failed":
-        detail = "; ".join(verdict.messages[:3]) or f"checker exit code {verdict.returncode}"
+        detail = "; ".join(verdict.problems or verdict.messages[:3]) or f"checker exit code {verdict.returncode}"
         raise UserError(f"{result}: compliance check ({ruleset}) FAILED: {detail}")
     log.info("%s: %s", result, verdict.verdict)
 
@@ -263,13 +269,20 @@ def cmd_provenance(out: Path, scale: str, launcher: str, image: str | None, comm
     provenance.write(out, provenance.collect(scale, launcher, image or None, command, Path(__file__).resolve().parents[2]))
 
 
-def cmd_require_pinned(benchmark: str, image: str) -> None:
-    """Refuse a full-scale launch whose container image is not pinned by digest."""
+def cmd_preflight(benchmark: str, image: str | None, platform: str | None) -> None:
+    """Checks before a full-scale run takes its GPUs: the container image (none with the local
+    launcher) is pinned by digest, and the logs will not name the tiny tier's system."""
     import re
 
+    from mlperf_wf.plan import TINY_PLATFORM
     from mlperf_wf.registry import IMAGE_DIGEST
 
-    if not re.search(f"@{IMAGE_DIGEST}$", image):
+    if platform == TINY_PLATFORM:
+        raise ConfigError(
+            f"{benchmark}: submission.platform is {platform!r}, the tiny tier's CPU system; a full-scale run logs it as "
+            "submission_platform: set submission.platform to the name of this system (its description: config/systems/<name>.yaml)"
+        )
+    if image is not None and not re.search(f"@{IMAGE_DIGEST}$", image):
         raise ConfigError(
             f"{benchmark}: the container image {image!r} is not pinned; after pushing it, set its sha256 digest in the workflow config "
             f"(full_container: {{{benchmark}: {{digest: 'sha256:...'}}}}; docker inspect --format '{{{{index .RepoDigests 0}}}}' IMAGE shows it)"
@@ -277,7 +290,10 @@ def cmd_require_pinned(benchmark: str, image: str) -> None:
 
 
 def cmd_score(path: Path, ruleset: str, json_out: Path | None, csv_out: Path | None, jobs: int | None, rcp_bypass: bool) -> int:
-    """Score every (system, benchmark) under ``path``; exit 1 when any result is invalid."""
+    """Score every (system, benchmark) under ``path``; exit 1 when any result is invalid.
+
+    Below each benchmark's line, every run that did not pass gets its own: its verdict and what is missing or wrong.
+    """
     import pandas as pd
 
     from mlperf_wf import mlperf_rules as rules
@@ -299,6 +315,10 @@ def cmd_score(path: Path, ruleset: str, json_out: Path | None, csv_out: Path | N
         print(
             f"{score.system}/{score.benchmark}: {ttt}{factor}{rcp}, {len(score.runs)} runs" + ("" if score.valid else f" INVALID: {'; '.join(score.reasons)}")
         )
+        for run in score.runs:
+            if run.verdict != "passed" or run.minutes is None:
+                why = run.problems or [m.splitlines()[0] for m in run.messages[:3] if m.strip()]
+                print(f"  {Path(run.file).name}: {run.verdict or 'failed'}" + (f": {'; '.join(why)}" if why else ""))
     return 0 if all(s.valid for s in scores) else 1
 
 
@@ -386,17 +406,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--image", default="")
     p.add_argument("--command", default="", dest="command_line", help="the run's command line")
 
-    p = sub.add_parser("require-pinned", help="fail unless the run's container image is pinned by digest")
+    p = sub.add_parser("preflight", help="checks before a full-scale run: image pinned by digest, a real platform name")
     p.add_argument("--benchmark", required=True)
-    p.add_argument("--image", required=True, help="the image reference the run uses (name@sha256:...)")
+    p.add_argument("--image", help="the image reference the run uses (name@sha256:...); none with the local launcher")
+    p.add_argument("--platform", help="submission.platform of the run (the tiny tier's is refused)")
 
     p = sub.add_parser("compliance", help="official compliance check of one result file")
-    p.add_argument("result", type=Path)
+    # No type= on the positional: argparse would turn its SUPPRESS default into a path and hide --result.
+    p.add_argument("result", nargs="?", default=argparse.SUPPRESS, help="the result file (or --result)")
+    p.add_argument("--result", type=Path, dest="result", default=None, help="the result file (instead of the positional RESULT)")
     p.add_argument("--ruleset", required=True)
     p.add_argument("--out", type=Path, required=True)
 
     p = sub.add_parser("score", help="official time-to-train scores of any log folder")
-    p.add_argument("path", type=Path, help="organisation folder, benchmark folder of result_*.txt, or workflow results/<benchmark>/")
+    p.add_argument(
+        "path",
+        type=Path,
+        help="organisation folder, benchmark folder of result_*.txt, workflow results/<benchmark>/, or a folder of logs (*.out, *.log, *.txt with :::MLLOG)",
+    )
     p.add_argument("--ruleset", required=True)
     p.add_argument("--json", type=Path, dest="json_out")
     p.add_argument("--csv", type=Path, dest="csv_out")
@@ -450,8 +477,8 @@ def main(argv: list[str] | None = None) -> int:
             cmd_extract(args.archive, args.dest)
         elif args.command == "provenance":
             cmd_provenance(args.out, args.scale, args.launcher, args.image, args.command_line)
-        elif args.command == "require-pinned":
-            cmd_require_pinned(args.benchmark, args.image)
+        elif args.command == "preflight":
+            cmd_preflight(args.benchmark, args.image, args.platform)
         elif args.command == "compliance":
             cmd_compliance(args.result, args.ruleset, args.out)
         elif args.command == "score":

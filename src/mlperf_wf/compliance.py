@@ -2,23 +2,45 @@
 
 The checker is run as its own CLI (``python -m mlperf_logging.compliance_checker``)
 so the verdict is exactly the one a submitter gets. A run that is compliant in
-every respect except that it never reached the target (``run_stop`` status
-``aborted``) is recorded as ``non_converged``: the MLPerf scoring rules let one
-such run be dropped as the slowest, so it must reach the report rather than
-stop the workflow. Any other failure is ``failed``.
+every respect except that it never reached the target (``run_stop`` with any
+status other than ``success``: mlperf-logging's ``aborted``, the llama2_70b_lora
+reference's ``fail``) is recorded as ``non_converged``: the MLPerf scoring rules
+let one such run be dropped as the slowest, so it must reach the report rather
+than stop the workflow. Any other failure is ``failed``; a log without a
+``run_stop`` at all is ``failed`` too (the run ended without logging one).
+
+Logs the workflow did not write (reference implementations' console logs) can
+crash the checker itself, e.g. ``KeyError: 'time_ms'`` on lines without a
+timestamp. A crash is never passed on: the log is read here as well, and the
+verdict's ``problems`` (and, for a crash, its ``messages``) say in a few words
+what in the log is missing or wrong.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import re
 import subprocess
 import sys
 import tempfile
-from dataclasses import asdict, dataclass
+import traceback
+from dataclasses import asdict, dataclass, field
+from importlib import resources
 from importlib.metadata import version
 from pathlib import Path
 
-from mlperf_logging.compliance_checker import mlp_parser
+from mlperf_logging.mllog import constants as mllog_constants
+
+USAGE = "training"
+TOKEN = ":::MLLOG "
+TARGET_CHECK = "Failed checks for eval_accuracy"
+"""How the checker says that no eval_accuracy met the target (the ATLEAST_ONE_CHECK of eval_accuracy)."""
+_FIELDS = ("time_ms", "key", "value", "metadata")
+"""What mlperf-logging's parsers read from every :::MLLOG line (a missing one raises KeyError there)."""
+_SEPARATOR = "\n" + "-" * 30 + "\n"
+_RECORD = re.compile(r"^(DEBUG|INFO|WARNING|ERROR|CRITICAL) - ")
+_TRACEBACK = "Traceback (most recent call last)"
 
 
 @dataclass
@@ -31,60 +53,277 @@ class ComplianceResult:
     """passed, non_converged (compliant, target not reached) or failed."""
     returncode: int
     messages: list[str]
+    """The checker's own messages, one per complaint; for a checker crash, what in the log caused it and the crash."""
     checker: str
+    problems: list[str] = field(default_factory=list)
+    """What is missing or wrong, a few words each (empty when passed)."""
 
 
-def run_stop_status(result_file: Path, ruleset: str) -> str | None:
-    """``status`` of the run_stop event, or None when there is none."""
-    loglines, _ = mlp_parser.parse_file(str(result_file), ruleset=ruleset)
-    for line in loglines:
-        if line.key == "run_stop":
-            return (line.value.get("metadata") or {}).get("status")
-    return None
+# ---- what the log itself holds, read without mlperf-logging ----
+
+
+@dataclass
+class LogFacts:
+    """What a log holds, read line by line as the checker would but without ever raising."""
+
+    path: str
+    mllog_lines: int = 0
+    not_json: list[int] = field(default_factory=list)
+    """File line numbers (1-based) of :::MLLOG lines that are not a JSON object."""
+    missing: dict[str, list[int]] = field(default_factory=dict)
+    """For each field the parsers need (time_ms, key, value, metadata): the lines without it."""
+    values: dict[str, object] = field(default_factory=dict)
+    """The first value logged for each key."""
+    run_stops: list[str | None] = field(default_factory=list)
+    """The status of each run_stop (None when it has none); empty when the log has no run_stop."""
+    unreadable: str | None = None
+
+
+def read_facts(result_file: Path | str) -> LogFacts:
+    """Read what ``result_file`` holds; never raises (an unreadable file is recorded as such)."""
+    facts = LogFacts(path=str(result_file))
+    try:
+        with open(result_file, encoding="latin-1") as handle:
+            for lineno, line in enumerate(handle, start=1):
+                if TOKEN not in line:
+                    continue
+                facts.mllog_lines += 1
+                text = line[line.rindex(TOKEN) + len(TOKEN) :].strip()
+                try:
+                    record = json.loads(text)
+                except ValueError:
+                    record = None
+                if not isinstance(record, dict):
+                    facts.not_json.append(lineno)
+                    continue
+                for name in _FIELDS:
+                    if name not in record:
+                        facts.missing.setdefault(name, []).append(lineno)
+                key = record.get("key")
+                if not isinstance(key, str):
+                    continue
+                facts.values.setdefault(key, record.get("value"))
+                if key == "run_stop":
+                    metadata = record.get("metadata")
+                    facts.run_stops.append(metadata.get("status") if isinstance(metadata, dict) else None)
+    except OSError as err:
+        facts.unreadable = f"{type(err).__name__}: {err.strerror or err}"
+    return facts
+
+
+def run_stop_status(result_file: Path, ruleset: str | None = None) -> str | None:
+    """``status`` of the (first) run_stop event, or None when there is none."""
+    stops = read_facts(result_file).run_stops
+    return stops[0] if stops else None
+
+
+# ---- verdicts ----
+
+
+def _is_checker_warning(message: str) -> bool:
+    """A checker warning (printed with the complaints, but it does not fail the log): a required key logged more than once, always with the same value."""
+    match = re.fullmatch(r"Required EXACTLY_ONE occurrence of '[^']+' but found (\d+)", message.strip())
+    return bool(match) and int(match.group(1)) > 1
 
 
 def _only_target_missed(messages: list[str]) -> bool:
     """Whether the checker's only complaint is that no eval_accuracy met the target."""
-    complaints = [m for m in messages if m.strip() != "ERROR - FAILED"]
-    return bool(complaints) and all("Failed checks for eval_accuracy" in m for m in complaints)
+    complaints = [m for m in messages if m.strip() != "FAILED" and not _is_checker_warning(m)]
+    return bool(complaints) and all(m.strip().startswith(TARGET_CHECK) for m in complaints)
+
+
+def classify(passed: bool, messages: list[str], run_stops: list[str | None]) -> str:
+    """passed; non_converged when the run stopped with a status other than success and the target checks are all that failed; else failed."""
+    if passed:
+        return "passed"
+    if len(run_stops) == 1 and run_stops[0] is not None and run_stops[0] != mllog_constants.SUCCESS and _only_target_missed(messages):
+        return "non_converged"
+    return "failed"
+
+
+def describe_exception(err: BaseException) -> str:
+    """``KeyError: 'time_ms' (ruleset_610.py:44, string_to_logline)``: the exception and where it was raised."""
+    frames = traceback.extract_tb(err.__traceback__)
+    where = f" ({Path(frames[-1].filename).name}:{frames[-1].lineno}, {frames[-1].name})" if frames else ""
+    return f"{type(err).__name__}: {err}{where}"
+
+
+def _crash(output: str) -> str | None:
+    """The exception of the last traceback in the checker's output, with where it was raised; None when it did not crash."""
+    if _TRACEBACK not in output:
+        return None
+    lines = [line for line in output[output.rindex(_TRACEBACK) :].splitlines()[1:] if line.strip()]
+    exception = next((line for line in reversed(lines) if not line.startswith(" ")), "unknown exception")
+    frames = [re.match(r'\s*File "([^"]+)", line (\d+), in (\S+)', line) for line in lines]
+    frames = [m for m in frames if m]
+    where = f" ({Path(frames[-1].group(1)).name}:{frames[-1].group(2)}, {frames[-1].group(3)})" if frames else ""
+    return f"{exception.strip()}{where}"
+
+
+def _checker_messages(output: str) -> list[str]:
+    """The checker's WARNING/ERROR records, each complaint on its own (the checker joins them with a dashed line)."""
+    records: list[list[str]] = []
+    for line in output.splitlines():
+        if line.startswith(_TRACEBACK):
+            break
+        match = _RECORD.match(line)
+        if match:
+            records.append([match.group(1), line[match.end() :]])
+        elif records and not line.startswith("** Logging output"):
+            records[-1][1] += "\n" + line
+    messages = []
+    for level, text in records:
+        if level in ("WARNING", "ERROR", "CRITICAL"):
+            messages += [part.strip() for part in text.split(_SEPARATOR) if part.strip() and part.strip() != "FAILED"]
+    return messages
+
+
+def _show(value: object) -> str:
+    return repr(value) if isinstance(value, str) else json.dumps(value)
+
+
+def _rules_problem(facts: LogFacts, ruleset: str) -> str | None:
+    """Why the ruleset cannot check this benchmark at all (mlperf-logging has no rules for it), or None."""
+    benchmark = facts.values.get("submission_benchmark")
+    if not isinstance(benchmark, str) or not benchmark:
+        return None
+    rules = resources.files("mlperf_logging.compliance_checker") / f"{USAGE}_{ruleset}"
+    if not rules.is_dir():
+        return f"mlperf-logging {version('mlperf-logging')} has no {USAGE} ruleset {ruleset}"
+    division = facts.values.get("submission_division")
+    division = division if division in ("closed", "open") else "closed"
+    if (rules / f"{division}_{benchmark}.yaml").is_file():
+        return None
+    from mlperf_logging import benchmark_meta
+
+    rounds = [
+        f"{short}.0"
+        for short, benchmarks in benchmark_meta._ALL_ALLOWED_BENCHMARKS.get(USAGE, {}).items()
+        if benchmark in benchmarks and (resources.files("mlperf_logging.compliance_checker") / f"{USAGE}_{short}.0").is_dir()
+    ]
+    part_of = f"its rounds: {', '.join(rounds)}" if rounds else "it is in no round mlperf-logging knows"
+    rules_file = f"{USAGE}_{ruleset}/{division}_{benchmark}.yaml"
+    return f"{ruleset} has no rules for {benchmark} (mlperf-logging {version('mlperf-logging')} has no {rules_file}; {part_of})"
+
+
+def _field_problems(facts: LogFacts) -> list[str]:
+    problems = []
+    for name in _FIELDS:
+        lines = facts.missing.get(name, [])
+        if not lines:
+            continue
+        why = " (the checker needs it to order events)" if name == "time_ms" else " (the checker reads it from every line)"
+        if len(lines) == facts.mllog_lines:
+            problems.append(f"no {name} on any :::MLLOG line{why}")
+        else:
+            problems.append(f"{len(lines)} of {facts.mllog_lines} :::MLLOG lines have no {name} (first: line {lines[0]}){why}")
+    if facts.not_json:
+        problems.append(f"{len(facts.not_json)} :::MLLOG lines are not a JSON object (first: line {facts.not_json[0]})")
+    return problems
+
+
+def _check_problem(message: str, ruleset: str) -> str:
+    """A failed CHECK of one key as ``eval_samples is 256, 6.1.0 requires 251``."""
+    lines = message.splitlines()
+    key = re.match(r"CHECK for '([^']+)'", lines[0]).group(1)
+    test = next((line[len("failed test:") :].strip() for line in lines if line.startswith("failed test:")), "")
+    shown = "?"
+    if len(lines) > 1 and TOKEN in lines[1]:
+        with contextlib.suppress(ValueError, KeyError, TypeError):
+            shown = _show(json.loads(lines[1][lines[1].rindex(TOKEN) + len(TOKEN) :])["value"])
+    match = re.fullmatch(r"v\['value'\]\s*(==|<=|>=|<|>|!=)\s*(.+)", test)
+    if match:
+        op, wanted = match.groups()
+        return f"{key} is {shown}, {ruleset} requires {wanted}" if op == "==" else f"{key} is {shown}, {ruleset} requires {op} {wanted}"
+    match = re.fullmatch(r"v\['value'\]\s+in\s+(.+)", test)
+    if match:
+        return f"{key} is {shown}, {ruleset} requires one of {match.group(1)}"
+    return f"{key} ({shown}) fails the {ruleset} rule: {test}"
+
+
+def explain(messages: list[str], facts: LogFacts, ruleset: str, crash: str | None = None) -> list[str]:
+    """What is missing or wrong in the log, a few words each, from the checker's messages and the log itself."""
+    problems: list[str] = []
+    if facts.unreadable:
+        return [f"cannot read the log: {facts.unreadable}"]
+    if facts.mllog_lines == 0:
+        problems.append("no :::MLLOG lines (not an MLPerf log)")
+    problems += _field_problems(facts)
+    rules = _rules_problem(facts, ruleset)
+    if rules:
+        problems.append(rules)
+    if facts.mllog_lines and not facts.run_stops:
+        problems.append("run_stop is missing: the run ended without logging one")
+    missing: list[str] = []
+    for message in messages:
+        first = message.strip().splitlines()[0] if message.strip() else ""
+        if not first or _is_checker_warning(first):
+            continue
+        required = re.fullmatch(r"Required (?:EXACTLY_ONE|AT_LEAST_ONE|AT_LEAST\(\d+\)) occurrence of '([^']+)' but found 0", first)
+        if required:
+            if required.group(1) != "run_stop":  # said above, on its own
+                missing.append(required.group(1))
+            continue
+        alternatives = re.fullmatch(r"Required AT_LEAST_ONE occurrence of (.+)", first)
+        if alternatives:
+            missing.append(alternatives.group(1).replace("'", ""))
+            continue
+        repeated = re.fullmatch(r"Required EXACTLY_ONE occurrence of '([^']+)' but found (\d+)(.*)", first)
+        if repeated:
+            problems.append(f"{repeated.group(1)} logged {repeated.group(2)} times, exactly once required{repeated.group(3)}")
+        elif first.startswith("CHECK for '"):
+            if not (rules and first.startswith("CHECK for 'submission_benchmark'")):  # said by the rules problem
+                problems.append(_check_problem(message, ruleset))
+        elif first.startswith(TARGET_CHECK):
+            problems.append(f"no eval_accuracy met the target: {first.split(':', 1)[-1].strip()}")
+        elif first.startswith("Could not find config file:"):
+            if not rules:
+                problems.append(f"mlperf-logging has no rules file {Path(first.split(':', 1)[1].strip()).name} for {ruleset}")
+        elif first == "Log lines had parsing errors.":
+            if not facts.not_json and not facts.missing:
+                problems.append("some :::MLLOG lines could not be parsed")
+        elif first == "No log lines detected":
+            if facts.mllog_lines:
+                problems.append("the checker found no usable :::MLLOG lines")
+        elif first.startswith("failed test:"):
+            problems.append(f"end-of-log check failed: {first[len('failed test:') :].strip()}")
+        elif first.startswith("Failed executing"):
+            detail = " ".join(line.strip() for line in message.splitlines()[1:3])
+            problems.append(f"a {ruleset} rule could not be evaluated: {detail}")
+        elif not first.startswith(("Found parsing errors", "^^")):
+            problems.append(first)
+    if missing:
+        problems.append("missing: " + ", ".join(dict.fromkeys(missing)))
+    if crash and not (rules and crash.startswith("FileNotFoundError")):  # a missing rules file is said above
+        problems.append(f"the official checker crashed: {crash}")
+    return list(dict.fromkeys(problems))
 
 
 def check(result_file: Path, ruleset: str, log_output: Path | None = None) -> ComplianceResult:
-    """Run the official checker (closed/open is read from the log itself)."""
-    with tempfile.TemporaryDirectory() as scratch:
-        checker_log = log_output or Path(scratch) / "compliance_checker.log"
-        proc = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "mlperf_logging.compliance_checker",
-                "--usage",
-                "training",
-                "--ruleset",
-                ruleset,
-                "--log_output",
-                str(checker_log),
-                str(result_file),
-            ],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-    messages = [line for line in (proc.stdout + proc.stderr).splitlines() if line.startswith(("ERROR", "WARNING"))]
-    if proc.returncode == 0:
-        verdict = "passed"
-    elif run_stop_status(result_file, ruleset) == "aborted" and _only_target_missed(messages):
-        verdict = "non_converged"
-    else:
-        verdict = "failed"
-    return ComplianceResult(
-        result_file=str(result_file),
-        ruleset=ruleset,
-        verdict=verdict,
-        returncode=proc.returncode,
-        messages=messages,
-        checker=f"mlperf_logging.compliance_checker {version('mlperf-logging')}",
-    )
+    """Run the official checker (closed/open is read from the log itself); its crashes become a failed verdict."""
+    checker = f"mlperf_logging.compliance_checker {version('mlperf-logging')}"
+    command = [sys.executable, "-m", "mlperf_logging.compliance_checker", "--usage", USAGE, "--ruleset", ruleset]
+    try:
+        with tempfile.TemporaryDirectory() as scratch:
+            checker_log = log_output or Path(scratch) / "compliance_checker.log"
+            proc = subprocess.run([*command, "--log_output", str(checker_log), str(result_file)], capture_output=True, text=True, check=False)
+        returncode, output, crash = proc.returncode, proc.stderr + "\n" + proc.stdout, None
+    except OSError as err:  # the checker could not be started at all
+        returncode, output, crash = -1, "", f"{type(err).__name__}: {err}"
+    crash = crash or _crash(output)
+    messages = _checker_messages(output)
+    if returncode == 0 and crash is None:
+        return ComplianceResult(str(result_file), ruleset, "passed", returncode, messages, checker)
+    facts = read_facts(result_file)
+    problems = explain(messages, facts, ruleset, crash)
+    if crash:
+        messages = [*messages, *problems]
+    elif not messages:
+        said = [line for line in output.splitlines() if line.strip() and not line.startswith(("INFO", "** Logging output"))]
+        problems.append(f"the checker failed (exit code {returncode})" + (f": {said[-1].strip()}" if said else ""))
+        messages = said[-5:]
+    verdict = classify(False, messages, facts.run_stops) if crash is None else "failed"
+    return ComplianceResult(str(result_file), ruleset, verdict, returncode, messages, checker, problems)
 
 
 def write(result: ComplianceResult, out: Path) -> None:

@@ -330,6 +330,11 @@ class Plan:
             "MLPERF_SUBMISSION_STATUS": s.status,
         }
 
+    def host_memory_gb(self, name: str) -> int:
+        """Host memory a node of the run needs (definition or ``full_geometry``); 0: not declared."""
+        declared = self.settings.full_geometry.get(name, {}).get("host_memory_gb", self.bench(name).full.geometry.host_memory_gb)
+        return int(declared or 0)
+
     def launch_settings(self, name: str) -> launch.Launch:
         """Launcher, geometry (definition or ``full_geometry``), environment and site overrides of a benchmark's runs."""
         geometry = self.bench(name).full.geometry
@@ -396,7 +401,9 @@ class Plan:
         )
         command = launch.full_scale(bench, run, self.seed(run), paths, settings, image=launch.ImageRef(container.image, container.digest))
         # `|| exit 2` and not `&&`: a failed check must stop the whole line, which may hold several commands
-        check = f"mlperf-wf require-pinned --benchmark {name} --image {image} --platform {shlex.quote(self.settings.platform)}"
+        on_host = settings.launcher == "local"
+        image = "" if on_host else image
+        check = f"mlperf-wf preflight --benchmark {name}{'' if on_host else f' --image {image}'} --platform {shlex.quote(self.settings.platform)}"
         command = f"{check} || exit 2; {command}"
         tasks_per_node = settings.gpus_per_node if bench.full.process_model == "per_gpu" else 1
         tasks = settings.nodes * tasks_per_node
@@ -406,7 +413,7 @@ class Plan:
             gres=f"gpu:{settings.gpus_per_node}",
             tasks=tasks,
             cpus_per_gpu=bench.full.geometry.cpus_per_gpu,
-            mem_mb=(bench.full.geometry.host_memory_gb or 0) * 1024,
+            mem_mb=self.host_memory_gb(name) * 1024,
             # The job's own srun places the launchers or ranks (pyxis always, even one task): the jobstep must
             # not wrap it in `srun -n1`, or that srun becomes a step inside a step and waits until walltime.
             mpi="srun" if tasks > 1 or settings.launcher == "pyxis" else None,

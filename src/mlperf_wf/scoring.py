@@ -4,7 +4,7 @@ What is reused from mlperf-logging, unchanged: the log parser (``mlp_parser``),
 the compliance checker (``ComplianceChecker.check_loglines`` with the ruleset's
 YAML rules), the olympic average (``_compute_olympic_average``), the RCP checker
 (``rcp_checker.check_directory`` and ``RCP_Checker``'s records) and the result
-counts (``benchmark_meta``). What is ours is the glue, and three things the
+counts (``benchmark_meta``). What is ours is the glue, and four things the
 official tools lack:
 
 - speed: each file is parsed once for compliance and timing, files are checked
@@ -15,7 +15,11 @@ official tools lack:
 - explanation: which runs were dropped and why, per-run minutes, compliance
   messages, the RCP reference mean and the minimum allowed mean;
 - no side effects: the summarizer's RCP step rewrites ``scaling.json`` in the
-  results folder (mlcommons/logging#278); this module never writes there.
+  results folder (mlcommons/logging#278); this module never writes there;
+- a verdict for any log: a folder of console logs of any name (a reference
+  implementation's ``seed_*.out``) is scored too, and a log mlperf-logging's
+  parser or rules raise on (``KeyError: 'time_ms'``, a round without rules for
+  the benchmark) is a failed run whose ``problems`` say what is wrong in it.
 
 The scaling factor is the summarizer's: ``scaling.json`` when the folder has one
 (the package checker writes it, the review committee may set it). When it has
@@ -42,6 +46,7 @@ import yaml
 from mlperf_logging.compliance_checker import mlp_compliance, mlp_parser
 from mlperf_logging.result_summarizer.result_summarizer import _compute_olympic_average
 
+from mlperf_wf import compliance
 from mlperf_wf.errors import UserError
 
 USAGE = "training"
@@ -131,6 +136,10 @@ class RunScore:
     final_eval_accuracy: float | None = None
     dropped: str | None = None
     """Why the run is not in the olympic mean: fastest, slowest, did not converge, failed compliance, outside the selected window."""
+    verdict: str | None = None
+    """passed, non_converged or failed, as :mod:`mlperf_wf.compliance` names them."""
+    problems: list[str] = field(default_factory=list)
+    """What is missing or wrong in the log, a few words each (empty when it passed)."""
 
 
 @dataclass
@@ -178,31 +187,57 @@ def eval_progress(metadata: dict) -> tuple[str | None, float | None]:
 
 
 def score_file(path: str, ruleset: str) -> RunScore:
-    """Parse once; run the official compliance rules on the parsed lines; read start/stop and seed."""
+    """Parse once; run the official compliance rules on the parsed lines; read start/stop and seed.
+
+    A log mlperf-logging cannot parse or check (its parser and rules raise on some
+    logs the workflow did not write) is a failed run whose ``problems`` say why;
+    this never raises.
+    """
+    try:
+        return _score_file(path, ruleset)
+    except Exception as err:  # a log of any shape gets a verdict, never a traceback
+        return _unparsable(path, ruleset, err)
+
+
+def _score_file(path: str, ruleset: str) -> RunScore:
+    crash = None
     with fast_mlperf_logging():
-        loglines, errors = mlp_parser.parse_file(path, ruleset=ruleset)
+        try:
+            loglines, errors = mlp_parser.parse_file(path, ruleset=ruleset)
+        except Exception as err:  # e.g. KeyError: 'time_ms' on lines without a timestamp
+            return _unparsable(path, ruleset, err)
         checker = mlp_compliance.make_checker(USAGE, ruleset, True, False)
         if errors:
             checker.put_message("Log lines had parsing errors.")
-        checker.check_loglines(loglines, f"{USAGE}_{ruleset}/common.yaml")
-    compliant = not checker.has_messages()
+        try:
+            checker.check_loglines(loglines, f"{USAGE}_{ruleset}/common.yaml")
+        except Exception as err:  # e.g. FileNotFoundError: the ruleset has no rules for the benchmark
+            crash = compliance.describe_exception(err)
+    compliant = not checker.has_messages() and crash is None
     messages = [str(m) for m in [*checker.not_overwritable, *checker.overwritable.values()]]
     start = stop = seed = status = None
     last_eval: tuple[float, float | None] | None = None
     progress_key = None
+    run_stops = []
     for line in loglines:
         metadata = line.value.get("metadata") or {}
         if line.key == "run_start" and start is None:
             start = line.timestamp
-        elif line.key == "run_stop" and stop is None:
-            stop = line.timestamp
-            status = metadata.get("status")
+        elif line.key == "run_stop":
+            run_stops.append(metadata.get("status"))
+            if stop is None:
+                stop = line.timestamp
+                status = metadata.get("status")
         elif line.key == "seed" and seed is None:
             seed = line.value.get("value")
         elif line.key == "eval_accuracy" and stop is None:
             progress_key, progress = eval_progress(metadata)
             last_eval = (line.value.get("value"), progress)
     counts = compliant and not errors and start is not None and stop is not None
+    verdict = compliance.classify(bool(counts), messages, run_stops) if crash is None else "failed"
+    problems = [] if counts else compliance.explain(messages, compliance.read_facts(path), ruleset, crash)
+    if crash:
+        messages.append(f"mlperf-logging crashed: {crash}")
     return RunScore(
         file=path,
         minutes=(float(stop) - float(start)) / 60 / 1000 if counts else None,
@@ -214,6 +249,26 @@ def score_file(path: str, ruleset: str) -> RunScore:
         samples_to_converge=last_eval[1] if last_eval and status == "success" else None,
         progress_key=progress_key,
         final_eval_accuracy=last_eval[0] if last_eval else None,
+        verdict=verdict,
+        problems=problems,
+    )
+
+
+def _unparsable(path: str, ruleset: str, err: Exception) -> RunScore:
+    """A log mlperf-logging's parser (or reading it) raised on: failed, with what in the log caused it."""
+    facts = compliance.read_facts(path)
+    crash = compliance.describe_exception(err)
+    problems = compliance.explain([], facts, ruleset, crash)
+    seed = facts.values.get("seed")
+    return RunScore(
+        file=path,
+        minutes=None,
+        seed=seed if isinstance(seed, int) else None,
+        status=facts.run_stops[0] if facts.run_stops else None,
+        compliant=False,
+        messages=[f"mlperf-logging crashed: {crash}"],
+        verdict="failed",
+        problems=problems,
     )
 
 
@@ -293,16 +348,43 @@ class BenchmarkFolder:
     system_desc: dict
 
 
+LOG_SUFFIXES = (".out", ".log", ".txt")
+"""Names a folder of logs written otherwise (reference implementations' console logs) may have."""
+
+
 def _result_files(folder: Path) -> list[str]:
+    """result_*.txt (a submission), else runs/<i>/result.txt (the workflow), else any *.out, *.log or *.txt holding :::MLLOG lines."""
     files = sorted(glob.glob(f"{folder}/result_*.txt"))
     if files:
         return files
     runs = sorted((p for p in folder.glob("runs/*/result.txt")), key=lambda p: int(p.parent.name) if p.parent.name.isdigit() else 0)
-    return [str(p) for p in runs]
+    if runs:
+        return [str(p) for p in runs]
+    return _mllog_files(folder)
+
+
+def _mllog_files(folder: Path) -> list[str]:
+    """The files of ``folder`` named *.out, *.log or *.txt that hold :::MLLOG lines, in natural order (seed_2 before seed_10)."""
+    if not folder.is_dir():
+        return []
+    found = [p for p in folder.iterdir() if p.suffix in LOG_SUFFIXES and p.name != "compliance_checker.log" and p.is_file() and _has_mllog(p)]
+    return [str(p) for p in sorted(found, key=lambda p: [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", p.name)])]
+
+
+def _has_mllog(path: Path) -> bool:
+    try:
+        with open(path, encoding="latin-1") as handle:
+            return any(TOKEN in line for line in handle)
+    except OSError:
+        return False
 
 
 def discover(path: Path) -> list[BenchmarkFolder]:
-    """Organisation folder, benchmark folder, or workflow ``results/<benchmark>/`` folder."""
+    """Organisation folder, benchmark folder, workflow ``results/<benchmark>/`` folder, or a folder of logs of any name.
+
+    In a folder of logs named otherwise (``seed_1.out``, ...) the benchmark is the
+    logs' ``submission_benchmark`` and the folder's own name stands for the system.
+    """
     if not path.exists():
         raise UserError(f"{path}: no such folder")
     if (path / "results").is_dir() and (path / "systems").is_dir():
@@ -319,22 +401,40 @@ def discover(path: Path) -> list[BenchmarkFolder]:
         return found
     files = _result_files(path)
     if not files:
-        raise UserError(f"{path}: neither an organisation folder (results/, systems/) nor a folder of result_*.txt or runs/<i>/result.txt")
-    system = path.parent.name
+        raise UserError(
+            f"{path}: neither an organisation folder (results/, systems/) nor a folder of result_*.txt, runs/<i>/result.txt"
+            " or logs (*.out, *.log, *.txt) with :::MLLOG lines"
+        )
+    system, benchmark = path.parent.name, path.name
+    if not glob.glob(f"{path}/result_*.txt") and not (path / "runs").is_dir():
+        logged = _logged_value(files, "submission_benchmark")
+        system, benchmark = path.name, logged if isinstance(logged, str) and logged else path.name
     desc_file = path.parent.parent.parent / "systems" / f"{system}.json"
     desc = json.loads(desc_file.read_text()) if desc_file.is_file() else {}
-    return [BenchmarkFolder(str(path), system, path.name, tuple(files), desc)]
+    return [BenchmarkFolder(str(path), system, benchmark, tuple(files), desc)]
+
+
+def _logged_value(files: tuple[str, ...] | list[str], key: str) -> object:
+    """The first value logged for ``key`` in ``files`` (read by hand: lines that are not JSON are skipped), or None."""
+    needle = f'"{key}"'
+    for path in files:
+        with contextlib.suppress(OSError), open(path, encoding="latin-1") as handle:
+            for line in handle:
+                if needle in line and TOKEN in line:
+                    try:
+                        record = json.loads(line[line.rindex(TOKEN) + len(TOKEN) :])
+                    except ValueError:
+                        continue
+                    if isinstance(record, dict) and record.get("key") == key:
+                        return record.get("value")
+    return None
 
 
 def _division(folder: BenchmarkFolder) -> str:
     if folder.system_desc.get("division"):
         return folder.system_desc["division"]
-    for path in folder.result_files:
-        with open(path, encoding="latin-1") as handle:
-            for line in handle:
-                if '"submission_division"' in line and TOKEN in line:
-                    return json.loads(line[line.rindex(TOKEN) + len(TOKEN) :])["value"]
-    return "closed"
+    division = _logged_value(folder.result_files, "submission_division")
+    return division if isinstance(division, str) and division else "closed"
 
 
 def _scaling_json(folder: str) -> float | None:
@@ -395,7 +495,8 @@ def _olympic(benchmark: str, runs: list[RunScore]) -> tuple[float | None, int]:
     dropped = len(runs) - len(counted)
     for run in runs:
         if run.minutes is None:
-            run.dropped = "did not converge" if run.status not in (None, "success") else "failed compliance"
+            converging = run.verdict == "non_converged" if run.verdict else run.status not in (None, "success")
+            run.dropped = "did not converge" if converging else "failed compliance"
     if dropped > max_dropped:
         return None, dropped
     ordered = sorted(counted, key=lambda r: r.minutes)
@@ -427,8 +528,16 @@ def score_paths(path: Path, ruleset: str, jobs: int | None = None, rcp_bypass: b
 def _submit_rcp(pool: ProcessPoolExecutor, folder: BenchmarkFolder, ruleset: str, rcp_bypass: bool):
     """The RCP check of a folder: on the folder itself when it holds result_*.txt, else on its runs' files."""
     if glob.glob(f"{folder.folder}/result_*.txt"):
-        return pool.submit(check_rcp, folder.folder, ruleset, rcp_bypass)
+        return pool.submit(_check_rcp_or_unknown, folder.folder, ruleset, rcp_bypass)
     return pool.submit(check_rcp_of_files, list(folder.result_files), ruleset, rcp_bypass)
+
+
+def _check_rcp_or_unknown(folder: str, ruleset: str, rcp_bypass: bool) -> RcpResult:
+    """:func:`check_rcp`, with the RCP checker's exceptions (logs it cannot read, rounds without RCPs) as an "Unknown state" verdict."""
+    try:
+        return check_rcp(folder, ruleset, rcp_bypass)
+    except Exception as err:
+        return RcpResult(verdict="Unknown state", message=f"{type(err).__name__}: {err}", global_batch_size=None, samples_to_converge=None)
 
 
 def _quiet_worker() -> None:
