@@ -1,64 +1,19 @@
-"""A tiny train job through the docker backend on a real Docker engine.
+"""A tiny train job through the docker backend on a real Docker engine (``docker_host`` in conftest.py).
 
-The test starts ``dockerd`` on a private socket and data root and stops it by PID.
-The image is a Debian userland made with ``debootstrap --variant=minbase`` and
-``docker import`` (no registry needed); the host's Python, venv and project are
-bind-mounted read-only by the tiny docker launcher. Needs root and Debian's
-``docker.io`` and ``debootstrap`` (``.ci/run`` installs them).
+The image is a Debian userland; the host's Python, venv and project are bind-mounted read-only by
+the tiny docker launcher.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import platform
-import shutil
-import signal
-import subprocess
-import time
 
-import pytest
-
+from tests.conftest import DOCKER_IMAGE as IMAGE
+from tests.conftest import needs_docker
 from tests.test_workflow import new_workdir, snakemake
 
-IMAGE = "mlperf-wf-tiny:bookworm"
-pytestmark = pytest.mark.skipif(
-    os.geteuid() != 0 or not shutil.which("dockerd") or not shutil.which("debootstrap") or not shutil.which("docker"),
-    reason="needs root, dockerd and debootstrap (bash .ci/run installs docker.io and debootstrap)",
-)
-
-
-@pytest.fixture(scope="module")
-def docker_host(tmp_path_factory):
-    base = tmp_path_factory.mktemp("docker")
-    socket = base / "docker.sock"
-    command = ["dockerd", "-H", f"unix://{socket}", "--data-root", str(base / "data"), "--exec-root", str(base / "exec")]
-    command += ["--pidfile", str(base / "dockerd.pid"), "--bridge", "none", "--iptables=false"]
-    daemon = subprocess.Popen(command, stdout=(base / "dockerd.log").open("w"), stderr=subprocess.STDOUT)
-    env = {**os.environ, "DOCKER_HOST": f"unix://{socket}"}
-    try:
-        deadline = time.time() + 60
-        while subprocess.run(["docker", "info"], env=env, capture_output=True).returncode != 0:
-            if time.time() > deadline or daemon.poll() is not None:
-                pytest.fail(f"dockerd did not start: {(base / 'dockerd.log').read_text()[-2000:]}")
-            time.sleep(0.5)
-        rootfs = base / "rootfs"
-        # The shared libraries this host's Python modules link against (ssl, ctypes, sqlite, ...).
-        libraries = "libssl3,libffi8,libsqlite3-0,libbz2-1.0,libexpat1,libreadline8,libncursesw6,libtirpc3,libnsl2,libuuid1,libgdbm6,libgomp1"
-        debootstrap = ["debootstrap", "--variant=minbase", f"--include={libraries}", "bookworm", str(rootfs), "http://deb.debian.org/debian"]
-        built = subprocess.run(debootstrap, capture_output=True, text=True)
-        if built.returncode != 0:
-            pytest.fail(f"debootstrap failed: {built.stderr[-2000:]}")
-        tar = subprocess.Popen(["tar", "-C", str(rootfs), "-c", "."], stdout=subprocess.PIPE)
-        subprocess.run(["docker", "import", "-", IMAGE], stdin=tar.stdout, env=env, check=True, capture_output=True)
-        tar.wait()
-        yield env
-    finally:
-        daemon.send_signal(signal.SIGTERM)
-        try:
-            daemon.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            daemon.kill()
+pytestmark = needs_docker
 
 
 def test_tiny_train_job_runs_in_a_container_through_the_docker_backend(docker_host, tmp_path, monkeypatch):

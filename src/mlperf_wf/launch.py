@@ -355,7 +355,8 @@ def _local(bench: BenchmarkDef, run: int, seed: int, paths: RunPaths, launch: La
         # double-quoted so the job's shell appends what the caller had
         words.append(f'"PYTHONPATH={":".join(launch.hooks.folders)}${{PYTHONPATH:+:$PYTHONPATH}}"')
         words.append(f'"MLPERF_WF_HOOKS={",".join(launch.hooks.modules)}${{MLPERF_WF_HOOKS:+,$MLPERF_WF_HOOKS}}"')
-    return f"cd {shlex.quote(workdir)} && env {' '.join(words)} {shell_join(local)}"
+    # a subshell: the job's own redirections and later commands stay in the workflow's folder
+    return f"(cd {shlex.quote(workdir)} && exec env {' '.join(words)} {shell_join(local)})"
 
 
 def shell_join(argv: list[str]) -> str:

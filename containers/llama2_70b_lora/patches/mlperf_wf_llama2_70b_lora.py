@@ -13,7 +13,7 @@ are not edited. What it changes, and why:
 2. **A run_stop for every run.** The reference writes run_stop from ``on_step_begin``, which never
    runs after the last step: a run that ends at ``max_steps`` logs none, and neither does one that
    reaches the target at its last evaluation. At the end of training this logs the evaluation the
-   reference had not logged yet, then run_stop with status ``success`` or ``aborted`` (the status
+   reference had not logged yet (as the reference logs one, block_start's count unscaled included), then run_stop with status ``success`` or ``aborted`` (the status
    mlperf-logging's summarizer and RCP checker count as not converged).
 3. **The submission values** (``submission_org``/``platform``/``division``/``status``) come from
    the workflow's config through ``MLPERF_SUBMISSION_*`` instead of the reference's hard-coded
@@ -136,8 +136,10 @@ def _patch_logging_utils(module: ModuleType) -> None:
         last = evals[-1] if evals else None
         own = logger.inner  # logged from here: mllog names this file
         if last is not None and last["step"] > args.eval_delay and last["step"] * self.gbs not in logger.logged_eval_samples:
+            # the reference's own sequence for an evaluation (block_stop, eval_accuracy, block_start)
             own.end(constants.BLOCK_STOP, value="", metadata={"samples_count": last["step"] * self.gbs})
             own.event(constants.EVAL_ACCURACY, value=last["eval_loss"], metadata={"samples_count": last["step"] * self.gbs})
+            own.start(constants.BLOCK_START, value="", metadata={"samples_count": last["step"]})
         reached = last is not None and last["eval_loss"] <= own.target_eval_loss
         logger.run_stopped = True
         own.end(

@@ -1,0 +1,88 @@
+"""Fixtures shared by test modules: a real Docker engine on a private socket."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+DOCKER_IMAGE = "mlperf-wf-tiny:bookworm"
+"""A Debian userland (``debootstrap --variant=minbase`` + ``docker import``; no registry needed)."""
+
+needs_docker = pytest.mark.skipif(
+    os.geteuid() != 0 or not shutil.which("dockerd") or not shutil.which("debootstrap") or not shutil.which("docker"),
+    reason="needs root, dockerd and debootstrap (bash .ci/run installs docker.io and debootstrap)",
+)
+
+# Stand-ins for what a GPU node has and this CI VM lacks, so the full-scale `docker run` line runs unchanged:
+# - the NVIDIA Container Toolkit's hook: with it on dockerd's PATH, Docker accepts `--gpus all` (the hook is a
+#   no-op here; the container sees no GPU);
+# - CAP_SYS_RESOURCE: this VM drops it, so `--ulimit memlock=-1` cannot be granted; the sandbox runtime lowers
+#   the container's memlock limit to what the VM allows, then runs runc with the unchanged OCI spec otherwise.
+GPU_HOOK_STAND_IN = "#!/bin/sh\n# Stand-in for nvidia-container-runtime-hook (tests only): reads the OCI state, does nothing.\ncat > /dev/null\n"
+SANDBOX_RUNTIME = '''#!{python}
+"""Test-only OCI runtime: runc, with RLIMIT_MEMLOCK capped at what this VM allows."""
+import json, os, resource, sys
+args = sys.argv[1:]
+for flag in ("--bundle", "-b"):
+    if flag in args:
+        path = os.path.join(args[args.index(flag) + 1], "config.json")
+        spec = json.load(open(path))
+        allowed = resource.getrlimit(resource.RLIMIT_MEMLOCK)[1]
+        for limit in spec.get("process", {{}}).get("rlimits", []):
+            if limit["type"] == "RLIMIT_MEMLOCK" and allowed != resource.RLIM_INFINITY:
+                limit["hard"], limit["soft"] = min(limit["hard"], allowed), min(limit["soft"], allowed)
+        json.dump(spec, open(path, "w"))
+os.execvp("runc", ["runc", *args])
+'''
+
+
+@pytest.fixture(scope="session")
+def docker_host(tmp_path_factory):
+    """``dockerd`` on a private socket and data root, with the Debian userland image loaded; yields the environment
+    (``DOCKER_HOST``) that reaches it, and stops the daemon by PID at the end."""
+    if needs_docker.args[0]:
+        pytest.skip(needs_docker.kwargs["reason"])
+    base = tmp_path_factory.mktemp("docker")
+    stand_ins = base / "stand-ins"
+    stand_ins.mkdir()
+    (stand_ins / "nvidia-container-runtime-hook").write_text(GPU_HOOK_STAND_IN)
+    (stand_ins / "runc-sandbox").write_text(SANDBOX_RUNTIME.format(python=Path(sys.executable).resolve()))
+    for tool in stand_ins.iterdir():
+        tool.chmod(0o755)
+    socket = base / "docker.sock"
+    command = ["dockerd", "-H", f"unix://{socket}", "--data-root", str(base / "data"), "--exec-root", str(base / "exec")]
+    command += ["--pidfile", str(base / "dockerd.pid"), "--bridge", "none", "--iptables=false"]
+    command += ["--add-runtime", f"sandbox={stand_ins / 'runc-sandbox'}", "--default-runtime", "sandbox"]
+    daemon_env = {**os.environ, "PATH": f"{stand_ins}{os.pathsep}{os.environ['PATH']}"}
+    daemon = subprocess.Popen(command, stdout=(base / "dockerd.log").open("w"), stderr=subprocess.STDOUT, env=daemon_env)
+    env = {**os.environ, "DOCKER_HOST": f"unix://{socket}"}
+    try:
+        deadline = time.time() + 60
+        while subprocess.run(["docker", "info"], env=env, capture_output=True).returncode != 0:
+            if time.time() > deadline or daemon.poll() is not None:
+                pytest.fail(f"dockerd did not start: {(base / 'dockerd.log').read_text()[-2000:]}")
+            time.sleep(0.5)
+        rootfs = base / "rootfs"
+        # The shared libraries this host's Python modules link against (ssl, ctypes, sqlite, ...).
+        libraries = "libssl3,libffi8,libsqlite3-0,libbz2-1.0,libexpat1,libreadline8,libncursesw6,libtirpc3,libnsl2,libuuid1,libgdbm6,libgomp1"
+        debootstrap = ["debootstrap", "--variant=minbase", f"--include={libraries}", "bookworm", str(rootfs), "http://deb.debian.org/debian"]
+        built = subprocess.run(debootstrap, capture_output=True, text=True)
+        if built.returncode != 0:
+            pytest.fail(f"debootstrap failed: {built.stderr[-2000:]}")
+        tar = subprocess.Popen(["tar", "-C", str(rootfs), "-c", "."], stdout=subprocess.PIPE)
+        subprocess.run(["docker", "import", "-", DOCKER_IMAGE], stdin=tar.stdout, env=env, check=True, capture_output=True)
+        tar.wait()
+        yield env
+    finally:
+        daemon.send_signal(signal.SIGTERM)
+        try:
+            daemon.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            daemon.kill()
