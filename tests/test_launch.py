@@ -7,10 +7,12 @@ import shlex
 import pytest
 
 from mlperf_wf.errors import ConfigError
-from mlperf_wf.launch import Launch, RunPaths, full_scale, tiny_command
+from mlperf_wf.launch import HostHooks, ImageRef, Launch, RunPaths, full_scale, tiny_command
 from mlperf_wf.registry import load_benchmark
 
-IMAGE = "mlperf-workflow/llama2_70b_lora:ref-aa344c7-pytorch24.01"
+IMAGE = "mlperf-workflow/llama2_70b_lora:ref-aa344c7-pytorch24.01-patches1"
+DIGEST = "sha256:" + "ab" * 32
+PINNED = ImageRef("registry.example:5000/mlperf/llama2_70b_lora:ref-1", DIGEST)
 REFERENCE = (
     "accelerate launch --config_file configs/default_config.yaml scripts/train.py"
     " --dataset_path /data/dataset --model_path /ckpt --max_seq_len 8192 --bf16 True --logging_steps 24 --eval_steps 48"
@@ -28,48 +30,67 @@ def run(tmp_path):
     return bench, paths, tmp_path
 
 
+SUBMISSION = (("MLPERF_SUBMISSION_ORG", "acme"), ("MLPERF_SUBMISSION_PLATFORM", "dgx-h100"))
+
+
 def test_docker(run):
     bench, paths, tmp = run
-    line = full_scale(bench, 3, 1237, paths, Launch("docker", env_passthrough=("NCCL_DEBUG",)))
+    line = full_scale(bench, 3, 1237, paths, Launch("docker", env_passthrough=("NCCL_DEBUG",), env=SUBMISSION))
     assert line == (
         "docker run --rm --gpus all --ipc=host --ulimit memlock=-1 --ulimit stack=67108864"
         f" -v {tmp}/prep:/data:ro -v {tmp}/ckpt:/ckpt:ro -v {tmp}/runs/3:/results"
-        " -e COMPLIANCE_FILE=/results/result.txt -e HF_HUB_OFFLINE=1 -e SEED=1237 -e NCCL_DEBUG"
+        " -e COMPLIANCE_FILE=/results/result.txt -e HF_HUB_OFFLINE=1 -e MLPERF_SUBMISSION_ORG=acme -e MLPERF_SUBMISSION_PLATFORM=dgx-h100"
+        " -e SEED=1237 -e NCCL_DEBUG"
         f" -w /workspace/ft-llm {IMAGE} {REFERENCE}"
     )
+    pinned = full_scale(bench, 3, 1237, paths, Launch("docker"), image=PINNED)
+    assert f" registry.example:5000/mlperf/llama2_70b_lora:ref-1@{DIGEST} accelerate launch" in pinned
 
 
-def test_apptainer(run):
+def test_apptainer_pulls_by_digest_alone_and_gives_the_read_only_image_somewhere_to_write(run):
     bench, paths, tmp = run
-    line = full_scale(bench, 3, 1237, paths, Launch("apptainer", env_passthrough=("NCCL_DEBUG",)))
+    line = full_scale(bench, 3, 1237, paths, Launch("apptainer", env_passthrough=("NCCL_DEBUG",)), image=PINNED)
     assert line == (
-        f"apptainer exec --nv --cleanenv --no-home --bind {tmp}/prep:/data:ro,{tmp}/ckpt:/ckpt:ro,{tmp}/runs/3:/results:rw"
+        f"mkdir -p {tmp}/runs/3/home && "
+        f"apptainer exec --nv --cleanenv --writable-tmpfs --home {tmp}/runs/3/home:/home/mlperf-wf"
+        f" --bind {tmp}/prep:/data:ro,{tmp}/ckpt:/ckpt:ro,{tmp}/runs/3:/results:rw"
         ' --env COMPLIANCE_FILE=/results/result.txt --env HF_HUB_OFFLINE=1 --env SEED=1237 --env "NCCL_DEBUG=${NCCL_DEBUG}"'
-        f" --pwd /workspace/ft-llm docker://{IMAGE} {REFERENCE}"
+        f" --pwd /workspace/ft-llm docker://registry.example:5000/mlperf/llama2_70b_lora@{DIGEST} {REFERENCE}"
     )
+    assert "--no-home" not in line and ":ref-1@" not in line  # Apptainer refuses a tag beside a digest
+
+
+def test_image_references_per_runtime():
+    assert PINNED.docker == f"registry.example:5000/mlperf/llama2_70b_lora:ref-1@{DIGEST}"
+    assert PINNED.apptainer == f"docker://registry.example:5000/mlperf/llama2_70b_lora@{DIGEST}"
+    assert PINNED.enroot == f"registry.example:5000#mlperf/llama2_70b_lora:{DIGEST}"
+    hub = ImageRef("mlperf-workflow/rgat:ref-1")
+    assert (hub.docker, hub.apptainer, hub.enroot) == ("mlperf-workflow/rgat:ref-1", "docker://mlperf-workflow/rgat:ref-1", "mlperf-workflow/rgat:ref-1")
+    assert ImageRef("nvcr.io/nvidia/pytorch:24.01-py3").enroot == "nvcr.io#nvidia/pytorch:24.01-py3"
 
 
 def test_pyxis_single_node(run):
     bench, paths, tmp = run
-    line = full_scale(bench, 3, 1237, paths, Launch("pyxis"))
+    line = full_scale(bench, 3, 1237, paths, Launch("pyxis"), image=PINNED)
     assert line == (
-        'export MASTER_ADDR="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)";'
+        'export MASTER_ADDR="$(scontrol show hostnames "${SLURM_JOB_NODELIST:-$(squeue -h -j "$SLURM_JOB_ID" -o %N)}" | head -n 1)";'
         " export COMPLIANCE_FILE=/results/result.txt; export HF_HUB_OFFLINE=1; export MASTER_PORT=29500; export SEED=1237;"
-        f" srun --nodes=1 --ntasks-per-node=1 --mpi=none --container-image={IMAGE}"
+        f" srun --nodes=1 --ntasks-per-node=1 --mpi=none --overlap '--container-image=registry.example:5000#mlperf/llama2_70b_lora:{DIGEST}'"
         f" --container-mounts={tmp}/prep:/data:ro,{tmp}/ckpt:/ckpt:ro,{tmp}/runs/3:/results:rw"
-        " --no-container-mount-home --container-workdir=/workspace/ft-llm"
+        " --container-writable --container-remap-root --no-container-mount-home --container-workdir=/workspace/ft-llm"
         f" --container-env=COMPLIANCE_FILE,HF_HUB_OFFLINE,MASTER_ADDR,MASTER_PORT,SEED bash -c '{REFERENCE}'"
     )
 
 
-def test_pyxis_multi_node_gives_accelerate_the_machine_layout(run):
+def test_pyxis_multi_node_gives_accelerate_the_machine_layout_and_the_standard_deepspeed_launcher(run):
     bench, paths, _ = run
     line = full_scale(bench, 3, 1237, paths, Launch("pyxis", nodes=4, gpus_per_node=8))
     assert "srun --nodes=4 --ntasks-per-node=1 " in line
     inner = shlex.split(line.split(" bash -c ", 1)[1])[0]
     assert inner.startswith(
         'accelerate launch --num_machines 4 --num_processes 32 --machine_rank "${SLURM_NODEID}"'
-        ' --main_process_ip "${MASTER_ADDR}" --main_process_port "${MASTER_PORT}" --config_file configs/default_config.yaml'
+        ' --main_process_ip "${MASTER_ADDR}" --main_process_port "${MASTER_PORT}"'
+        " --deepspeed_multinode_launcher standard --config_file configs/default_config.yaml"
     )
 
 
@@ -80,11 +101,32 @@ def test_single_node_backends_refuse_several_nodes(run):
             full_scale(bench, 3, 1237, paths, Launch(launcher, nodes=2))
 
 
-def test_local_full_scale_uses_host_paths(run):
+def test_local_full_scale_uses_host_paths_in_a_subshell_with_the_round_patches(run):
     bench, paths, tmp = run
-    line = full_scale(bench, 3, 1237, paths, Launch("local"))
-    assert line.startswith(f"cd /workspace/ft-llm && env COMPLIANCE_FILE={tmp}/runs/3/result.txt HF_HUB_OFFLINE=1 SEED=1237 accelerate launch")
+    hooks = HostHooks(folders=("/p/containers/hooks", "/p/containers/llama2_70b_lora/patches"), modules=("mlperf_wf_llama2_70b_lora",))
+    line = full_scale(bench, 3, 1237, paths, Launch("local", workdir="/opt/training/llama2_70b_lora", hooks=hooks))
+    # a subshell, so the job's `> log` and later commands stay in the workflow's folder
+    assert line.startswith(f"(cd /opt/training/llama2_70b_lora && exec env COMPLIANCE_FILE={tmp}/runs/3/result.txt HF_HUB_OFFLINE=1 SEED=1237")
+    assert line.endswith(")")
+    assert ' "PYTHONPATH=/p/containers/hooks:/p/containers/llama2_70b_lora/patches${PYTHONPATH:+:$PYTHONPATH}"' in line
+    assert ' "MLPERF_WF_HOOKS=mlperf_wf_llama2_70b_lora${MLPERF_WF_HOOKS:+,$MLPERF_WF_HOOKS}" accelerate launch' in line
     assert f"--dataset_path {tmp}/prep/dataset --model_path {tmp}/ckpt" in line
+
+
+def test_site_arguments_replace_the_reference_values_and_unknown_flags_are_refused(run):
+    bench, paths, _ = run
+    line = full_scale(bench, 3, 1237, paths, Launch("docker", arguments=(("--max_steps", "800"), ("--config_file", "configs/site.yaml"))))
+    assert "--config_file configs/site.yaml scripts/train.py" in line and "--max_steps 800 " in line and "1024" not in line
+    with pytest.raises(ConfigError, match=r"full_arguments.llama2_70b_lora: '--max_step' is not a flag of its reference command; its flags: "):
+        full_scale(bench, 3, 1237, paths, Launch("docker", arguments=(("--max_step", "800"),)))
+
+
+def test_site_mounts_are_added_to_every_container(run):
+    bench, paths, _ = run
+    extra = (("/scratch/hf", "/hf", "ro"),)
+    assert " -v /scratch/hf:/hf:ro " in full_scale(bench, 3, 1237, paths, Launch("docker", extra_mounts=extra))
+    assert ",/scratch/hf:/hf:ro " in full_scale(bench, 3, 1237, paths, Launch("apptainer", extra_mounts=extra))
+    assert ",/scratch/hf:/hf:ro " in full_scale(bench, 3, 1237, paths, Launch("pyxis", extra_mounts=extra))
 
 
 def test_tiny_commands():
@@ -102,7 +144,7 @@ def test_pyxis_per_gpu_process_model_starts_one_task_per_gpu_with_slurm_ranks(ru
     assert "bash -c 'RANK=$SLURM_PROCID LOCAL_RANK=$SLURM_LOCALID WORLD_SIZE=$SLURM_NTASKS exec accelerate launch" in line
 
 
-def test_rgat_mounts_the_prepared_folder_and_the_output_cache_but_no_checkpoint(tmp_path):
+def test_rgat_mounts_the_prepared_folder_at_the_folder_it_creates_and_the_output_cache(tmp_path):
     bench = load_benchmark("rgat")
     paths = RunPaths(
         prepared=tmp_path / "prepared" / "rgat" / "dataset",
@@ -110,8 +152,9 @@ def test_rgat_mounts_the_prepared_folder_and_the_output_cache_but_no_checkpoint(
         output_cache=tmp_path / "cache",
     )
     line = full_scale(bench, 0, 1234, paths, Launch("docker"))
-    assert f"-v {tmp_path}/prepared/rgat:/data:ro -v {tmp_path}/runs/0:/results -v {tmp_path}/cache:{tmp_path}/cache:ro" in line
+    assert f"-v {tmp_path}/prepared/rgat:/data/igbh:ro -v {tmp_path}/runs/0:/results -v {tmp_path}/cache:{tmp_path}/cache:ro" in line
     assert "/ckpt" not in line
-    assert "python train_rgnn_multi_gpu.py --path /data/dataset --dataset_size full" in line and "--random_seed 1234;" in line
+    assert "python train_rgnn_multi_gpu.py --path /data/igbh/dataset --dataset_size full" in line and line.endswith("--random_seed 1234")
+    assert "mlperf_gnn.log" not in line  # the round patch writes the log to $COMPLIANCE_FILE
     with pytest.raises(ConfigError, match=r"rgat: 2 nodes requested, but its reference command runs on one node"):
         full_scale(bench, 0, 1234, paths, Launch("pyxis", nodes=2))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from dataclasses import asdict
 from pathlib import Path
@@ -58,9 +59,10 @@ def rendered(name: str, workdir: Path) -> dict:
         "shard_resources": {shard: full.shard_resources(name, shard) for shard in full.shard_names(name)},
         "train_inputs": full.train_inputs(name),
     }
+    pinned = {name: {"image": f"registry.example:5000/mlperf/{name}:ref-1", "digest": "sha256:" + "ab" * 32}}
     for launcher in LAUNCHERS:
         for nodes in NODE_COUNTS:
-            chosen = make_plan(workdir, scale="full", launcher=launcher, full_geometry={name: {"nodes": nodes}})
+            chosen = make_plan(workdir, scale="full", launcher=launcher, full_geometry={name: {"nodes": nodes}}, full_container=pinned)
             try:
                 out["full"][f"run_3/{launcher}/{nodes}_node"] = asdict(chosen.train_job(name, 3))
             except ConfigError as err:
@@ -92,7 +94,7 @@ def test_full_plan_mounts_every_role_the_runs_read_and_requests_the_geometry(nam
     for role, dataset_id in bench.roles_for("train").items():
         assert f"{tmp_path}/resources/full/datasets/{dataset_id}:{bench.full.mounts[role]}:ro" in job.command
     assert f"{tmp_path}/resources/full/prepared/{name}:{bench.full.mounts['prepared']}:ro" in job.command
-    assert job.command.startswith(f"mlperf-wf preflight --benchmark {name} --image {bench.full.container.reference} || exit 2; docker run")
+    assert job.command.startswith(f"mlperf-wf preflight --benchmark {name} --image {bench.full.container.reference} --platform cpu-tiny || exit 2; docker run")
     geometry = bench.full.geometry
     assert job.resources.gres == f"gpu:{geometry.gpus_per_node}" and job.resources.runtime == geometry.walltime_minutes
     assert job.resources.tasks_per_gpu == 0, "SLURM must not start one copy per GPU"
@@ -145,7 +147,70 @@ def test_site_image_pins_the_run(workdir):
     plan = make_plan(tmp_path, scale="full", full_container={"rgat": {"image": "registry.example/rgat:ref", "digest": digest}})
     job = plan.train_job("rgat", 0)
     assert job.image == f"registry.example/rgat:ref@{digest}"
-    assert f"--image registry.example/rgat:ref@{digest} || exit 2; docker run" in job.command
+    assert f"--image registry.example/rgat:ref@{digest} --platform cpu-tiny || exit 2; docker run" in job.command
+
+
+def test_pyxis_srun_overlaps_the_jobstep_on_one_node_and_runs_straight_from_the_job_on_several(workdir):
+    """One task: the executor refuses `mpi`, so the SLURM jobstep wraps the job in `srun -n1` and pyxis's own srun
+    must overlap that step (else "step creation temporarily disabled" until walltime; tests/test_slurm.py runs it).
+    Several tasks: `mpi` makes the jobstep run the job's shell directly."""
+    for nodes, mpi in ((1, None), (2, "srun")):
+        job = make_plan(workdir, scale="full", launcher="pyxis", full_geometry={"llama2_70b_lora": {"nodes": nodes}}).train_job("llama2_70b_lora", 0)
+        assert job.resources.mpi == mpi and job.resources.tasks == nodes
+        assert f" srun --nodes={nodes} --ntasks-per-node=1 --mpi=none --overlap " in job.command
+        assert 'scontrol show hostnames "${SLURM_JOB_NODELIST:-$(squeue -h -j "$SLURM_JOB_ID" -o %N)}"' in job.command
+
+
+def test_declared_host_memory_reaches_the_scheduler(workdir):
+    rgat = make_plan(workdir, scale="full").train_job("rgat", 0)
+    assert rgat.resources.mem_mb == registry.load_benchmark("rgat").full.geometry.host_memory_gb * 1024 >= 1100 * 1024
+    site = make_plan(workdir, scale="full", full_geometry={"rgat": {"host_memory_gb": "1500"}}).train_job("rgat", 0)
+    assert site.resources.mem_mb == 1500 * 1024
+    assert make_plan(workdir, scale="full").train_job("llama2_70b_lora", 0).resources.mem_mb == 0  # not declared: the partition's
+
+
+def test_full_scale_runs_get_the_configured_submission_values_and_refuse_the_tiny_platform(workdir, capsys):
+    from mlperf_wf.cli import main
+
+    plan = make_plan(workdir, scale="full", submission={"org": "acme", "platform": "dgx-h100", "status": "onprem"})
+    job = plan.train_job("rgat", 0)
+    assert "-e MLPERF_SUBMISSION_ORG=acme -e MLPERF_SUBMISSION_PLATFORM=dgx-h100 -e MLPERF_SUBMISSION_STATUS=onprem" in job.command
+    assert "-e MLPERF_SUBMISSION_BENCHMARK=rgat -e MLPERF_SUBMISSION_DIVISION=closed" in job.command
+    assert "--platform dgx-h100 ||" in job.command
+    assert main(["preflight", "--benchmark", "rgat", "--platform", "cpu-tiny"]) == 2
+    assert "submission.platform is 'cpu-tiny', the tiny tier's CPU system" in capsys.readouterr().err
+    assert main(["preflight", "--benchmark", "rgat", "--platform", "dgx-h100", "--image", f"reg/rgat@sha256:{'ab' * 32}"]) == 0
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"full_arguments": {"llama2_70b_lora": {"--max_step": 10}}}, "full_arguments.llama2_70b_lora: '--max_step' is not a flag of its reference command"),
+        ({"full_mounts": {"rgat": ["/scratch"]}}, "full_mounts.rgat: '/scratch' is not HOST:CONTAINER[:ro|rw]"),
+        ({"full_mounts": {"rgat": ["/scratch:/s:rx"]}}, "full_mounts.rgat: '/scratch:/s:rx' is not HOST:CONTAINER[:ro|rw]"),
+        ({"full_workdir": {"nope": "/x"}}, "full_workdir.nope: names no benchmark"),
+    ],
+)
+def test_site_overrides_of_the_full_command_are_checked_when_the_workflow_is_parsed(workdir, changes, message):
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        make_plan(workdir, scale="full", **changes)
+
+
+def test_the_folder_rgat_creates_before_reading_its_path_is_the_read_only_mount_itself(workdir):
+    """train_rgnn_multi_gpu.py makes <script>/../../data/igbh before it reads --path; on a read-only mount that only
+    works when the folder already exists, i.e. is the mount point (checked against the reference source)."""
+    source = ROOT.parent / "shared" / "reference-src" / "mlcommons-training-aa344c7" / "retired_benchmarks" / "rgat" / "train_rgnn_multi_gpu.py"
+    if not source.is_file():
+        pytest.skip(f"reference source absent: {source}")
+    text = source.read_text()
+    assert "osp.join(osp.dirname(osp.dirname(osp.dirname(osp.realpath(__file__)))), 'data', 'igbh')" in text
+    assert "glt.utils.ensure_dir(root)" in text
+    bench = registry.load_benchmark("rgat")
+    script = Path(bench.full.workdir) / "train_rgnn_multi_gpu.py"
+    created = str(script.parent.parent.parent / "data" / "igbh")
+    assert created == bench.full.mounts["prepared"]
+    job = make_plan(workdir, scale="full").train_job("rgat", 0)
+    assert f"/prepared/rgat:{created}:ro" in job.command and f"--path {created}/dataset" in job.command
 
 
 def test_common_smk_holds_no_branch_on_scale():

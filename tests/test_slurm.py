@@ -135,3 +135,50 @@ def test_tiny_dag_runs_through_sbatch_with_the_slurm_profile(slurm, tmp_path):
     report = json.loads((workdir / "results/tiny/llama2_70b_lora/report.json").read_text())
     assert [r["compliance"] for r in report["runs"]] == ["passed", "passed"]
     assert {r["made_with"]["launcher"] for r in report["runs"]} == {"local"}
+
+
+# Stand-in for the pyxis SPANK plugin (tests only): this SLURM has no enroot, so the container options are
+# dropped and the rest of the line goes to the real srun, from the same place in the job a pyxis srun runs.
+PYXIS_STAND_IN = """#!/bin/sh
+for word do
+  shift
+  case "$word" in --container-*|--no-container-*) ;; *) set -- "$@" "$word" ;; esac
+done
+exec /usr/bin/srun "$@"
+"""
+
+
+def test_a_pyxis_job_starts_its_own_srun_in_the_allocation(slurm, tmp_path):
+    """The plan's one-node pyxis line, submitted with the plan's resources through the SLURM executor: the jobstep
+    wraps the job in `srun -n1`, and the job's own srun must still get its step (--overlap; without it, it waits
+    for what that step holds, "step creation temporarily disabled", until the 2-minute walltime) and a MASTER_ADDR
+    (the jobstep clears SLURM_JOB_NODELIST)."""
+    from mlperf_wf import launch
+    from mlperf_wf import plan as planning
+
+    config = {**__import__("yaml").safe_load((ROOT / "config/config.yaml").read_text()), "scale": "full", "launcher": "pyxis"}
+    job = planning.Plan(planning.Settings.from_config(config), ROOT, workdir=tmp_path).train_job("llama2_70b_lora", 0)
+    bench = planning.registry.load_benchmark("llama2_70b_lora")
+    one_gpu = launch.Launch("pyxis", nodes=1, gpus_per_node=1)
+    script = launch.pyxis_script(bench, "registry#image:tag", [(str(tmp_path), "/results", "rw")], {}, (), ["printenv", "MASTER_ADDR"], one_gpu, "/")
+    stand_in = tmp_path / "bin"
+    stand_in.mkdir()
+    (stand_in / "srun").write_text(PYXIS_STAND_IN)
+    (stand_in / "srun").chmod(0o755)
+    mpi = f'mpi="{job.resources.mpi}",' if job.resources.mpi else ""
+    (tmp_path / "Snakefile").write_text(
+        "rule pyxis_job:\n"
+        "    output: 'ran_on.txt'\n"
+        f"    resources: runtime=2, nodes={job.resources.nodes}, tasks={job.resources.tasks}, {mpi}\n"
+        f"    params: command={json.dumps(script)}\n"  # as the train rule passes its command
+        "    shell: '({params.command}) > {output}'\n"
+    )
+    env = {**os.environ, "PATH": f"{stand_in}{os.pathsep}{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    argv = [
+        sys.executable, "-m", "snakemake", "-s", str(tmp_path / "Snakefile"), "-d", str(tmp_path), "--executor", "slurm", "--jobs", "1",
+        "--default-resources", "slurm_partition=debug", "mem_mb=1000",
+        "--slurm-status-command", "squeue", "--slurm-init-seconds-before-status-checks", "5",
+    ]  # fmt: skip
+    proc = subprocess.run(argv, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=400, start_new_session=True, check=False)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    assert (tmp_path / "ran_on.txt").read_text().split() == ["localhost"], "the job's own srun ran its task, with the master address"

@@ -17,8 +17,10 @@ The train rule runs one command per run; which command is chosen by the
 - ``pyxis``: ``srun`` with ``--container-image`` (enroot's ``registry#repository:tag``
   form, the digest in the tag's place), ``--container-mounts``, ``--container-writable``,
   ``--container-remap-root`` and ``--no-container-mount-home``, as NVIDIA's run.sub
-  launches, straight from the train job's shell (the job asks for the ``mpi``
-  resource so the SLURM jobstep never wraps it in a step of its own). ``MASTER_ADDR`` is the allocation's first
+  launches, from the train job's shell. With several tasks the job asks for the ``mpi``
+  resource, so the SLURM jobstep runs it straight from the batch script; a one-task job
+  (the executor refuses ``mpi`` there) runs inside the jobstep's ``srun -n1``, so the
+  srun line carries ``--overlap``. ``MASTER_ADDR`` is the allocation's first
   host and ``MASTER_PORT`` is fixed, both exported into the container. With
   ``process_model: per_node`` the reference command is a launcher (accelerate,
   torchrun) started once per node; with ``per_gpu`` srun starts one task per
@@ -184,19 +186,14 @@ def reference_command(bench: BenchmarkDef, run: int, seed: int, paths: RunPaths,
 
 
 def override_arguments(bench: BenchmarkDef, command: list[str], arguments: tuple[tuple[str, str], ...]) -> list[str]:
-    """Give each flag of ``arguments`` its new value: a word of the command, or a flag inside a
-    ``bash -c`` line. A flag the reference command does not have is an error, never appended."""
+    """Give each flag of ``arguments`` its new value. A flag the reference command does not have is an
+    error, never appended: a misspelt flag must not be silently ignored by the reference's parser."""
     command = list(command)
     for flag, value in arguments:
-        if flag in command[:-1]:
-            command[command.index(flag) + 1] = value
-            continue
-        inline = re.compile(rf"(?<!\S){re.escape(flag)}\s+\S+")
-        hits = [i for i, word in enumerate(command) if inline.search(word)]
-        if not hits:
-            flags = sorted({word for word in command if word.startswith("--")} | set(re.findall(r"(?<!\S)--\w+", " ".join(command))))
+        if flag not in command[:-1]:
+            flags = sorted(word for word in command if word.startswith("--"))
             raise ConfigError(f"config: full_arguments.{bench.name}: {flag!r} is not a flag of its reference command; its flags: {', '.join(flags)}")
-        command[hits[0]] = inline.sub(lambda _m: f"{flag} {value}", command[hits[0]], count=1)
+        command[command.index(flag) + 1] = value
     return command
 
 
@@ -302,6 +299,9 @@ def pyxis_script(
         f"--nodes={launch.nodes}",
         f"--ntasks-per-node={tasks_per_node}",
         "--mpi=pmix" if per_gpu else "--mpi=none",
+        # A one-task job runs inside the jobstep's own `srun -n1` step (the executor only skips that wrapper for
+        # several tasks): --overlap lets this step share that step's CPUs, memory and GPUs instead of waiting.
+        "--overlap",
         f"--container-image={image}",
         "--container-mounts=" + ",".join(f"{host}:{container}:{mode}" for host, container, mode in mounts),
         "--container-writable",
@@ -313,7 +313,9 @@ def pyxis_script(
     inner = _join_keep_variables(command)
     if per_gpu:
         inner = f"RANK=$SLURM_PROCID LOCAL_RANK=$SLURM_LOCALID WORLD_SIZE=$SLURM_NTASKS exec {inner}"
-    lines = ['export MASTER_ADDR="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"']
+    # The SLURM jobstep clears SLURM_JOB_NODELIST before it runs the job's command: ask squeue then.
+    nodelist = '${SLURM_JOB_NODELIST:-$(squeue -h -j "$SLURM_JOB_ID" -o %N)}'
+    lines = [f'export MASTER_ADDR="$(scontrol show hostnames "{nodelist}" | head -n 1)"']
     lines += [f"export {key}={shlex.quote(value)}" for key, value in sorted(exports.items())]
     lines.append(f"{shlex.join(srun)} bash -c {shlex.quote(inner)}")
     return "; ".join(lines)

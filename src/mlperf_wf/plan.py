@@ -129,8 +129,7 @@ class TrainResources:
     cpus_per_gpu: int = 0
     """Host cores per GPU."""
     mpi: str | None = None
-    """``srun`` when the job's own shell calls srun (pyxis, several tasks), so the SLURM jobstep does not
-    wrap the job in ``srun -n1``: a step inside that step would wait for resources the outer step holds."""
+    """``srun`` when the job starts several tasks, so the SLURM jobstep does not wrap it in ``srun -n1``."""
 
 
 @dataclass(frozen=True)
@@ -183,6 +182,7 @@ class Plan:
             self.container(name)
             self.hyperparameters(name)
             self.extra_mounts(name)
+            launch.override_arguments(self.bench(name), self.bench(name).full.command, self.launch_settings(name).arguments)
 
     # ---- rules and runs ----
 
@@ -414,9 +414,9 @@ class Plan:
             tasks=tasks,
             cpus_per_gpu=bench.full.geometry.cpus_per_gpu,
             mem_mb=self.host_memory_gb(name) * 1024,
-            # The job's own srun places the launchers or ranks (pyxis always, even one task): the jobstep must
-            # not wrap it in `srun -n1`, or that srun becomes a step inside a step and waits until walltime.
-            mpi="srun" if tasks > 1 or settings.launcher == "pyxis" else None,
+            # Several launchers or ranks: the job's own srun places them, so the jobstep must not wrap it in
+            # `srun -n1` (the executor refuses `mpi` for one task; pyxis's srun then overlaps the jobstep's step).
+            mpi="srun" if tasks > 1 else None,
         )
         return TrainJob(command=command, launcher=settings.launcher, image=image, threads=1, resources=resources)
 
