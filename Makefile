@@ -34,8 +34,8 @@ test: $(BIN)/activate $(REFERENCE_VENV)/bin/activate
 	MLPERF_WF_REQUIRE_REFERENCE=1 $(BIN)/python -m pytest -q
 
 lint: $(BIN)/activate
-	$(BIN)/ruff check src tests bench
-	$(BIN)/ruff format --check src tests bench
+	$(BIN)/ruff check src tests bench containers
+	$(BIN)/ruff format --check src tests bench containers
 	$(BIN)/snakefmt --check workflow
 	$(BIN)/snakemake --lint
 

@@ -59,10 +59,10 @@ class _Handler(BaseHTTPRequestHandler):
         if self.command != "HEAD":
             self.wfile.write(body)
 
-    def do_HEAD(self) -> None:  # noqa: N802 - http.server's naming
+    def do_HEAD(self) -> None:
         self.do_GET()
 
-    def do_GET(self) -> None:  # noqa: N802
+    def do_GET(self) -> None:
         path = urlsplit(self.path).path
         if path in ("/v2/", "/v2"):
             return self._reply(200, {"Content-Type": "application/json"}, b"{}")
@@ -77,7 +77,7 @@ class _Handler(BaseHTTPRequestHandler):
             return self._reply(200, {"Content-Type": media_type, "Docker-Content-Digest": _digest(body)}, body)
         return self._reply(404)
 
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:
         url = urlsplit(self.path)
         match = _UPLOADS.match(url.path)
         if not match:
@@ -92,7 +92,7 @@ class _Handler(BaseHTTPRequestHandler):
         location = f"/v2/{match['name']}/blobs/uploads/{upload}"
         return self._reply(202, {"Location": location, "Docker-Upload-UUID": upload, "Range": "0-0"})
 
-    def do_PATCH(self) -> None:  # noqa: N802
+    def do_PATCH(self) -> None:
         match = _UPLOADS.match(urlsplit(self.path).path)
         if not match or match["upload"] not in self.store.uploads:
             return self._reply(404)
@@ -101,7 +101,7 @@ class _Handler(BaseHTTPRequestHandler):
         location = f"/v2/{match['name']}/blobs/uploads/{match['upload']}"
         return self._reply(202, {"Location": location, "Docker-Upload-UUID": match["upload"], "Range": f"0-{max(len(data) - 1, 0)}"})
 
-    def do_PUT(self) -> None:  # noqa: N802
+    def do_PUT(self) -> None:
         url = urlsplit(self.path)
         if match := _UPLOADS.match(url.path):
             data = self.store.uploads.pop(match["upload"], bytearray()) + self._body()

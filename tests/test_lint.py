@@ -27,6 +27,6 @@ def test_snakefmt_is_clean():
 
 
 def test_ruff_is_clean():
-    for argv in (("check", "src", "tests", "bench"), ("format", "--check", "src", "tests", "bench")):
+    for argv in (("check", "src", "tests", "bench", "containers"), ("format", "--check", "src", "tests", "bench", "containers")):
         proc = run(str(BIN / "ruff"), *argv)
         assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -82,7 +82,7 @@ def _load_hooks() -> None:
             continue
         try:
             importlib.import_module(name)
-        except Exception as err:  # noqa: BLE001 - any failure must stop the run, with one clear line
+        except Exception as err:
             sys.stderr.write(f"mlperf-wf hooks: {HOOKS_VARIABLE} names {name!r}, which cannot be imported: {err!r}\n")
             sys.stderr.flush()
             os._exit(3)  # SystemExit here would add Python's own start-up traceback

@@ -37,7 +37,7 @@ def _short_mask_cache(module: ModuleType) -> None:
     model_class = module.LlamaModel
     original_init = model_class.__init__
 
-    def __init__(self: object, config: object) -> None:  # noqa: N807
+    def __init__(self: object, config: object) -> None:
         original_init(self, config)
         if hasattr(self, "causal_mask"):
             length = min(INITIAL_MASK_LENGTH, self.causal_mask.shape[-1])

@@ -13,7 +13,8 @@ are not edited. What it changes, and why:
 2. **A run_stop for every run.** The reference writes run_stop from ``on_step_begin``, which never
    runs after the last step: a run that ends at ``max_steps`` logs none, and neither does one that
    reaches the target at its last evaluation. At the end of training this logs the evaluation the
-   reference had not logged yet (as the reference logs one, block_start's count unscaled included), then run_stop with status ``success`` or ``aborted`` (the status
+   reference had not logged yet (as the reference logs one: block_stop, eval_accuracy, block_start),
+   then run_stop with status ``success`` or ``aborted`` (the status
    mlperf-logging's summarizer and RCP checker count as not converged).
 3. **The submission values** (``submission_org``/``platform``/``division``/``status``) come from
    the workflow's config through ``MLPERF_SUBMISSION_*`` instead of the reference's hard-coded
@@ -30,6 +31,7 @@ from types import ModuleType
 
 from mlperf_wf_submission import submission_values
 from sitecustomize import after_import
+
 CONFIG_FILENAME_VARIABLE = "MLPERF_CONFIG_FILENAME"
 """The accelerate config of the run (the workflow sets it from the command's ``--config_file``)."""
 
@@ -54,9 +56,8 @@ def launch_config_filename() -> str:
     except OSError:
         parent = []
     words = [word.decode(errors="replace") for word in parent]
-    for flag, value in zip(words, words[1:]):
-        if flag == "--config_file":
-            return value
+    if "--config_file" in words[:-1]:
+        return words[words.index("--config_file") + 1]
     return "accelerate-default-config"
 
 
@@ -65,7 +66,7 @@ def round_keys(args: object) -> dict[str, object]:
     precision = precision_of(args)
     keys: dict[str, object] = {f"lowest_numerical_precision_in_{part}": precision for part in ("linear", "attn", "comm")}
     keys.update({f"{kind}_parallelism": 1 for kind in ("tensor", "pipeline", "context", "expert")})
-    keys["micro_batch_size"] = int(getattr(args, "per_device_train_batch_size"))
+    keys["micro_batch_size"] = int(args.per_device_train_batch_size)
     keys["config_filename"] = launch_config_filename()
     return keys
 
@@ -120,7 +121,7 @@ def _patch_logging_utils(module: ModuleType) -> None:
     original_init = callback.__init__
     original_train_begin = callback.on_train_begin
 
-    def __init__(self, *args: object, **kwargs: object) -> None:  # noqa: N807 - replaces the class's own
+    def __init__(self, *args: object, **kwargs: object) -> None:
         original_init(self, *args, **kwargs)
         self.submission_info.update(submission_values())
 
