@@ -12,6 +12,23 @@ from pathlib import Path
 
 import pytest
 
+ROOT = Path(__file__).resolve().parents[1]
+REFERENCE_COMMIT = "aa344c7"
+"""The commit of the mlcommons/training excerpt in ``../shared/reference-src``."""
+REFERENCE_COMMIT_DIR = f"mlcommons-training-{REFERENCE_COMMIT}"
+
+
+def reference_source(path: str) -> Path | None:
+    """A folder or file of the unmodified mlcommons/training excerpt (``../shared/reference-src`` beside the
+    project, or ``$MLPERF_WF_REFERENCE_SRC``), e.g. ``"llama2_70b_lora"``; None when it is not on this machine."""
+    named = os.environ.get("MLPERF_WF_REFERENCE_SRC")
+    for base in [Path(named)] if named else [ROOT.parent / "shared" / "reference-src"]:
+        for candidate in (base / REFERENCE_COMMIT_DIR / path, base / path):
+            if candidate.exists():
+                return candidate
+    return None
+
+
 DOCKER_IMAGE = "mlperf-wf-tiny:bookworm"
 """A Debian userland (``debootstrap --variant=minbase`` + ``docker import``; no registry needed)."""
 

@@ -6,6 +6,7 @@ Parametrized over ``registry.benchmark_names()``: a new folder is tested without
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -17,6 +18,7 @@ from mlperf_wf import hyperparameters, launch, mlperf_rules, prepare, registry
 from mlperf_wf.cli import main
 from mlperf_wf.errors import ConfigError
 from mlperf_wf.harness import TinyRun
+from tests.conftest import REFERENCE_COMMIT, reference_source
 from tests.mllogs import tiny_run_spec
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -87,6 +89,28 @@ def test_full_scale_plan_renders_for_every_launcher(name, launcher, tmp_path):
     )
     line = launch.full_scale(bench, 0, 1234, paths, launch.Launch(launcher))
     assert "1234" in line and "{" + "seed}" not in line
+
+
+@pytest.mark.parametrize("name", registry.benchmark_names())
+def test_the_full_command_names_files_and_flags_the_reference_has(name):
+    """Every script and config file the full-scale command names exists in the reference tree at the pinned
+    commit, and every flag given to the script is one its argument parser defines (argparse also takes an
+    unambiguous prefix, as llama2's `--max_seq_len` for `max_seq_length`)."""
+    bench = registry.load_benchmark(name)
+    folder = reference_source(bench.reference.path)
+    if folder is None or not bench.reference.commit.startswith(REFERENCE_COMMIT):
+        pytest.skip(f"the reference source of {name} at {bench.reference.commit[:7]} is not on this machine")
+    command = bench.full.command
+    files = [word for word in command if word.endswith((".py", ".yaml", ".yml", ".json", ".sh")) and not word.startswith(("/", "{"))]
+    assert files, f"{name}: the command names no script"
+    for relative in files:
+        assert (folder / relative).is_file(), f"{name}: {relative} is not in {folder}"
+    script = next(word for word in command if word.endswith(".py"))
+    source = (folder / script).read_text()
+    for flag in (word for word in command[command.index(script) + 1 :] if word.startswith("--")):
+        option = flag[2:]
+        declared = re.search(rf"""['"]--{re.escape(option)}\w*['"]""", source) or re.search(rf"^\s+{re.escape(option)}\w*\s*:", source, re.M)
+        assert declared, f"{name}: {script} defines no option {flag}"
 
 
 def test_a_trainer_that_forgets_a_required_key_is_refused_before_the_clock_starts(tmp_path):

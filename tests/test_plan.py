@@ -20,6 +20,7 @@ import yaml
 from mlperf_wf import plan as planning
 from mlperf_wf import registry
 from mlperf_wf.errors import ConfigError
+from tests.conftest import reference_source
 
 ROOT = Path(__file__).resolve().parents[1]
 GOLDEN = ROOT / "tests" / "golden" / "plan"
@@ -199,9 +200,9 @@ def test_site_overrides_of_the_full_command_are_checked_when_the_workflow_is_par
 def test_the_folder_rgat_creates_before_reading_its_path_is_the_read_only_mount_itself(workdir):
     """train_rgnn_multi_gpu.py makes <script>/../../data/igbh before it reads --path; on a read-only mount that only
     works when the folder already exists, i.e. is the mount point (checked against the reference source)."""
-    source = ROOT.parent / "shared" / "reference-src" / "mlcommons-training-aa344c7" / "retired_benchmarks" / "rgat" / "train_rgnn_multi_gpu.py"
-    if not source.is_file():
-        pytest.skip(f"reference source absent: {source}")
+    source = reference_source("retired_benchmarks/rgat/train_rgnn_multi_gpu.py")
+    if source is None:
+        pytest.skip("the shared reference source (mlcommons/training aa344c7) is not on this machine")
     text = source.read_text()
     assert "osp.join(osp.dirname(osp.dirname(osp.dirname(osp.realpath(__file__)))), 'data', 'igbh')" in text
     assert "glt.utils.ensure_dir(root)" in text

@@ -30,13 +30,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import DOCKER_IMAGE, needs_docker
+from tests.conftest import DOCKER_IMAGE, needs_docker, reference_source
 from tests.oci_registry import LoopbackRegistry
 from tests.test_workflow import ROOT, new_workdir, snakemake, snakemake_argv, snakemake_env
 
 BENCH = "llama2_70b_lora"
-REFERENCE_SRC = Path(os.environ.get("MLPERF_WF_REFERENCE_SRC", ROOT.parent / "shared" / "reference-src" / "mlcommons-training-aa344c7"))
-REFERENCE = REFERENCE_SRC / BENCH
+REFERENCE = reference_source(BENCH) or ROOT.parent / "shared" / "reference-src" / "mlcommons-training-aa344c7" / BENCH
 REFERENCE_VENV = ROOT / ".venv-reference"
 SHIMS = ROOT / "tests" / "reference_shims"
 PLATFORM = "reference-cpu"

@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import reference_source
+
 ROOT = Path(__file__).resolve().parents[1]
 CONTAINERS = ROOT / "containers"
 HOOKS = CONTAINERS / "hooks"
@@ -28,7 +30,6 @@ PATCHES = CONTAINERS / "rgat" / "patches"
 DOCKERFILES = [CONTAINERS / "rgat" / "Dockerfile", CONTAINERS / "rgat" / "Dockerfile.h100"]
 APPTAINER_DEF = CONTAINERS / "rgat" / "Apptainer.def"
 PATCH_BLOCK_MARKER = "# --- mlperf-workflow patches"
-REFERENCE = "mlcommons-training-aa344c7/retired_benchmarks/rgat"
 
 SUBMISSION = {
     "MLPERF_SUBMISSION_BENCHMARK": "rgat",
@@ -77,14 +78,7 @@ if __name__ == "__main__":
 
 def reference_dir() -> Path | None:
     """The reference's rgat folder, or None when the shared reference source is not on this machine."""
-    named = os.environ.get("MLPERF_WF_REFERENCE_SRC")
-    bases = [Path(named)] if named else []
-    bases.append(ROOT.parent / "shared" / "reference-src")
-    for base in bases:
-        for folder in (base / REFERENCE, base / "retired_benchmarks" / "rgat"):
-            if (folder / "mlperf_logging_utils.py").is_file():
-                return folder
-    return None
+    return reference_source("retired_benchmarks/rgat")
 
 
 needs_reference = pytest.mark.skipif(reference_dir() is None, reason="shared reference source (mlcommons/training aa344c7) not present")
