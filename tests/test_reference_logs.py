@@ -64,6 +64,15 @@ def test_score_deepseek_folder_says_time_ms_is_missing(folder, capsys):
         assert "KeyError: 'time_ms'" in verdict
 
 
+def test_score_of_the_folder_of_rcp_folders_gives_each_its_verdicts(capsys):
+    folder = fixture_folder(DEEPSEEK)
+    assert main(["score", str(folder), "--ruleset", "6.1.0", "--jobs", "2"]) == 1
+    captured = capsys.readouterr()
+    assert "Traceback" not in captured.out + captured.err
+    groups = [line.split(":", 1)[0] for line in captured.out.splitlines() if not line.startswith(" ")]
+    assert groups == [f"{sub.name}/deepseekv3_671b" for sub in deepseek_folders()]
+
+
 def test_score_qwen_at_610_names_eval_samples_and_the_missing_keys(tmp_path, capsys):
     folder = fixture_folder(QWEN / "GBS256")
     assert main(["score", str(folder), "--ruleset", "6.1.0", "--jobs", "2", "--json", str(tmp_path / "s.json")]) == 1

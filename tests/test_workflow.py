@@ -313,13 +313,14 @@ def test_named_slurm_profile_requests_the_benchmark_geometry(tmp_path):
             else:
                 os.environ[key] = value
     line = train_resources_line(single.stdout)
-    for expected in ("runtime=240", "nodes=1", "gres=gpu:8", "tasks_per_gpu=0", "cpus_per_gpu=8", "slurm_extra=--exclusive --mem=0"):
+    for expected in ("runtime=240", "nodes=1", "gres=gpu:8", "tasks_per_gpu=0", "cpus_per_gpu=8", "slurm_extra=--exclusive"):
         assert expected in line, (expected, line)
     assert "mpi=" not in line, "a one-node, one-launcher run lets the jobstep place it"
+    assert "mem_mb=0" in line, "llama2 declares no host memory: the partition's whole-node default"
     line = train_resources_line(multi.stdout)
     for expected in ("nodes=2", "gres=gpu:8", "tasks=2", "mpi=srun"):
         assert expected in line, (expected, line)
-    assert "srun --nodes=2 --ntasks-per-node=1 --mpi=none --container-image=" in multi.stdout
+    assert "srun --nodes=2 --ntasks-per-node=1 --mpi=none --overlap --container-image=" in multi.stdout
     assert "accelerate launch --num_machines 2 --num_processes 16" in multi.stdout
 
 

@@ -368,7 +368,12 @@ def _mllog_files(folder: Path) -> list[str]:
     if not folder.is_dir():
         return []
     found = [p for p in folder.iterdir() if p.suffix in LOG_SUFFIXES and p.name != "compliance_checker.log" and p.is_file() and _has_mllog(p)]
-    return [str(p) for p in sorted(found, key=lambda p: [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", p.name)])]
+    return [str(p) for p in sorted(found, key=_natural)]
+
+
+def _natural(path: Path) -> list:
+    """Sort key: seed_2 before seed_10."""
+    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", path.name)]
 
 
 def _has_mllog(path: Path) -> bool:
@@ -400,10 +405,15 @@ def discover(path: Path) -> list[BenchmarkFolder]:
                     found.append(BenchmarkFolder(str(bench_dir), system_dir.name, bench_dir.name, tuple(files), desc))
         return found
     files = _result_files(path)
+    if not files and path.is_dir():
+        # a folder of such folders (a reference's rcp_logs/<GBS>/...): each one is scored on its own
+        groups = [sub for sub in sorted(path.iterdir(), key=_natural) if sub.is_dir() and _result_files(sub)]
+        if groups:
+            return [found for sub in groups for found in discover(sub)]
     if not files:
         raise UserError(
             f"{path}: neither an organisation folder (results/, systems/) nor a folder of result_*.txt, runs/<i>/result.txt"
-            " or logs (*.out, *.log, *.txt) with :::MLLOG lines"
+            " or logs (*.out, *.log, *.txt) with :::MLLOG lines, nor a folder of such folders"
         )
     system, benchmark = path.parent.name, path.name
     if not glob.glob(f"{path}/result_*.txt") and not (path / "runs").is_dir():
