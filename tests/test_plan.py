@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import sys
 from dataclasses import asdict
 from pathlib import Path
@@ -218,3 +219,53 @@ def test_common_smk_holds_no_branch_on_scale():
     text = (ROOT / "workflow" / "rules" / "common.smk").read_text()
     for needle in ("SCALE ==", "scale ==", '== "tiny"', '== "full"', "if SCALE", "if scale"):
         assert needle not in text, needle
+
+
+def _open_tiny(plan: planning.Plan, name: str) -> None:
+    bench = plan.bench(name)
+    tiny = registry.TinyTier(division="open", closed_rules_not_met=["max_sequence_length 8192: the tiny model trains on 128"])
+    plan.benchmarks[name] = bench.model_copy(update={"tiny": tiny})
+
+
+def test_a_benchmark_whose_closed_rules_cannot_hold_at_tiny_size_runs_its_tiny_tier_open(workdir):
+    tiny = make_plan(workdir, benchmarks=["llama2_70b_lora", "rgat"])
+    _open_tiny(tiny, "rgat")
+    assert (tiny.division("rgat"), tiny.division("llama2_70b_lora")) == ("open", "closed")
+    assert " --division open " in tiny.train_job("rgat", 0).command
+    assert " --division closed " in tiny.train_job("llama2_70b_lora", 0).command
+    assert tiny.package_division() == "closed"  # the config's; rgat's open reports stay out of it, with the reason
+    alone = make_plan(workdir, benchmarks=["rgat"])
+    _open_tiny(alone, "rgat")
+    assert alone.package_division() == "open"
+    full = make_plan(workdir, scale="full")
+    _open_tiny(full, "rgat")
+    assert full.division("rgat") == "closed" and "-e MLPERF_SUBMISSION_DIVISION=closed" in full.train_job("rgat", 0).command
+    assert make_plan(workdir, division="open").division("llama2_70b_lora") == "open"
+
+
+@pytest.mark.parametrize(
+    ("tiny", "message"),
+    [
+        ({"division": "open"}, "list each closed rule the tiny tier does not meet"),
+        ({"closed_rules_not_met": ["x"]}, "a closed tiny tier meets every closed rule"),
+        ({"division": "half-open", "closed_rules_not_met": ["x"]}, "Input should be 'closed' or 'open'"),
+    ],
+)
+def test_the_tiny_division_says_why_it_is_open(tiny, message):
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match=re.escape(message)):
+        registry.TinyTier(**tiny)
+
+
+def test_a_package_of_one_division_leaves_the_others_out_and_says_so(tmp_path, capsys, monkeypatch):
+    from mlperf_wf.cli import main
+
+    report = tmp_path / "report.json"
+    report.write_text(json.dumps({"benchmark": "rgat", "ruleset": "5.1.0", "division": "open", "runs": []}))
+    (tmp_path / "config" / "systems").mkdir(parents=True)
+    shutil.copy(ROOT / "config" / "systems" / "cpu-tiny.yaml", tmp_path / "config" / "systems")
+    argv = ["package", str(report), "--org", "o", "--system", "cpu-tiny", "--ruleset", "5.1.0", "--division", "closed"]
+    monkeypatch.chdir(tmp_path)
+    assert main([*argv, "--out", str(tmp_path / "pkg"), "--check-out", str(tmp_path / "check.json")]) == 2
+    assert "no report was checked under ruleset 5.1.0 in the closed division; the reports have [('5.1.0', 'open')]" in capsys.readouterr().err

@@ -222,23 +222,24 @@ def cmd_summary(reports: list[Path], package_check: Path | None, csv_out: Path, 
     log.info("summary of %d benchmarks written to %s", len(frame), csv_out)
 
 
-def cmd_package(reports: list[Path], org: str, system: str, ruleset: str, out: Path, check_out: Path) -> int:
+def cmd_package(reports: list[Path], org: str, system: str, ruleset: str, division: str, out: Path, check_out: Path) -> int:
     """Build the submission package from the reports' scored runs and run the official checkers on it."""
     from mlperf_wf import package
 
     description = package.load_system(system)
     everything = [json.loads(path.read_text()) for path in reports]
-    # A package belongs to one round: benchmarks checked under another ruleset (rgat, retired after 5.1.0) stay out.
-    loaded = [r for r in everything if r["ruleset"] == ruleset]
+    # A package belongs to one round and one division: benchmarks checked under another ruleset (rgat, retired
+    # after 5.1.0) or run in the other division (a tiny tier that is open) stay out, each with its reason.
+    loaded = [r for r in everything if r["ruleset"] == ruleset and r["division"] == division]
     left_out = {r["benchmark"]: f"checked under ruleset {r['ruleset']}, not {ruleset}" for r in everything if r["ruleset"] != ruleset}
+    other_division = [r for r in everything if r["ruleset"] == ruleset and r["division"] != division]
+    left_out.update({r["benchmark"]: f"{r['division']} division, the package is {division}" for r in other_division})
     if not loaded:
-        raise ConfigError(f"package: no report was checked under ruleset {ruleset}; the reports have {sorted({r['ruleset'] for r in everything})}")
-    divisions = {r["division"] for r in loaded}
-    if len(divisions) != 1:
-        raise ConfigError(f"reports mix divisions {sorted(divisions)}; a package has one division")
+        found = sorted({(r["ruleset"], r["division"]) for r in everything})
+        raise ConfigError(f"package: no report was checked under ruleset {ruleset} in the {division} division; the reports have {found}")
     runs = {r["submission_benchmark"]: [Path(run["result_file"]) for run in r["runs"] if run["in_scored_window"]] for r in loaded}
     made_by = {r["submission_benchmark"]: package.implementation_of(r) for r in loaded}
-    org_dir = package.build(out, org, divisions.pop(), system, description, runs, made_by)
+    org_dir = package.build(out, org, division, system, description, runs, made_by)
     verdict = package.check(org_dir, ruleset, out / "checker_logs")
     not_valid = [f"{r['benchmark']}: {reason}" for r in loaded for reason in r["valid_submission_reasons"]]
     verdict["valid_for_submission"] = verdict["passed"] and not not_valid
@@ -392,6 +393,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--org", required=True)
     p.add_argument("--system", required=True, help="system name; its description is config/systems/<system>.yaml")
     p.add_argument("--ruleset", required=True)
+    p.add_argument("--division", choices=["closed", "open"], default="closed", help="the package's division; reports of the other stay out")
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--check-out", type=Path, required=True)
 
@@ -472,7 +474,7 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "summary":
             cmd_summary(args.reports, args.package_check, args.csv_out, args.figure)
         elif args.command == "package":
-            return cmd_package(args.reports, args.org, args.system, args.ruleset, args.out, args.check_out)
+            return cmd_package(args.reports, args.org, args.system, args.ruleset, args.division, args.out, args.check_out)
         elif args.command == "extract":
             cmd_extract(args.archive, args.dest)
         elif args.command == "provenance":

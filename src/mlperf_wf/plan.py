@@ -194,6 +194,18 @@ class Plan:
         """Ruleset of a benchmark's runs: ``ruleset``, or its newest round when that is ``latest``."""
         return mlperf_rules.resolve_ruleset(self.bench(name).submission_benchmark, self.settings.ruleset)
 
+    def division(self, name: str) -> str:
+        """Division of a benchmark's runs: the config's, except that a benchmark whose closed rules cannot hold
+        at tiny size runs its tiny tier as open (its definition's ``tiny.division``)."""
+        if self.scale == "tiny" and self.bench(name).tiny.division == "open":
+            return "open"
+        return self.settings.division
+
+    def package_division(self) -> str:
+        """Division of the submission package: the config's, unless no configured benchmark runs in it."""
+        divisions = {self.division(name) for name in self.settings.benchmarks}
+        return self.settings.division if self.settings.division in divisions else min(divisions)
+
     def package_ruleset(self) -> str:
         """Round of the submission package: the newest ruleset among the configured benchmarks."""
         return mlperf_rules.newest_ruleset([self.ruleset(name) for name in self.settings.benchmarks])
@@ -324,7 +336,7 @@ class Plan:
         s = self.settings
         return {
             "MLPERF_SUBMISSION_BENCHMARK": self.bench(name).submission_benchmark,
-            "MLPERF_SUBMISSION_DIVISION": s.division,
+            "MLPERF_SUBMISSION_DIVISION": self.division(name),
             "MLPERF_SUBMISSION_ORG": s.org,
             "MLPERF_SUBMISSION_PLATFORM": s.platform,
             "MLPERF_SUBMISSION_STATUS": s.status,
@@ -367,7 +379,7 @@ class Plan:
         args = [
             "--benchmark", name, "--run-index", str(run), "--seed", str(self.seed(run)),
             "--data", self.prepared_dataset(name), "--result", self.run_file(name, run, "result.txt"),
-            "--ruleset", self.ruleset(name), "--division", s.division,
+            "--ruleset", self.ruleset(name), "--division", self.division(name),
             "--org", s.org, "--platform", s.platform, "--status", s.status, "--threads", str(s.tiny_threads),
         ]  # fmt: skip
         for role, dataset_id in self.bench(name).roles_for("train").items():

@@ -222,6 +222,24 @@ class FullScale(_Strict):
     """Environment set inside the container."""
 
 
+class TinyTier(_Strict):
+    """How the tiny tier runs, where it cannot be what the full scale is."""
+
+    division: Literal["closed", "open"] = "closed"
+    """open when some closed rule of the benchmark's rounds cannot hold at tiny size (then its tiny runs log
+    and are checked as open division, whatever the config's ``division``)."""
+    closed_rules_not_met: list[str] = Field(default_factory=list)
+    """With division open: each closed rule the tiny tier does not meet, and why (also in the README)."""
+
+    @model_validator(mode="after")
+    def _reasons_match_the_division(self) -> TinyTier:
+        if self.division == "open" and not self.closed_rules_not_met:
+            raise ValueError("tiny.division is open: list each closed rule the tiny tier does not meet in tiny.closed_rules_not_met")
+        if self.division == "closed" and self.closed_rules_not_met:
+            raise ValueError("tiny.closed_rules_not_met is given, but tiny.division is closed: a closed tiny tier meets every closed rule")
+        return self
+
+
 class BenchmarkDef(_Strict):
     """A benchmark folder's ``benchmark.yaml``."""
 
@@ -235,6 +253,8 @@ class BenchmarkDef(_Strict):
     """Role (``data``, ``checkpoint``, ``tokenizer``, ``encodings`` ...) to the dataset that plays it."""
     full: FullScale
     """Full-scale launch."""
+    tiny: TinyTier = Field(default_factory=TinyTier)
+    """The tiny tier's division (closed unless a closed rule cannot hold at tiny size)."""
 
     @property
     def folder(self) -> Path:

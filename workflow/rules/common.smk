@@ -104,6 +104,11 @@ def wildcard_ruleset(wildcards):
     return PLAN.ruleset(wildcards.benchmark)
 
 
+def wildcard_division(wildcards):
+    """Division of the job's benchmark (its tiny tier may be open)."""
+    return PLAN.division(wildcards.benchmark)
+
+
 # ---- report ----
 
 

@@ -22,7 +22,7 @@ rule report:
     params:
         benchmark="{benchmark}",
         ruleset=wildcard_ruleset,
-        division=config["division"],
+        division=wildcard_division,
         scale=SCALE,
         platform=config["submission"]["platform"],
         runs=report_args,
@@ -79,9 +79,10 @@ rule package:
         org=config["submission"]["org"],
         system=config["submission"]["platform"],
         ruleset=PLAN.package_ruleset(),
+        division=PLAN.package_division(),
     shell:
         "mlperf-wf package {input.reports} --org {params.org:q} --system {params.system:q}"
-        " --ruleset {params.ruleset} --out $(dirname {output.package})"
+        " --ruleset {params.ruleset} --division {params.division} --out $(dirname {output.package})"
         " --check-out {output.check} > {log} 2>&1"
 
 
