@@ -7,12 +7,12 @@ import shlex
 import pytest
 
 from mlperf_wf.errors import ConfigError
-from mlperf_wf.launch import HostHooks, ImageRef, Launch, RunPaths, full_scale, tiny_command
-from mlperf_wf.registry import load_benchmark
+from mlperf_wf.launch import HostHooks, Launch, RunPaths, full_scale, tiny_command
+from mlperf_wf.registry import Container, load_benchmark
 
 IMAGE = "mlperf-workflow/llama2_70b_lora:ref-aa344c7-pytorch24.01-patches1"
 DIGEST = "sha256:" + "ab" * 32
-PINNED = ImageRef("registry.example:5000/mlperf/llama2_70b_lora:ref-1", DIGEST)
+PINNED = Container(image="registry.example:5000/mlperf/llama2_70b_lora:ref-1", digest=DIGEST)
 REFERENCE = (
     "accelerate launch --config_file configs/default_config.yaml scripts/train.py"
     " --dataset_path /data/dataset --model_path /ckpt --max_seq_len 8192 --bf16 True --logging_steps 24 --eval_steps 48"
@@ -61,12 +61,14 @@ def test_apptainer_pulls_by_digest_alone_and_gives_the_read_only_image_somewhere
 
 
 def test_image_references_per_runtime():
-    assert PINNED.docker == f"registry.example:5000/mlperf/llama2_70b_lora:ref-1@{DIGEST}"
-    assert PINNED.apptainer == f"docker://registry.example:5000/mlperf/llama2_70b_lora@{DIGEST}"
-    assert PINNED.enroot == f"registry.example:5000#mlperf/llama2_70b_lora:{DIGEST}"
-    hub = ImageRef("mlperf-workflow/rgat:ref-1")
-    assert (hub.docker, hub.apptainer, hub.enroot) == ("mlperf-workflow/rgat:ref-1", "docker://mlperf-workflow/rgat:ref-1", "mlperf-workflow/rgat:ref-1")
-    assert ImageRef("nvcr.io/nvidia/pytorch:24.01-py3").enroot == "nvcr.io#nvidia/pytorch:24.01-py3"
+    assert PINNED.reference == f"registry.example:5000/mlperf/llama2_70b_lora:ref-1@{DIGEST}"
+    assert PINNED.apptainer_reference == f"docker://registry.example:5000/mlperf/llama2_70b_lora@{DIGEST}"
+    assert PINNED.enroot_reference == f"registry.example:5000#mlperf/llama2_70b_lora:{DIGEST}"
+    hub = Container(image="mlperf-workflow/rgat:ref-1")
+    assert (hub.reference, hub.apptainer_reference, hub.enroot_reference) == (
+        "mlperf-workflow/rgat:ref-1", "docker://mlperf-workflow/rgat:ref-1", "mlperf-workflow/rgat:ref-1",
+    )  # fmt: skip
+    assert Container(image="nvcr.io/nvidia/pytorch:24.01-py3").enroot_reference == "nvcr.io#nvidia/pytorch:24.01-py3"
 
 
 def test_pyxis_single_node(run):

@@ -269,3 +269,13 @@ def test_a_package_of_one_division_leaves_the_others_out_and_says_so(tmp_path, c
     monkeypatch.chdir(tmp_path)
     assert main([*argv, "--out", str(tmp_path / "pkg"), "--check-out", str(tmp_path / "check.json")]) == 2
     assert "no report was checked under ruleset 5.1.0 in the closed division; the reports have [('5.1.0', 'open')]" in capsys.readouterr().err
+
+
+def test_the_submission_variables_the_plan_sets_are_the_ones_the_round_patches_read(workdir):
+    """The names live twice (the plan, and the hooks module inside images that lack mlperf_wf): they must agree."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("hooks_submission", ROOT / "containers" / "hooks" / "mlperf_wf_submission.py")
+    hooks = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hooks)
+    assert set(make_plan(workdir, scale="full").submission_env("rgat")) == set(hooks.VARIABLES.values())

@@ -18,7 +18,6 @@ what in the log is missing or wrong.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import re
 import subprocess
@@ -79,6 +78,17 @@ class LogFacts:
     unreadable: str | None = None
 
 
+def mllog_record(line: str) -> dict | None:
+    """The JSON object after the last ``:::MLLOG`` of ``line``; None when there is none or it is not an object."""
+    if TOKEN not in line:
+        return None
+    try:
+        record = json.loads(line[line.rindex(TOKEN) + len(TOKEN) :])
+    except ValueError:
+        return None
+    return record if isinstance(record, dict) else None
+
+
 def read_facts(result_file: Path | str) -> LogFacts:
     """Read what ``result_file`` holds; never raises (an unreadable file is recorded as such)."""
     facts = LogFacts(path=str(result_file))
@@ -88,12 +98,8 @@ def read_facts(result_file: Path | str) -> LogFacts:
                 if TOKEN not in line:
                     continue
                 facts.mllog_lines += 1
-                text = line[line.rindex(TOKEN) + len(TOKEN) :].strip()
-                try:
-                    record = json.loads(text)
-                except ValueError:
-                    record = None
-                if not isinstance(record, dict):
+                record = mllog_record(line)
+                if record is None:
                     facts.not_json.append(lineno)
                     continue
                 for name in _FIELDS:
@@ -109,12 +115,6 @@ def read_facts(result_file: Path | str) -> LogFacts:
     except OSError as err:
         facts.unreadable = f"{type(err).__name__}: {err.strerror or err}"
     return facts
-
-
-def run_stop_status(result_file: Path, ruleset: str | None = None) -> str | None:
-    """``status`` of the (first) run_stop event, or None when there is none."""
-    stops = read_facts(result_file).run_stops
-    return stops[0] if stops else None
 
 
 # ---- verdicts ----
@@ -227,10 +227,8 @@ def _check_problem(message: str, ruleset: str) -> str:
     lines = message.splitlines()
     key = re.match(r"CHECK for '([^']+)'", lines[0]).group(1)
     test = next((line[len("failed test:") :].strip() for line in lines if line.startswith("failed test:")), "")
-    shown = "?"
-    if len(lines) > 1 and TOKEN in lines[1]:
-        with contextlib.suppress(ValueError, KeyError, TypeError):
-            shown = _show(json.loads(lines[1][lines[1].rindex(TOKEN) + len(TOKEN) :])["value"])
+    record = mllog_record(lines[1]) if len(lines) > 1 else None
+    shown = _show(record["value"]) if record is not None and "value" in record else "?"
     match = re.fullmatch(r"v\['value'\]\s*(==|<=|>=|<|>|!=)\s*(.+)", test)
     if match:
         op, wanted = match.groups()

@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mlperf_wf.errors import ConfigError
-from mlperf_wf.registry import BenchmarkDef
+from mlperf_wf.registry import BenchmarkDef, Container
 
 LAUNCHERS = ("local", "docker", "apptainer", "pyxis")
 MASTER_PORT = 29500
@@ -105,44 +105,6 @@ class HostHooks:
     """``containers/hooks`` and ``containers/<name>/patches``, absolute, put first on ``PYTHONPATH``."""
     modules: tuple[str, ...]
     """Patch modules for ``MLPERF_WF_HOOKS``."""
-
-
-@dataclass(frozen=True)
-class ImageRef:
-    """A container image, spelled for each runtime."""
-
-    image: str
-    """``[registry/]repository[:tag]``."""
-    digest: str | None = None
-    """``sha256:...`` when pinned."""
-
-    def _parts(self) -> tuple[str | None, str, str | None]:
-        first, slash, rest = self.image.partition("/")
-        registry = first if slash and ("." in first or ":" in first or first == "localhost") else None
-        name = rest if registry else self.image
-        repository, colon, tag = name.rpartition(":") if ":" in name.rsplit("/", 1)[-1] else (name, "", "")
-        return registry, repository, tag if colon else None
-
-    @property
-    def docker(self) -> str:
-        """Docker: ``name:tag@digest`` (the digest decides)."""
-        return f"{self.image}@{self.digest}" if self.digest else self.image
-
-    @property
-    def apptainer(self) -> str:
-        """Apptainer: ``docker://registry/repository@digest``: it refuses a tag beside a digest."""
-        if not self.digest:
-            return f"docker://{self.image}"
-        registry, repository, _ = self._parts()
-        return f"docker://{registry + '/' if registry else ''}{repository}@{self.digest}"
-
-    @property
-    def enroot(self) -> str:
-        """pyxis/enroot: ``registry#repository:tag``; a digest takes the tag's place (enroot asks the
-        registry for ``manifests/<tag>``, which accepts a digest)."""
-        registry, repository, tag = self._parts()
-        reference = self.digest or tag
-        return f"{registry + '#' if registry else ''}{repository}{':' + reference if reference else ''}"
 
 
 def tiny_command(train_args: list[str], launch: Launch) -> list[str]:
@@ -225,9 +187,6 @@ def _mounts(bench: BenchmarkDef, paths: RunPaths, launch: Launch) -> list[tuple[
     ``shards/`` resolve), every input role the runs read (read-only), the result folder, the
     output cache at its own path (cached shards are links into it), and the site's own mounts."""
     mounts = bench.full.mounts
-    missing = sorted(set(bench.roles_for("train")) - set(paths.inputs))
-    if missing:
-        raise ConfigError(f"{bench.name}: the run needs the folders of input roles {missing}")
     chosen = [(str(paths.prepared.parent.resolve()), mounts["prepared"], "ro")]
     for role in bench.roles_for("train"):
         chosen.append((str(paths.inputs[role].resolve()), mounts[role], "ro"))
@@ -321,7 +280,7 @@ def pyxis_script(
     return "; ".join(lines)
 
 
-def full_scale(bench: BenchmarkDef, run: int, seed: int, paths: RunPaths, launch: Launch, image: ImageRef | None = None) -> str:
+def full_scale(bench: BenchmarkDef, run: int, seed: int, paths: RunPaths, launch: Launch, image: Container | None = None) -> str:
     """The shell command of one full-scale run with the chosen backend (``image``: default the definition's)."""
     if launch.launcher not in LAUNCHERS:
         raise ConfigError(f"launcher is {launch.launcher!r}; allowed: {', '.join(LAUNCHERS)}")
@@ -329,20 +288,23 @@ def full_scale(bench: BenchmarkDef, run: int, seed: int, paths: RunPaths, launch
         raise ConfigError(f"{bench.name}: {launch.nodes} nodes requested, but its reference command runs on one node (no full.multi_node_args); set nodes: 1")
     if launch.nodes > 1 and launch.launcher in ("docker", "apptainer", "local"):
         raise ConfigError(f"{bench.name}: {launch.nodes} nodes need the pyxis launcher; {launch.launcher} runs on one node")
-    command = reference_command(bench, run, seed, paths, launch)
+    missing = sorted(set(bench.roles_for("train")) - set(paths.inputs))
+    if missing:
+        raise ConfigError(f"{bench.name}: the run needs the folders of input roles {missing}")
     env = _container_env(bench, paths, seed, launch)
-    mounts = _mounts(bench, paths, launch)
-    image = image or ImageRef(bench.full.container.image, bench.full.container.digest)
     workdir = launch.workdir or bench.full.workdir
+    if launch.launcher == "local":
+        return _local(bench, run, seed, paths, launch, env, workdir)
+    command = reference_command(bench, run, seed, paths, launch)
+    mounts = _mounts(bench, paths, launch)
+    image = image or bench.full.container
     if launch.launcher == "docker":
-        return shell_join(docker_argv(image.docker, workdir, mounts, env, launch.env_passthrough, command, gpus=True))
+        return shell_join(docker_argv(image.reference, workdir, mounts, env, launch.env_passthrough, command, gpus=True))
     if launch.launcher == "apptainer":
         home = paths.result_file.parent.resolve() / "home"
-        argv = apptainer_argv(image.apptainer, workdir, mounts, env, launch.env_passthrough, command, str(home))
+        argv = apptainer_argv(image.apptainer_reference, workdir, mounts, env, launch.env_passthrough, command, str(home))
         return f"mkdir -p {shlex.quote(str(home))} && {_join_keep_variables(argv)}"
-    if launch.launcher == "pyxis":
-        return pyxis_script(bench, image.enroot, mounts, env, launch.env_passthrough, command, launch, workdir)
-    return _local(bench, run, seed, paths, launch, env, workdir)
+    return pyxis_script(bench, image.enroot_reference, mounts, env, launch.env_passthrough, command, launch, workdir)
 
 
 def _local(bench: BenchmarkDef, run: int, seed: int, paths: RunPaths, launch: Launch, env: dict[str, str], workdir: str) -> str:

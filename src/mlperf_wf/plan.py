@@ -182,7 +182,7 @@ class Plan:
             self.container(name)
             self.hyperparameters(name)
             self.extra_mounts(name)
-            launch.override_arguments(self.bench(name), self.bench(name).full.command, self.launch_settings(name).arguments)
+            launch.override_arguments(self.bench(name), self.bench(name).full.command, self.site_arguments(name))
 
     # ---- rules and runs ----
 
@@ -323,6 +323,10 @@ class Plan:
             mounts.append((str((self.workdir / parts[0]).resolve()), parts[1], mode))
         return tuple(mounts)
 
+    def site_arguments(self, name: str) -> tuple[tuple[str, str], ...]:
+        """``full_arguments`` of a benchmark as (flag, value) pairs."""
+        return tuple((str(flag), str(value)) for flag, value in self.settings.full_arguments.get(name, {}).items())
+
     def host_hooks(self, name: str) -> launch.HostHooks | None:
         """This checkout's start-up hooks and the benchmark's round patches (``containers/<name>/patches``)."""
         patches = self.project_root / "containers" / name / "patches"
@@ -354,7 +358,6 @@ class Plan:
         chosen = self.settings.launcher
         if chosen == "auto":
             chosen = "local" if self.scale == "tiny" else "docker"
-        arguments = self.settings.full_arguments.get(name, {})
         return launch.Launch(
             launcher=chosen,
             nodes=int(override.get("nodes", geometry.nodes)),
@@ -362,7 +365,7 @@ class Plan:
             env_passthrough=self.settings.env_passthrough,
             tiny_processes=self.settings.tiny_processes,
             env=tuple(sorted(self.submission_env(name).items())),
-            arguments=tuple((str(flag), str(value)) for flag, value in arguments.items()),
+            arguments=self.site_arguments(name),
             workdir=self.settings.full_workdir.get(name),
             extra_mounts=self.extra_mounts(name),
             hooks=self.host_hooks(name),
@@ -411,7 +414,7 @@ class Plan:
             inputs={role: Path(self.dataset_dir(dataset_id)) for role, dataset_id in bench.roles_for("train").items()},
             output_cache=self.output_cache,
         )
-        command = launch.full_scale(bench, run, self.seed(run), paths, settings, image=launch.ImageRef(container.image, container.digest))
+        command = launch.full_scale(bench, run, self.seed(run), paths, settings, image=container)
         # `|| exit 2` and not `&&`: a failed check must stop the whole line, which may hold several commands
         on_host = settings.launcher == "local"
         image = "" if on_host else image

@@ -179,8 +179,32 @@ class Container(_Strict):
 
     @property
     def reference(self) -> str:
-        """``image@digest`` when pinned, else the tag alone."""
+        """Docker's spelling: ``image@digest`` when pinned (the digest decides), else the tag alone."""
         return f"{self.image}@{self.digest}" if self.digest else self.image
+
+    def _parts(self) -> tuple[str | None, str, str | None]:
+        """(registry, repository, tag) of ``image``; a registry is a first component with a dot, a port or ``localhost``."""
+        first, slash, rest = self.image.partition("/")
+        registry = first if slash and ("." in first or ":" in first or first == "localhost") else None
+        name = rest if registry else self.image
+        repository, colon, tag = name.rpartition(":") if ":" in name.rsplit("/", 1)[-1] else (name, "", "")
+        return registry, repository, tag if colon else None
+
+    @property
+    def apptainer_reference(self) -> str:
+        """Apptainer's: ``docker://registry/repository@digest``: it refuses a tag beside a digest."""
+        if not self.digest:
+            return f"docker://{self.image}"
+        registry, repository, _ = self._parts()
+        return f"docker://{registry + '/' if registry else ''}{repository}@{self.digest}"
+
+    @property
+    def enroot_reference(self) -> str:
+        """pyxis/enroot's: ``registry#repository:tag``; a digest takes the tag's place (enroot asks the
+        registry for ``manifests/<tag>``, which accepts a digest)."""
+        registry, repository, tag = self._parts()
+        reference = self.digest or tag
+        return f"{registry + '#' if registry else ''}{repository}{':' + reference if reference else ''}"
 
 
 class Geometry(_Strict):

@@ -50,7 +50,7 @@ from mlperf_wf import compliance
 from mlperf_wf.errors import UserError
 
 USAGE = "training"
-TOKEN = ":::MLLOG "
+TOKEN = compliance.TOKEN
 _SLOW_STRIP = ".*" + TOKEN
 
 
@@ -430,13 +430,9 @@ def _logged_value(files: tuple[str, ...] | list[str], key: str) -> object:
     for path in files:
         with contextlib.suppress(OSError), open(path, encoding="latin-1") as handle:
             for line in handle:
-                if needle in line and TOKEN in line:
-                    try:
-                        record = json.loads(line[line.rindex(TOKEN) + len(TOKEN) :])
-                    except ValueError:
-                        continue
-                    if isinstance(record, dict) and record.get("key") == key:
-                        return record.get("value")
+                record = compliance.mllog_record(line) if needle in line else None
+                if record is not None and record.get("key") == key:
+                    return record.get("value")
     return None
 
 
