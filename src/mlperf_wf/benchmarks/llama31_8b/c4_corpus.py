@@ -37,7 +37,7 @@ class CorpusShape:
     validation_documents: int = 400
     """Validation documents."""
     document_tokens: tuple[int, int] = (200, 800)
-    """Range of document lengths in tokens (end of text excluded)."""
+    """Range of document lengths in tokens."""
 
 
 def transitions(seed: int, shape: CorpusShape = CorpusShape()) -> np.ndarray:
@@ -100,7 +100,7 @@ def write_indexed(prefix: Path, token_documents: list[list[int]]) -> list[Path]:
 
 
 def generate(out_dir: Path, seed: int, shape: CorpusShape = CorpusShape()) -> list[Path]:
-    """Write the six files; each document is written as text and tokenized, ending with end of text."""
+    """Write the six files; each document is written as text, then tokenized without BOS/EOD."""
     out_dir.mkdir(parents=True, exist_ok=True)
     matrix = transitions(seed, shape)
     rng = np.random.default_rng(seed + 1)
@@ -108,7 +108,8 @@ def generate(out_dir: Path, seed: int, shape: CorpusShape = CorpusShape()) -> li
     written = []
     for prefix, count in ((TRAIN_PREFIX, shape.train_documents), (VALIDATION_PREFIX, shape.validation_documents)):
         texts = [" ".join(tokenizer.symbol(s) for s in doc) for doc in documents(matrix, count, shape.document_tokens, rng)]
-        token_documents = [ids + [encoder.eos_token_id] for ids in encoder(texts, add_special_tokens=False)["input_ids"]]
+        # as the reference's preprocess_data_for_megatron.py: int32, one item per document, no BOS and no EOD
+        token_documents = encoder(texts, add_special_tokens=False)["input_ids"]
         written += write_indexed(out_dir / prefix, token_documents)
     for name in ("LICENSE.txt", "NOTICE.txt"):
         (out_dir / name).write_text(
