@@ -1,0 +1,64 @@
+"""Data preparation for llama31_8b.
+
+MLCommons publishes C4 already tokenized with the Llama 3.1 tokenizer as Megatron indexed datasets
+(the reference's own ``preprocess_data_for_megatron.py`` output), and the reference reads those files
+as they are (``--blend_per_split`` of ``c4-train.en_6_text_document`` and
+``c4-validation-91205-samples.en_text_document``). Preparation therefore opens each pair with
+megatron-core's reader (which checks the ``.idx`` header, version and dtype) and hard-links the verified
+files into one shard (a symlink would dangle in a container that mounts only the prepared folder).
+The same at both scales: the tiny corpus is written in the same format.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+from mlperf_wf.benchmarks.llama31_8b.c4_corpus import TRAIN_PREFIX, VALIDATION_PREFIX
+from mlperf_wf.errors import UserError
+
+SHARD = "c4"
+PREFIXES = (TRAIN_PREFIX, VALIDATION_PREFIX)
+
+
+def shards(scale: str) -> list[str]:
+    """One shard: linking needs no splitting (the reference's numpy sample index is built at run time)."""
+    return [SHARD]
+
+
+def layout(scale: str) -> dict[str, str]:
+    """The folder the trainer and the reference's ``PREPROCESSED_PATH`` read."""
+    names = [f"{prefix}.{suffix}" for prefix in PREFIXES for suffix in ("bin", "idx")]
+    return {name: f"{SHARD}/{name}" for name in [*names, "prepared.json"]}
+
+
+def _link_or_copy(source: Path, target: Path) -> None:
+    target.unlink(missing_ok=True)
+    try:
+        os.link(source, target)
+    except OSError:  # another filesystem
+        shutil.copy2(source, target)
+
+
+def prepare_shard(shard: str, inputs: dict[str, Path], out_dir: Path, scale: str) -> dict:
+    """Check each indexed dataset with megatron-core's reader and link it into ``out_dir``."""
+    from megatron.core.datasets.indexed_dataset import IndexedDataset
+
+    if shard != SHARD:
+        raise UserError(f"llama31_8b: unknown shard {shard!r}; known: {SHARD}")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    documents = {}
+    for prefix in PREFIXES:
+        source = inputs["data"] / prefix
+        try:
+            dataset = IndexedDataset(str(source))
+        except Exception as err:  # noqa: BLE001 - any reader failure is a bad dataset, said in one line
+            raise UserError(f"{source}.idx/.bin: not a Megatron indexed dataset megatron-core can read: {err}") from None
+        documents[prefix] = {"documents": len(dataset), "tokens": int(dataset.sequence_lengths.sum())}
+        for suffix in ("bin", "idx"):
+            _link_or_copy(Path(f"{source}.{suffix}"), out_dir / f"{prefix}.{suffix}")
+    summary = {"scale": scale, "datasets": documents}
+    (out_dir / "prepared.json").write_text(json.dumps(summary, indent=2))
+    return summary
