@@ -1,19 +1,19 @@
 """Tiny-tier hyperparameters of llama31_8b: the reference's optimiser and schedule on a 2-layer Llama.
 
-Reference values (small_llm_pretraining/nemo at aa344c7; see NOTES-reference-llama31_8b.md on this branch):
-AdamW beta 0.9/0.95, eps 1e-5, weight decay 0.1, clip 1.0, linear warm-up then cosine to 0.1 x the peak
-over max_steps 1,200,000 (decay = max_steps - warm-up), sequence 8192, global batch 32, evaluation of
-1024 sequences every 12,288.
+Reference values (small_llm_pretraining/nemo at aa344c7; NOTES-reference-llama31_8b.md): AdamW beta
+0.9/0.95, eps 1e-5, weight decay 0.1, clip 1.0, linear warm-up then cosine to 0.1 x the peak over
+max_steps 1,200,000 (decay = max_steps - warm-up), sequence 8192, global batch 32, evaluation of 1024
+sequences every 12,288.
 """
 
 from __future__ import annotations
 
 from mlperf_logging.mllog import constants
 
-from mlperf_wf.hyperparameters import TinyHyperparameters
+from mlperf_wf.language_models.causal_trainer import CausalLMHyperparameters
 
 
-class Hyperparameters(TinyHyperparameters):
+class Hyperparameters(CausalLMHyperparameters):
     """Pretraining of a tiny Llama on the Markov C4 stand-in."""
 
     sequence_length: int = 128
@@ -27,17 +27,9 @@ class Hyperparameters(TinyHyperparameters):
     warmup_steps: int = 20
     """Linear warm-up steps (reference 512 = 16384 // GBS)."""
     max_steps: int = 1_200_000
-    """Schedule horizon and step budget (closed rule 1,200,000; the run stops at the target long before)."""
-    adam_beta1: float = 0.9
-    """AdamW beta 1 (closed rule 0.9)."""
-    adam_beta2: float = 0.95
-    """AdamW beta 2 (closed rule 0.95)."""
-    adam_epsilon: float = 1e-5
-    """AdamW epsilon (closed rule 1e-5)."""
-    weight_decay: float = 0.1
-    """AdamW weight decay (closed rule 0.1)."""
-    gradient_clip_norm: float = 1.0
-    """Gradient clipping (closed rule 1.0)."""
+    """Step budget (closed rule 1,200,000; the run stops at the target long before)."""
+    decay_steps: int = 1_200_000 - 20
+    """Cosine decay steps (closed rule: max_steps - warm-up)."""
     eval_every_samples: int = 800
     """Evaluate after this many training sequences (reference 12,288)."""
     eval_sequences: int = 256
@@ -51,20 +43,8 @@ class Hyperparameters(TinyHyperparameters):
 
     def mllog(self, world_size: int) -> dict[str, object]:
         return {
-            constants.GLOBAL_BATCH_SIZE: self.global_batch_size,
+            **self.optimizer_mllog("opt_adamw"),
             "micro_batch_size": self.global_batch_size,  # one process: the trainer refuses more
-            constants.GRADIENT_ACCUMULATION_STEPS: 1,
-            "max_sequence_length": self.sequence_length,
             constants.OPT_NAME: "adamw",
-            constants.OPT_BASE_LR: self.learning_rate,
-            "opt_end_learning_rate": self.learning_rate * self.end_learning_rate_fraction,
-            "opt_learning_rate_warmup_steps": self.warmup_steps,
-            "opt_learning_rate_decay_steps": self.max_steps - self.warmup_steps,
-            "opt_learning_rate_decay_schedule": "cosine with linear warmup",
-            "opt_adamw_beta_1": self.adam_beta1,
-            "opt_adamw_beta_2": self.adam_beta2,
-            "opt_adamw_epsilon": self.adam_epsilon,
-            constants.OPT_ADAMW_WEIGHT_DECAY: self.weight_decay,
-            constants.OPT_GRADIENT_CLIP_NORM: self.gradient_clip_norm,
             "max_steps": self.max_steps,
         }

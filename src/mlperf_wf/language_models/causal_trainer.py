@@ -1,0 +1,150 @@
+"""The dense causal-LM tiny trainer the pretraining benchmarks share (llama31_8b, llama31_405b, gpt3).
+
+A benchmark's trainer builds its model (transformers' Llama or GPT class, fresh or from its starting
+checkpoint) and names its corpus files; this loop reads the prepared Megatron ``.bin``/``.idx`` pairs with
+megatron-core's ``IndexedDataset`` (the reader the references' GPTDataset uses), cuts the token stream into
+``sequence_length + 1`` windows in a seeded order, trains with AdamW under linear warm-up then cosine decay,
+and evaluates the mean cross-entropy in nats (the log perplexity the references log as eval_accuracy) on the
+first ``eval_sequences`` validation windows every ``eval_every_samples`` training sequences, until the
+target is met or ``max_steps`` is spent.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from mlperf_logging.mllog import constants
+
+from mlperf_wf.harness import TinyRun
+from mlperf_wf.hyperparameters import TinyHyperparameters
+from mlperf_wf.language_models.markov_corpus import windows
+
+
+class CausalLMHyperparameters(TinyHyperparameters):
+    """What every dense causal-LM tiny tier sets; the benchmark's subclass gives the defaults and the mllog keys."""
+
+    sequence_length: int
+    """Tokens per training sequence."""
+    global_batch_size: int
+    """Sequences per optimizer step (one process: no accumulation)."""
+    learning_rate: float
+    """Peak learning rate."""
+    end_learning_rate_fraction: float
+    """Cosine floor as a fraction of the peak."""
+    warmup_steps: int
+    """Linear warm-up steps."""
+    max_steps: int
+    """Step budget: the run stops there (aborted) if the target is not met."""
+    decay_steps: int
+    """Cosine decay steps after the warm-up (the schedule reaches its floor there)."""
+    adam_beta1: float = 0.9
+    """AdamW beta 1."""
+    adam_beta2: float = 0.95
+    """AdamW beta 2."""
+    adam_epsilon: float = 1e-5
+    """AdamW epsilon."""
+    weight_decay: float = 0.1
+    """AdamW weight decay."""
+    gradient_clip_norm: float = 1.0
+    """Gradient clipping (global L2 norm)."""
+    eval_every_samples: int
+    """Evaluate after this many training sequences."""
+    eval_sequences: int
+    """Validation sequences per evaluation (each of sequence_length tokens)."""
+
+    def learning_rate_factor(self, step: int) -> float:
+        """The multiplier of the peak learning rate at optimizer step ``step`` (0-based)."""
+        if step < self.warmup_steps:
+            return (step + 1) / self.warmup_steps
+        progress = min(1.0, (step - self.warmup_steps) / self.decay_steps)
+        floor = self.end_learning_rate_fraction
+        return floor + (1 - floor) * 0.5 * (1.0 + math.cos(math.pi * progress))
+
+    def optimizer_mllog(self, key_prefix: str) -> dict[str, object]:
+        """The optimizer and schedule keys, with the round's spelling of the Adam keys (``opt_adamw`` or ``opt_adam``)."""
+        return {
+            constants.GLOBAL_BATCH_SIZE: self.global_batch_size,
+            constants.GRADIENT_ACCUMULATION_STEPS: 1,
+            "max_sequence_length": self.sequence_length,
+            constants.OPT_BASE_LR: self.learning_rate,
+            "opt_end_learning_rate": self.learning_rate * self.end_learning_rate_fraction,
+            "opt_learning_rate_warmup_steps": self.warmup_steps,
+            "opt_learning_rate_decay_steps": self.decay_steps,
+            "opt_learning_rate_decay_schedule": "cosine with linear warmup",
+            f"{key_prefix}_beta_1": self.adam_beta1,
+            f"{key_prefix}_beta_2": self.adam_beta2,
+            f"{key_prefix}_epsilon": self.adam_epsilon,
+            f"{key_prefix}_weight_decay": self.weight_decay,
+            constants.OPT_GRADIENT_CLIP_NORM: self.gradient_clip_norm,
+        }
+
+
+@dataclass(frozen=True)
+class Corpus:
+    """The prepared indexed datasets a run reads (path prefixes without ``.bin``/``.idx``)."""
+
+    train_prefix: str
+    validation_prefix: str
+
+
+def log_perplexity(model: torch.nn.Module, batch: torch.Tensor) -> float:
+    """Mean cross-entropy per predicted token, in nats."""
+    model.eval()
+    total = 0.0
+    with torch.no_grad():
+        for start in range(0, len(batch), 64):
+            part = batch[start : start + 64]
+            logits = model(input_ids=part[:, :-1]).logits
+            total += torch.nn.functional.cross_entropy(logits.reshape(-1, logits.size(-1)), part[:, 1:].reshape(-1), reduction="sum").item()
+    model.train()
+    return total / (len(batch) * (batch.size(1) - 1))
+
+
+def train(run: TinyRun, hp: CausalLMHyperparameters, model: torch.nn.Module, corpus: Corpus, samples_at_start: int = 0) -> dict:
+    """Run to the target (or max_steps); the harness has logged the preamble and the hyperparameters.
+
+    ``samples_at_start``: training sequences already seen by a starting checkpoint (the sample counts the log
+    reports continue from there, as a resumed reference run's do)."""
+    if run.world_size > 1:
+        raise ValueError(f"the tiny {run.spec.benchmark} trainer runs one process (tiny_processes: 1)")
+    optimizer = torch.optim.AdamW(
+        model.parameters(), lr=hp.learning_rate, betas=(hp.adam_beta1, hp.adam_beta2), eps=hp.adam_epsilon, weight_decay=hp.weight_decay
+    )
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, hp.learning_rate_factor)
+    run.begin()
+
+    train_windows = windows(corpus.train_prefix, hp.sequence_length)
+    eval_windows = windows(corpus.validation_prefix, hp.sequence_length)[: hp.eval_sequences]
+    if len(eval_windows) < hp.eval_sequences:
+        raise ValueError(f"{corpus.validation_prefix}: {len(eval_windows)} validation windows of {hp.sequence_length}, eval_sequences is {hp.eval_sequences}")
+    order = torch.randperm(len(train_windows), generator=torch.Generator().manual_seed(run.spec.seed))
+    run.event(constants.TRAIN_SAMPLES, len(train_windows))
+    run.event(constants.EVAL_SAMPLES, len(eval_windows))
+    samples, next_eval, status, value, history = samples_at_start, samples_at_start + hp.eval_every_samples, constants.ABORTED, float("nan"), []
+    run.block_start(samples_count=samples)
+    for step in range(hp.max_steps):
+        start = (step * hp.global_batch_size) % (len(order) - hp.global_batch_size)
+        batch = train_windows[order[start : start + hp.global_batch_size]]
+        logits = model(input_ids=batch[:, :-1]).logits
+        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.size(-1)), batch[:, 1:].reshape(-1))
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), hp.gradient_clip_norm)
+        optimizer.step()
+        schedule.step()
+        optimizer.zero_grad()
+        samples += hp.global_batch_size
+        if samples >= next_eval:
+            next_eval += hp.eval_every_samples
+            run.block_stop(samples_count=samples)
+            run.eval_start(samples_count=samples)
+            value = log_perplexity(model, eval_windows)
+            run.eval_result(value, samples_count=samples)
+            history.append({"samples": samples, "log_perplexity": value})
+            if value <= run.spec.target:
+                status = constants.SUCCESS
+                break
+            run.block_start(samples_count=samples)
+    run.finish(status, samples_count=samples)
+    return {"status": status, "samples": samples, "log_perplexity": value, "seconds": run.seconds, "history": history}
