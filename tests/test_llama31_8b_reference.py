@@ -94,7 +94,9 @@ callback.on_train_end(trainer, None)
 def _require() -> None:
     if REFERENCE is None:
         pytest.skip("shared reference source (mlcommons/training aa344c7) not present")
-    ready = REFERENCE_PYTHON.exists() and subprocess.run([str(REFERENCE_PYTHON), "-c", "import lightning.pytorch, pytorch_lightning"], check=False).returncode == 0
+    ready = (
+        REFERENCE_PYTHON.exists() and subprocess.run([str(REFERENCE_PYTHON), "-c", "import lightning.pytorch, pytorch_lightning"], check=False).returncode == 0
+    )
     if not ready:
         message = f"Lightning is not in the reference venv {REFERENCE_PYTHON.parent.parent}: make .venv-reference/bin/activate"
         if os.environ.get("MLPERF_WF_REQUIRE_REFERENCE"):

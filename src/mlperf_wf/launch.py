@@ -191,10 +191,23 @@ def _mounts(bench: BenchmarkDef, paths: RunPaths, launch: Launch) -> list[tuple[
     for role in bench.roles_for("train"):
         chosen.append((str(paths.inputs[role].resolve()), mounts[role], "ro"))
     chosen.append((str(paths.result_file.parent.resolve()), mounts["results"], "rw"))
+    chosen += [(str(folder), bench.full.scratch[name].mount, "rw") for name, folder in scratch_folders(bench, paths).items()]
     if paths.output_cache is not None:
         cache = str(paths.output_cache.resolve())
         chosen.append((cache, cache, "ro"))
     return chosen + list(launch.extra_mounts)
+
+
+def scratch_folders(bench: BenchmarkDef, paths: RunPaths) -> dict[str, Path]:
+    """Host folder of each scratch area of a run: ``<run folder>/scratch/<name>``."""
+    return {name: paths.result_file.parent.resolve() / "scratch" / name for name in bench.full.scratch}
+
+
+def _make_folders(folders: list[Path], command: str) -> str:
+    """``command`` after creating the host folders it binds (Apptainer and pyxis refuse a missing one)."""
+    if not folders:
+        return command
+    return f"mkdir -p {' '.join(shlex.quote(str(folder)) for folder in folders)} && {command}"
 
 
 def docker_argv(
@@ -298,13 +311,14 @@ def full_scale(bench: BenchmarkDef, run: int, seed: int, paths: RunPaths, launch
     command = reference_command(bench, run, seed, paths, launch)
     mounts = _mounts(bench, paths, launch)
     image = image or bench.full.container
+    scratch = list(scratch_folders(bench, paths).values())
     if launch.launcher == "docker":
-        return shell_join(docker_argv(image.reference, workdir, mounts, env, launch.env_passthrough, command, gpus=True))
+        return _make_folders(scratch, shell_join(docker_argv(image.reference, workdir, mounts, env, launch.env_passthrough, command, gpus=True)))
     if launch.launcher == "apptainer":
         home = paths.result_file.parent.resolve() / "home"
         argv = apptainer_argv(image.apptainer_reference, workdir, mounts, env, launch.env_passthrough, command, str(home))
-        return f"mkdir -p {shlex.quote(str(home))} && {_join_keep_variables(argv)}"
-    return pyxis_script(bench, image.enroot_reference, mounts, env, launch.env_passthrough, command, launch, workdir)
+        return _make_folders([home, *scratch], _join_keep_variables(argv))
+    return _make_folders(scratch, pyxis_script(bench, image.enroot_reference, mounts, env, launch.env_passthrough, command, launch, workdir))
 
 
 def _local(bench: BenchmarkDef, run: int, seed: int, paths: RunPaths, launch: Launch, env: dict[str, str], workdir: str) -> str:

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Literal, TypeVar
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from mlperf_wf.errors import ConfigError, describe_validation_error
 
@@ -222,6 +222,24 @@ class Geometry(_Strict):
     """Host memory one node needs (GiB), requested from the scheduler; None: the partition's default for a whole node."""
 
 
+class ScratchArea(_Strict):
+    """A writable folder the reference needs at a fixed container path, one per run (under the run's folder)."""
+
+    mount: str
+    """Container path the reference writes to (absolute)."""
+    size_gb: float = Field(gt=0)
+    """How much it may hold at full scale (GB), as the reference says; the README repeats it."""
+    purpose: str
+    """What the reference keeps there, and the source that says so."""
+
+    @field_validator("mount")
+    @classmethod
+    def _absolute(cls, value: str) -> str:
+        if not value.startswith("/"):
+            raise ValueError(f"scratch mount is {value!r}; a container path starts with /")
+        return value
+
+
 class FullScale(_Strict):
     """How the reference implementation runs at full scale."""
 
@@ -244,6 +262,8 @@ class FullScale(_Strict):
     """per_node: the command is a launcher (accelerate, torchrun) started once per node; per_gpu: one process per GPU, ranks from SLURM."""
     env: dict[str, str] = Field(default_factory=dict)
     """Environment set inside the container."""
+    scratch: dict[str, ScratchArea] = Field(default_factory=dict)
+    """Name -> writable per-run folder mounted where the reference writes (index caches, its own output dirs)."""
 
 
 class TinyTier(_Strict):
