@@ -96,7 +96,12 @@ def test_full_plan_mounts_every_role_the_runs_read_and_requests_the_geometry(nam
     for role, dataset_id in bench.roles_for("train").items():
         assert f"{tmp_path}/resources/full/datasets/{dataset_id}:{bench.full.mounts[role]}:ro" in job.command
     assert f"{tmp_path}/resources/full/prepared/{name}:{bench.full.mounts['prepared']}:ro" in job.command
-    assert job.command.startswith(f"mlperf-wf preflight --benchmark {name} --image {bench.full.container.reference} --platform cpu-tiny || exit 2; docker run")
+    preflight = f"mlperf-wf preflight --benchmark {name} --image {bench.full.container.reference} --platform cpu-tiny || exit 2; "
+    assert job.command.startswith(preflight)
+    scratch = [f"{tmp_path}/results/{name}/runs/0/scratch/{area}" for area in bench.full.scratch]
+    assert job.command.removeprefix(preflight).startswith(f"mkdir -p {' '.join(scratch)} && docker run" if scratch else "docker run")
+    for area, folder in zip(bench.full.scratch.values(), scratch, strict=True):
+        assert f"-v {folder}:{area.mount} " in job.command
     geometry = bench.full.geometry
     assert job.resources.gres == f"gpu:{geometry.gpus_per_node}" and job.resources.runtime == geometry.walltime_minutes
     assert job.resources.tasks_per_gpu == 0, "SLURM must not start one copy per GPU"
@@ -121,7 +126,7 @@ def test_tiny_run_reads_its_roles_and_overrides(tmp_path):
 @pytest.mark.parametrize(
     ("changes", "message"),
     [
-        ({"full_geometry": {"llama2_70b_lorra": {"nodes": 2}}}, r"config: full_geometry\.llama2_70b_lorra: names no benchmark; known: llama2_70b_lora, rgat"),
+        ({"full_geometry": {"llama2_70b_lorra": {"nodes": 2}}}, r"config: full_geometry\.llama2_70b_lorra: names no benchmark; known: llama2_70b_lora, .*rgat"),
         (
             {"tiny_hyperparameters": {"rgat": {"lerning_rate": 0.1}}},
             r"config: tiny_hyperparameters\.rgat\.lerning_rate: unknown hyperparameter \(got 0\.1\); allowed: ",

@@ -135,6 +135,7 @@ def cmd_train(
         result_file=result,
         seed=seed,
         target=target.value,
+        target_comparison=target.comparison,
         ruleset=ruleset,
         submission=submission,
         config_filename=f"mlperf_wf/benchmarks/{benchmark}/hyperparameters.py",

@@ -24,6 +24,7 @@ from mlperf_logging.mllog import constants
 
 from mlperf_wf.errors import ConfigError
 from mlperf_wf.mllog_utils import RunLogger, Submission, clear_caches, rank_from_env
+from mlperf_wf.mlperf_rules import QualityTarget
 
 if TYPE_CHECKING:
     from mlperf_wf.hyperparameters import TinyHyperparameters
@@ -73,6 +74,12 @@ class RunSpec:
     """Input role -> folder, for every role the benchmark's runs read besides the prepared tree (e.g. ``checkpoint``)."""
     threads: int = 1
     """CPU threads for torch, per process."""
+    target_comparison: str = "<="
+    """How ``eval_accuracy`` must compare to ``target`` (the rules' own: <=, <, >= or >)."""
+
+    def reached(self, value: float) -> bool:
+        """Whether an evaluation result meets the target the way the rules compare it."""
+        return QualityTarget(self.target_comparison, self.target).reached(value)
 
     def input(self, role: str) -> Path:
         """The folder of input ``role``; a clear error when the job did not hand it over."""

@@ -142,7 +142,7 @@ def train(run: TinyRun, hp: CausalLMHyperparameters, model: torch.nn.Module, cor
             value = log_perplexity(model, eval_windows)
             run.eval_result(value, samples_count=samples)
             history.append({"samples": samples, "log_perplexity": value})
-            if value <= run.spec.target:
+            if run.spec.reached(value):
                 status = constants.SUCCESS
                 break
             run.block_start(samples_count=samples)

@@ -30,7 +30,7 @@ class Hyperparameters(CausalLMHyperparameters):
     """Step budget (closed rule 1,200,000; the run stops at the target long before)."""
     decay_steps: int = 1_200_000 - 20
     """Cosine decay steps (closed rule: max_steps - warm-up)."""
-    eval_every_samples: int = 800
+    eval_every_samples: int = 400
     """Evaluate after this many training sequences (reference 12,288)."""
     eval_sequences: int = 256
     """Validation sequences per evaluation (closed rule 1024 of 8192 tokens: not met at tiny size)."""
