@@ -40,7 +40,7 @@ class Hyperparameters(CausalLMHyperparameters):
     eval_sequences: int = 19
     """Validation windows of 2048 tokens per evaluation: all of the tiny validation subset (the reference
     evaluates its whole subset, --eval-iters -1)."""
-    init_checkpoint_step: int = 170
+    init_checkpoint_step: int = 190
     """Optimizer steps of this global batch the starting checkpoint stands for: ceil(its consumed samples /
     global_batch_size), as the reference logs it (training.py:138); the trainer refuses a checkpoint that
     says otherwise."""
