@@ -28,9 +28,7 @@ TRAIN_PREFIXES = ("c4_en_6_c4_spm_text_document", "c4_en_7_c4_spm_text_document"
 """The two training shards of the blend (run_gpt3.sh:29-30)."""
 VALIDATION_PREFIX = "c4_en_validation_subset_c4_spm_text_document"
 """The validation subset (run_gpt3.sh:32)."""
-SHAPE = markov_corpus.CorpusShape(
-    symbols=tokenizer.SYMBOLS, successors=16, train_documents=1000, validation_documents=40, document_tokens=(500, 1500)
-)
+SHAPE = markov_corpus.CorpusShape(symbols=tokenizer.SYMBOLS, successors=16, train_documents=1000, validation_documents=40, document_tokens=(500, 1500))
 """About 1 M training and 40 k validation tokens: the training windows of 2049 tokens are never repeated by a run."""
 
 

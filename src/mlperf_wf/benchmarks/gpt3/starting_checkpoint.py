@@ -49,7 +49,7 @@ PRETRAIN_WARMUP = 20
 """Pretraining warm-up steps."""
 
 
-def model_config(vocab_size: int):  # noqa: ANN201 - transformers is imported lazily
+def model_config(vocab_size: int):
     """A GPT-3-family config at tiny width: no dropout (the reference's --attention-dropout/--hidden-dropout 0)."""
     from transformers import GPT2Config
 

@@ -66,7 +66,7 @@ def load(folder: Path) -> dict[str, int]:
     return vocab
 
 
-def build():  # noqa: ANN201 - transformers is imported lazily
+def build():
     """The files as a Hugging Face GPT-2 tokenizer (the tiny corpus is tokenized with it)."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast

@@ -4,6 +4,7 @@ on the Megatron-format C4 stand-in to the real target (the shared loop of ``lang
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import torch
 
@@ -36,7 +37,7 @@ class TokenProgress(causal_trainer.SamplesProgress):
         return {"epoch_num": self.tokens(samples)}
 
 
-def load_checkpoint(folder, hp: Hyperparameters) -> tuple[torch.nn.Module, int]:  # noqa: ANN001 - a Path
+def load_checkpoint(folder: Path, hp: Hyperparameters) -> tuple[torch.nn.Module, int]:
     """The starting model and the samples it has consumed; refuses one whose step or shape the run would misreport."""
     state = starting_checkpoint.read_state(folder)
     step = math.ceil(state["consumed_samples"] / hp.global_batch_size)
