@@ -37,19 +37,14 @@ class Hyperparameters(CausalLMHyperparameters):
     """Adam epsilon (closed rule: 1e-8; Megatron's --adam-eps default)."""
     eval_every_samples: int = 10
     """Evaluate after this many training sequences (reference 24,576)."""
-    eval_sequences: int = 19
+    eval_sequences: int = 20
     """Validation windows of 2048 tokens per evaluation: all of the tiny validation subset (the reference
-    evaluates its whole subset, --eval-iters -1)."""
+    evaluates its whole subset, --eval-iters -1). The model's shape is the starting checkpoint's
+    (starting_checkpoint.py), as a resumed reference run's is."""
     init_checkpoint_step: int = 190
     """Optimizer steps of this global batch the starting checkpoint stands for: ceil(its consumed samples /
     global_batch_size), as the reference logs it (training.py:138); the trainer refuses a checkpoint that
     says otherwise."""
-    hidden_size: int = 64
-    """Model width (GPT-3 175B: 12288)."""
-    layers: int = 2
-    """Transformer blocks (175B: 96)."""
-    heads: int = 4
-    """Attention heads (175B: 96)."""
 
     @model_validator(mode="after")
     def _resumes_past_the_warm_up(self) -> Hyperparameters:
