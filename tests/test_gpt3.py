@@ -94,31 +94,36 @@ def test_a_checkpoint_with_another_step_is_refused(mirrors):
         trainer.load_checkpoint(mirrors["checkpoint"], hp)
 
 
-def test_shuffled_tokens_from_the_checkpoint_do_not_reach_the_target(mirrors):
-    """Baseline 2: the runs' optimiser, learning rate and step budget of a typical run, on training windows whose
-    tokens are shuffled (the unigram statistics kept, the transitions destroyed): the validation log perplexity
-    never reaches 2.69 (it rises), while the real run reaches it (make demo; test_workflow)."""
+def _continue(mirrors: dict[str, Path], windows: torch.Tensor, steps: int) -> float:
+    """The runs' optimiser, learning rate and resumed schedule for ``steps`` sequences from the checkpoint; the
+    validation log perplexity after them."""
     hp = Hyperparameters()
     torch.manual_seed(0)
     model, _ = trainer.load_checkpoint(mirrors["checkpoint"], hp)
-    train = torch.cat([causal_trainer.windows(str(mirrors["data"] / prefix), hp.sequence_length) for prefix in c4_corpus.TRAIN_PREFIXES])
-    shuffled = train.flatten()[torch.randperm(train.numel(), generator=torch.Generator().manual_seed(0))].reshape(train.shape)
-    validation = causal_trainer.windows(str(mirrors["data"] / c4_corpus.VALIDATION_PREFIX), hp.sequence_length)
-    before = causal_trainer.log_perplexity(model, validation)
-    optimizer = torch.optim.AdamW(
-        model.parameters(), lr=hp.learning_rate, betas=(hp.adam_beta1, hp.adam_beta2), eps=hp.adam_epsilon, weight_decay=hp.weight_decay
-    )
+    betas = (hp.adam_beta1, hp.adam_beta2)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=hp.learning_rate, betas=betas, eps=hp.adam_epsilon, weight_decay=hp.weight_decay)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, hp.learning_rate_factor)
-    for step in range(80):
-        batch = shuffled[step : step + 1]
+    for step in range(steps):
+        batch = windows[step : step + 1]
         logits = model(input_ids=batch[:, :-1]).logits
         torch.nn.functional.cross_entropy(logits.reshape(-1, logits.size(-1)), batch[:, 1:].reshape(-1)).backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), hp.gradient_clip_norm)
         optimizer.step()
         schedule.step()
         optimizer.zero_grad()
-    after = causal_trainer.log_perplexity(model, validation)
-    assert after > before > TARGET, (before, after)
+    validation = causal_trainer.windows(str(mirrors["data"] / c4_corpus.VALIDATION_PREFIX), hp.sequence_length)
+    return causal_trainer.log_perplexity(model, validation)
+
+
+def test_shuffled_tokens_from_the_checkpoint_do_not_reach_the_target(mirrors):
+    """Baseline 2: the same 70 steps from the checkpoint on the training windows reach 2.69 (and stay above
+    2.6), on the same windows with their tokens shuffled (unigram statistics kept, transitions destroyed)
+    they do not. Measured over 400 steps (the runs' max_steps), the shuffled run bottoms out near 2.704 at
+    about 100 steps and then rises (2.76 at 350; README)."""
+    train = torch.cat([causal_trainer.windows(str(mirrors["data"] / prefix), 2048) for prefix in c4_corpus.TRAIN_PREFIXES])
+    shuffled = train.flatten()[torch.randperm(train.numel(), generator=torch.Generator().manual_seed(0))].reshape(train.shape)
+    real, baseline = _continue(mirrors, train, 70), _continue(mirrors, shuffled, 70)
+    assert FLOOR < real <= TARGET < TARGET + 0.01 < baseline, (real, baseline)
 
 
 def test_the_schedule_resumes_at_the_checkpoints_step_at_the_rules_learning_rate():

@@ -1,7 +1,8 @@
 """Tiny-tier hyperparameters of gpt3: the reference's optimiser, sequence length and learning rate, resumed.
 
 Reference values (retired_benchmarks/gpt3/megatron-lm at aa344c7, run_gpt3.sh): Adam (Megatron's
-``adam`` is decoupled-weight-decay Adam) beta 0.9/0.95 (:85-86), eps 1e-8 (Megatron's default),
+``adam`` is apex's FusedAdam, decoupled weight decay: torch's AdamW) beta 0.9/0.95 (:85-86), eps 1e-8
+(arguments.py:497),
 weight decay 0.1 (:84), clip 1.0 (:83), sequence 2048 (:58), global batch 1536 (:11), LR 2e-5 to a
 minimum of 2e-6 (:12-13), cosine after linear warm-up over 407,040 samples, decay over 166,809,600
 samples (:63-67), evaluation every ceil(24576 / GBS) steps (:14) on the whole validation subset, resumed
