@@ -90,7 +90,8 @@ def test_plan_matches_its_golden_file(name, workdir):
 @pytest.mark.parametrize("name", registry.benchmark_names())
 def test_full_plan_mounts_every_role_the_runs_read_and_requests_the_geometry(name, workdir):
     tmp_path = workdir
-    plan = make_plan(tmp_path, scale="full")
+    # one node, so the default full-scale launcher is docker, whose command shows every mount
+    plan = make_plan(tmp_path, scale="full", full_geometry={name: {"nodes": 1}})
     bench = plan.bench(name)
     job = plan.train_job(name, 0)
     for role, dataset_id in bench.roles_for("train").items():
@@ -126,7 +127,10 @@ def test_tiny_run_reads_its_roles_and_overrides(tmp_path):
 @pytest.mark.parametrize(
     ("changes", "message"),
     [
-        ({"full_geometry": {"llama2_70b_lorra": {"nodes": 2}}}, r"config: full_geometry\.llama2_70b_lorra: names no benchmark; known: llama2_70b_lora, .*rgat"),
+        (
+            {"full_geometry": {"llama2_70b_lorra": {"nodes": 2}}},
+            r"config: full_geometry\.llama2_70b_lorra: names no benchmark; known: " + ", ".join(registry.benchmark_names()),
+        ),
         (
             {"tiny_hyperparameters": {"rgat": {"lerning_rate": 0.1}}},
             r"config: tiny_hyperparameters\.rgat\.lerning_rate: unknown hyperparameter \(got 0\.1\); allowed: ",

@@ -297,7 +297,8 @@ def full_scale(bench: BenchmarkDef, run: int, seed: int, paths: RunPaths, launch
     """The shell command of one full-scale run with the chosen backend (``image``: default the definition's)."""
     if launch.launcher not in LAUNCHERS:
         raise ConfigError(f"launcher is {launch.launcher!r}; allowed: {', '.join(LAUNCHERS)}")
-    if launch.nodes > 1 and not bench.full.multi_node_args:
+    # per_gpu: srun starts every rank on every node and each reads its rank from SLURM, so no launcher flags are needed
+    if launch.nodes > 1 and not bench.full.multi_node_args and bench.full.process_model != "per_gpu":
         raise ConfigError(f"{bench.name}: {launch.nodes} nodes requested, but its reference command runs on one node (no full.multi_node_args); set nodes: 1")
     if launch.nodes > 1 and launch.launcher in ("docker", "apptainer", "local"):
         raise ConfigError(f"{bench.name}: {launch.nodes} nodes need the pyxis launcher; {launch.launcher} runs on one node")

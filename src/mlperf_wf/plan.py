@@ -356,11 +356,13 @@ class Plan:
         geometry = self.bench(name).full.geometry
         override = self.settings.full_geometry.get(name, {})
         chosen = self.settings.launcher
+        nodes = int(override.get("nodes", geometry.nodes))
         if chosen == "auto":
-            chosen = "local" if self.scale == "tiny" else "docker"
+            # docker runs on one node: a run that spans several (gpt3's 8) goes through SLURM and pyxis
+            chosen = "local" if self.scale == "tiny" else "docker" if nodes == 1 else "pyxis"
         return launch.Launch(
             launcher=chosen,
-            nodes=int(override.get("nodes", geometry.nodes)),
+            nodes=nodes,
             gpus_per_node=int(override.get("gpus_per_node", geometry.gpus_per_node)),
             env_passthrough=self.settings.env_passthrough,
             tiny_processes=self.settings.tiny_processes,

@@ -81,11 +81,28 @@ class CausalLMHyperparameters(TinyHyperparameters):
         }
 
 
+class SamplesProgress:
+    """The progress metadata of the block/eval/run_stop events: ``samples_count`` (most LLM rounds)."""
+
+    def block_start(self, samples: int) -> dict[str, object]:
+        """Metadata of ``block_start`` of the block that starts after ``samples`` sequences."""
+        return {"samples_count": samples}
+
+    def block_stop(self, samples: int) -> dict[str, object]:
+        """Metadata of ``block_stop`` of the block that ends after ``samples`` sequences."""
+        return {"samples_count": samples}
+
+    def at(self, samples: int) -> dict[str, object]:
+        """Metadata of ``eval_start``/``eval_accuracy``/``eval_stop``/``run_stop`` after ``samples`` sequences."""
+        return {"samples_count": samples}
+
+
 @dataclass(frozen=True)
 class Corpus:
-    """The prepared indexed datasets a run reads (path prefixes without ``.bin``/``.idx``)."""
+    """The prepared indexed datasets a run reads (path prefixes without ``.bin``/``.idx``; several training
+    prefixes are a blend of equal weights, read one after the other, as gpt3's two C4 shards)."""
 
-    train_prefix: str
+    train_prefix: str | tuple[str, ...]
     validation_prefix: str
 
 
@@ -102,11 +119,20 @@ def log_perplexity(model: torch.nn.Module, batch: torch.Tensor) -> float:
     return total / (len(batch) * (batch.size(1) - 1))
 
 
-def train(run: TinyRun, hp: CausalLMHyperparameters, model: torch.nn.Module, corpus: Corpus, samples_at_start: int = 0) -> dict:
+def train(
+    run: TinyRun,
+    hp: CausalLMHyperparameters,
+    model: torch.nn.Module,
+    corpus: Corpus,
+    samples_at_start: int = 0,
+    progress: SamplesProgress | None = None,
+) -> dict:
     """Run to the target (or max_steps); the harness has logged the preamble and the hyperparameters.
 
     ``samples_at_start``: training sequences already seen by a starting checkpoint (the sample counts the log
-    reports continue from there, as a resumed reference run's do)."""
+    reports continue from there, as a resumed reference run's do). ``progress``: how the events name the
+    progress (default ``samples_count``; gpt3's round asks for ``epoch_num``)."""
+    progress = progress or SamplesProgress()
     if run.world_size > 1:
         raise ValueError(f"the tiny {run.spec.benchmark} trainer runs one process (tiny_processes: 1)")
     optimizer = torch.optim.AdamW(
@@ -115,7 +141,8 @@ def train(run: TinyRun, hp: CausalLMHyperparameters, model: torch.nn.Module, cor
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, hp.learning_rate_factor)
     run.begin()
 
-    train_windows = windows(corpus.train_prefix, hp.sequence_length)
+    train_prefixes = (corpus.train_prefix,) if isinstance(corpus.train_prefix, str) else corpus.train_prefix
+    train_windows = torch.cat([windows(prefix, hp.sequence_length) for prefix in train_prefixes])
     eval_windows = windows(corpus.validation_prefix, hp.sequence_length)[: hp.eval_sequences]
     if len(eval_windows) < hp.eval_sequences:
         raise ValueError(f"{corpus.validation_prefix}: {len(eval_windows)} validation windows of {hp.sequence_length}, eval_sequences is {hp.eval_sequences}")
@@ -123,7 +150,7 @@ def train(run: TinyRun, hp: CausalLMHyperparameters, model: torch.nn.Module, cor
     run.event(constants.TRAIN_SAMPLES, len(train_windows))
     run.event(constants.EVAL_SAMPLES, len(eval_windows))
     samples, next_eval, status, value, history = samples_at_start, samples_at_start + hp.eval_every_samples, constants.ABORTED, float("nan"), []
-    run.block_start(samples_count=samples)
+    run.block_start(**progress.block_start(samples))
     for step in range(hp.max_steps):
         start = (step * hp.global_batch_size) % (len(order) - hp.global_batch_size)
         batch = train_windows[order[start : start + hp.global_batch_size]]
@@ -137,14 +164,14 @@ def train(run: TinyRun, hp: CausalLMHyperparameters, model: torch.nn.Module, cor
         samples += hp.global_batch_size
         if samples >= next_eval:
             next_eval += hp.eval_every_samples
-            run.block_stop(samples_count=samples)
-            run.eval_start(samples_count=samples)
+            run.block_stop(**progress.block_stop(samples))
+            run.eval_start(**progress.at(samples))
             value = log_perplexity(model, eval_windows)
-            run.eval_result(value, samples_count=samples)
+            run.eval_result(value, **progress.at(samples))
             history.append({"samples": samples, "log_perplexity": value})
             if run.spec.reached(value):
                 status = constants.SUCCESS
                 break
-            run.block_start(samples_count=samples)
-    run.finish(status, samples_count=samples)
+            run.block_start(**progress.block_start(samples))
+    run.finish(status, **progress.at(samples))
     return {"status": status, "samples": samples, "log_perplexity": value, "seconds": run.seconds, "history": history}

@@ -1,0 +1,66 @@
+"""Data preparation for gpt3.
+
+MLCommons publishes the gpt3 C4 already tokenized with the benchmark's SentencePiece model as Megatron
+indexed datasets (``preprocessed_c4_spm/``: the output of the reference's own scripts/preprocess.sh and
+preprocess_val.sh, NeMo's ``preprocess_data_for_megatron.py``), and the reference reads those files as they
+are: ``--train-data-path 0.5 c4_en_6... 0.5 c4_en_7...`` and ``--valid-data-path 1.00 c4_en_validation_subset...``
+under ``COM_DIR`` (run_gpt3.sh:29-33, 73-74). Preparation therefore opens each pair with megatron-core's
+reader (which checks the ``.idx`` header, version and dtype) and hard-links the verified files into one shard
+(a symlink would dangle in a container that mounts only the prepared folder); Megatron builds its sample
+index at run time. The same at both scales: the tiny corpus is written in the same format. Re-running from
+the raw C4 (README.md:196-246) is the optional path the reference documents; it is not needed here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+from mlperf_wf.benchmarks.gpt3.c4_corpus import TRAIN_PREFIXES, VALIDATION_PREFIX
+from mlperf_wf.errors import UserError
+
+SHARD = "c4"
+PREFIXES = (*TRAIN_PREFIXES, VALIDATION_PREFIX)
+
+
+def shards(scale: str) -> list[str]:
+    """One shard: linking needs no splitting (the reference's numpy sample index is built at run time)."""
+    return [SHARD]
+
+
+def layout(scale: str) -> dict[str, str]:
+    """The folder the trainer and the reference's ``COM_DIR`` read."""
+    names = [f"{prefix}.{suffix}" for prefix in PREFIXES for suffix in ("bin", "idx")]
+    return {name: f"{SHARD}/{name}" for name in [*names, "prepared.json"]}
+
+
+def _link_or_copy(source: Path, target: Path) -> None:
+    target.unlink(missing_ok=True)
+    try:
+        os.link(source, target)
+    except OSError:  # another filesystem
+        shutil.copy2(source, target)
+
+
+def prepare_shard(shard: str, inputs: dict[str, Path], out_dir: Path, scale: str) -> dict:
+    """Check each indexed dataset with megatron-core's reader and link it into ``out_dir``."""
+    from megatron.core.datasets.indexed_dataset import IndexedDataset
+
+    if shard != SHARD:
+        raise UserError(f"gpt3: unknown shard {shard!r}; known: {SHARD}")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    documents = {}
+    for prefix in PREFIXES:
+        source = inputs["data"] / prefix
+        try:
+            dataset = IndexedDataset(str(source))
+        except Exception as err:
+            raise UserError(f"{source}.idx/.bin: not a Megatron indexed dataset megatron-core can read: {err}") from None
+        documents[prefix] = {"documents": len(dataset), "tokens": int(dataset.sequence_lengths.sum())}
+        for suffix in ("bin", "idx"):
+            _link_or_copy(Path(f"{source}.{suffix}"), out_dir / f"{prefix}.{suffix}")
+    summary = {"scale": scale, "datasets": documents}
+    (out_dir / "prepared.json").write_text(json.dumps(summary, indent=2))
+    return summary
