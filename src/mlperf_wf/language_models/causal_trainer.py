@@ -53,6 +53,9 @@ class CausalLMHyperparameters(TinyHyperparameters):
     """Evaluate after this many training sequences."""
     eval_sequences: int
     """Validation sequences per evaluation (each of sequence_length tokens)."""
+    first_eval_samples: int = 0
+    """Training sequences before the first evaluation (0 or less than eval_every_samples: after eval_every_samples);
+    llama31_405b skips its first evaluations as its reference does."""
 
     def learning_rate_factor(self, step: int) -> float:
         """The multiplier of the peak learning rate at optimizer step ``step`` (0-based)."""
@@ -87,6 +90,8 @@ class Corpus:
 
     train_prefix: str
     validation_prefix: str
+    more_train_prefixes: tuple[str, ...] = ()
+    """Further training datasets, concatenated with the first (a blend of equal-sized partitions in equal parts)."""
 
 
 def log_perplexity(model: torch.nn.Module, batch: torch.Tensor) -> float:
@@ -115,14 +120,14 @@ def train(run: TinyRun, hp: CausalLMHyperparameters, model: torch.nn.Module, cor
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, hp.learning_rate_factor)
     run.begin()
 
-    train_windows = windows(corpus.train_prefix, hp.sequence_length)
+    train_windows = torch.cat([windows(prefix, hp.sequence_length) for prefix in (corpus.train_prefix, *corpus.more_train_prefixes)])
     eval_windows = windows(corpus.validation_prefix, hp.sequence_length)[: hp.eval_sequences]
     if len(eval_windows) < hp.eval_sequences:
         raise ValueError(f"{corpus.validation_prefix}: {len(eval_windows)} validation windows of {hp.sequence_length}, eval_sequences is {hp.eval_sequences}")
     order = torch.randperm(len(train_windows), generator=torch.Generator().manual_seed(run.spec.seed))
     run.event(constants.TRAIN_SAMPLES, len(train_windows))
     run.event(constants.EVAL_SAMPLES, len(eval_windows))
-    samples, next_eval, status, value, history = samples_at_start, samples_at_start + hp.eval_every_samples, constants.ABORTED, float("nan"), []
+    samples, next_eval, status, value, history = samples_at_start, samples_at_start + max(hp.eval_every_samples, hp.first_eval_samples), constants.ABORTED, float("nan"), []
     run.block_start(samples_count=samples)
     for step in range(hp.max_steps):
         start = (step * hp.global_batch_size) % (len(order) - hp.global_batch_size)
