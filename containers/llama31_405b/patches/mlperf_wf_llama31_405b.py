@@ -39,6 +39,8 @@ RESULT_FILE_VARIABLE = "COMPLIANCE_FILE"
 """The run's result file inside the container (the workflow sets it for every run)."""
 REFERENCE_LOG = "/mlperf-outputs/mlperf_llama31_405b.log"
 """Where callbacks.py:36 sends the mllog output."""
+REFERENCE_STACK_OFFSET = 2
+"""``MLLogger(default_stack_offset=2)`` (callbacks.py:36): the frame mllog names in each line's metadata."""
 PATH_VARIABLES = {"/preproc_data": "MLPERF_WF_PREPROC_DATA", "/npy_index": "MLPERF_WF_NPY_INDEX", "/outputs": "MLPERF_WF_NEMO_OUTPUTS"}
 """Container path the reference hard-codes -> the variable that moves it."""
 
@@ -88,6 +90,9 @@ def patch_callbacks(callbacks: ModuleType) -> None:
         event = self.event
 
         def configured(*args: object, key: str, value: object = None, **kwargs: object) -> object:
+            if kwargs.get("stack_offset") is None:
+                # One frame more than the reference's logger expects (this one): the logged file and line stay callbacks.py's.
+                kwargs["stack_offset"] = REFERENCE_STACK_OFFSET + 1
             return event(*args, key=key, value=values.get(key, value), **kwargs)
 
         self.event = configured
