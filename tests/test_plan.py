@@ -90,7 +90,8 @@ def test_plan_matches_its_golden_file(name, workdir):
 @pytest.mark.parametrize("name", registry.benchmark_names())
 def test_full_plan_mounts_every_role_the_runs_read_and_requests_the_geometry(name, workdir):
     tmp_path = workdir
-    plan = make_plan(tmp_path, scale="full")
+    # One node: docker (the default launcher) runs one; llama31_405b's default geometry is its reference's 288 nodes.
+    plan = make_plan(tmp_path, scale="full", full_geometry={name: {"nodes": 1}})
     bench = plan.bench(name)
     job = plan.train_job(name, 0)
     for role, dataset_id in bench.roles_for("train").items():

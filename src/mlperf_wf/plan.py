@@ -65,7 +65,7 @@ class Settings:
     tiny_processes: int
     """Processes of one tiny run (torchrun when > 1)."""
     launcher: str
-    """auto, local, docker, apptainer or pyxis."""
+    """auto, local, docker, apptainer or pyxis (auto: local at tiny scale; at full scale docker on one node, pyxis on several)."""
     tiny_image: str
     """Image of a tiny run with the docker launcher."""
     env_passthrough: tuple[str, ...]
@@ -356,11 +356,13 @@ class Plan:
         geometry = self.bench(name).full.geometry
         override = self.settings.full_geometry.get(name, {})
         chosen = self.settings.launcher
+        nodes = int(override.get("nodes", geometry.nodes))
         if chosen == "auto":
-            chosen = "local" if self.scale == "tiny" else "docker"
+            # Several nodes (llama31_405b's reference geometry is 288) run only through pyxis, one container per node.
+            chosen = "local" if self.scale == "tiny" else ("pyxis" if nodes > 1 else "docker")
         return launch.Launch(
             launcher=chosen,
-            nodes=int(override.get("nodes", geometry.nodes)),
+            nodes=nodes,
             gpus_per_node=int(override.get("gpus_per_node", geometry.gpus_per_node)),
             env_passthrough=self.settings.env_passthrough,
             tiny_processes=self.settings.tiny_processes,

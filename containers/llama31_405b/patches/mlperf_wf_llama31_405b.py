@@ -15,7 +15,10 @@ The reference's files are not edited. What changes, and why:
    detach=True)``, line 536). The workflow already holds the allocation and starts the container on each node,
    so ``SlurmExecutor`` becomes NeMo-Run's ``LocalExecutor`` with the torchrun launcher and the same tasks per
    node (the script's ``launcher = None`` keeps torchrun), and ``Experiment.run`` waits for the jobs
-   (``detach=False``) so the result file is complete when the command returns.
+   (``detach=False``) so the result file is complete when the command returns. On several nodes (the workflow
+   starts one container per node and sets ``MLPERF_WF_NNODES``/``_NODE_RANK``/``_MASTER_ADDR``/``_MASTER_PORT``),
+   torchrun gets them through its own environment variables (``PET_NNODES``, ``PET_NODE_RANK``,
+   ``PET_MASTER_ADDR``, ``PET_MASTER_PORT``), and the executor the node count.
 4. **Paths the reference hard-codes point into the run's mounts.** ``/preproc_data`` (the dataset,
    ``pretrain_llama31.py:215-226``) becomes ``MLPERF_WF_PREPROC_DATA``; ``/npy_index`` (NeMo's run-time sample
    index, line 237, ">400GB" per config.sh:40-42) becomes ``MLPERF_WF_NPY_INDEX``; the recipe's ``/outputs``
@@ -122,13 +125,25 @@ def local_executor(nemo_run: ModuleType):
         for name in ("ntasks_per_node", "nodes"):
             if name in kwargs:
                 setattr(executor, name, kwargs[name])
+        if hasattr(executor, "env_vars") and isinstance(executor.env_vars, dict):
+            executor.env_vars.update(torchrun_environment())
         return executor
 
     return make
 
 
+MULTI_NODE_VARIABLES = {"MLPERF_WF_NNODES": "PET_NNODES", "MLPERF_WF_NODE_RANK": "PET_NODE_RANK", "MLPERF_WF_MASTER_ADDR": "PET_MASTER_ADDR", "MLPERF_WF_MASTER_PORT": "PET_MASTER_PORT"}
+"""The workflow's multi-node values -> the torchrun environment variables that carry them."""
+
+
+def torchrun_environment() -> dict[str, str]:
+    """torchrun's ``PET_*`` variables for this node, from the workflow's multi-node values (empty on one node)."""
+    return {pet: os.environ[ours] for ours, pet in MULTI_NODE_VARIABLES.items() if os.environ.get(ours)}
+
+
 def patch_nemo_run(nemo_run: ModuleType) -> None:
     """Local execution in the workflow's allocation (part 3 of the module docstring)."""
+    os.environ.update(torchrun_environment())  # inherited by the torchrun NeMo-Run starts
     nemo_run.SlurmExecutor = local_executor(nemo_run)
     nemo_run.SSHTunnel = lambda **kwargs: None
     original_run = nemo_run.Experiment.run
