@@ -58,8 +58,12 @@ def generate(out_dir: Path, seed: int) -> list[Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
     matrix = markov_corpus.transitions(seed, SHAPE)
     rng = np.random.default_rng(seed + 1)
+    counts = documents_per_file()
+    # One draw of every document (documents are independent), then split in file order.
+    remaining = markov_corpus.documents(matrix, sum(counts.values()), SHAPE.document_tokens, rng)
     written: list[Path] = []
-    for prefix, count in documents_per_file().items():
-        texts = [" ".join(symbol_tokenizer.symbol(s) for s in doc) for doc in markov_corpus.documents(matrix, count, SHAPE.document_tokens, rng)]
+    for prefix, count in counts.items():
+        chosen, remaining = remaining[:count], remaining[count:]
+        texts = [" ".join(symbol_tokenizer.symbol(s) for s in doc) for doc in chosen]
         written += markov_corpus.write_indexed(out_dir / prefix, encoder(texts, add_special_tokens=False)["input_ids"])
     return sorted(written)
