@@ -55,7 +55,10 @@ def test_the_logged_hyperparameters_are_the_ones_the_loop_uses():
 @pytest.fixture(scope="module")
 def mirrors(tmp_path_factory):
     root = tmp_path_factory.mktemp("mirror")
-    return {dataset: generate_tiny_mirror(load_dataset(dataset), root / dataset) for dataset in ("c4_mixtral_8x22b_preprocessed", "mixtral_8x22b_tokenizer", "llama31_405b_checkpoint")}
+    return {
+        dataset: generate_tiny_mirror(load_dataset(dataset), root / dataset)
+        for dataset in ("c4_mixtral_8x22b_preprocessed", "mixtral_8x22b_tokenizer", "llama31_405b_checkpoint")
+    }
 
 
 @pytest.fixture(scope="module")
@@ -110,7 +113,9 @@ def _evaluate(model, corpus) -> float:
 
 def _train(model, windows: torch.Tensor, steps: int) -> None:
     torch.manual_seed(0)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=HP.learning_rate, betas=(HP.adam_beta1, HP.adam_beta2), eps=HP.adam_epsilon, weight_decay=HP.weight_decay)
+    optimizer = torch.optim.AdamW(
+        model.parameters(), lr=HP.learning_rate, betas=(HP.adam_beta1, HP.adam_beta2), eps=HP.adam_epsilon, weight_decay=HP.weight_decay
+    )
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, HP.learning_rate_factor)
     order = torch.randperm(len(windows))
     for step in range(steps):

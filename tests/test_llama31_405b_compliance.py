@@ -142,13 +142,13 @@ def _definition(tmp_path: Path, **tiny: object) -> Path:
 
 def test_a_declaration_for_a_closed_tiny_tier_is_a_config_error(tmp_path):
     path = _definition(tmp_path, division="closed", open_rules_not_met={"eval_samples": "too many tokens"})
-    with pytest.raises(ConfigError, match="open_rules_not_met is given .* but tiny.division is closed"):
+    with pytest.raises(ConfigError, match=r"open_rules_not_met is given .* but tiny.division is closed"):
         parse_benchmark_file(path, "llama31_405b")
 
 
 def test_a_declared_key_the_open_rules_do_not_check_is_a_config_error(tmp_path):
     path = _definition(tmp_path, division="open", closed_rules_not_met=["x: y"], open_rules_not_met={"opt_base_learning_rate": "why"})
-    with pytest.raises(ConfigError, match="'opt_base_learning_rate' is not a key the 6.0.0 open rules of llama31_405b check; allowed: .*eval_samples"):
+    with pytest.raises(ConfigError, match=r"'opt_base_learning_rate' is not a key the 6.0.0 open rules of llama31_405b check; allowed: .*eval_samples"):
         parse_benchmark_file(path, "llama31_405b")
 
 

@@ -45,8 +45,8 @@ def test_the_references_288_node_plan_matches_its_golden_file(workdir):  # noqa:
 
 
 def test_full_scale_dry_run_lists_the_three_train_jobs(tmp_path):
-    workdir = new_workdir(tmp_path / "full")
-    proc = snakemake(workdir, "-n", f"results/{NAME}/report.json", "--config", "scale=full")
+    folder = new_workdir(tmp_path / "full")
+    proc = snakemake(folder, "-n", f"results/{NAME}/report.json", "--config", "scale=full")
     counts = job_counts(proc.stdout)
     assert counts["train"] == 3 and counts["check_compliance"] == 3 and counts["preprocess_shard"] == 3
     out = proc.stdout

@@ -187,7 +187,7 @@ def test_hooked_reference_callbacks_log_to_the_result_file_with_the_configured_v
 @needs_reference
 def test_without_the_hooks_the_reference_logs_to_its_hard_coded_folder(tmp_path):
     done = run_callbacks(tmp_path, False, {})
-    assert done.returncode != 0 and "/mlperf-outputs" in done.stderr  # the folder run_llama31.sh creates (line 123)
+    assert done.returncode != 0 and "/mlperf-outputs" in done.stderr  # the folder run_llama31.sh creates (line 118)
 
 
 def test_the_hard_coded_paths_move_only_when_their_variable_is_set(monkeypatch):

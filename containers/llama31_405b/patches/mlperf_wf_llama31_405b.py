@@ -3,7 +3,7 @@ applied at import by ``containers/hooks/sitecustomize.py`` in every process of a
 The reference's files are not edited. What changes, and why:
 
 1. **The log goes to the run's result file.** ``callbacks.py:36,61`` configures mllog at import with the
-   hard-coded ``/mlperf-outputs/mlperf_llama31_405b.log`` (``run_llama31.sh:122-123`` creates the folder):
+   hard-coded ``/mlperf-outputs/mlperf_llama31_405b.log`` (``run_llama31.sh:118`` creates the folder):
    every run made in a container appends to one file, and the import fails where the folder does not exist.
    With ``COMPLIANCE_FILE`` set (the workflow sets it for every run), mllog writes there instead.
 2. **The submission values come from the workflow's config.** ``MLLogger.submission_info``
@@ -132,7 +132,12 @@ def local_executor(nemo_run: ModuleType):
     return make
 
 
-MULTI_NODE_VARIABLES = {"MLPERF_WF_NNODES": "PET_NNODES", "MLPERF_WF_NODE_RANK": "PET_NODE_RANK", "MLPERF_WF_MASTER_ADDR": "PET_MASTER_ADDR", "MLPERF_WF_MASTER_PORT": "PET_MASTER_PORT"}
+MULTI_NODE_VARIABLES = {
+    "MLPERF_WF_NNODES": "PET_NNODES",
+    "MLPERF_WF_NODE_RANK": "PET_NODE_RANK",
+    "MLPERF_WF_MASTER_ADDR": "PET_MASTER_ADDR",
+    "MLPERF_WF_MASTER_PORT": "PET_MASTER_PORT",
+}
 """The workflow's multi-node values -> the torchrun environment variables that carry them."""
 
 

@@ -127,7 +127,8 @@ def train(run: TinyRun, hp: CausalLMHyperparameters, model: torch.nn.Module, cor
     order = torch.randperm(len(train_windows), generator=torch.Generator().manual_seed(run.spec.seed))
     run.event(constants.TRAIN_SAMPLES, len(train_windows))
     run.event(constants.EVAL_SAMPLES, len(eval_windows))
-    samples, next_eval, status, value, history = samples_at_start, samples_at_start + max(hp.eval_every_samples, hp.first_eval_samples), constants.ABORTED, float("nan"), []
+    samples, status, value, history = samples_at_start, constants.ABORTED, float("nan"), []
+    next_eval = samples_at_start + max(hp.eval_every_samples, hp.first_eval_samples)
     run.block_start(samples_count=samples)
     for step in range(hp.max_steps):
         start = (step * hp.global_batch_size) % (len(order) - hp.global_batch_size)

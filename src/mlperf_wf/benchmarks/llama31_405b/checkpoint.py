@@ -2,7 +2,7 @@
 
 The reference starts from Meta's Llama 3.1 405B (BF16) converted to a NeMo checkpoint: a folder with
 ``context/`` (the model's configuration) and ``weights/`` (the tensors) (config.sh:46-52, README.md:228-254),
-restored weights-only with ``USE_CKPT=1 FROM_HF=1`` (run_llama31.sh:80-85 -> ``--use_ckpt --resume_from_hf``;
+restored weights-only with ``USE_CKPT=1 FROM_HF=1`` (run_llama31.sh:82-87 -> ``--use_ckpt --resume_from_hf``;
 pretrain_llama31.py:474-485). MLCommons hosts it for members only (README.md:127-129).
 
 The stand-in keeps the layout: ``context/config.json`` is a Hugging Face ``LlamaConfig`` of a tiny Llama 3.1
