@@ -196,7 +196,7 @@ def test_a_benchmark_is_only_its_own_files(tmp_path):
     catalog.write_text(catalog.read_text().split("\ntiny:")[0] + "\n")
     env = {"PYTHONPATH": str(project / "src"), "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin"}
     check = subprocess.run([sys.executable, "-m", "mlperf_wf", "check"], cwd=project, env=env, capture_output=True, text=True, check=False)
-    assert check.returncode == 0 and "1 benchmarks and" in check.stdout, check.stderr
+    assert check.returncode == 0 and f"{len(registry.benchmark_names()) - 1} benchmarks and" in check.stdout, check.stderr
     dry = subprocess.run(
         [sys.executable, "-m", "snakemake", "-s", str(project / "workflow/Snakefile"), "-n", "--config", "runs=1"],
         cwd=project,
