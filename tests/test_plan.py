@@ -122,7 +122,10 @@ def test_tiny_run_reads_its_roles_and_overrides(tmp_path):
 @pytest.mark.parametrize(
     ("changes", "message"),
     [
-        ({"full_geometry": {"llama2_70b_lorra": {"nodes": 2}}}, r"config: full_geometry\.llama2_70b_lorra: names no benchmark; known: llama2_70b_lora, (\w+, )*rgat"),
+        (
+            {"full_geometry": {"llama2_70b_lorra": {"nodes": 2}}},
+            r"config: full_geometry\.llama2_70b_lorra: names no benchmark; known: llama2_70b_lora, (\w+, )*rgat",
+        ),
         (
             {"tiny_hyperparameters": {"rgat": {"lerning_rate": 0.1}}},
             r"config: tiny_hyperparameters\.rgat\.lerning_rate: unknown hyperparameter \(got 0\.1\); allowed: ",
