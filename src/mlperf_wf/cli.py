@@ -160,8 +160,18 @@ def cmd_check(import_modules: bool) -> int:
     return 2 if problems else 0
 
 
-def cmd_compliance(result: Path | str | None, ruleset: str, out: Path) -> None:
-    """Run the official compliance checker on ``result``; fail unless it passed (or only missed the target).
+def declared_open_rules(benchmark: str | None, scale: str | None) -> dict[str, str] | None:
+    """The open rules a benchmark's tiny tier declares it does not meet (``tiny.open_rules_not_met``); None at full scale."""
+    from mlperf_wf.registry import load_benchmark
+
+    if benchmark is None or scale != "tiny":
+        return None
+    return dict(load_benchmark(benchmark).tiny.open_rules_not_met) or None
+
+
+def cmd_compliance(result: Path | str | None, ruleset: str, out: Path, benchmark: str | None = None, scale: str | None = None) -> None:
+    """Run the official compliance checker on ``result``; fail unless it passed (or only missed the target, or
+    failed only on the open rules the benchmark's tiny tier declares it does not meet: ``passed_except_declared``).
 
     The verdict is written to ``out`` whatever happens, also when the checker itself crashed on the log.
     """
@@ -170,7 +180,7 @@ def cmd_compliance(result: Path | str | None, ruleset: str, out: Path) -> None:
     if result is None:
         raise UserError("compliance: give the result file (RESULT or --result RESULT)")
     result = Path(result)
-    verdict = compliance_mod.check(result, ruleset)
+    verdict = compliance_mod.check(result, ruleset, declared=declared_open_rules(benchmark, scale))
     compliance_mod.write(verdict, out)
     if verdict.verdict == "failed":
         detail = "; ".join(verdict.problems or verdict.messages[:3]) or f"checker exit code {verdict.returncode}"
@@ -201,6 +211,7 @@ def cmd_report(
         required=rules.required_runs(bench.submission_benchmark),
         results=results,
         verdicts=[compliance_mod.read(v).verdict for v in verdicts],
+        declared=declared_open_rules(benchmark, scale),
         provenance=[json.loads(p.read_text()) for p in provenance] if provenance else None,
     )
     report_mod.write(report, out)
@@ -420,6 +431,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--result", type=Path, dest="result", default=None, help="the result file (instead of the positional RESULT)")
     p.add_argument("--ruleset", required=True)
     p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--benchmark", help="workflow benchmark name: with --scale tiny, its tiny tier's declared open rules apply")
+    p.add_argument("--scale", choices=["tiny", "full"])
 
     p = sub.add_parser("score", help="official time-to-train scores of any log folder")
     p.add_argument(
@@ -483,7 +496,7 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "preflight":
             cmd_preflight(args.benchmark, args.image, args.platform)
         elif args.command == "compliance":
-            cmd_compliance(args.result, args.ruleset, args.out)
+            cmd_compliance(args.result, args.ruleset, args.out, args.benchmark, args.scale)
         elif args.command == "score":
             return cmd_score(args.path, args.ruleset, args.json_out, args.csv_out, args.jobs, args.rcp_bypass)
         elif args.command == "report":

@@ -9,6 +9,13 @@ let one such run be dropped as the slowest, so it must reach the report rather
 than stop the workflow. Any other failure is ``failed``; a log without a
 ``run_stop`` at all is ``failed`` too (the run ended without logging one).
 
+A tiny tier that cannot meet some of its round's OPEN rules either (llama31_405b's open rules fix
+``max_sequence_length`` and ``eval_samples``) declares them in its definition
+(``tiny.open_rules_not_met``). The checker still runs unmodified and its messages and exit code are
+kept as they are; when every complaint is a failed CHECK of a declared key, the run stopped with
+``success`` and nothing else is wrong, the verdict is ``passed_except_declared`` (never ``passed``),
+its ``problems`` naming each declared rule and why. Any other complaint keeps ``failed``.
+
 Logs the workflow did not write (reference implementations' console logs) can
 crash the checker itself, e.g. ``KeyError: 'time_ms'`` on lines without a
 timestamp. A crash is never passed on: the log is read here as well, and the
@@ -49,7 +56,8 @@ class ComplianceResult:
     result_file: str
     ruleset: str
     verdict: str
-    """passed, non_converged (compliant, target not reached) or failed."""
+    """passed, passed_except_declared (the checker failed only on the tiny tier's declared open rules, target
+    met), non_converged (compliant, target not reached) or failed."""
     returncode: int
     messages: list[str]
     """The checker's own messages, one per complaint; for a checker crash, what in the log caused it and the crash."""
@@ -132,13 +140,42 @@ def _only_target_missed(messages: list[str]) -> bool:
     return bool(complaints) and all(m.strip().startswith(TARGET_CHECK) for m in complaints)
 
 
-def classify(passed: bool, messages: list[str], run_stops: list[str | None]) -> str:
-    """passed; non_converged when the run stopped with a status other than success and the target checks are all that failed; else failed."""
+PASSED_EXCEPT_DECLARED = "passed_except_declared"
+"""The verdict of a run whose only complaints are failed CHECKs of keys its tiny tier declares it cannot meet."""
+REACHED_TARGET = ("passed", PASSED_EXCEPT_DECLARED)
+"""Verdicts of runs that count as having reached the target (scored, packaged)."""
+
+
+def declared_check(message: str, declared: dict[str, str] | None) -> str | None:
+    """The key of a complaint that is a failed CHECK of a declared key (``CHECK for 'KEY' failed ...``), else None."""
+    match = re.match(r"CHECK for '([^']+)'", message.strip())
+    return match.group(1) if match and declared and match.group(1) in declared else None
+
+
+def classify(passed: bool, messages: list[str], run_stops: list[str | None], declared: dict[str, str] | None = None) -> str:
+    """passed; passed_except_declared when every complaint is a failed CHECK of a ``declared`` key and the run
+    stopped with success; non_converged when the run stopped with a status other than success and the target
+    checks (and declared CHECKs) are all that failed; else failed."""
     if passed:
         return "passed"
-    if len(run_stops) == 1 and run_stops[0] is not None and run_stops[0] != mllog_constants.SUCCESS and _only_target_missed(messages):
+    complaints = [m for m in messages if m.strip() != "FAILED" and not _is_checker_warning(m)]
+    undeclared = [m for m in complaints if declared_check(m, declared) is None]
+    stopped = len(run_stops) == 1 and run_stops[0] is not None
+    if declared and complaints and not undeclared and stopped and run_stops[0] == mllog_constants.SUCCESS:
+        return PASSED_EXCEPT_DECLARED
+    if stopped and run_stops[0] != mllog_constants.SUCCESS and _only_target_missed(undeclared):
         return "non_converged"
     return "failed"
+
+
+def declared_problems(messages: list[str], declared: dict[str, str], ruleset: str) -> list[str]:
+    """For each declared rule the checker failed: what it says and why the tiny tier declares it."""
+    out = []
+    for message in messages:
+        key = declared_check(message, declared)
+        if key is not None:
+            out.append(f"official checker failed on declared open rule {_check_problem(message, ruleset)}: {declared[key]}")
+    return list(dict.fromkeys(out))
 
 
 def describe_exception(err: BaseException) -> str:
@@ -297,8 +334,10 @@ def explain(messages: list[str], facts: LogFacts, ruleset: str, crash: str | Non
     return list(dict.fromkeys(problems))
 
 
-def check(result_file: Path, ruleset: str, log_output: Path | None = None) -> ComplianceResult:
-    """Run the official checker (closed/open is read from the log itself); its crashes become a failed verdict."""
+def check(result_file: Path, ruleset: str, log_output: Path | None = None, declared: dict[str, str] | None = None) -> ComplianceResult:
+    """Run the official checker (closed/open is read from the log itself); its crashes become a failed verdict.
+
+    ``declared``: the tiny tier's ``open_rules_not_met`` (key -> why), or None; see the module docstring."""
     checker = f"mlperf_logging.compliance_checker {version('mlperf-logging')}"
     command = [sys.executable, "-m", "mlperf_logging.compliance_checker", "--usage", USAGE, "--ruleset", ruleset]
     try:
@@ -320,7 +359,9 @@ def check(result_file: Path, ruleset: str, log_output: Path | None = None) -> Co
         said = [line for line in output.splitlines() if line.strip() and not line.startswith(("INFO", "** Logging output"))]
         problems.append(f"the checker failed (exit code {returncode})" + (f": {said[-1].strip()}" if said else ""))
         messages = said[-5:]
-    verdict = classify(False, messages, facts.run_stops) if crash is None else "failed"
+    verdict = classify(False, messages, facts.run_stops, declared) if crash is None else "failed"
+    if verdict == PASSED_EXCEPT_DECLARED:
+        problems = declared_problems(messages, declared or {}, ruleset)
     return ComplianceResult(str(result_file), ruleset, verdict, returncode, messages, checker, problems)
 
 

@@ -116,6 +116,17 @@ def required_keys(benchmark: str, ruleset: str, division: str = "closed") -> set
     return names
 
 
+def checked_keys(benchmark: str, ruleset: str, division: str) -> set[str]:
+    """Keys whose value the round's ``division`` rules CHECK for ``benchmark`` (common, division and benchmark files)."""
+    names = set()
+    for name in ("common.yaml", f"{division}_common.yaml", f"{division}_{benchmark}.yaml"):
+        for record in _compliance_yaml(ruleset, name, missing_ok=name != "common.yaml"):
+            key = record.get("KEY") or {}
+            if "CHECK" in key:
+                names.add(key["NAME"])
+    return names
+
+
 def quality_target(benchmark: str, ruleset: str, division: str = "closed") -> QualityTarget:
     """The ``eval_accuracy`` target of ``benchmark`` under ``ruleset``."""
     for record in _compliance_yaml(ruleset, f"{division}_{benchmark}.yaml"):

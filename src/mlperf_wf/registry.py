@@ -275,8 +275,22 @@ class TinyTier(_Strict):
     closed_rules_not_met: list[str] = Field(default_factory=list)
     """With division open: each closed rule the tiny tier does not meet, and why (also in the README)."""
 
+    open_rules_not_met: dict[str, str] = Field(default_factory=dict)
+    """With division open: mllog key -> why, for each rule of the round's OPEN rules that the tiny tier cannot meet
+    either (llama31_405b's open rules fix max_sequence_length and eval_samples). The official checker still runs
+    unmodified; a run whose only complaints are failed CHECKs of these keys gets the verdict
+    ``passed_except_declared`` (never ``passed``), and is scored as a run that reached the target."""
+
     @model_validator(mode="after")
     def _reasons_match_the_division(self) -> TinyTier:
+        if self.open_rules_not_met and self.division != "open":
+            raise ValueError(
+                f"tiny.open_rules_not_met is given ({', '.join(self.open_rules_not_met)}), but tiny.division is {self.division}: "
+                "only an open tiny tier may declare open rules it does not meet"
+            )
+        for key, why in self.open_rules_not_met.items():
+            if not why.strip():
+                raise ValueError(f"tiny.open_rules_not_met.{key}: say why the rule is not met (got an empty reason)")
         if self.division == "open" and not self.closed_rules_not_met:
             raise ValueError("tiny.division is open: list each closed rule the tiny tier does not meet in tiny.closed_rules_not_met")
         if self.division == "closed" and self.closed_rules_not_met:
@@ -317,6 +331,22 @@ class BenchmarkDef(_Strict):
     def roles_for(self, stage: str) -> dict[str, str]:
         """Role -> dataset id of the inputs ``stage`` (prepare or train) reads."""
         return {role: item.dataset for role, item in self.inputs.items() if stage in item.used_by}
+
+    @model_validator(mode="after")
+    def _declared_open_rules_are_checked_rules(self) -> BenchmarkDef:
+        if not self.tiny.open_rules_not_met:
+            return self
+        from mlperf_wf import mlperf_rules
+
+        ruleset = mlperf_rules.resolve_ruleset(self.submission_benchmark, "latest")
+        checked = mlperf_rules.checked_keys(self.submission_benchmark, ruleset, "open")
+        for key in self.tiny.open_rules_not_met:
+            if key not in checked:
+                raise ValueError(
+                    f"tiny.open_rules_not_met: {key!r} is not a key the {ruleset} open rules of {self.submission_benchmark} check; "
+                    f"allowed: {', '.join(sorted(checked))}"
+                )
+        return self
 
     @model_validator(mode="after")
     def _roles_mounts_and_placeholders_agree(self) -> BenchmarkDef:

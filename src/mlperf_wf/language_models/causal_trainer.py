@@ -53,6 +53,9 @@ class CausalLMHyperparameters(TinyHyperparameters):
     """Evaluate after this many training sequences."""
     eval_sequences: int
     """Validation sequences per evaluation (each of sequence_length tokens)."""
+    first_eval_samples: int = 0
+    """Training sequences before the first evaluation (0 or less than eval_every_samples: after eval_every_samples);
+    llama31_405b skips its first evaluations as its reference does."""
 
     def learning_rate_factor(self, step: int) -> float:
         """The multiplier of the peak learning rate at optimizer step ``step`` (0-based)."""
@@ -149,7 +152,8 @@ def train(
     order = torch.randperm(len(train_windows), generator=torch.Generator().manual_seed(run.spec.seed))
     run.event(constants.TRAIN_SAMPLES, len(train_windows))
     run.event(constants.EVAL_SAMPLES, len(eval_windows))
-    samples, next_eval, status, value, history = samples_at_start, samples_at_start + hp.eval_every_samples, constants.ABORTED, float("nan"), []
+    samples, status, value, history = samples_at_start, constants.ABORTED, float("nan"), []
+    next_eval = samples_at_start + max(hp.eval_every_samples, hp.first_eval_samples)
     run.block_start(**progress.block_start(samples))
     for step in range(hp.max_steps):
         start = (step * hp.global_batch_size) % (len(order) - hp.global_batch_size)
