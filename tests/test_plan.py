@@ -121,7 +121,7 @@ def test_tiny_run_reads_its_roles_and_overrides(tmp_path):
 @pytest.mark.parametrize(
     ("changes", "message"),
     [
-        ({"full_geometry": {"llama2_70b_lorra": {"nodes": 2}}}, r"config: full_geometry\.llama2_70b_lorra: names no benchmark; known: llama2_70b_lora, rgat"),
+        ({"full_geometry": {"llama2_70b_lorra": {"nodes": 2}}}, r"config: full_geometry\.llama2_70b_lorra: names no benchmark; known: " + ", ".join(registry.benchmark_names())),
         (
             {"tiny_hyperparameters": {"rgat": {"lerning_rate": 0.1}}},
             r"config: tiny_hyperparameters\.rgat\.lerning_rate: unknown hyperparameter \(got 0\.1\); allowed: ",
