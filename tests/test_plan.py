@@ -28,6 +28,7 @@ GOLDEN = ROOT / "tests" / "golden" / "plan"
 DEFAULTS = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
 LAUNCHERS = ("local", "docker", "apptainer", "pyxis")
 NODE_COUNTS = (1, 2)
+KNOWN = ", ".join(registry.benchmark_names())
 
 
 @pytest.fixture
@@ -121,7 +122,7 @@ def test_tiny_run_reads_its_roles_and_overrides(tmp_path):
 @pytest.mark.parametrize(
     ("changes", "message"),
     [
-        ({"full_geometry": {"llama2_70b_lorra": {"nodes": 2}}}, r"config: full_geometry\.llama2_70b_lorra: names no benchmark; known: " + ", ".join(registry.benchmark_names())),
+        ({"full_geometry": {"llama2_70b_lorra": {"nodes": 2}}}, r"config: full_geometry\.llama2_70b_lorra: names no benchmark; known: " + KNOWN),
         (
             {"tiny_hyperparameters": {"rgat": {"lerning_rate": 0.1}}},
             r"config: tiny_hyperparameters\.rgat\.lerning_rate: unknown hyperparameter \(got 0\.1\); allowed: ",

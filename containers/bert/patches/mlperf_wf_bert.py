@@ -22,7 +22,8 @@ asks for more than the reference logs:
 6. **One run_stop, with a status**: the training process's run_stop (logged when it reaches
    num_train_steps, with no status) is dropped; the evaluation process logs run_stop with status
    ``success`` at the first evaluation that reaches the target (the clock stops there, as the rules say), or
-   ``aborted`` when it has evaluated the last checkpoint without reaching it.
+   ``aborted`` when it has evaluated the last checkpoint without reaching it; never a second one (it also
+   looks in the result file, so a restarted evaluation process does not log another).
 
 Written for the image's Python (3.6 in tensorflow/tensorflow:2.4.0-gpu), so no annotations that need newer.
 """
@@ -59,6 +60,16 @@ def clear_caches():
             handle.write("3\n")
         return True
     except OSError:
+        return False
+
+
+def _run_stop_logged():
+    """Whether the result file already holds a run_stop (a restarted evaluation process must not log a second)."""
+    target = os.environ.get(RESULT_FILE_VARIABLE)
+    try:
+        with open(target) as handle:
+            return any('"key": "run_stop"' in line for line in handle)
+    except (OSError, TypeError):
         return False
 
 
@@ -108,7 +119,7 @@ def _patch_mlp_logging(module):
             original_print(module.mllogger.start, key=constants.EVAL_START, metadata=kwargs["metadata"], time_ms=_State.pending_eval_start_ms)
             _State.pending_eval_start_ms = None
         result = original_print(logger, *args, **kwargs)
-        if key == constants.EVAL_ACCURACY and not _State.stopped:
+        if key == constants.EVAL_ACCURACY and not _State.stopped and not _run_stop_logged():
             step = int(kwargs["metadata"].get("step_num", 0))
             reached = float(kwargs.get("value")) >= TARGET
             if reached or step >= int(flags.num_train_steps):

@@ -44,7 +44,7 @@ class Lamb(torch.optim.Optimizer):
         self.step_count = 0
 
     @torch.no_grad()
-    def step(self, closure=None) -> None:  # noqa: ANN001 - torch's signature
+    def step(self, closure=None) -> None:
         self.step_count += 1
         for group in self.param_groups:
             beta_1, beta_2 = group["beta_1"], group["beta_2"]

@@ -100,7 +100,7 @@ def _mask(tokens: list[str], settings: GenerationSettings, vocab_words: list[str
     candidates = [i for i, token in enumerate(tokens) if token not in ("[CLS]", "[SEP]")]
     rng.shuffle(candidates)
     output = list(tokens)
-    to_predict = min(settings.max_predictions_per_seq, max(1, int(round(len(tokens) * settings.masked_lm_prob))))
+    to_predict = min(settings.max_predictions_per_seq, max(1, round(len(tokens) * settings.masked_lm_prob)))
     masked: list[tuple[int, str]] = []
     covered: set[int] = set()
     for index in candidates:

@@ -79,9 +79,7 @@ def batch_of(examples: list[dict[str, np.ndarray]], hp: Hyperparameters, source:
 
 def pretraining_outputs(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
     """(masked-LM logits at the masked positions, next-sentence logits), as the reference's gather_indexes."""
-    sequence, pooled = model.bert(
-        input_ids=batch["input_ids"], attention_mask=batch["input_mask"], token_type_ids=batch["segment_ids"], return_dict=False
-    )[:2]
+    sequence, pooled = model.bert(input_ids=batch["input_ids"], attention_mask=batch["input_mask"], token_type_ids=batch["segment_ids"], return_dict=False)[:2]
     positions = batch["masked_lm_positions"].unsqueeze(-1).expand(-1, -1, sequence.size(-1))
     gathered = torch.gather(sequence, 1, positions)
     return model.cls.predictions(gathered), model.cls.seq_relationship(pooled)
