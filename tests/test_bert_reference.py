@@ -222,3 +222,22 @@ def test_the_unpatched_reference_log_fails_5_0_0(tmp_path):
     problems = " ".join(verdict.messages + verdict.problems)
     for key in ("opt_lamb_weight_decay_rate", "opt_learning_rate_training_steps", "num_warmup_steps"):
         assert key in problems
+
+
+SUBMITTER_LOGS = Path(os.environ.get("MLPERF_WF_FIXTURES", ROOT.parent / "shared" / "fixtures")) / (
+    "training_results_v4.0/NVIDIA/results/eos_n8_ngc23.04_pytorch/bert"
+)
+"""NVIDIA's ten bert result files of round 4.0 (mlcommons/training_results_v4.0 at 62f111b), where the fixtures hold them."""
+
+
+def test_a_submitters_real_bert_logs_get_a_verdict_and_a_score():
+    if not sorted(SUBMITTER_LOGS.glob("result_*.txt")):
+        pytest.skip(f"submitter logs not present: {SUBMITTER_LOGS}")
+    from mlperf_wf import scoring
+
+    for log in sorted(SUBMITTER_LOGS.glob("result_*.txt")):
+        assert compliance.check(log, "5.0.0").verdict in ("passed", "non_converged", "failed")
+    (score,) = scoring.to_json(scoring.score_paths(SUBMITTER_LOGS, "5.0.0", jobs=1))
+    assert score["benchmark"] == "bert" and score["valid"], score["reasons"]
+    assert sum(run["verdict"] == "passed" for run in score["runs"]) >= 9 and score["rcp"]["verdict"] == "Pass"
+    assert all(run["progress_key"] == "epoch_num" for run in score["runs"] if run["status"] == "success")  # bert counts samples in epoch_num

@@ -25,7 +25,7 @@ class Hyperparameters(TinyHyperparameters):
     """Tokens per sequence; must equal the prepared records' (reference 512)."""
     max_predictions_per_seq: int = Field(10, ge=1)
     """Masked positions per sequence; must equal the prepared records' (reference 76)."""
-    learning_rate: float = Field(0.02, gt=0)
+    learning_rate: float = Field(0.01, gt=0)
     """LAMB peak learning rate (reference TPU run: 0.00288293 at batch 8192)."""
     lamb_beta_1: float = Field(0.9, ge=0, lt=1)
     """LAMB beta 1 (reference default 0.9; the TPU run 0.88)."""
