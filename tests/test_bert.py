@@ -151,7 +151,7 @@ def test_generation_follows_the_reference_masking_and_seed(inputs):
     as_mask = sum(token == "[MASK]" for token, _ in masked) / len(masked)
     kept = sum(token == label for token, label in masked) / len(masked)
     assert 0.78 < as_mask < 0.82 and 0.09 < kept < 0.12  # 80% [MASK], 10% kept (+ random draws of the same word)
-    assert 0.45 < np.mean([i.is_random_next for i in first]) < 0.55
+    assert 0.5 < np.mean([i.is_random_next for i in first]) < 0.65  # half, plus every one-sentence chunk (always a random next)
 
 
 def test_unknown_shard_and_missing_archive_are_one_line_errors(tmp_path):

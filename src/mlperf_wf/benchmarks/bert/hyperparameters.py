@@ -75,6 +75,7 @@ class Hyperparameters(TinyHyperparameters):
             constants.OPT_LAMB_BETA_1: self.lamb_beta_1,
             constants.OPT_LAMB_BETA_2: self.lamb_beta_2,
             constants.OPT_LAMB_EPSILON: self.lamb_epsilon,
+            "opt_epsilon": self.lamb_epsilon,  # the same epsilon, under the name rounds 0.7.0-2.0.0 require
             constants.OPT_LAMB_LR_DECAY_POLY_POWER: self.poly_power,
             constants.OPT_LR_WARMUP_STEPS: self.num_warmup_steps,
             "num_warmup_steps": self.num_warmup_steps,

@@ -156,6 +156,8 @@ def train(run: TinyRun, hp: Hyperparameters) -> dict:
         epsilon=hp.lamb_epsilon,
         weight_decay_rate=hp.lamb_weight_decay_rate,
     )
+    for tensor in model.state_dict():  # every tensor comes from the phase-1 checkpoint (rounds 1.1.0-2.1.0 ask for each)
+        run.event("weights_initialization", None, tensor=tensor)
     run.config({f"lowest_numerical_precision_in_{part}": "fp32" for part in ("linear", "attn", "comm")})
     run.begin()
 
