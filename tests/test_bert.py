@@ -157,6 +157,11 @@ def test_generation_follows_the_reference_masking_and_seed(inputs):
 def test_unknown_shard_and_missing_archive_are_one_line_errors(tmp_path):
     with pytest.raises(UserError, match=r"bert: unknown shard 'part-00009-of-00004' at scale tiny; known: part-NNNNN-of-00004, eval"):
         prep.prepare_shard("part-00009-of-00004", {"data": tmp_path, "checkpoint": tmp_path}, tmp_path / "out", "tiny")
+    with pytest.raises(UserError, match=r"vocab.txt: missing; the BERT input files should contain vocab.txt"):
+        prep.prepare_shard("eval", {"data": tmp_path, "checkpoint": tmp_path}, tmp_path / "out", "tiny")
+    input_files.write_vocabulary_and_config(tmp_path)
+    with pytest.raises(UserError, match=r"results_text.zip: missing; the verified bert_wikipedia_preprocessed dataset should contain it"):
+        prep.prepare_shard("eval", {"data": tmp_path, "checkpoint": tmp_path}, tmp_path / "out", "tiny")
     assert len(prep.shards("full")) == 501 and prep.layout("full")["tfrecords/part-00499-of-00500"] == "part-00499-of-00500/part-00499-of-00500"
 
 

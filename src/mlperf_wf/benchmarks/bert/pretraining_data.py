@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from mlperf_wf.benchmarks.bert.tfrecord import TFRecordWriter, encode_example, read_records
+from mlperf_wf.errors import UserError
 
 FEATURES = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions", "masked_lm_ids", "masked_lm_weights", "next_sentence_labels")
 """The features of every record, in the reference's order."""
@@ -61,7 +62,7 @@ class Vocabulary:
         from transformers import BertTokenizer
 
         if not vocab_file.is_file():
-            raise FileNotFoundError(f"{vocab_file}: missing; the BERT input files should contain vocab.txt")
+            raise UserError(f"{vocab_file}: missing; the BERT input files should contain vocab.txt")
         self.words = [line.rstrip("\n") for line in vocab_file.read_text(encoding="utf-8").splitlines()]
         self.ids = {word: index for index, word in enumerate(self.words)}
         self._tokenizer = BertTokenizer(str(vocab_file), do_lower_case=do_lower_case)
