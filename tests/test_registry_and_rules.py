@@ -66,8 +66,8 @@ def test_latest_ruleset_is_each_benchmarks_newest_round():
 
 
 def test_unknown_benchmark_lists_known_ones():
-    with pytest.raises(ConfigError, match=r"benchmark 'bert' is not defined .*; known benchmarks: " + ", ".join(registry.benchmark_names()) + "$"):
-        load_benchmark("bert")
+    with pytest.raises(ConfigError, match=r"benchmark 'resnet' is not defined .*; known benchmarks: " + ", ".join(registry.benchmark_names()) + "$"):
+        load_benchmark("resnet")
 
 
 def edited_definition(tmp_path: Path, name: str, edit) -> Path:

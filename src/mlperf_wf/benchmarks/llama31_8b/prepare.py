@@ -54,7 +54,7 @@ def prepare_shard(shard: str, inputs: dict[str, Path], out_dir: Path, scale: str
         source = inputs["data"] / prefix
         try:
             dataset = IndexedDataset(str(source))
-        except Exception as err:
+        except Exception as err:  # any reader failure is a bad dataset, said in one line
             raise UserError(f"{source}.idx/.bin: not a Megatron indexed dataset megatron-core can read: {err}") from None
         documents[prefix] = {"documents": len(dataset), "tokens": int(dataset.sequence_lengths.sum())}
         for suffix in ("bin", "idx"):

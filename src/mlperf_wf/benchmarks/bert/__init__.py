@@ -1,0 +1,1 @@
+"""bert: BERT-large masked-LM pretraining on Wikipedia (see README.md)."""
