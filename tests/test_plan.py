@@ -28,7 +28,6 @@ GOLDEN = ROOT / "tests" / "golden" / "plan"
 DEFAULTS = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
 LAUNCHERS = ("local", "docker", "apptainer", "pyxis")
 NODE_COUNTS = (1, 2)
-KNOWN = ", ".join(registry.benchmark_names())
 
 
 @pytest.fixture
