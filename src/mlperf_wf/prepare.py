@@ -58,3 +58,13 @@ def assemble(layout: dict[str, str], shards_dir: Path, out_dir: Path) -> int:
         link.parent.mkdir(parents=True, exist_ok=True)
         link.symlink_to(os.path.relpath(shards_dir / target, link.parent))
     return len(layout)
+
+
+def link_or_copy(source: Path, target: Path) -> None:
+    """Hard-link ``source`` as ``target`` (a symlink would dangle in a container that mounts only the
+    prepared folder); copy when they are on different filesystems."""
+    target.unlink(missing_ok=True)
+    try:
+        os.link(source, target)
+    except OSError:  # another filesystem
+        shutil.copy2(source, target)

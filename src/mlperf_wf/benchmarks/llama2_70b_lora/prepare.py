@@ -18,14 +18,13 @@ three columns. ``labels`` is -100 on the prompt so loss counts summary tokens.
 from __future__ import annotations
 
 import json
-import os
-import shutil
 from pathlib import Path
 
 import pandas as pd
 import pyarrow.parquet as pq
 
 from mlperf_wf.errors import UserError
+from mlperf_wf.prepare import link_or_copy
 
 SPLITS = ("train", "validation")
 COLUMNS = ("input_ids", "attention_mask", "labels")
@@ -64,14 +63,6 @@ def _check_tokenized(path: Path) -> int:
     return pq.read_metadata(path).num_rows
 
 
-def _link_or_copy(source: Path, target: Path) -> None:
-    target.unlink(missing_ok=True)
-    try:
-        os.link(source, target)
-    except OSError:  # another filesystem
-        shutil.copy2(source, target)
-
-
 SHARD = "govreport"
 """The one shard: the data is small (a few hundred MB), there is nothing to split."""
 
@@ -97,7 +88,7 @@ def prepare_shard(shard: str, inputs: dict[str, Path], out_dir: Path, scale: str
         for split in SPLITS:
             source = data / shard_name(split)
             rows[split] = _check_tokenized(source)
-            _link_or_copy(source, out_dir / shard_name(split))
+            link_or_copy(source, out_dir / shard_name(split))
     else:
         from transformers import PreTrainedTokenizerFast
 

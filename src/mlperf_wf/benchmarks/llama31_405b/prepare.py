@@ -16,13 +16,11 @@ the full-scale runs put it in the run's folder (README "Full scale").
 
 from __future__ import annotations
 
-import json
-import os
-import shutil
 from pathlib import Path
 
 from mlperf_wf.benchmarks.llama31_405b.c4_corpus import READ_TRAIN_PREFIXES, VALIDATION_PREFIX
 from mlperf_wf.errors import UserError
+from mlperf_wf.language_models import indexed_datasets
 
 SHARDS = {"train_6": READ_TRAIN_PREFIXES[0], "train_7": READ_TRAIN_PREFIXES[1], "validation": VALIDATION_PREFIX}
 """Shard name -> the indexed dataset it prepares."""
@@ -40,29 +38,8 @@ def layout(scale: str) -> dict[str, str]:
     return files
 
 
-def _link_or_copy(source: Path, target: Path) -> None:
-    target.unlink(missing_ok=True)
-    try:
-        os.link(source, target)
-    except OSError:  # another filesystem
-        shutil.copy2(source, target)
-
-
 def prepare_shard(shard: str, inputs: dict[str, Path], out_dir: Path, scale: str) -> dict:
     """Check one indexed dataset with megatron-core's reader and link it into ``out_dir``."""
-    from megatron.core.datasets.indexed_dataset import IndexedDataset
-
     if shard not in SHARDS:
         raise UserError(f"llama31_405b: unknown shard {shard!r}; known: {', '.join(SHARDS)}")
-    prefix = SHARDS[shard]
-    source = inputs["data"] / prefix
-    try:
-        dataset = IndexedDataset(str(source))
-    except Exception as err:
-        raise UserError(f"{source}.idx/.bin: not a Megatron indexed dataset megatron-core can read: {err}") from None
-    out_dir.mkdir(parents=True, exist_ok=True)
-    for suffix in ("bin", "idx"):
-        _link_or_copy(Path(f"{source}.{suffix}"), out_dir / f"{prefix}.{suffix}")
-    summary = {"scale": scale, "dataset": prefix, "documents": len(dataset), "tokens": int(dataset.sequence_lengths.sum())}
-    (out_dir / "prepared.json").write_text(json.dumps(summary, indent=2))
-    return summary
+    return indexed_datasets.check_and_link(inputs["data"], [SHARDS[shard]], out_dir, scale)

@@ -11,13 +11,11 @@ The same at both scales: the tiny corpus is written in the same format.
 
 from __future__ import annotations
 
-import json
-import os
-import shutil
 from pathlib import Path
 
 from mlperf_wf.benchmarks.llama31_8b.c4_corpus import TRAIN_PREFIX, VALIDATION_PREFIX
 from mlperf_wf.errors import UserError
+from mlperf_wf.language_models import indexed_datasets
 
 SHARD = "c4"
 PREFIXES = (TRAIN_PREFIX, VALIDATION_PREFIX)
@@ -34,31 +32,8 @@ def layout(scale: str) -> dict[str, str]:
     return {name: f"{SHARD}/{name}" for name in [*names, "prepared.json"]}
 
 
-def _link_or_copy(source: Path, target: Path) -> None:
-    target.unlink(missing_ok=True)
-    try:
-        os.link(source, target)
-    except OSError:  # another filesystem
-        shutil.copy2(source, target)
-
-
 def prepare_shard(shard: str, inputs: dict[str, Path], out_dir: Path, scale: str) -> dict:
     """Check each indexed dataset with megatron-core's reader and link it into ``out_dir``."""
-    from megatron.core.datasets.indexed_dataset import IndexedDataset
-
     if shard != SHARD:
         raise UserError(f"llama31_8b: unknown shard {shard!r}; known: {SHARD}")
-    out_dir.mkdir(parents=True, exist_ok=True)
-    documents = {}
-    for prefix in PREFIXES:
-        source = inputs["data"] / prefix
-        try:
-            dataset = IndexedDataset(str(source))
-        except Exception as err:  # any reader failure is a bad dataset, said in one line
-            raise UserError(f"{source}.idx/.bin: not a Megatron indexed dataset megatron-core can read: {err}") from None
-        documents[prefix] = {"documents": len(dataset), "tokens": int(dataset.sequence_lengths.sum())}
-        for suffix in ("bin", "idx"):
-            _link_or_copy(Path(f"{source}.{suffix}"), out_dir / f"{prefix}.{suffix}")
-    summary = {"scale": scale, "datasets": documents}
-    (out_dir / "prepared.json").write_text(json.dumps(summary, indent=2))
-    return summary
+    return indexed_datasets.check_and_link(inputs["data"], PREFIXES, out_dir, scale)

@@ -1,0 +1,35 @@
+"""Preparation of published Megatron indexed datasets (the pre-tokenized C4 of the LLM benchmarks).
+
+MLCommons publishes these already tokenized by the references' own preprocessing, and the references read
+them as they are. Preparing one is therefore: open it with megatron-core's reader (which checks the
+``.idx`` header, version and dtype), then hard-link the verified ``.bin``/``.idx`` into the shard.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from mlperf_wf.errors import UserError
+from mlperf_wf.prepare import link_or_copy
+
+
+def check_and_link(source_dir: Path, prefixes: list[str] | tuple[str, ...], out_dir: Path, scale: str) -> dict:
+    """Check each ``source_dir/<prefix>`` pair, link it into ``out_dir`` and write ``prepared.json``
+    (documents and tokens per dataset); a file megatron-core cannot read is one line naming it."""
+    from megatron.core.datasets.indexed_dataset import IndexedDataset
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    datasets = {}
+    for prefix in prefixes:
+        source = source_dir / prefix
+        try:
+            dataset = IndexedDataset(str(source))
+        except Exception as err:  # any reader failure is a bad dataset, said in one line
+            raise UserError(f"{source}.idx/.bin: not a Megatron indexed dataset megatron-core can read: {err}") from None
+        datasets[prefix] = {"documents": len(dataset), "tokens": int(dataset.sequence_lengths.sum())}
+        for suffix in ("bin", "idx"):
+            link_or_copy(Path(f"{source}.{suffix}"), out_dir / f"{prefix}.{suffix}")
+    summary = {"scale": scale, "datasets": datasets}
+    (out_dir / "prepared.json").write_text(json.dumps(summary, indent=2))
+    return summary
