@@ -280,6 +280,15 @@ def test_a_package_of_one_division_leaves_the_others_out_and_says_so(tmp_path, c
     assert "no report was checked under ruleset 5.1.0 in the closed division; the reports have [('5.1.0', 'open')]" in capsys.readouterr().err
 
 
+def test_the_package_of_several_benchmarks_is_a_round_and_division_that_one_of_them_ran(workdir):
+    """llama31_8b (6.1.0, open at tiny size) with bert (5.0.0, closed): the package is 6.1.0 open, not 6.1.0
+    closed, which no report has; bert's report is then listed as left out."""
+    plan = make_plan(workdir, benchmarks=["llama31_8b", "bert"], division="closed")
+    assert (plan.package_ruleset(), plan.package_division()) == ("6.1.0", "open")
+    plan = make_plan(workdir, benchmarks=["llama2_70b_lora", "llama31_8b"], division="closed")
+    assert (plan.package_ruleset(), plan.package_division()) == ("6.1.0", "closed")
+
+
 def test_the_submission_variables_the_plan_sets_are_the_ones_the_round_patches_read(workdir):
     """The names live twice (the plan, and the hooks module inside images that lack mlperf_wf): they must agree."""
     import importlib.util

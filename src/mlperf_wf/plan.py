@@ -202,8 +202,10 @@ class Plan:
         return self.settings.division
 
     def package_division(self) -> str:
-        """Division of the submission package: the config's, unless no configured benchmark runs in it."""
-        divisions = {self.division(name) for name in self.settings.benchmarks}
+        """Division of the submission package: the config's, unless no configured benchmark of the package's
+        round runs in it (a package is one round and one division; the other reports are listed as left out)."""
+        ruleset = self.package_ruleset()
+        divisions = {self.division(name) for name in self.settings.benchmarks if self.ruleset(name) == ruleset}
         return self.settings.division if self.settings.division in divisions else min(divisions)
 
     def package_ruleset(self) -> str:
