@@ -33,3 +33,16 @@ def check_and_link(source_dir: Path, prefixes: list[str] | tuple[str, ...], out_
     summary = {"scale": scale, "datasets": datasets}
     (out_dir / "prepared.json").write_text(json.dumps(summary, indent=2))
     return summary
+
+
+def shard_layout(shard: str, prefixes: list[str] | tuple[str, ...]) -> dict[str, str]:
+    """The prepared tree of one shard holding ``prefixes``: each ``.bin``/``.idx`` and ``prepared.json``."""
+    names = [f"{prefix}.{suffix}" for prefix in prefixes for suffix in ("bin", "idx")]
+    return {name: f"{shard}/{name}" for name in [*names, "prepared.json"]}
+
+
+def prepare_one_shard(benchmark: str, shard: str, expected: str, prefixes: list[str] | tuple[str, ...], source_dir: Path, out_dir: Path, scale: str) -> dict:
+    """:func:`check_and_link` for a benchmark whose preparation is the one shard ``expected``."""
+    if shard != expected:
+        raise UserError(f"{benchmark}: unknown shard {shard!r}; known: {expected}")
+    return check_and_link(source_dir, prefixes, out_dir, scale)

@@ -16,7 +16,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from mlperf_wf.benchmarks.gpt3.c4_corpus import TRAIN_PREFIXES, VALIDATION_PREFIX
-from mlperf_wf.errors import UserError
 from mlperf_wf.language_models import indexed_datasets
 
 SHARD = "c4"
@@ -30,12 +29,9 @@ def shards(scale: str) -> list[str]:
 
 def layout(scale: str) -> dict[str, str]:
     """The folder the trainer and the reference's ``COM_DIR`` read."""
-    names = [f"{prefix}.{suffix}" for prefix in PREFIXES for suffix in ("bin", "idx")]
-    return {name: f"{SHARD}/{name}" for name in [*names, "prepared.json"]}
+    return indexed_datasets.shard_layout(SHARD, PREFIXES)
 
 
 def prepare_shard(shard: str, inputs: dict[str, Path], out_dir: Path, scale: str) -> dict:
     """Check each indexed dataset with megatron-core's reader and link it into ``out_dir``."""
-    if shard != SHARD:
-        raise UserError(f"gpt3: unknown shard {shard!r}; known: {SHARD}")
-    return indexed_datasets.check_and_link(inputs["data"], PREFIXES, out_dir, scale)
+    return indexed_datasets.prepare_one_shard("gpt3", shard, SHARD, PREFIXES, inputs["data"], out_dir, scale)

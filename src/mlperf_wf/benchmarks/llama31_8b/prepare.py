@@ -14,7 +14,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from mlperf_wf.benchmarks.llama31_8b.c4_corpus import TRAIN_PREFIX, VALIDATION_PREFIX
-from mlperf_wf.errors import UserError
 from mlperf_wf.language_models import indexed_datasets
 
 SHARD = "c4"
@@ -28,12 +27,9 @@ def shards(scale: str) -> list[str]:
 
 def layout(scale: str) -> dict[str, str]:
     """The folder the trainer and the reference's ``PREPROCESSED_PATH`` read."""
-    names = [f"{prefix}.{suffix}" for prefix in PREFIXES for suffix in ("bin", "idx")]
-    return {name: f"{SHARD}/{name}" for name in [*names, "prepared.json"]}
+    return indexed_datasets.shard_layout(SHARD, PREFIXES)
 
 
 def prepare_shard(shard: str, inputs: dict[str, Path], out_dir: Path, scale: str) -> dict:
     """Check each indexed dataset with megatron-core's reader and link it into ``out_dir``."""
-    if shard != SHARD:
-        raise UserError(f"llama31_8b: unknown shard {shard!r}; known: {SHARD}")
-    return indexed_datasets.check_and_link(inputs["data"], PREFIXES, out_dir, scale)
+    return indexed_datasets.prepare_one_shard("llama31_8b", shard, SHARD, PREFIXES, inputs["data"], out_dir, scale)
