@@ -34,4 +34,4 @@ def layout(scale: str) -> dict[str, str]:
 
 def prepare_shard(shard: str, inputs: dict[str, Path], out_dir: Path, scale: str) -> dict:
     """Check each indexed dataset with megatron-core's reader and link it into ``out_dir``."""
-    return indexed_datasets.prepare_one_shard("gpt3", shard, SHARD, PREFIXES, inputs["data"], out_dir, scale)
+    return indexed_datasets.prepare_one_shard("gpt3", shard, SHARD, PREFIXES, inputs, out_dir, scale)
