@@ -41,7 +41,9 @@ def shard_layout(shard: str, prefixes: list[str] | tuple[str, ...]) -> dict[str,
     return {name: f"{shard}/{name}" for name in [*names, "prepared.json"]}
 
 
-def prepare_one_shard(benchmark: str, shard: str, expected: str, prefixes: list[str] | tuple[str, ...], inputs: dict[str, Path], out_dir: Path, scale: str) -> dict:
+def prepare_one_shard(
+    benchmark: str, shard: str, expected: str, prefixes: list[str] | tuple[str, ...], inputs: dict[str, Path], out_dir: Path, scale: str
+) -> dict:
     """:func:`check_and_link` of the ``data`` input, for a benchmark whose preparation is the one shard ``expected``."""
     if shard != expected:
         raise UserError(f"{benchmark}: unknown shard {shard!r}; known: {expected}")
