@@ -100,17 +100,9 @@ def _continue(mirrors: dict[str, Path], windows: torch.Tensor, steps: int) -> fl
     hp = Hyperparameters()
     torch.manual_seed(0)
     model, _ = trainer.load_checkpoint(mirrors["checkpoint"], hp)
-    betas = (hp.adam_beta1, hp.adam_beta2)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=hp.learning_rate, betas=betas, eps=hp.adam_epsilon, weight_decay=hp.weight_decay)
-    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, hp.learning_rate_factor)
+    optimizer, schedule = causal_trainer.optimizer_for(model, hp)
     for step in range(steps):
-        batch = windows[step : step + 1]
-        logits = model(input_ids=batch[:, :-1]).logits
-        torch.nn.functional.cross_entropy(logits.reshape(-1, logits.size(-1)), batch[:, 1:].reshape(-1)).backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), hp.gradient_clip_norm)
-        optimizer.step()
-        schedule.step()
-        optimizer.zero_grad()
+        causal_trainer.optimizer_step(model, windows[step : step + 1], optimizer, hp.gradient_clip_norm, schedule)
     validation = causal_trainer.windows(str(mirrors["data"] / c4_corpus.VALIDATION_PREFIX), hp.sequence_length)
     return causal_trainer.log_perplexity(model, validation)
 

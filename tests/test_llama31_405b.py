@@ -113,26 +113,17 @@ def _evaluate(model, corpus) -> float:
 
 def _train(model, windows: torch.Tensor, steps: int) -> None:
     torch.manual_seed(0)
-    optimizer = torch.optim.AdamW(
-        model.parameters(), lr=HP.learning_rate, betas=(HP.adam_beta1, HP.adam_beta2), eps=HP.adam_epsilon, weight_decay=HP.weight_decay
-    )
-    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, HP.learning_rate_factor)
+    optimizer, schedule = causal_trainer.optimizer_for(model, HP)
     order = torch.randperm(len(windows))
     for step in range(steps):
         start = (step * HP.global_batch_size) % (len(order) - HP.global_batch_size)
-        batch = windows[order[start : start + HP.global_batch_size]]
-        logits = model(input_ids=batch[:, :-1]).logits
-        torch.nn.functional.cross_entropy(logits.reshape(-1, logits.size(-1)), batch[:, 1:].reshape(-1)).backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), HP.gradient_clip_norm)
-        optimizer.step()
-        schedule.step()
-        optimizer.zero_grad()
+        causal_trainer.optimizer_step(model, windows[order[start : start + HP.global_batch_size]], optimizer, HP.gradient_clip_norm, schedule)
 
 
 def test_baselines_do_not_reach_the_target_and_training_on_the_real_order_does(mirrors, prepared):
     torch.set_num_threads(2)
     corpus = causal_trainer.Corpus(tuple(str(prepared / prefix) for prefix in c4_corpus.READ_TRAIN_PREFIXES), str(prepared / c4_corpus.VALIDATION_PREFIX))
-    train = torch.cat([markov_corpus.windows(p, HP.sequence_length) for p in corpus.train_prefix])
+    train = torch.cat([markov_corpus.windows(p, HP.sequence_length) for p in corpus.train_prefixes])
     steps = 100  # the demo's runs stop at about 70
     untrained = _evaluate(checkpoint.load(mirrors["llama31_405b_checkpoint"].data), corpus)
     assert untrained == pytest.approx(math.log(tokenizer.SYMBOLS + 2), abs=0.1) and not TARGET.reached(untrained)

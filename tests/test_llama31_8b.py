@@ -62,18 +62,10 @@ def train_steps(windows: torch.Tensor, evaluation: torch.Tensor, steps: int) -> 
     hp = hyperparameters.resolve(BENCH, {})
     torch.manual_seed(0)
     model = trainer.build_model(tokenizer.SYMBOLS + 2, hp)
-    optimizer = torch.optim.AdamW(
-        model.parameters(), lr=hp.learning_rate, betas=(hp.adam_beta1, hp.adam_beta2), eps=hp.adam_epsilon, weight_decay=hp.weight_decay
-    )
-    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, hp.learning_rate_factor)
+    optimizer, schedule = causal_trainer.optimizer_for(model, hp)
     for step in range(steps):
         batch = windows[step * hp.global_batch_size : (step + 1) * hp.global_batch_size]
-        logits = model(input_ids=batch[:, :-1]).logits
-        torch.nn.functional.cross_entropy(logits.reshape(-1, logits.size(-1)), batch[:, 1:].reshape(-1)).backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), hp.gradient_clip_norm)
-        optimizer.step()
-        schedule.step()
-        optimizer.zero_grad()
+        causal_trainer.optimizer_step(model, batch, optimizer, hp.gradient_clip_norm, schedule)
     return causal_trainer.log_perplexity(model, evaluation)
 
 

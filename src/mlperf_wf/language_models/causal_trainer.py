@@ -105,8 +105,14 @@ class Corpus:
     """The prepared indexed datasets a run reads (path prefixes without ``.bin``/``.idx``; several training
     prefixes are a blend of equal weights, read one after the other, as gpt3's two C4 shards)."""
 
-    train_prefix: str | tuple[str, ...]
+    train_prefixes: tuple[str, ...]
     validation_prefix: str
+
+
+def next_token_loss(model: torch.nn.Module, batch: torch.Tensor, reduction: str = "mean") -> torch.Tensor:
+    """Cross-entropy (nats) of predicting each window's tokens 1.. from the tokens before them."""
+    logits = model(input_ids=batch[:, :-1]).logits
+    return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.size(-1)), batch[:, 1:].reshape(-1), reduction=reduction)
 
 
 def log_perplexity(model: torch.nn.Module, batch: torch.Tensor) -> float:
@@ -115,11 +121,34 @@ def log_perplexity(model: torch.nn.Module, batch: torch.Tensor) -> float:
     total = 0.0
     with torch.no_grad():
         for start in range(0, len(batch), 64):
-            part = batch[start : start + 64]
-            logits = model(input_ids=part[:, :-1]).logits
-            total += torch.nn.functional.cross_entropy(logits.reshape(-1, logits.size(-1)), part[:, 1:].reshape(-1), reduction="sum").item()
+            total += next_token_loss(model, batch[start : start + 64], reduction="sum").item()
     model.train()
     return total / (len(batch) * (batch.size(1) - 1))
+
+
+def optimizer_for(model: torch.nn.Module, hp: CausalLMHyperparameters) -> tuple[torch.optim.AdamW, torch.optim.lr_scheduler.LambdaLR]:
+    """AdamW with the hyperparameters' constants and its warm-up + cosine schedule."""
+    betas = (hp.adam_beta1, hp.adam_beta2)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=hp.learning_rate, betas=betas, eps=hp.adam_epsilon, weight_decay=hp.weight_decay)
+    return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, hp.learning_rate_factor)
+
+
+def optimizer_step(
+    model: torch.nn.Module,
+    batch: torch.Tensor,
+    optimizer: torch.optim.Optimizer,
+    clip_norm: float,
+    schedule: torch.optim.lr_scheduler.LRScheduler | None = None,
+) -> torch.Tensor:
+    """One step on ``batch``: loss, backward, gradient clipping, optimizer (and schedule) step; the loss."""
+    loss = next_token_loss(model, batch)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), clip_norm)
+    optimizer.step()
+    if schedule is not None:
+        schedule.step()
+    optimizer.zero_grad()
+    return loss.detach()
 
 
 def train(
@@ -138,14 +167,10 @@ def train(
     progress = progress or SamplesProgress()
     if run.world_size > 1:
         raise ValueError(f"the tiny {run.spec.benchmark} trainer runs one process (tiny_processes: 1)")
-    optimizer = torch.optim.AdamW(
-        model.parameters(), lr=hp.learning_rate, betas=(hp.adam_beta1, hp.adam_beta2), eps=hp.adam_epsilon, weight_decay=hp.weight_decay
-    )
-    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, hp.learning_rate_factor)
+    optimizer, schedule = optimizer_for(model, hp)
     run.begin()
 
-    train_prefixes = (corpus.train_prefix,) if isinstance(corpus.train_prefix, str) else corpus.train_prefix
-    train_windows = torch.cat([windows(prefix, hp.sequence_length) for prefix in train_prefixes])
+    train_windows = torch.cat([windows(prefix, hp.sequence_length) for prefix in corpus.train_prefixes])
     eval_windows = windows(corpus.validation_prefix, hp.sequence_length)[: hp.eval_sequences]
     if len(eval_windows) < hp.eval_sequences:
         raise ValueError(f"{corpus.validation_prefix}: {len(eval_windows)} validation windows of {hp.sequence_length}, eval_sequences is {hp.eval_sequences}")
@@ -157,14 +182,7 @@ def train(
     run.block_start(**progress.block_start(samples))
     for step in range(hp.max_steps):
         start = (step * hp.global_batch_size) % (len(order) - hp.global_batch_size)
-        batch = train_windows[order[start : start + hp.global_batch_size]]
-        logits = model(input_ids=batch[:, :-1]).logits
-        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.size(-1)), batch[:, 1:].reshape(-1))
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), hp.gradient_clip_norm)
-        optimizer.step()
-        schedule.step()
-        optimizer.zero_grad()
+        optimizer_step(model, train_windows[order[start : start + hp.global_batch_size]], optimizer, hp.gradient_clip_norm, schedule)
         samples += hp.global_batch_size
         if samples >= next_eval:
             next_eval += hp.eval_every_samples

@@ -118,13 +118,7 @@ def generate(out_dir: Path, seed: int) -> list[Path]:
     for step in range(PRETRAIN_STEPS):
         for group in optimizer.param_groups:
             group["lr"] = PRETRAIN_LR * min(1.0, (step + 1) / PRETRAIN_WARMUP)
-        batch = train[order[step * PRETRAIN_BATCH : (step + 1) * PRETRAIN_BATCH]]
-        logits = model(input_ids=batch[:, :-1]).logits
-        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.size(-1)), batch[:, 1:].reshape(-1))
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        optimizer.zero_grad()
+        loss = causal_trainer.optimizer_step(model, train[order[step * PRETRAIN_BATCH : (step + 1) * PRETRAIN_BATCH]], optimizer, 1.0)
         if step % 20 == 0 or step == PRETRAIN_STEPS - 1:
             log.info("gpt3 starting checkpoint: step %d loss %.4f (%.1f s)", step, loss.item(), time.time() - started)
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -37,5 +37,5 @@ def train(run: TinyRun, hp: Hyperparameters) -> dict:
     model = build_model(len(AutoTokenizer.from_pretrained(run.spec.input("tokenizer"))), hp)
     run.config({f"lowest_numerical_precision_in_{part}": "fp32" for part in ("linear", "attn", "comm")})
     run.config({f"{kind}_parallelism": 1 for kind in ("tensor", "pipeline", "context", "expert")})
-    corpus = causal_trainer.Corpus(str(run.spec.data_dir / c4_corpus.TRAIN_PREFIX), str(run.spec.data_dir / c4_corpus.VALIDATION_PREFIX))
+    corpus = causal_trainer.Corpus((str(run.spec.data_dir / c4_corpus.TRAIN_PREFIX),), str(run.spec.data_dir / c4_corpus.VALIDATION_PREFIX))
     return causal_trainer.train(run, hp, model, corpus)
