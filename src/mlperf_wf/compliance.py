@@ -142,8 +142,6 @@ def _only_target_missed(messages: list[str]) -> bool:
 
 PASSED_EXCEPT_DECLARED = "passed_except_declared"
 """The verdict of a run whose only complaints are failed CHECKs of keys its tiny tier declares it cannot meet."""
-REACHED_TARGET = ("passed", PASSED_EXCEPT_DECLARED)
-"""Verdicts of runs that count as having reached the target (scored, packaged)."""
 
 
 def declared_check(message: str, declared: dict[str, str] | None) -> str | None:

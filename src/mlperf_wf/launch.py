@@ -182,16 +182,17 @@ def _container_env(bench: BenchmarkDef, paths: RunPaths, seed: int, launch: Laun
     return env
 
 
-def _mounts(bench: BenchmarkDef, paths: RunPaths, launch: Launch) -> list[tuple[str, str, str]]:
+def _mounts(bench: BenchmarkDef, paths: RunPaths, launch: Launch, scratch: dict[str, Path]) -> list[tuple[str, str, str]]:
     """Read-only prepared data (the whole prepared folder, so the dataset tree's relative links into
     ``shards/`` resolve), every input role the runs read (read-only), the result folder, the
-    output cache at its own path (cached shards are links into it), and the site's own mounts."""
+    run's ``scratch`` folders where the reference writes, the output cache at its own path (cached shards are
+    links into it), and the site's own mounts."""
     mounts = bench.full.mounts
     chosen = [(str(paths.prepared.parent.resolve()), mounts["prepared"], "ro")]
     for role in bench.roles_for("train"):
         chosen.append((str(paths.inputs[role].resolve()), mounts[role], "ro"))
     chosen.append((str(paths.result_file.parent.resolve()), mounts["results"], "rw"))
-    chosen += [(str(folder), bench.full.scratch[name].mount, "rw") for name, folder in scratch_folders(bench, paths).items()]
+    chosen += [(str(folder), bench.full.scratch[name].mount, "rw") for name, folder in scratch.items()]
     if paths.output_cache is not None:
         cache = str(paths.output_cache.resolve())
         chosen.append((cache, cache, "ro"))
@@ -310,9 +311,10 @@ def full_scale(bench: BenchmarkDef, run: int, seed: int, paths: RunPaths, launch
     if launch.launcher == "local":
         return _local(bench, run, seed, paths, launch, env, workdir)
     command = reference_command(bench, run, seed, paths, launch)
-    mounts = _mounts(bench, paths, launch)
+    scratch_by_name = scratch_folders(bench, paths)
+    mounts = _mounts(bench, paths, launch, scratch_by_name)
     image = image or bench.full.container
-    scratch = list(scratch_folders(bench, paths).values())
+    scratch = list(scratch_by_name.values())
     if launch.launcher == "docker":
         return _make_folders(scratch, shell_join(docker_argv(image.reference, workdir, mounts, env, launch.env_passthrough, command, gpus=True)))
     if launch.launcher == "apptainer":

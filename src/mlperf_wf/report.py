@@ -16,7 +16,7 @@ import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from mlperf_wf import scoring
+from mlperf_wf import compliance, scoring
 from mlperf_wf.errors import ConfigError
 
 
@@ -121,7 +121,7 @@ def build(
     reasons = list(scored.reasons)
     if scale != "full":
         reasons.insert(0, f"scale is {scale!r}: tiny-scale runs use generated data and a tiny model, not the benchmark's")
-    except_declared = [run for run in window if run.verdict == "passed_except_declared"]
+    except_declared = [run for run in window if run.verdict == compliance.PASSED_EXCEPT_DECLARED]
     if except_declared:
         keys = ", ".join(declared or {})
         reasons.append(
