@@ -5,6 +5,7 @@ named in benchmark.yaml is built from a Dockerfile that exists."""
 
 from __future__ import annotations
 
+import ast
 import shlex
 from pathlib import Path
 
@@ -85,3 +86,32 @@ def test_the_definition_names_a_dockerfile_of_its_own(name):
     bench = registry.load_benchmark(name)
     assert bench.full.container.dockerfile == f"containers/{name}/Dockerfile"
     assert (ROOT / bench.full.container.dockerfile).is_file()
+
+
+OLDEST_IMAGE_PYTHON = (3, 6)
+"""bert's tensorflow/tensorflow:2.4.0-gpu; the hooks run in every image."""
+BUILTIN_GENERICS = {"dict", "list", "tuple", "set", "frozenset", "type"}
+
+
+def annotations_needing_newer_python(tree: ast.AST) -> list[str]:
+    """Annotations that Python 3.6 evaluates and cannot: ``X | Y`` and ``dict[...]``-style generics."""
+    found = []
+    annotations = [node.annotation for node in ast.walk(tree) if isinstance(node, (ast.arg, ast.AnnAssign)) and node.annotation is not None]
+    annotations += [node.returns for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.returns is not None]
+    for annotation in annotations:
+        for node in ast.walk(annotation):
+            union = isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr)
+            generic = isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id in BUILTIN_GENERICS
+            if union or generic:
+                found.append(f"line {node.lineno}: {ast.unparse(annotation)}")
+    return found
+
+
+@pytest.mark.parametrize("source", [*sorted(HOOKS.glob("*.py")), CONTAINERS / "bert" / "patches" / "mlperf_wf_bert.py"], ids=lambda path: path.name)
+def test_what_runs_in_the_oldest_image_is_python_3_6(source):
+    """An error in sitecustomize does not stop Python: it prints a line and runs the reference unpatched."""
+    text = source.read_text()
+    tree = ast.parse(text, filename=str(source), feature_version=OLDEST_IMAGE_PYTHON)
+    futures = [alias.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module == "__future__" for alias in node.names]
+    assert "annotations" not in futures, f"{source.name}: `from __future__ import annotations` needs Python 3.7"
+    assert not annotations_needing_newer_python(tree), annotations_needing_newer_python(tree)

@@ -4,9 +4,8 @@ The workflow sets ``MLPERF_SUBMISSION_*`` for every full-scale run (from ``submi
 ``division`` and the benchmark's definition); the references hard-code their own strings.
 """
 
-from __future__ import annotations
-
 import os
+from typing import Dict
 
 VARIABLES = {
     "submission_benchmark": "MLPERF_SUBMISSION_BENCHMARK",
@@ -17,6 +16,6 @@ VARIABLES = {
 }
 
 
-def submission_values() -> dict[str, str]:
+def submission_values() -> Dict[str, str]:
     """``submission_*`` key -> value, for each variable the run was given."""
     return {key: os.environ[name] for key, name in VARIABLES.items() if os.environ.get(name)}

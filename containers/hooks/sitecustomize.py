@@ -9,9 +9,11 @@ a round's missing keys or a wrong name are fixed without editing the reference's
 
 A hook module that cannot be imported stops the process: a run without its patches would
 train for hours and then fail the compliance check.
-"""
 
-from __future__ import annotations
+Every module of this folder runs in every image, down to Python 3.6 (bert's tensorflow:2.4.0-gpu): no
+``from __future__ import annotations`` (3.7+), and annotations from ``typing`` (they are evaluated there).
+An error here would not stop Python: it prints "Error in sitecustomize" and runs the reference unpatched.
+"""
 
 import importlib
 import importlib.abc
@@ -19,11 +21,11 @@ import importlib.machinery
 import importlib.util
 import os
 import sys
-from collections.abc import Callable
 from types import ModuleType
+from typing import Callable, Dict, List, Optional
 
 HOOKS_VARIABLE = "MLPERF_WF_HOOKS"
-_PENDING: dict[str, list[Callable[[ModuleType], None]]] = {}
+_PENDING: Dict[str, List[Callable[[ModuleType], None]]] = {}
 
 
 def after_import(module_name: str, patch: Callable[[ModuleType], None]) -> None:
@@ -38,11 +40,11 @@ def after_import(module_name: str, patch: Callable[[ModuleType], None]) -> None:
 class _PatchingLoader(importlib.abc.Loader):
     """The module's own loader, followed by the patches waiting for it."""
 
-    def __init__(self, loader: importlib.abc.Loader, patches: list[Callable[[ModuleType], None]]) -> None:
+    def __init__(self, loader: importlib.abc.Loader, patches: List[Callable[[ModuleType], None]]) -> None:
         self._loader = loader
         self._patches = patches
 
-    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType | None:
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> Optional[ModuleType]:
         return self._loader.create_module(spec)
 
     def exec_module(self, module: ModuleType) -> None:
@@ -54,7 +56,7 @@ class _PatchingLoader(importlib.abc.Loader):
 class _AfterImportFinder(importlib.abc.MetaPathFinder):
     """Finds a watched module with the other finders and wraps its loader."""
 
-    def find_spec(self, fullname: str, path: object, target: ModuleType | None = None) -> importlib.machinery.ModuleSpec | None:
+    def find_spec(self, fullname: str, path: object, target: Optional[ModuleType] = None) -> Optional[importlib.machinery.ModuleSpec]:
         if fullname not in _PENDING:
             return None
         for finder in sys.meta_path:
