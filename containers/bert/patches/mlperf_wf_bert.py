@@ -32,10 +32,10 @@ import functools
 import os
 import time
 
+from mlperf_wf_mllog import result_file
 from mlperf_wf_submission import submission_values
 from sitecustomize import after_import
 
-RESULT_FILE_VARIABLE = "COMPLIANCE_FILE"
 SEED_VARIABLE = "SEED"
 TARGET = 0.720
 """closed_bert.yaml's ATLEAST_ONE_CHECK: masked-LM accuracy >= 0.720."""
@@ -65,7 +65,7 @@ def clear_caches():
 
 def _run_stop_logged():
     """Whether the result file already holds a run_stop (a restarted evaluation process must not log a second)."""
-    target = os.environ.get(RESULT_FILE_VARIABLE)
+    target = result_file()
     try:
         with open(target) as handle:
             return any('"key": "run_stop"' in line for line in handle)
@@ -86,10 +86,9 @@ def _patch_mlp_logging(module):
 
     @functools.wraps(original_get_logger)
     def get_mlperf_logger(path, filename="mlperf.log"):
-        target = os.environ.get(RESULT_FILE_VARIABLE)
+        target = result_file()
         if not target:
             return original_get_logger(path, filename)
-        target = os.path.abspath(target)
         os.makedirs(os.path.dirname(target), exist_ok=True)
         return original_get_logger(os.path.dirname(target), os.path.basename(target))
 

@@ -25,19 +25,12 @@ from __future__ import annotations
 import os
 from types import ModuleType
 
+from mlperf_wf_mllog import result_file
 from mlperf_wf_submission import submission_values
 from sitecustomize import after_import
 
-RESULT_FILE_VARIABLE = "COMPLIANCE_FILE"
-"""The run's result file inside the container (the workflow sets it for every run)."""
 CACHE_CLEARED_VARIABLE = "MLPERF_WF_CACHE_CLEARED"
 """1 when the launch dropped the page cache before the run."""
-
-
-def result_file() -> str | None:
-    """Absolute path of the run's result file, or None when the run names none."""
-    target = os.environ.get(RESULT_FILE_VARIABLE)
-    return os.path.abspath(target) if target else None
 
 
 def send_mllog_to_result_file() -> None:

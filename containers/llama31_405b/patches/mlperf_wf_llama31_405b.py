@@ -35,11 +35,10 @@ import functools
 import os
 from types import ModuleType
 
+from mlperf_wf_mllog import redirect_log
 from mlperf_wf_submission import submission_values
 from sitecustomize import after_import
 
-RESULT_FILE_VARIABLE = "COMPLIANCE_FILE"
-"""The run's result file inside the container (the workflow sets it for every run)."""
 REFERENCE_LOG = "/mlperf-outputs/mlperf_llama31_405b.log"
 """Where callbacks.py:36 sends the mllog output."""
 REFERENCE_STACK_OFFSET = 2
@@ -66,21 +65,6 @@ def moved_all(value: object) -> object:
     if isinstance(value, (list, tuple)):
         return type(value)(moved_all(item) for item in value)
     return moved(value)
-
-
-def patch_mllog(mllog: ModuleType) -> None:
-    """``mllog.config(filename=REFERENCE_LOG)`` writes to ``$COMPLIANCE_FILE`` instead."""
-    original = mllog.config
-
-    @functools.wraps(original)
-    def config(*args: object, **kwargs: object) -> object:
-        target = os.environ.get(RESULT_FILE_VARIABLE)
-        if target and kwargs.get("filename") == REFERENCE_LOG:
-            kwargs["filename"] = os.path.abspath(target)
-            os.makedirs(os.path.dirname(kwargs["filename"]), exist_ok=True)
-        return original(*args, **kwargs)
-
-    mllog.config = config
 
 
 def patch_callbacks(callbacks: ModuleType) -> None:
@@ -189,7 +173,7 @@ def patch_recipe(recipe: ModuleType) -> None:
     recipe.pretrain_recipe = pretrain_recipe
 
 
-after_import("mlperf_logging.mllog", patch_mllog)
+after_import("mlperf_logging.mllog", redirect_log(REFERENCE_LOG))
 after_import("callbacks", patch_callbacks)
 after_import("nemo_run", patch_nemo_run)
 after_import("nemo.collections.llm.gpt.data.pre_training", patch_data_module)

@@ -27,11 +27,10 @@ import functools
 import os
 from types import ModuleType
 
+from mlperf_wf_mllog import redirect_log
 from mlperf_wf_submission import submission_values
 from sitecustomize import after_import
 
-RESULT_FILE_VARIABLE = "COMPLIANCE_FILE"
-"""The run's result file inside the container (the workflow sets it for every run)."""
 REFERENCE_LOG = "/mlperf-outputs/mlperf_llama31_8b.log"
 """Where callbacks.py's MLLogger writes (its default argument)."""
 CONFIG_FILENAME_VARIABLE = "MLPERF_CONFIG_FILENAME"
@@ -78,20 +77,6 @@ def run_values(trainer: object, callback: object) -> dict[str, object]:
     return values
 
 
-def _redirect_log(mllog: ModuleType) -> None:
-    original_config = mllog.config
-
-    @functools.wraps(original_config)
-    def config(*args: object, **kwargs: object) -> object:
-        target = os.environ.get(RESULT_FILE_VARIABLE)
-        if target and kwargs.get("filename") == REFERENCE_LOG:
-            os.makedirs(os.path.dirname(os.path.abspath(target)), exist_ok=True)
-            kwargs["filename"] = target
-        return original_config(*args, **kwargs)
-
-    mllog.config = config
-
-
 def _patch_callbacks(module: ModuleType) -> None:
     reference_logger = module.mllogger
     constants = module.constants
@@ -128,5 +113,5 @@ def _patch_callbacks(module: ModuleType) -> None:
     module.MLPerfCallback.on_train_start = on_train_start
 
 
-after_import("mlperf_logging.mllog", _redirect_log)
+after_import("mlperf_logging.mllog", redirect_log(REFERENCE_LOG))
 after_import("callbacks", _patch_callbacks)

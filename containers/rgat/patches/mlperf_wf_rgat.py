@@ -28,19 +28,12 @@ import functools
 import os
 from types import ModuleType
 
+from mlperf_wf_mllog import result_file
 from mlperf_wf_submission import submission_values
 from sitecustomize import after_import
 
-RESULT_FILE_VARIABLE = "COMPLIANCE_FILE"
-"""The run's result file inside the container (the workflow sets it for every run)."""
 BENCHMARK = "rgat"
 """The name rulesets 5.0.0 and 5.1.0 know the benchmark by (the reference logs mllog's "gnn")."""
-
-
-def result_file() -> str | None:
-    """Absolute path of the run's result file, or None when the run names none."""
-    target = os.environ.get(RESULT_FILE_VARIABLE)
-    return os.path.abspath(target) if target else None
 
 
 class _ConfiguredSubmission:
