@@ -29,6 +29,30 @@ def reference_source(path: str) -> Path | None:
     return None
 
 
+SYSTEM_CONF = Path("/etc/slurm/slurm.conf")
+"""Where test_slurm writes its one-node cluster (the SLURM jobstep strips SLURM_CONF, so it must be here)."""
+CONF_BACKUP = SYSTEM_CONF.with_name("slurm.conf.before-mlperf-wf-tests")
+"""Where a site's own slurm.conf waits while the test runs (beside it, so a later session can put it back)."""
+CONF_MARKER = "# written by mlperf-workflow's tests/test_slurm.py; removed when the test ends"
+
+
+def remove_stale_test_conf() -> None:
+    """Put back what a killed test session left: its slurm.conf points at a controller that no longer runs,
+    and every `scontrol` (the Snakemake SLURM plugin calls one at start-up) then waits ~10 s for it."""
+    if not SYSTEM_CONF.exists() or not SYSTEM_CONF.read_text().startswith(CONF_MARKER):
+        return
+    if subprocess.run(["pgrep", "-x", "slurmctld"], capture_output=True).returncode == 0:
+        return  # a test session is running it now
+    if CONF_BACKUP.exists():
+        CONF_BACKUP.replace(SYSTEM_CONF)
+    else:
+        SYSTEM_CONF.unlink()
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    remove_stale_test_conf()
+
+
 DOCKER_IMAGE = "mlperf-wf-tiny:bookworm"
 """A Debian userland (``debootstrap --variant=minbase`` + ``docker import``; no registry needed)."""
 

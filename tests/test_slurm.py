@@ -3,7 +3,8 @@
 The test starts munge, slurmctld and slurmd itself and stops them by PID. It needs
 root and Debian's `slurmctld slurmd slurm-client munge` (`.ci/run` installs them);
 slurm.conf must be at /etc/slurm/slurm.conf, because the SLURM jobstep strips
-SLURM_CONF before its nested srun. A file already there is put back afterwards.
+SLURM_CONF before its nested srun. A file already there is put back afterwards (and at the next
+session's start when a killed session could not: see conftest).
 """
 
 from __future__ import annotations
@@ -19,10 +20,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import CONF_BACKUP, CONF_MARKER, SYSTEM_CONF, remove_stale_test_conf
+
 ROOT = Path(__file__).resolve().parents[1]
 DAEMONS = ("/usr/sbin/munged", "/usr/sbin/slurmctld", "/usr/sbin/slurmd", "/usr/bin/sbatch")
-SYSTEM_CONF = Path("/etc/slurm/slurm.conf")
-
 pytestmark = pytest.mark.skipif(
     os.geteuid() != 0 or not all(Path(p).exists() for p in DAEMONS),
     reason="needs root and Debian's slurmctld slurmd slurm-client munge (bash .ci/run installs them)",
@@ -35,6 +36,7 @@ def slurm_conf(state: Path) -> str:
     cpus = 16
     return "\n".join(
         [
+            CONF_MARKER,
             "ClusterName=mlperfwf",
             "SlurmctldHost=localhost",
             "SlurmUser=root",
@@ -73,10 +75,9 @@ def slurm(tmp_path_factory):
     state = tmp_path_factory.mktemp("slurm")
     for sub in ("state", "spool"):
         (state / sub).mkdir()
-    backup = None
+    remove_stale_test_conf()
     if SYSTEM_CONF.exists():
-        backup = state / "slurm.conf.before"
-        shutil.copy2(SYSTEM_CONF, backup)
+        shutil.copy2(SYSTEM_CONF, CONF_BACKUP)
     SYSTEM_CONF.parent.mkdir(parents=True, exist_ok=True)
     SYSTEM_CONF.write_text(slurm_conf(state))
     Path("/run/munge").mkdir(parents=True, exist_ok=True)
@@ -104,8 +105,8 @@ def slurm(tmp_path_factory):
                 proc.wait(timeout=20)
             except subprocess.TimeoutExpired:
                 proc.kill()
-        if backup:
-            shutil.copy2(backup, SYSTEM_CONF)
+        if CONF_BACKUP.exists():
+            CONF_BACKUP.replace(SYSTEM_CONF)
         else:
             SYSTEM_CONF.unlink(missing_ok=True)
 

@@ -7,7 +7,6 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -244,12 +243,10 @@ def test_lora_on_an_untrained_base_cannot_reach_the_target(tiny_project, tmp_pat
     assert check(spec.result_file, "6.1.0").verdict == "non_converged"
 
 
-def test_full_scale_dry_run_lists_the_real_plan_quickly(tmp_path):
+def test_full_scale_dry_run_lists_the_real_plan(tmp_path):
+    # how quickly: bench/dry_run.py (a timed assertion here would fail on a busy CI machine, not on a slow DAG)
     workdir = new_workdir(tmp_path / "full")
-    started = time.monotonic()
     proc = snakemake(workdir, "-n", "results/llama2_70b_lora/report.json", "--config", "scale=full")
-    elapsed = time.monotonic() - started
-    assert elapsed < 5.0, f"dry run took {elapsed:.1f} s"
     assert job_counts(proc.stdout) == {
         "download": 2,
         "verify": 2,
