@@ -1,4 +1,5 @@
-"""The dense causal-LM tiny trainer the pretraining benchmarks share (llama31_8b, llama31_405b, gpt3).
+"""The causal-LM tiny trainer the pretraining benchmarks share (llama31_8b, llama31_405b, gpt3, and the
+mixture-of-experts gpt_oss_20b and deepseekv3_671b through ``training_loss``).
 
 A benchmark's trainer builds its model (transformers' Llama or GPT class, fresh or from its starting
 checkpoint) and names its corpus files; this loop reads the prepared Megatron ``.bin``/``.idx`` pairs with
@@ -12,6 +13,7 @@ target is met or ``max_steps`` is spent.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -115,6 +117,12 @@ def next_token_loss(model: torch.nn.Module, batch: torch.Tensor, reduction: str 
     return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.size(-1)), batch[:, 1:].reshape(-1), reduction=reduction)
 
 
+TrainingLoss = Callable[[torch.nn.Module, torch.Tensor], torch.Tensor]
+"""What a training step minimises on a batch of windows: ``next_token_loss``, or for a mixture-of-experts
+model that plus its router's auxiliary loss times the coefficient the run logs. Evaluation is always the
+plain ``next_token_loss`` (the log perplexity the target is on)."""
+
+
 def log_perplexity(model: torch.nn.Module, batch: torch.Tensor) -> float:
     """Mean cross-entropy per predicted token, in nats."""
     model.eval()
@@ -139,9 +147,10 @@ def optimizer_step(
     optimizer: torch.optim.Optimizer,
     clip_norm: float,
     schedule: torch.optim.lr_scheduler.LRScheduler | None = None,
+    training_loss: TrainingLoss = next_token_loss,
 ) -> torch.Tensor:
     """One step on ``batch``: loss, backward, gradient clipping, optimizer (and schedule) step; the loss."""
-    loss = next_token_loss(model, batch)
+    loss = training_loss(model, batch)
     loss.backward()
     torch.nn.utils.clip_grad_norm_(model.parameters(), clip_norm)
     optimizer.step()
@@ -158,12 +167,14 @@ def train(
     corpus: Corpus,
     samples_at_start: int = 0,
     progress: SamplesProgress | None = None,
+    training_loss: TrainingLoss = next_token_loss,
 ) -> dict:
     """Run to the target (or max_steps); the harness has logged the preamble and the hyperparameters.
 
     ``samples_at_start``: training sequences already seen by a starting checkpoint (the sample counts the log
     reports continue from there, as a resumed reference run's do). ``progress``: how the events name the
-    progress (default ``samples_count``; gpt3's round asks for ``epoch_num``)."""
+    progress (default ``samples_count``; gpt3's round asks for ``epoch_num``). ``training_loss``: what each step
+    minimises (see ``TrainingLoss``)."""
     progress = progress or SamplesProgress()
     if run.world_size > 1:
         raise ValueError(f"the tiny {run.spec.benchmark} trainer runs one process (tiny_processes: 1)")
@@ -182,7 +193,7 @@ def train(
     run.block_start(**progress.block_start(samples))
     for step in range(hp.max_steps):
         start = (step * hp.global_batch_size) % (len(order) - hp.global_batch_size)
-        optimizer_step(model, train_windows[order[start : start + hp.global_batch_size]], optimizer, hp.gradient_clip_norm, schedule)
+        optimizer_step(model, train_windows[order[start : start + hp.global_batch_size]], optimizer, hp.gradient_clip_norm, schedule, training_loss)
         samples += hp.global_batch_size
         if samples >= next_eval:
             next_eval += hp.eval_every_samples
