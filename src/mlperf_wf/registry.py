@@ -16,6 +16,7 @@ from __future__ import annotations
 import fnmatch
 import importlib
 import importlib.util
+import re
 import string
 from functools import cache
 from pathlib import Path
@@ -51,13 +52,20 @@ class DatasetFile(_Strict):
     """Published md5, used to cross-check the downloaded ``.md5`` list."""
     size: int | None = None
     """Size in bytes where known."""
+    sha256: str | None = None
+    """Published sha256 (the huggingface protocol: the hub's LFS sha256 at the pinned revision, or the value a
+    reference's own verification script checks)."""
+    rows: int | None = None
+    """Rows where the publisher checks them (a JSON-lines file's line count, a parquet file's row count)."""
 
 
 class DatasetSource(_Strict):
     """Where a dataset is published."""
 
-    protocol: Literal["r2", "external"] = "r2"
+    protocol: Literal["r2", "huggingface", "external"] = "r2"
     """``r2``: the MLCommons R2 layout (``<name>.uri`` gives the base URL, ``<name>.md5`` beside it lists ``md5  path`` lines).
+    ``huggingface``: a Hugging Face Hub repository at a pinned commit (``repository``, ``revision``), each file checked
+    against the sha256 and size the hub reports for that commit (and the ``files`` values where given).
     ``external``: published elsewhere by a tool of its own (``instructions`` say how); the download stage stops with them."""
     uri: str | None = None
     """URL of the ``<name>.uri`` metadata file (https:// or file://); required for r2."""
@@ -67,11 +75,22 @@ class DatasetSource(_Strict):
     """How to obtain an external dataset, and where to put it."""
     base_url: str | None = None
     """The base URL the ``.uri`` file held when this definition was written (informational)."""
+    repository: str | None = None
+    """Hugging Face repository id (``owner/name``); required for huggingface."""
+    repository_type: Literal["dataset", "model"] = "dataset"
+    """Hugging Face repository type (the reference's ``hf download --repo-type``)."""
+    revision: str | None = None
+    """The full 40-hex commit the reference pins (``hf download --revision``); required for huggingface: a branch
+    name would let the data change under a result."""
+    endpoint: str = "https://huggingface.co"
+    """The hub's base URL (a mirror, or the tiny tier's loopback copy in the hub's layout)."""
 
     @model_validator(mode="after")
     def _r2_has_urls(self) -> DatasetSource:
         if self.protocol == "r2" and not (self.uri and self.md5):
             raise ValueError("protocol r2 needs uri and md5")
+        if self.protocol == "huggingface" and not (self.repository and self.revision and re.fullmatch(r"[0-9a-f]{40}", self.revision)):
+            raise ValueError(f"protocol huggingface needs repository and a 40-hex commit as revision, not {self.revision!r}")
         if self.protocol == "external" and not self.instructions:
             raise ValueError("protocol external needs instructions")
         return self
