@@ -200,6 +200,7 @@ def test_full_scale_runs_get_the_configured_submission_values_and_refuse_the_tin
         ({"full_mounts": {"rgat": ["/scratch"]}}, "full_mounts.rgat: '/scratch' is not HOST:CONTAINER[:ro|rw]"),
         ({"full_mounts": {"rgat": ["/scratch:/s:rx"]}}, "full_mounts.rgat: '/scratch:/s:rx' is not HOST:CONTAINER[:ro|rw]"),
         ({"full_workdir": {"nope": "/x"}}, "full_workdir.nope: names no benchmark"),
+        ({"reference_logs": {"rgat": "/no/such/rcp_logs"}}, "reference_logs.rgat: '/no/such/rcp_logs' is not a folder"),
     ],
 )
 def test_site_overrides_of_the_full_command_are_checked_when_the_workflow_is_parsed(workdir, changes, message):

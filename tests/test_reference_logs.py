@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from mlperf_wf import compliance, scoring
+from mlperf_wf import compliance, plots, scoring
 from mlperf_wf.cli import main
 from tests.mllogs import write_lora_log
 
@@ -273,3 +273,64 @@ def test_a_folder_without_logs_is_one_line_error(tmp_path, capsys):
     (tmp_path / "empty" / "notes.out").write_text("nothing\n")
     assert main(["score", str(tmp_path / "empty"), "--ruleset", "6.1.0"]) == 2
     assert "logs (*.out, *.log, *.txt) with :::MLLOG lines" in capsys.readouterr().err
+
+
+# ---- reference curves in the convergence figure ----
+
+
+def drawn_figures(monkeypatch) -> list:
+    """The figures ``plots`` would save (saved as usual, and kept for inspection)."""
+    figures = []
+    save = plots._save
+
+    def keep(fig, stem):
+        figures.append([[line.get_xydata().tolist() for line in ax.get_lines()] for ax in fig.axes])
+        return save(fig, stem)
+
+    monkeypatch.setattr(plots, "_save", keep)
+    return figures
+
+
+def one_run_report(tmp_path: Path, scale: str) -> dict:
+    result = tmp_path / "result_0.txt"
+    write_lora_log(result, 1, 1.0, CONVERGED)
+    run = {"index": 0, "seed": 1, "result_file": str(result), "dropped": None, "minutes": 1.0}
+    target = {"value": 0.925, "comparison": "<="}
+    return {"benchmark": "deepseekv3_671b", "scale": scale, "ruleset": "6.1.0", "runs": [run], "quality_target": target}
+
+
+def test_reference_curves_are_read_from_logs_the_official_parser_cannot_read(tmp_path):
+    folder = tmp_path / "rcp_logs" / "16384"
+    folder.mkdir(parents=True)
+    (folder / "seed_1.out").write_text(
+        "srun: starting\n"
+        + ':::MLLOG {"key": "eval_accuracy", "value": 5.1, "metadata": {"samples_count": 16384}}\n'
+        + ':::MLLOG {"key": "eval_accuracy", "value": 3.59, "metadata": {"samples_count": 32768}}\n'
+        + ':::MLLOG {"key": "eval_accuracy", "value": broken\n'
+        + ':::MLLOG {"key": "train_loss", "value": 3.0, "metadata": {"samples_count": 32768}}\n'
+    )
+    (folder / "seed_2.out").write_text(':::MLLOG {"key": "run_start", "value": null, "metadata": {}}\n')
+    assert plots.reference_curves(tmp_path / "rcp_logs") == {"16384/seed_1": [(16384.0, 5.1), (32768.0, 3.59)]}
+
+
+@pytest.mark.parametrize(("scale", "panels"), [("full", 1), ("tiny", 2)])
+def test_the_convergence_figure_draws_the_deepseek_reference_runs(tmp_path, monkeypatch, scale, panels):
+    folder = fixture_folder(DEEPSEEK / "16384")
+    figures = drawn_figures(monkeypatch)
+    paths = plots.convergence(one_run_report(tmp_path, scale), tmp_path / "convergence", folder)
+    assert all(path.stat().st_size for path in paths)
+    (axes,) = figures
+    assert len(axes) == panels
+    reference_lines = [line for line in axes[-1] if len(line) > 2 and line[0][0] >= 16384]
+    assert len(reference_lines) == 6, "one curve per seed of the RCP folder"
+    # the reference runs cross the 3.6 target in the 40s of steps of GBS 16384 (see the logs' last evals)
+    assert all(line[-1][1] <= 3.6 for line in reference_lines)
+    if panels == 2:
+        assert [pair for line in axes[0] for pair in line if pair[0] >= 16384] == [], "a tiny run's own axes keep its samples"
+
+
+def test_plot_cli_refuses_a_missing_reference_folder(tmp_path, capsys):
+    report = tmp_path / "report.json"
+    report.write_text(json.dumps(one_run_report(tmp_path, "tiny")))
+    assert main(["plot", str(report), "--out-dir", str(tmp_path / "plots"), "--reference-logs", str(tmp_path / "absent")]) == 2
+    assert "--reference-logs: " in capsys.readouterr().err

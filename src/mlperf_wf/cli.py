@@ -218,11 +218,13 @@ def cmd_report(
     log.info("%s: time to train %s min over runs %s", benchmark, report.score["time_to_train_minutes"], report.score["counted_runs"])
 
 
-def cmd_plot(report: Path, out_dir: Path) -> None:
+def cmd_plot(report: Path, out_dir: Path, reference_logs: Path | None = None) -> None:
     """Per-benchmark figures (time to train per run, convergence curves) as PNG and SVG."""
     from mlperf_wf import plots
 
-    for path in plots.benchmark_figures(report, out_dir):
+    if reference_logs is not None and not reference_logs.is_dir():
+        raise ConfigError(f"--reference-logs: {reference_logs} is not a folder; give a folder of :::MLLOG logs (searched recursively)")
+    for path in plots.benchmark_figures(report, out_dir, reference_logs):
         log.info("wrote %s", path)
 
 
@@ -393,6 +395,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("plot", help="figures of one benchmark's report")
     p.add_argument("report", type=Path)
     p.add_argument("--out-dir", type=Path, required=True)
+    p.add_argument(
+        "--reference-logs",
+        type=Path,
+        help="folder of reference convergence logs (e.g. the reference's RCP runs; compliance not needed) drawn beside the runs",
+    )
 
     p = sub.add_parser("summary", help="summary.csv and figure across benchmarks")
     p.add_argument("reports", type=Path, nargs="+")
@@ -484,7 +491,7 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "check":
             return cmd_check(args.import_modules)
         elif args.command == "plot":
-            cmd_plot(args.report, args.out_dir)
+            cmd_plot(args.report, args.out_dir, args.reference_logs)
         elif args.command == "summary":
             cmd_summary(args.reports, args.package_check, args.csv_out, args.figure)
         elif args.command == "package":

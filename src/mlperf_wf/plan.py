@@ -82,6 +82,9 @@ class Settings:
     """Per-benchmark folder the reference command starts in (with ``local``: this host's checkout of the reference)."""
     full_mounts: dict[str, list] = field(default_factory=dict)
     """Per-benchmark extra container mounts, ``HOST:CONTAINER[:ro|rw]``."""
+    reference_logs: dict[str, str] = field(default_factory=dict)
+    """Per-benchmark folder of reference convergence logs (e.g. the reference's RCP runs) the convergence figure
+    draws beside the runs."""
 
     @classmethod
     def from_config(cls, config: dict) -> Settings:
@@ -107,6 +110,7 @@ class Settings:
             full_arguments=dict(config.get("full_arguments") or {}),
             full_workdir=dict(config.get("full_workdir") or {}),
             full_mounts=dict(config.get("full_mounts") or {}),
+            reference_logs=dict(config.get("reference_logs") or {}),
         )
 
 
@@ -172,10 +176,13 @@ class Plan:
             raise ConfigError(f"config: benchmarks: {unknown} has no folder in src/mlperf_wf/benchmarks/; known: {', '.join(known)}")
         if s.scale == "tiny" and s.launcher not in ("auto", *TINY_LAUNCHERS):
             raise ConfigError(f"config: launcher is {s.launcher!r} but tiny-scale runs use auto, {' or '.join(TINY_LAUNCHERS)}")
-        for key in ("full_geometry", "full_container", "tiny_hyperparameters", "full_arguments", "full_workdir", "full_mounts"):
+        for key in ("full_geometry", "full_container", "tiny_hyperparameters", "full_arguments", "full_workdir", "full_mounts", "reference_logs"):
             for name in getattr(s, key):
                 if name not in self.benchmarks:
                     raise ConfigError(f"config: {key}.{name}: names no benchmark; known: {', '.join(known)}")
+        for name, folder in s.reference_logs.items():
+            if not Path(folder).is_dir():
+                raise ConfigError(f"config: reference_logs.{name}: {folder!r} is not a folder; give a folder of :::MLLOG logs (searched recursively)")
         for name in s.benchmarks:
             self.ruleset(name)
         for name in self.benchmarks:
@@ -324,6 +331,11 @@ class Plan:
                 raise ConfigError(f"config: full_mounts.{name}: {item!r} is not HOST:CONTAINER[:ro|rw] with an absolute container path")
             mounts.append((str((self.workdir / parts[0]).resolve()), parts[1], mode))
         return tuple(mounts)
+
+    def reference_logs_args(self, name: str) -> str:
+        """``--reference-logs FOLDER`` of the plot job where the config names reference logs for ``name``."""
+        folder = self.settings.reference_logs.get(name)
+        return f"--reference-logs {shlex.quote(str(Path(folder).resolve()))}" if folder else ""
 
     def site_arguments(self, name: str) -> tuple[tuple[str, str], ...]:
         """``full_arguments`` of a benchmark as (flag, value) pairs."""

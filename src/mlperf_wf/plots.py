@@ -85,9 +85,62 @@ def eval_curve(result_file: Path, ruleset: str) -> list[tuple[float, float]]:
     return points
 
 
-def convergence(report: dict, stem: Path) -> list[Path]:
-    """Eval metric vs samples (or epochs) of every run, the quality target line and the RCP reference band."""
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+MLLOG_PREFIX = ":::MLLOG "
+REFERENCE_LOG_SUFFIXES = (".out", ".log", ".txt")
+
+
+def reference_curves(folder: Path) -> dict[str, list[tuple[float, float]]]:
+    """(samples or epochs, eval metric) points of every log under ``folder``, keyed by its path relative to it.
+
+    Read line by line rather than with mlperf-logging's parser: reference convergence logs need not pass
+    compliance (deepseekv3_671b's RCP logs have no ``time_ms``, which that parser requires), and a curve
+    needs only the ``eval_accuracy`` events. Lines that are not MLLOG JSON are skipped; logs with no
+    evaluation are left out."""
+    curves = {}
+    for path in sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix in REFERENCE_LOG_SUFFIXES):
+        points = []
+        with path.open(errors="replace") as lines:
+            for line in lines:
+                start = line.find(MLLOG_PREFIX)
+                if start < 0 or '"eval_accuracy"' not in line:
+                    continue
+                try:
+                    event = json.loads(line[start + len(MLLOG_PREFIX) :])
+                    _, x = eval_progress(event.get("metadata") or {})
+                    if event.get("key") == "eval_accuracy" and x is not None:
+                        points.append((float(x), float(event["value"])))
+                except (ValueError, TypeError, KeyError):
+                    continue
+        if points:
+            curves[path.relative_to(folder).with_suffix("").as_posix()] = points
+    return curves
+
+
+def _draw_reference(ax: plt.Axes, curves: dict[str, list[tuple[float, float]]], folder: Path) -> None:
+    for label, points in curves.items():
+        xs, ys = zip(*points, strict=True)
+        ax.plot(xs, ys, "-", color="#7f7f7f", linewidth=0.8, alpha=0.7, marker=".", markersize=2)
+        ax.annotate(label, (xs[-1], ys[-1]), fontsize=5, color="#7f7f7f", xytext=(3, 0), textcoords="offset points")
+    ax.set_title(f"reference: {len(curves)} logs of {folder.name}/", fontsize=9)
+
+
+def _draw_target(ax: plt.Axes, target: dict) -> None:
+    ax.axhline(target["value"], color="#d62728", linewidth=1)
+    ax.annotate(
+        f"target {target['comparison']} {target['value']}", (0, target["value"]), xycoords=("axes fraction", "data"), color="#d62728", fontsize=8, va="bottom"
+    )
+
+
+def convergence(report: dict, stem: Path, reference_logs: Path | None = None) -> list[Path]:
+    """Eval metric vs samples (or epochs) of every run, the quality target line and the RCP reference band;
+    with ``reference_logs``, the reference's own curves too: on the same axes at full scale, in a panel of
+    their own beside a tiny run (whose samples are not comparable)."""
+    curves = reference_curves(reference_logs) if reference_logs else {}
+    beside = bool(curves) and report["scale"] != "full"
+    fig, axes = plt.subplots(1, 2 if beside else 1, figsize=(12 if beside else 7, 4.5), squeeze=False)
+    ax = axes[0][0]
+    if curves and not beside:
+        _draw_reference(ax, curves, reference_logs)
     for run in report["runs"]:
         points = eval_curve(Path(run["result_file"]), report["ruleset"])
         if not points:
@@ -96,11 +149,7 @@ def convergence(report: dict, stem: Path) -> list[Path]:
         style = "-" if not run["dropped"] or run["dropped"] in ("fastest", "slowest") else ":"
         (line,) = ax.plot(xs, ys, style, linewidth=1, marker=".", markersize=3)
         ax.annotate(f"seed {run['seed']}", (xs[-1], ys[-1]), fontsize=6, color=line.get_color(), xytext=(3, 0), textcoords="offset points")
-    target = report["quality_target"]
-    ax.axhline(target["value"], color="#d62728", linewidth=1)
-    ax.annotate(
-        f"target {target['comparison']} {target['value']}", (0, target["value"]), xycoords=("axes fraction", "data"), color="#d62728", fontsize=8, va="bottom"
-    )
+    _draw_target(ax, report["quality_target"])
     rcp = report.get("rcp")
     # RCPs describe the real benchmark; against a tiny run they would only squash the curves.
     if report["scale"] == "full" and rcp and rcp.get("reference_mean"):
@@ -117,14 +166,21 @@ def convergence(report: dict, stem: Path) -> list[Path]:
     unit = report.get("convergence_unit") or "samples_count"
     ax.set_xlabel(f"{'epochs' if unit == 'epoch_num' else 'samples'} (eval_accuracy {unit})")
     ax.set_ylabel("eval_accuracy")
-    ax.set_title(f"{report['benchmark']}: convergence of {len(report['runs'])} runs ({report['scale']})", fontsize=10)
+    drawn = f" and {len(curves)} reference logs (grey)" if curves and not beside else ""
+    ax.set_title(f"{report['benchmark']}: convergence of {len(report['runs'])} runs ({report['scale']}){drawn}", fontsize=10)
+    if beside:
+        other = axes[0][1]
+        _draw_reference(other, curves, reference_logs)
+        _draw_target(other, report["quality_target"])
+        other.set_xlabel("samples of the full-scale reference runs")
+        other.set_title(f"reference at full scale: {len(curves)} logs of {reference_logs.name}/", fontsize=9)
     return _save(fig, stem)
 
 
-def benchmark_figures(report_file: Path, out_dir: Path) -> list[Path]:
-    """Both per-benchmark figures."""
+def benchmark_figures(report_file: Path, out_dir: Path, reference_logs: Path | None = None) -> list[Path]:
+    """Both per-benchmark figures (``reference_logs``: see ``convergence``)."""
     report = json.loads(report_file.read_text())
-    return time_to_train(report, out_dir / "time_to_train") + convergence(report, out_dir / "convergence")
+    return time_to_train(report, out_dir / "time_to_train") + convergence(report, out_dir / "convergence", reference_logs)
 
 
 def summary(report_files: list[Path], csv_out: Path, stem: Path, package_check: Path | None = None) -> pd.DataFrame:

@@ -131,6 +131,11 @@ def report_args(wildcards, input):
     )
 
 
+def reference_logs_args(wildcards):
+    """``--reference-logs FOLDER`` where the config's reference_logs names one for the benchmark."""
+    return PLAN.reference_logs_args(wildcards.benchmark)
+
+
 def all_reports():
     """Report of every configured benchmark."""
     return [PLAN.report(name) for name in config["benchmarks"]]

@@ -55,9 +55,11 @@ rule plot_benchmark:
         f"{LOGS}/plot_benchmark/{{benchmark}}.log",
     conda:
         "../envs/mlperf-wf.yaml"
+    params:
+        reference_logs=reference_logs_args,
     shell:
         "mlperf-wf plot {input.report} --out-dir $(dirname {output.time_to_train})"
-        " > {log} 2>&1"
+        " {params.reference_logs} > {log} 2>&1"
 
 
 rule package:
