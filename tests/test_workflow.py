@@ -376,3 +376,17 @@ def test_each_run_records_what_it_was_made_with(tiny_project):
     report = json.loads((tiny_project / "results/tiny/llama2_70b_lora/report.json").read_text())
     assert report["runs"][0]["made_with"]["launcher"] == "local"
     assert report["runs"][0]["made_with"]["host"] == record["host"]
+
+
+def test_the_plot_job_draws_the_reference_logs_the_config_names(tmp_path):
+    workdir = new_workdir(tmp_path / "rcp")
+    folder = tmp_path / "rcp_logs"
+    folder.mkdir()
+    figure = "results/tiny/llama2_70b_lora/plots/convergence.png"
+    plot_lines = [
+        line
+        for line in snakemake(workdir, "-n", "-p", figure, "--config", f"reference_logs={{llama2_70b_lora: {folder}}}").stdout.splitlines()
+        if "mlperf-wf plot" in line
+    ]
+    assert len(plot_lines) == 1 and f"--reference-logs {folder} " in plot_lines[0]
+    assert "--reference-logs" not in snakemake(workdir, "-n", "-p", figure).stdout
