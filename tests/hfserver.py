@@ -6,7 +6,7 @@ size, blobId and lfs, computed here independently of the package), and files at
 ``/{datasets/}<repo>/resolve/<commit>/<path>`` with ``X-Repo-Commit``. LFS files
 are redirected, as the hub does, to ``http://localhost:<port>/cdn/<path>`` (another
 host name, so a client must not carry its token there). Range requests, byte
-counts and fault injection are R2Server's.
+counts and fault injection are R2Server's (the listing's faults under ``"<listing>"``).
 """
 
 from __future__ import annotations
@@ -77,6 +77,8 @@ class HubServer(R2Server):
         return None
 
     def _fault_key(self, path: str) -> str:
+        if path.split("?", 1)[0] == self.listing_path:
+            return "<listing>"
         rel = self._relative(path)
         lfs = rel is not None and self.redirect_lfs and rel.endswith(LFS_SUFFIXES)
         # An LFS file's bytes come from the CDN: its faults wait for that request.

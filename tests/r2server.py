@@ -49,7 +49,7 @@ class R2Server:
         """Per data path, faults to inject on the next requests, one per request:
         reset (half the body, then the connection is dropped), truncate (full Content-Length
         declared, half sent), short-length (Content-Length smaller than the body), 500, 503,
-        404, 429, flip (one byte inverted), slow (each chunk delayed)."""
+        401, 403, 404, 429, flip (one byte inverted), slow (each chunk delayed)."""
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -75,7 +75,7 @@ class R2Server:
                     return
                 body = server._resolve(self.path)
                 fault = server._next_fault(self.path)
-                if fault in ("500", "503", "404", "429"):
+                if fault in ("500", "503", "401", "403", "404", "429"):
                     self.send_response(int(fault))
                     self.send_header("Content-Length", "0")
                     self.end_headers()

@@ -354,3 +354,33 @@ def test_a_hub_dataset_goes_through_the_tiny_dag_mirror_download_verify(tmp_path
     assert sorted(f["path"] for f in record["files"]) == ["README.md", TRAIN, VALIDATION]
     downloaded = json.loads((workdir / "resources/tiny/datasets/hub_test_repo/download.json").read_text())
     assert downloaded["commit"] == COMMIT and downloaded["uri"].startswith("file:resources/tiny/mirror/hub_test_repo/api/datasets/")
+
+
+def test_a_gated_repository_says_to_set_hf_token_and_never_prints_it(tmp_path):
+    make_repo(tmp_path / "hub")
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "HF_TOKEN": "hf_do_not_print"}
+    with HubServer(tmp_path / "hub", "ds", REPO, COMMIT) as server:
+        server.faults = {"<listing>": ["401"]}
+        argv = ["--endpoint", server.endpoint, "--repository", REPO, "--revision", COMMIT, "--dest", str(tmp_path / "out" / "ds")]
+        proc = subprocess.run([sys.executable, "-m", "mlperf_wf", "download", *argv], capture_output=True, text=True, env=env, check=False)
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert proc.stderr.strip().endswith("HTTP 401 (expected 200); a gated or private repository needs HF_TOKEN set to a token with access")
+    assert "hf_do_not_print" not in proc.stdout + proc.stderr
+    assert server.requests[0].headers.get("Authorization") == "Bearer hf_do_not_print"
+
+
+def test_a_staged_file_of_another_commit_is_quarantined_and_fetched_again(tmp_path):
+    """A rerun after the pinned commit changed must not reuse a file an earlier run staged for the old one."""
+    contents = make_repo(tmp_path / "hub")
+    dest = tmp_path / "out" / "ds"
+    with HubServer(tmp_path / "hub", "ds", REPO, COMMIT) as server:
+        server.faults = {VALIDATION: ["404"]}
+        with pytest.raises(DownloadError):
+            download_hub_dataset(hub(server), dest, headers={}, jobs=1)
+        (staging_dir_for(dest) / TRAIN).write_bytes(b"the old commit's bytes")
+        first_run = len(server.requests)
+        download_hub_dataset(hub(server), dest, headers={})
+        rerun = server.requests[first_run:]
+    assert (dest / TRAIN).read_bytes() == contents[TRAIN]
+    assert (quarantine_dir_for(dest) / TRAIN).read_bytes() == b"the old commit's bytes"
+    assert not [r for r in rerun if r in server.file_requests("README.md")], "a staged file that passes its checks is kept"

@@ -284,20 +284,28 @@ def download_file(file: RemoteFile, dest: Path, transport: Transport, progress: 
         raise ChecksumError(f"{dest.name}/{file.path}: {what} mismatch after download: expected {wanted}, actual {actual}; moved to {moved}")
 
 
-def fetch_files(files: list[RemoteFile], dest: Path, transport: Transport, jobs: int) -> tuple[dict[str, dict[str, str]], int]:
-    """Download ``jobs`` files at a time into the staging folder of ``dest``; return every file's digests and the bytes transferred.
+def _obtain(file: RemoteFile, dest: Path, transport: Transport, progress: Progress | None) -> tuple[int, dict[str, str]]:
+    """A file an interrupted run finished is re-hashed and kept if it still passes its checks (the published
+    list or pinned commit may have changed since); otherwise, or when absent, it is downloaded."""
+    staged = staging_dir_for(dest) / file.path
+    if staged.is_file():
+        digests = _hexdigests(hash_file(staged, file.expected.new_hashes()))
+        failed = file.expected.mismatch(staged.stat().st_size, digests)
+        if failed is None:
+            return 0, digests
+        moved = quarantine_file(dest, file.path, staged)
+        log.warning("%s/%s: staged by an earlier run with %s %s, expected %s; moved to %s and downloaded again", dest.name, file.path, *failed, moved)
+    return download_file(file, dest, transport, progress)
 
-    Files an interrupted run finished are kept (they passed their checks before being renamed from ``.part``) and only re-hashed.
-    """
-    staging = staging_dir_for(dest)
-    staging.mkdir(parents=True, exist_ok=True)
-    todo = [f for f in files if not (staging / f.path).is_file()]
+
+def fetch_files(files: list[RemoteFile], dest: Path, transport: Transport, jobs: int) -> tuple[dict[str, dict[str, str]], int]:
+    """Download ``jobs`` files at a time into the staging folder of ``dest``; return every file's digests and the bytes transferred."""
+    staging_dir_for(dest).mkdir(parents=True, exist_ok=True)
     with tqdm(total=0, unit="B", unit_scale=True, desc=dest.name, mininterval=1.0) as bar, ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         progress = Progress(bar)
-        futures = {f.path: pool.submit(download_file, f, dest, transport, progress) for f in todo}
+        futures = {f.path: pool.submit(_obtain, f, dest, transport, progress) for f in files}
         done = {path: future.result() for path, future in futures.items()}
-    digests = {f.path: done[f.path][1] if f.path in done else _hexdigests(hash_file(staging / f.path, f.expected.new_hashes())) for f in files}
-    return digests, sum(n for n, _ in done.values())
+    return {path: digests for path, (_, digests) in done.items()}, sum(n for n, _ in done.values())
 
 
 @dataclass
