@@ -110,7 +110,7 @@ class DatasetSource(_Strict):
 
 
 class TinyGenerator(_Strict):
-    """How the tiny tier generates a dataset in the same R2 layout."""
+    """How the tiny tier generates a dataset's stand-in (the mirror then publishes it in the layout of the dataset's protocol)."""
 
     module: str
     """Python module with ``generate(out_dir: Path, seed: int) -> list[Path]`` (usually in the benchmark's folder)."""
@@ -136,7 +136,8 @@ class DatasetDef(_Strict):
     file_count: int | None = None
     """Number of files in the published .md5 list when this definition was written."""
     files: list[DatasetFile] = Field(default_factory=list)
-    """Files that make up the dataset; empty means "whatever the .md5 lists" (long lists are not copied here)."""
+    """Files that make up the dataset; empty means "whatever the .md5 list (R2) or the hub's listing (huggingface) holds"
+    (long lists are not copied here). For huggingface, the files whose values a reference pins (checked as well as the hub's)."""
     exclude: list[str] = Field(default_factory=list)
     """Glob patterns of listed files not to download (e.g. ``.git/**`` in a mirrored HF repo)."""
     license: str
