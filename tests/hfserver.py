@@ -2,7 +2,8 @@
 
 It serves one repository at one commit from ``root/data/<name>/``: the listing
 ``/api/{datasets|models}/<repo>/revision/<commit>`` (``sha``, ``siblings`` with
-size, blobId and lfs, computed here independently of the package), and files at
+size, blobId and lfs, computed here independently of the package), the paginated
+tree ``/api/.../tree/<commit>`` (``Link: rel="next"``), and files at
 ``/{datasets/}<repo>/resolve/<commit>/<path>`` with ``X-Repo-Commit``. LFS files
 are redirected, as the hub does, to ``http://localhost:<port>/cdn/<path>`` (another
 host name, so a client must not carry its token there). Range requests, byte
@@ -44,6 +45,10 @@ class HubServer(R2Server):
         """Per file path, keys replaced in its listing entry (``lfs`` replaced whole)."""
         self.redirect_lfs = True
         """Redirect LFS files to the CDN path, as the hub does."""
+        self.siblings_cut: int | None = None
+        """List only this many siblings (a listing cut short by the hub's caches); the tree stays complete."""
+        self.tree_page = 1000
+        """Entries per page of the tree (``Link: rel="next"`` to the next page)."""
 
     @property
     def endpoint(self) -> str:
@@ -52,6 +57,10 @@ class HubServer(R2Server):
     @property
     def listing_path(self) -> str:
         return f"/api/{self.repository_type}s/{self.repository}/revision/{self.revision}"
+
+    @property
+    def tree_path(self) -> str:
+        return f"/api/{self.repository_type}s/{self.repository}/tree/{self.revision}"
 
     @property
     def resolve_prefix(self) -> str:
@@ -86,7 +95,28 @@ class HubServer(R2Server):
             return ""
         return rel
 
+    def _tree_page(self, path: str) -> tuple[bytes, int | None]:
+        """One page of the tree (entries as the hub's /tree endpoint gives them, folders too) and the next page's cursor."""
+        cursor = int(urllib.parse.parse_qs(urllib.parse.urlparse(path).query).get("cursor", ["0"])[0])
+        entries, folders = [], set()
+        for sibling in self._siblings():
+            folders.update(str(parent) for parent in Path(sibling["rfilename"]).parents if str(parent) != ".")
+            entry = {"type": "file", "path": sibling["rfilename"], "size": sibling["size"], "oid": sibling["blobId"]}
+            if "lfs" in sibling:
+                entry["lfs"] = {"oid": sibling["lfs"]["sha256"], "size": sibling["lfs"]["size"], "pointerSize": sibling["lfs"]["pointerSize"]}
+            entries.append(entry)
+        entries += [{"type": "directory", "path": folder, "oid": "0" * 40, "size": 0} for folder in sorted(folders)]
+        page = entries[cursor : cursor + self.tree_page]
+        following = cursor + self.tree_page
+        return json.dumps(page).encode(), following if following < len(entries) else None
+
     def _listing(self) -> bytes:
+        siblings = self._siblings()
+        if self.siblings_cut is not None:
+            siblings = siblings[: self.siblings_cut]
+        return json.dumps({"id": self.repository, "sha": self.listing_commit or self.revision, "siblings": siblings}).encode()
+
+    def _siblings(self) -> list[dict]:
         folder = self.root / "data" / self.name
         siblings = []
         for path in self._files():
@@ -99,11 +129,13 @@ class HubServer(R2Server):
                 entry["lfs"] = {"sha256": hashlib.sha256(data).hexdigest(), "size": len(data), "pointerSize": len(pointer)}
             entry.update(self.sibling_changes.get(rel, {}))
             siblings.append(entry)
-        return json.dumps({"id": self.repository, "sha": self.listing_commit or self.revision, "siblings": siblings}).encode()
+        return siblings
 
     def _resolve(self, path: str) -> bytes | None:
         if path.split("?", 1)[0] == self.listing_path:
             return self._listing()
+        if path.split("?", 1)[0] == self.tree_path:
+            return self._tree_page(path)[0]
         rel = self._relative(path)
         target = self.root / "data" / self.name / rel if rel else None
         if target is None or not target.is_file():
@@ -118,6 +150,10 @@ class HubServer(R2Server):
         return None
 
     def _send_extra_headers(self, handler: BaseHTTPRequestHandler, path: str) -> None:
+        if path.split("?", 1)[0] == self.tree_path:
+            following = self._tree_page(path)[1]
+            if following is not None:
+                handler.send_header("Link", f'<{self.base}{self.tree_path}?recursive=true&cursor={following}>; rel="next"')
         rel = self._relative(path)
         if rel is not None and path.startswith(self.resolve_prefix):
             handler.send_header("X-Repo-Commit", self.served_commit.get(rel, self.revision))

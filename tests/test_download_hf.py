@@ -387,3 +387,18 @@ def test_a_staged_file_of_another_commit_is_quarantined_and_fetched_again(tmp_pa
     assert (dest / TRAIN).read_bytes() == contents[TRAIN]
     assert (quarantine_dir_for(dest) / TRAIN).read_bytes() == b"the old commit's bytes"
     assert not [r for r in rerun if r in server.file_requests("README.md")], "a staged file that passes its checks is kept"
+
+
+@pytest.mark.parametrize("cut", [0, 2])
+def test_a_listing_cut_short_is_replaced_by_the_paginated_tree(tmp_path, monkeypatch, cut):
+    """The hub's caches may cut ``siblings`` short in large repositories: from LARGE_LISTING files on, or none, the tree decides."""
+    monkeypatch.setattr("mlperf_wf.hub.LARGE_LISTING", 2)
+    contents = make_repo(tmp_path / "hub", big_bytes=100)
+    dest = tmp_path / "out" / "ds"
+    with HubServer(tmp_path / "hub", "ds", REPO, COMMIT) as server:
+        server.siblings_cut, server.tree_page = cut, 2
+        record = download_hub_dataset(hub(server), dest, headers=hub_auth_headers({"HF_TOKEN": "t"}))
+    pages = [r for r in server.requests if "/tree/" in r.path]
+    assert len(pages) == 3 and pages[-1].path.endswith("cursor=4"), "4 files and 2 folders, 2 entries a page"
+    assert all(r.headers.get("Authorization") == "Bearer t" for r in pages)
+    assert sorted(record.files) == sorted(contents) and all((dest / rel).read_bytes() == data for rel, data in contents.items())

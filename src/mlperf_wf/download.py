@@ -23,7 +23,7 @@ import shutil
 import threading
 import time
 import urllib.parse
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -74,6 +74,22 @@ def fetch_text(url: str, headers: dict[str, str], timeout: float = 60.0, follow_
     if response.status_code != 200:
         raise DownloadError(f"{url}: HTTP {response.status_code} (expected 200)")
     return response.text
+
+
+def fetch_pages(url: str, headers: dict[str, str], timeout: float = 60.0) -> Iterator[str]:
+    """The pages of a paginated answer, following ``Link: <url>; rel="next"`` (a file:// URL is one page)."""
+    while url:
+        if _is_file_url(url):
+            yield fetch_text(url, headers, timeout)
+            return
+        try:
+            response = requests.get(url, headers=headers, timeout=timeout)
+        except requests.RequestException as err:
+            raise DownloadError(f"{url}: {type(err).__name__}: {err}") from None
+        if response.status_code != 200:
+            raise DownloadError(f"{url}: HTTP {response.status_code} (expected 200)")
+        yield response.text
+        url = response.links.get("next", {}).get("url")
 
 
 @dataclass(frozen=True)

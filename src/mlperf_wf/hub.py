@@ -3,7 +3,9 @@
 The hub's layout, as ``huggingface_hub`` speaks it:
 
 - listing: ``GET {endpoint}/api/{datasets|models}/{repo}/revision/{commit}?blobs=true`` answers
-  ``{"sha": commit, "siblings": [{"rfilename", "size", "blobId", "lfs": {"sha256", "size"}}]}``;
+  ``{"sha": commit, "siblings": [{"rfilename", "size", "blobId", "lfs": {"sha256", "size"}}]}``; where
+  ``siblings`` may be cut short (``LARGE_LISTING``), ``GET .../tree/{commit}?recursive=true`` pages
+  (``Link: rel="next"``) of ``{"type", "path", "size", "oid", "lfs": {"oid", "size"}}`` list the files;
 - file: ``GET {endpoint}/{datasets/}{repo}/resolve/{commit}/{path}`` (models have no prefix); the
   response (or the redirect to a CDN before it) names the commit it serves in ``X-Repo-Commit``.
 
@@ -29,7 +31,7 @@ from pathlib import Path
 
 import requests
 
-from mlperf_wf.download import DownloadRecord, Expected, RemoteFile, Transport, fetch_files, fetch_text, place_dataset, staging_dir_for
+from mlperf_wf.download import DownloadRecord, Expected, RemoteFile, Transport, fetch_files, fetch_pages, fetch_text, place_dataset, staging_dir_for
 from mlperf_wf.errors import ChecksumError, ConfigError, DownloadError
 from mlperf_wf.registry import DatasetFile
 from mlperf_wf.verify import count_rows, quarantine_and_fail
@@ -37,6 +39,9 @@ from mlperf_wf.verify import count_rows, quarantine_and_fail
 TOKEN_ENV = "HF_TOKEN"
 """Environment variable holding a hub access token (gated or private repositories); sent as a Bearer token, never logged."""
 COMMIT = re.compile(r"[0-9a-f]{40}")
+LARGE_LISTING = 1000
+"""From this many files on (or none), the revision listing's ``siblings`` may be cut short by the hub's caches
+(huggingface_hub PRs #3122, #3565): the file list is then read from the commit's paginated tree instead."""
 
 
 def hub_auth_headers(environ: dict[str, str] | None = None) -> dict[str, str]:
@@ -76,6 +81,11 @@ class HubRepo:
         return f"{prefix}{self.repository}/resolve/{self.revision}"
 
     @property
+    def tree_path(self) -> str:
+        """Path of the commit's paginated file tree under the endpoint (without its ``?recursive=true`` query)."""
+        return f"api/{self.repository_type}s/{self.repository}/tree/{self.revision}"
+
+    @property
     def listing_url(self) -> str:
         return f"{self.endpoint.rstrip('/')}/{self.listing_path}?blobs=true"
 
@@ -109,6 +119,17 @@ def _safe(path: object, where: str) -> str:
     return path
 
 
+def _hub_file(entry: dict, where: str, names: tuple[str, str, str]) -> HubFile:
+    """A listing entry as a HubFile; ``names`` are the entry's keys for the path, the blob id and the LFS sha256."""
+    path_key, blob_key, sha_key = names
+    path = _safe(entry.get(path_key), where)
+    lfs = entry.get("lfs") or {}
+    size = lfs.get("size", entry.get("size"))
+    if not isinstance(size, int) or not entry.get(blob_key):
+        raise DownloadError(f"{where}: {path} is listed without its size or {blob_key}")
+    return HubFile(path, size, entry[blob_key], lfs.get(sha_key))
+
+
 def parse_listing(text: str, repo: HubRepo, dataset: str) -> list[HubFile]:
     """The files of a listing answer; fails when it is not the pinned commit's or lacks sizes and hashes."""
     where = repo.listing_url
@@ -119,14 +140,19 @@ def parse_listing(text: str, repo: HubRepo, dataset: str) -> list[HubFile]:
         raise DownloadError(f"{where}: not a hub listing (expected JSON with 'sha' and 'siblings')") from None
     if commit != repo.revision:
         raise DownloadError(f"{dataset}: {where} resolves revision {repo.revision} to commit {commit}; expected the pinned commit {repo.revision}")
+    return [_hub_file(entry, where, ("rfilename", "blobId", "sha256")) for entry in siblings]
+
+
+def tree_files(repo: HubRepo, headers: dict[str, str], timeout: float = 60.0) -> list[HubFile]:
+    """Every file of the commit's tree, page by page (the hub sends up to 1000 entries a page)."""
+    url = f"{repo.endpoint.rstrip('/')}/{repo.tree_path}?recursive=true"
     files = []
-    for entry in siblings:
-        path = _safe(entry.get("rfilename"), where)
-        lfs = entry.get("lfs") or {}
-        size = lfs.get("size", entry.get("size"))
-        if not isinstance(size, int) or not entry.get("blobId"):
-            raise DownloadError(f"{where}: {path} is listed without size and blobId (the endpoint must answer ?blobs=true)")
-        files.append(HubFile(path, size, entry["blobId"], lfs.get("sha256")))
+    for page in fetch_pages(url, headers, timeout):
+        try:
+            entries = [entry for entry in json.loads(page) if entry["type"] == "file"]
+        except (ValueError, KeyError, TypeError):
+            raise DownloadError(f"{url}: not a hub tree page (expected a JSON list of entries with 'type')") from None
+        files += [_hub_file(entry, url, ("path", "oid", "oid")) for entry in entries]
     return files
 
 
@@ -185,7 +211,10 @@ def download_hub_dataset(
         if re.search(r"HTTP 40[13]\b", str(err)):
             raise DownloadError(f"{err}; a gated or private repository needs {TOKEN_ENV} set to a token with access") from None
         raise
-    files = [f for f in parse_listing(text, repo, dest.name) if wanted(f.path)]
+    listed = parse_listing(text, repo, dest.name)
+    if not 0 < len(listed) < LARGE_LISTING:
+        listed = tree_files(repo, headers, timeout)
+    files = [f for f in listed if wanted(f.path)]
     if not files:
         raise DownloadError(f"{repo.listing_url}: lists no files to download")
     pins = {pin.path: pin for pin in pinned or []}
