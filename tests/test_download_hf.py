@@ -402,3 +402,13 @@ def test_a_listing_cut_short_is_replaced_by_the_paginated_tree(tmp_path, monkeyp
     assert len(pages) == 3 and pages[-1].path.endswith("cursor=4"), "4 files and 2 folders, 2 entries a page"
     assert all(r.headers.get("Authorization") == "Bearer t" for r in pages)
     assert sorted(record.files) == sorted(contents) and all((dest / rel).read_bytes() == data for rel, data in contents.items())
+
+
+def test_rows_pinned_on_a_file_that_is_no_parquet_fail_in_one_line(tmp_path):
+    make_repo(tmp_path / "hub")
+    (tmp_path / "hub" / "data" / "ds" / "data" / "broken.parquet").write_bytes(b"not parquet at all")
+    dest = tmp_path / "out" / "ds"
+    with HubServer(tmp_path / "hub", "ds", REPO, COMMIT) as server, pytest.raises(ChecksumError) as err:
+        download_hub_dataset(hub(server), dest, pinned=[DatasetFile(path="data/broken.parquet", rows=3)], headers={})
+    assert str(err.value).startswith("ds/data/broken.parquet: rows mismatch after download: expected 3, actual unreadable (")
+    assert "\n" not in str(err.value) and (quarantine_dir_for(dest) / "data" / "broken.parquet").is_file()

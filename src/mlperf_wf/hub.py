@@ -182,10 +182,17 @@ def commit_check(dataset: str, revision: str) -> Callable[[requests.Response], N
     return check
 
 
+def _rows(path: Path) -> int | str:
+    try:
+        return count_rows(path)
+    except ValueError as err:  # pyarrow's ArrowInvalid is one: a file that is not parquet
+        return f"unreadable ({str(err).splitlines()[0]})"
+
+
 def check_rows(dest: Path, pinned: dict[str, DatasetFile]) -> None:
     """Count the rows of every file the catalog pins rows for; quarantine those that differ and fail naming the first."""
     staging = staging_dir_for(dest)
-    bad = [(path, pin.rows, count_rows(staging / path)) for path, pin in pinned.items() if pin.rows is not None]
+    bad = [(path, pin.rows, _rows(staging / path)) for path, pin in pinned.items() if pin.rows is not None]
     bad = [(path, rows, actual) for path, rows, actual in bad if actual != rows]
     if bad:
         quarantine_and_fail(dest, staging, "rows mismatch after download", bad)
