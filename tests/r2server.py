@@ -9,8 +9,11 @@ slowed down so a test can kill a client mid-file.
 from __future__ import annotations
 
 import hashlib
+import os
+import signal
 import socket
 import struct
+import subprocess
 import threading
 import time
 from collections import Counter
@@ -186,3 +189,17 @@ class R2Server:
     def __exit__(self, *exc: object) -> None:
         self.httpd.shutdown()
         self.httpd.server_close()
+
+
+def kill_mid_file(command: list[str], part: Path, size: int, env: dict[str, str] | None = None, past: int = 1_000_000) -> int:
+    """Start the download CLI, ``kill -9`` its process group once ``part`` holds more than ``past`` bytes;
+    the bytes left on disk (asserted to be mid-file: more than ``past``, less than ``size``)."""
+    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, env=env)
+    deadline = time.time() + 60
+    while time.time() < deadline and not (part.exists() and part.stat().st_size > past):
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    on_disk = part.stat().st_size
+    assert past < on_disk < size, "the kill must land mid-file"
+    return on_disk

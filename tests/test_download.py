@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import hashlib
-import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -15,7 +12,7 @@ import pytest
 from mlperf_wf.download import auth_headers, download_dataset, download_url_list, parse_manifest, staging_dir_for
 from mlperf_wf.errors import ChecksumError, DownloadError
 from mlperf_wf.mirror import publish
-from tests.r2server import R2Server
+from tests.r2server import R2Server, kill_mid_file
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -101,14 +98,7 @@ def test_kill_mid_file_then_rerun_resumes_from_bytes_on_disk(tmp_path):
     command = [sys.executable, "-m", "mlperf_wf", "--root", str(ROOT), "download", "--dataset", "scrolls_gov_report_8k", "--dest", str(dest)]
     with R2Server(tmp_path / "bucket", "ds", chunk=32 * 1024, delay=0.02) as server:
         command += ["--uri", server.uri_url, "--md5", server.md5_url]
-        proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-        deadline = time.time() + 60
-        while time.time() < deadline and not (part.exists() and part.stat().st_size > 1_000_000):
-            time.sleep(0.05)
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-        on_disk = part.stat().st_size
-        assert 1_000_000 < on_disk < sizes["b_big.bin"], "the kill must land mid-file"
+        on_disk = kill_mid_file(command, part, sizes["b_big.bin"])
         assert (staging_dir_for(dest) / "a_small.bin").is_file(), "the completed file stays in staging"
         assert not dest.exists(), "nothing is moved into place before the dataset is complete"
 

@@ -7,10 +7,8 @@ import hashlib
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -23,6 +21,7 @@ from mlperf_wf.registry import DatasetDef, DatasetFile
 from mlperf_wf.verify import quarantine_dir_for, verify_dataset
 from tests import tiny_hub_repo
 from tests.hfserver import HubServer, git_blob_id
+from tests.r2server import kill_mid_file
 
 ROOT = Path(__file__).resolve().parents[1]
 REPO = "acme/tiny-tasks"
@@ -87,14 +86,7 @@ def test_kill_mid_file_then_rerun_resumes_from_bytes_on_disk(tmp_path):
     with HubServer(tmp_path / "hub", "ds", REPO, COMMIT, chunk=32 * 1024, delay=0.02) as server:
         command = [sys.executable, "-m", "mlperf_wf", "download", "--dest", str(dest), "--endpoint", server.endpoint, "--repository", REPO]
         command += ["--revision", COMMIT, "--jobs", "2"]
-        proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, env=env)
-        deadline = time.time() + 60
-        while time.time() < deadline and not (part.exists() and part.stat().st_size > 1_000_000):
-            time.sleep(0.05)
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-        on_disk = part.stat().st_size
-        assert 1_000_000 < on_disk < size, "the kill must land mid-file"
+        on_disk = kill_mid_file(command, part, size, env)
         assert not dest.exists(), "nothing is moved into place before the dataset is complete"
         server.delay = 0.0
         first_run = len(server.requests)
