@@ -210,7 +210,9 @@ STUBS = {
     # mlperf-common's interface as callback.py and the script use it (rank-0-only logging, the submission helper).
     "mlperf_common/__init__.py": "",
     "mlperf_common/frameworks/__init__.py": "",
-    "mlperf_common/frameworks/pyt.py": "class PyTCommunicationHandler:\n    def global_rank(self):\n        return 0\n    def barrier(self, group=None):\n        pass\n",
+    "mlperf_common/frameworks/pyt.py": (
+        "class PyTCommunicationHandler:\n    def global_rank(self):\n        return 0\n    def barrier(self, group=None):\n        pass\n"
+    ),
     "mlperf_common/logging.py": (
         "from mlperf_logging import mllog\nfrom mlperf_logging.mllog import constants\n"
         "class MLLoggerWrapper:\n"
