@@ -42,7 +42,7 @@ def test_the_references_64_node_plan_matches_its_golden_file(workdir):  # noqa: 
     assert pyxis["resources"]["nodes"] == 64 and pyxis["resources"]["gres"] == "gpu:4" and pyxis["resources"]["tasks"] == 256
     command = pyxis["command"]
     assert "--mpi=pmix" in command and "RANK=$SLURM_PROCID" in command
-    assert "python /workspace/code/pretrain_deepseek_v3_671b.py --nodes 64 --gpus_per_node 4" in command
+    assert "python pretrain_deepseek_v3_671b.py --nodes 64 --gpus_per_node 4" in command
     assert "--expert_model_parallel_size 64" in command and "--gbs 16384" in command and "--lr 0.000024" in command
     for mount in ("/preproc_data", "/tokenizer", "/checkpoint", "/output", "/npy_index", "/mlperf-outputs"):
         assert f":{mount}" in command, mount

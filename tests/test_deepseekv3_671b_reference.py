@@ -63,7 +63,7 @@ def command_value(option: str) -> str:
 @needs_reference
 def test_every_file_and_option_the_full_command_names_exists_in_the_reference():
     command = BENCH.full.command
-    assert command[:2] == ["python", "/workspace/code/pretrain_deepseek_v3_671b.py"]  # run_deepseek.py:58-59,297-302
+    assert command[:2] == ["python", "pretrain_deepseek_v3_671b.py"]  # run_deepseek.py:58-59,294-302, from the workdir
     assert BENCH.full.workdir == "/workspace/code" and "WORKDIR /workspace/code\nCOPY . ." in (REFERENCE / "Dockerfile").read_text()
     script = REFERENCE / Path(command[1]).name
     assert script.is_file() and (REFERENCE / "callback.py").is_file()
