@@ -134,11 +134,10 @@ def _train(model, windows: torch.Tensor, steps: int) -> None:
 
 
 def test_baselines_do_not_reach_the_target_and_training_on_the_real_order_does(mirrors, prepared):
-    torch.set_num_threads(2)
     corpus = trainer.corpus(prepared)
     train = markov_corpus.windows(corpus.train_prefixes[0], HP.sequence_length)
-    validation = markov_corpus.windows(corpus.validation_prefix, HP.sequence_length)[: HP.eval_sequences]
-    steps = 30  # the demo's runs stop at about 20
+    validation = markov_corpus.windows(corpus.validation_prefix, HP.sequence_length)[:256]  # a quarter of the runs' 1024: cheaper, as stable
+    steps = 24  # the demo's runs stop at 19
     checkpoint = mirrors["deepseekv3_checkpoint_bf16"].data
     untrained = causal_trainer.log_perplexity(starting_checkpoint.load(checkpoint), validation)
     assert untrained == pytest.approx(math.log(tokenizer.SYMBOLS + 2), abs=0.1) and not TARGET.reached(untrained)
