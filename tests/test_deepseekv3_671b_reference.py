@@ -314,3 +314,27 @@ def test_a_learning_rate_off_the_closed_rule_stops_a_closed_run(monkeypatch, cap
     with pytest.raises(SystemExit, match="closed rule"):
         patch.check_learning_rate(config)
     patch.check_learning_rate(SimpleNamespace(train=SimpleNamespace(global_batch_size=15360), optimizer=SimpleNamespace(lr=0.000023238)))
+
+
+def test_the_hugging_face_checkpoint_is_replaced_by_its_mounted_conversion_or_refused(monkeypatch, tmp_path, capsys):
+    from types import SimpleNamespace
+
+    monkeypatch.syspath_prepend(str(HOOKS))
+    monkeypatch.syspath_prepend(str(PATCHES))
+    import mlperf_wf_deepseekv3_671b as patch
+
+    hf = tmp_path / "checkpoint"
+    hf.mkdir()
+    (hf / "config.json").write_text("{}")
+    (hf / "model-00001-of-00163.safetensors").write_bytes(b"")
+    converted = tmp_path / "megatron_checkpoint"
+    config = SimpleNamespace(checkpoint=SimpleNamespace(load=str(hf)))
+    with pytest.raises(SystemExit, match=r"run_conversion\.sh"):
+        patch.use_converted_checkpoint(config, str(converted))
+    converted.mkdir()
+    patch.use_converted_checkpoint(config, str(converted))
+    assert config.checkpoint.load == str(converted) and "loading its conversion" in capsys.readouterr().err
+    (hf / "latest_checkpointed_iteration.txt").write_text("0")  # already a Megatron checkpoint: left alone
+    megatron = SimpleNamespace(checkpoint=SimpleNamespace(load=str(hf)))
+    patch.use_converted_checkpoint(megatron, str(converted))
+    assert megatron.checkpoint.load == str(hf)

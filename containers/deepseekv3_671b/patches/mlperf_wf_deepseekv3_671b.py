@@ -16,7 +16,13 @@ GPU); the reference's files are not edited. What it changes, and why:
 3. **The learning rate is checked against the closed rule**: 2.4e-5 x sqrt(GBS/16384) from the config's real
    global batch. A mismatch is said on stderr; in the closed division (``MLPERF_SUBMISSION_DIVISION=closed``) the
    run stops before training, since its log would fail the checker after hours.
-4. **The submission values** come from the workflow's config through ``MLPERF_SUBMISSION_*`` instead of
+4. **The starting checkpoint is the converted one.** The catalog's checkpoint (mounted at ``/checkpoint``, where the
+   script loads from, :200) is MLCommons' Hugging Face checkpoint; the reference loads a Megatron-format
+   conversion of it, made once with ``run_conversion.sh`` (README.md:187-196). When ``/checkpoint`` holds the
+   Hugging Face folder and a conversion is mounted at ``/megatron_checkpoint`` (``full_mounts``), the run loads
+   that; when there is none, it stops before training with one line saying so (instead of Megatron's
+   missing-checkpoint exit after start-up).
+5. **The submission values** come from the workflow's config through ``MLPERF_SUBMISSION_*`` instead of
    mlperf-common's hard-coded closed/onprem and ``<nodes>x<platform>``.
 
 Written for the image's Python (3.12 on nvcr.io/nvidia/pytorch:25.12).
@@ -38,6 +44,8 @@ CONFIG_FILENAME_VARIABLE = "MLPERF_CONFIG_FILENAME"
 """The reference config (``config_<system>.sh``) whose values the run uses."""
 CLOSED_PEAK_LR = 2.4e-5
 """The closed rule's learning rate at GBS 16384 (closed_deepseekv3_671b.yaml: 2.4e-5 x sqrt(GBS/16384), within 1e-9)."""
+CONVERTED_CHECKPOINT = "/megatron_checkpoint"
+"""Where a site mounts the Megatron-format conversion of the Hugging Face checkpoint (``full_mounts``)."""
 _logged_keys: set[str] = set()
 
 
@@ -119,6 +127,29 @@ def check_learning_rate(config: object) -> None:
         raise SystemExit(message)
 
 
+def is_hugging_face_checkpoint(folder: str) -> bool:
+    """A Hugging Face folder (``config.json``, safetensors) rather than a Megatron checkpoint (``latest_checkpointed_iteration.txt``)."""
+    if not os.path.isdir(folder) or os.path.exists(os.path.join(folder, "latest_checkpointed_iteration.txt")):
+        return False
+    return os.path.isfile(os.path.join(folder, "config.json")) and any(name.endswith(".safetensors") for name in os.listdir(folder))
+
+
+def use_converted_checkpoint(config: object, converted: str = CONVERTED_CHECKPOINT) -> None:
+    """Point ``checkpoint.load`` at the Megatron conversion when the configured folder is the Hugging Face one."""
+    checkpoint = getattr(config, "checkpoint", None)
+    load = getattr(checkpoint, "load", None)
+    if not load or not is_hugging_face_checkpoint(load):
+        return
+    if not os.path.isdir(converted):
+        raise SystemExit(
+            f"mlperf-wf deepseekv3_671b patch: {load} holds the Hugging Face checkpoint; the reference trains from its Megatron-format "
+            f"conversion: convert it once with the reference's run_conversion.sh (README.md:187-196) and mount the result at {converted} "
+            "(config full_mounts)"
+        )
+    sys.stderr.write(f"mlperf-wf deepseekv3_671b patch: {load} is the Hugging Face checkpoint; loading its conversion from {converted}\n")
+    checkpoint.load = converted
+
+
 def _patch_callback(module: ModuleType) -> None:
     reference_logger = module.mllogger
     submission = submission_values()
@@ -144,6 +175,7 @@ def _patch_pretrain(module: ModuleType) -> None:
     @functools.wraps(original)
     def pretrain(config: object, *args: object, **kwargs: object) -> object:
         check_learning_rate(config)
+        use_converted_checkpoint(config)
         if rank() == 0:
             reference_logger = sys.modules["callback"].mllogger
             for key, value in run_values(config, sys.argv).items():
