@@ -7,8 +7,9 @@ parser of pretrain_deepseek_v3_671b.py; and the reference's unmodified ``pretrai
 ``callback.py`` are run with the plan's own command line, the round patch loaded by the hooks, and stand-ins of
 the GPU-only packages they import (Megatron-Bridge's recipe/pretrain loop, megatron-core's parallel state,
 mlperf-common's logger wrapper), so the log they write goes through the official 6.1.0 closed checker. The
-stand-in recipe's AdamW betas, weight decay and clip (0.9/0.95, 0.1, 1.0) and its bf16 mixed precision are the
-values the reference's own logs report, not read from Megatron-Bridge's source (not in our copy).
+stand-in recipe's AdamW betas, weight decay and clip (0.9/0.95, 0.1, 1.0) are the values the reference's fixture
+logs report; its ``bf16_mixed`` precision is an assumption (no log carries a precision key); neither is read from
+Megatron-Bridge's source (not in our copy).
 """
 
 from __future__ import annotations
