@@ -11,6 +11,7 @@ step 42 + 24576/GBS, moe_aux_loss_coeff 0.01 (sequence-wise auxiliary loss).
 from __future__ import annotations
 
 from mlperf_logging.mllog import constants
+from pydantic import Field
 
 from mlperf_wf.language_models.causal_trainer import CausalLMHyperparameters
 
@@ -45,7 +46,7 @@ class Hyperparameters(CausalLMHyperparameters):
     """Evaluate every step (reference EVAL_CHECK_INTERVAL=1)."""
     eval_sequences: int = 1024
     """Validation sequences per evaluation, the first of the file, unshuffled (reference EVAL_BATCH_SIZE=1024 x EVAL_BATCHES=1; rule 1024)."""
-    moe_aux_loss_coeff: float = 0.01
+    moe_aux_loss_coeff: float = Field(0.01, ge=0.0)
     """Weight of the sequence-wise load-balancing loss in the training loss (reference hard-codes 0.01)."""
 
     def mllog(self, world_size: int) -> dict[str, object]:
