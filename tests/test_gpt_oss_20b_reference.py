@@ -61,12 +61,13 @@ def in_image(path: str) -> Path:
 
 def test_every_file_the_full_command_and_environment_name_is_in_the_reference_tree():
     command = BENCH.full.command
-    assert command[:2] == ["env", "bash"]
-    assert in_image(command[2]).is_file()
+    assert command == ["env", "./run_and_time.sh"] and BENCH.full.workdir == "/workspace/code"
+    script = REFERENCE / "run_and_time.sh"
+    assert script.is_file() and os.access(script, os.X_OK)  # run.sub:52 runs it as ./run_and_time.sh
     env = BENCH.full.env
     assert in_image(env["EXP"]).is_file()
     assert (REFERENCE / "src" / "train.py").is_file()  # run_and_time.sh runs src/train.py from /workspace/code
-    run_and_time = in_image(command[2]).read_text()
+    run_and_time = script.read_text()
     assert "src/train.py" in run_and_time and "${GPUS_PER_NODE}" in run_and_time and "${NNODES}" in run_and_time
     # Every variable of the environment is the value config_B200_1x8x1.sh exports, sourced by bash as
     # run_with_docker.sh:43 does (its arithmetic included), and it leaves out only PYTHONPATH and HF_TOKEN.
