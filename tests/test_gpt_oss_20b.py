@@ -87,6 +87,15 @@ def corpus(tmp_path_factory):
     return train, evaluation
 
 
+@pytest.fixture
+def one_thread():
+    """One torch thread, as the harness gives every tiny run (two threads on a shared 2-core machine are 5x slower)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 def train_steps(windows: torch.Tensor, evaluation: torch.Tensor, steps: int) -> float:
     hp = hyperparameters.resolve(BENCH, {})
     torch.manual_seed(0)
@@ -98,7 +107,7 @@ def train_steps(windows: torch.Tensor, evaluation: torch.Tensor, steps: int) -> 
     return causal_trainer.log_perplexity(model, evaluation)
 
 
-def test_the_model_reaches_the_target_and_a_shuffled_corpus_baseline_does_not(corpus):
+def test_the_model_reaches_the_target_and_a_shuffled_corpus_baseline_does_not(corpus, one_thread):
     windows, evaluation = corpus
     steps = HP.eval_every_samples // HP.global_batch_size  # the demo's first evaluation
     shuffled = windows.flatten()[torch.randperm(windows.numel(), generator=torch.Generator().manual_seed(0))].reshape(windows.shape)
