@@ -70,7 +70,7 @@ def test_every_file_the_full_command_and_environment_name_is_in_the_reference_tr
     run_and_time = script.read_text()
     assert "src/train.py" in run_and_time and "${GPUS_PER_NODE}" in run_and_time and "${NNODES}" in run_and_time
     # Every variable of the environment is the value config_B200_1x8x1.sh exports, sourced by bash as
-    # run_with_docker.sh:43 does (its arithmetic included), and it leaves out only PYTHONPATH and HF_TOKEN.
+    # run_with_docker.sh:62 does (its arithmetic included), and it leaves out only PYTHONPATH and HF_TOKEN.
     sourced = subprocess.run(
         ["env", "-i", "bash", "-c", f". {REFERENCE / 'config_B200_1x8x1.sh'} && env -0"], capture_output=True, text=True, check=True
     ).stdout
@@ -218,7 +218,7 @@ def drive(tmp_path: Path, hooked: bool, losses: str = "3.9,3.5,3.31") -> Path:
         (stand_in / name).write_text(text)
     (tmp_path / "driver.py").write_text(DRIVER)
     result = tmp_path / "results" / "result.txt"
-    result.parent.mkdir()  # run_and_time.sh:26 mkdir -p /results
+    result.parent.mkdir()  # run_and_time.sh:28 mkdir -p /results
     env = {key: value for key, value in os.environ.items() if not key.startswith(("MLPERF_", "PYTHONPATH", "COMPLIANCE_FILE", "MLLOG_"))}
     env.update(BENCH.full.env)
     env["MLLOG_OUTPUT_FILE"] = str(tmp_path / "results" / "mlperf_output.log")  # the reference's /results, here
