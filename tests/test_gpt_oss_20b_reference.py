@@ -275,9 +275,14 @@ def test_without_the_patch_the_reference_log_fails_on_what_the_patch_fixes(tmp_p
     value = {key: items[0]["value"] for key, items in logged(own).items()}
     assert value["submission_benchmark"] == "gpt-oss-20b" and not set(PRECISION_KEYS) & set(value)
     verdict = compliance.check(own, "6.1.0")
+    assert verdict.verdict == "failed" and "gpt-oss-20b" in verdict.problems[0]
+    # With only the name corrected, the checker names exactly the other gaps the patch fills.
+    renamed = tmp_path / "renamed.txt"
+    renamed.write_text(own.read_text().replace('"gpt-oss-20b"', '"gpt_oss_20b"'))
+    verdict = compliance.check(renamed, "6.1.0")
     assert verdict.verdict == "failed"
-    text = " ".join(verdict.messages + verdict.problems)
-    assert "gpt-oss-20b" in text or "lowest_numerical_precision" in text
+    missing = sorted(re.findall(r"Required \w+ occurrence of '(\w+)' but found 0", " ".join(verdict.messages)))
+    assert missing == sorted(["cache_clear", "init_start", *PRECISION_KEYS]), verdict.messages
 
 
 def test_the_patch_points_the_yaml_data_paths_at_the_workflow_mount():
