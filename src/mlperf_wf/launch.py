@@ -265,7 +265,9 @@ def pyxis_script(
     """The srun line (with MASTER_ADDR/PORT from the allocation) that runs inside the SLURM job."""
     per_gpu = bench.full.process_model == "per_gpu"
     tasks_per_node = launch.gpus_per_node if per_gpu else 1
-    exports = {**env, "MASTER_PORT": str(MASTER_PORT)}
+    # MASTER_ADDR is the allocation's first host, exported above: a benchmark's one-node default (its reference
+    # config's localhost, for the docker and apptainer launchers) must not replace it.
+    exports = {**{key: value for key, value in env.items() if key != "MASTER_ADDR"}, "MASTER_PORT": str(MASTER_PORT)}
     names = sorted({*exports, *passthrough, "MASTER_ADDR"})
     srun = [
         "srun",

@@ -1,0 +1,34 @@
+"""Data preparation for gpt_oss_20b.
+
+The reference reads the llama31_8b benchmark's published C4 (pre-tokenized with the Llama 3.1 tokenizer,
+Megatron indexed datasets) as it is: ``train_data_path: "10 /data/c4-train.en_6_text_document"`` and
+``valid_data_path``/``test_data_path: /data/c4-validation-91205-samples.en_text_document``
+(conf/gpt_oss_20B-pretrain-nvidia.yaml). Preparation is therefore llama31_8b's: open each pair with
+megatron-core's reader (header, version, dtype checked) and hard-link the verified files into one shard.
+The same at both scales: the tiny corpus is written in the same format.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from mlperf_wf.benchmarks.llama31_8b.c4_corpus import TRAIN_PREFIX, VALIDATION_PREFIX
+from mlperf_wf.language_models import indexed_datasets
+
+SHARD = "c4"
+PREFIXES = (TRAIN_PREFIX, VALIDATION_PREFIX)
+
+
+def shards(scale: str) -> list[str]:
+    """One shard: linking needs no splitting (Megatron builds its sample index at run time)."""
+    return [SHARD]
+
+
+def layout(scale: str) -> dict[str, str]:
+    """The folder the trainer reads, and the reference's ``/data`` at full scale."""
+    return indexed_datasets.shard_layout(SHARD, PREFIXES)
+
+
+def prepare_shard(shard: str, inputs: dict[str, Path], out_dir: Path, scale: str) -> dict:
+    """Check each indexed dataset with megatron-core's reader and link it into ``out_dir``."""
+    return indexed_datasets.prepare_one_shard("gpt_oss_20b", shard, SHARD, PREFIXES, inputs, out_dir, scale)
