@@ -34,8 +34,9 @@ class Hyperparameters(CausalLMHyperparameters):
     """Step budget (reference PRIMUS_TRAIN_ITERS; closed rule 1,200,000; the run stops at the target long before)."""
     decay_steps: int = 1_200_000 - 16
     """Cosine decay steps (reference PRIMUS_LR_DECAY_ITERS = TRAIN_ITERS - WARMUP; closed rule max_steps - warm-up)."""
-    eval_every_samples: int = 640
-    """Evaluate after this many training sequences (reference 12,288 = 768 steps; the tiny run needs about 40)."""
+    eval_every_samples: int = 160
+    """Evaluate after this many training sequences (reference 12,288 = 768 steps; the tiny run needs about 40, so an
+    evaluation every 10 steps draws the descent and places the crossing to within 10 steps)."""
     eval_sequences: int = 1024
     """Validation sequences per evaluation: the first 1024, as the reference (closed rule 1024; 128 tokens each here)."""
     hidden_size: int = 64
