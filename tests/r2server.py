@@ -26,6 +26,10 @@ class Request:
     path: str
     headers: dict[str, str]
     sent: int = 0
+    started: float = 0.0
+    """time.monotonic() when the request arrived."""
+    finished: float = 0.0
+    """time.monotonic() when its answer was sent (0 while in flight)."""
 
 
 class R2Server:
@@ -45,7 +49,7 @@ class R2Server:
         """Per data path, faults to inject on the next requests, one per request:
         reset (half the body, then the connection is dropped), truncate (full Content-Length
         declared, half sent), short-length (Content-Length smaller than the body), 500, 503,
-        404, flip (one byte inverted), slow (each chunk delayed)."""
+        401, 403, 404, 429, flip (one byte inverted), slow (each chunk delayed)."""
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -53,11 +57,25 @@ class R2Server:
                 pass
 
             def do_GET(self) -> None:
-                request = Request(self.path, dict(self.headers))
+                request = Request(self.path, dict(self.headers), started=time.monotonic())
                 server.requests.append(request)
+                try:
+                    self._answer(request)
+                finally:
+                    request.finished = time.monotonic()
+
+            def _answer(self, request: Request) -> None:
+                location = server._redirect(self.path)
+                if location:
+                    self.send_response(302)
+                    server._send_extra_headers(self, self.path)
+                    self.send_header("Location", location)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
                 body = server._resolve(self.path)
                 fault = server._next_fault(self.path)
-                if fault in ("500", "503", "404"):
+                if fault in ("500", "503", "401", "403", "404", "429"):
                     self.send_response(int(fault))
                     self.send_header("Content-Length", "0")
                     self.end_headers()
@@ -83,6 +101,7 @@ class R2Server:
                     self.send_header("Content-Range", f"bytes {start}-{len(body) - 1}/{len(body)}")
                 else:
                     self.send_response(200)
+                server._send_extra_headers(self, self.path)
                 length = len(body) - start
                 self.send_header("Content-Length", str(length // 2 if fault == "short-length" else length))
                 self.end_headers()
@@ -121,10 +140,20 @@ class R2Server:
     def data_bytes_sent(self) -> int:
         return sum(n for path, n in self.bytes_sent.items() if path.startswith("/data/"))
 
+    def _fault_key(self, path: str) -> str:
+        """The ``faults`` key of a request path: the file's path in the dataset."""
+        return path.removeprefix(f"/data/{self.name}/")
+
     def _next_fault(self, path: str) -> str | None:
-        rel = path.removeprefix(f"/data/{self.name}/")
-        queue = self.faults.get(rel)
+        queue = self.faults.get(self._fault_key(path))
         return queue.pop(0) if queue else None
+
+    def _redirect(self, path: str) -> str | None:
+        """Where to send a request instead (302), or None: R2 answers directly."""
+        return None
+
+    def _send_extra_headers(self, handler: BaseHTTPRequestHandler, path: str) -> None:
+        """Headers a protocol adds to a file response (none for R2)."""
 
     def _files(self) -> list[Path]:
         folder = self.root / "data" / self.name

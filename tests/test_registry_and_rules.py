@@ -17,10 +17,14 @@ DATASETS = registry.dataset_ids(ROOT)
 
 
 @pytest.mark.parametrize("dataset_id", DATASETS)
-def test_dataset_definitions_point_at_r2_metadata(dataset_id):
+def test_dataset_definitions_point_at_their_published_source(dataset_id):
     dataset = registry.check_dataset(dataset_id, ROOT)
     if dataset.source.protocol == "external":
         assert dataset.source.instructions and dataset.source.uri is None
+        return
+    if dataset.source.protocol == "huggingface":
+        assert dataset.source.endpoint == "https://huggingface.co" and dataset.source.uri is None
+        assert dataset.source.repository.count("/") == 1 and dataset.version == dataset.source.revision
         return
     assert dataset.source.uri.startswith("https://") and dataset.source.uri.endswith(".uri")
     assert dataset.source.md5 == dataset.source.uri.removesuffix(".uri") + ".md5"

@@ -11,7 +11,7 @@ import argparse
 import json
 import logging
 import sys
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -19,7 +19,9 @@ from mlperf_wf.errors import ConfigError, UserError
 from mlperf_wf.verify import STAMPS_NAME
 
 if TYPE_CHECKING:
+    from mlperf_wf.download import DownloadRecord
     from mlperf_wf.mllog_utils import Submission
+    from mlperf_wf.registry import DatasetDef
 
 # Subcommands import what they use when they run: `mlperf-wf verify` must not pay for
 # torch, pandas or mlperf-logging at start-up (it is meant to return in milliseconds).
@@ -28,30 +30,79 @@ log = logging.getLogger("mlperf_wf")
 
 
 def cmd_mirror(dataset: str, out: Path) -> None:
-    """Generate the tiny stand-in of ``dataset`` as an R2-layout mirror at ``out``."""
+    """Generate the tiny stand-in of ``dataset`` as a mirror at ``out`` in its protocol's layout (R2 or hub)."""
     from mlperf_wf.mirror import generate_tiny_mirror
     from mlperf_wf.registry import load_dataset
 
     paths = generate_tiny_mirror(load_dataset(dataset), out)
-    log.info("mirror of %s written: %s", dataset, paths.uri)
+    log.info("mirror of %s written: %s", dataset, paths.data)
 
 
-def cmd_download(dataset: str | None, dest: Path, uri: str | None, md5: str | None, url_list: Path | None, jobs: int) -> None:
-    """Download into ``dest``: a registry dataset (its URLs unless ``--uri`` overrides), any R2 ``--uri``, or a ``--url-list``."""
+@dataclass(frozen=True)
+class HubOptions:
+    """``mlperf-wf download``'s hub flags; None takes the catalog's value."""
+
+    endpoint: str | None = None
+    repository: str | None = None
+    repository_type: str | None = None
+    revision: str | None = None
+
+    def given(self) -> bool:
+        return any(value is not None for value in asdict(self).values())
+
+
+def _download_from_hub(definition: DatasetDef | None, dest: Path, options: HubOptions, jobs: int) -> DownloadRecord:
+    """A hub repository at a pinned commit; the catalog's pins apply when its own endpoint, repository and commit are used."""
+    from mlperf_wf.hub import HubRepo, download_hub_dataset
+
+    source = definition.source if definition else None
+    repository = options.repository or (source and source.repository)
+    revision = options.revision or (source and source.revision)
+    if not repository or not revision:
+        raise ConfigError("download: a hub repository needs --dataset (a catalog id) or --repository OWNER/NAME with --revision COMMIT")
+    repo = HubRepo(
+        endpoint=options.endpoint or (source.endpoint if source else "https://huggingface.co"),
+        repository=repository,
+        repository_type=options.repository_type or (source.repository_type if source else "dataset"),
+        revision=revision,
+    )
+    catalog = source is not None and (repo.endpoint, repo.repository, repo.repository_type, repo.revision) == (
+        source.endpoint,
+        source.repository,
+        source.repository_type,
+        source.revision,
+    )
+    wanted = definition.wanted if definition else (lambda _path: True)
+    return download_hub_dataset(repo, dest, wanted=wanted, pinned=definition.files if catalog else None, jobs=jobs)
+
+
+def cmd_download(dataset: str | None, dest: Path, uri: str | None, md5: str | None, url_list: Path | None, jobs: int, hub: HubOptions | None = None) -> None:
+    """Download into ``dest``: a catalog dataset (R2 or hub; its source unless flags override it), any R2 ``--uri``,
+    any hub ``--repository`` at a ``--revision``, or a ``--url-list``."""
     from mlperf_wf.download import download_dataset, download_url_list
     from mlperf_wf.registry import load_dataset
 
+    hub = hub or HubOptions()
+    definition = load_dataset(dataset) if dataset else None
+    protocol = definition.source.protocol if definition else None
     if url_list:
         record = download_url_list(url_list, dest, jobs=jobs)
+    elif protocol == "huggingface" or (protocol is None and hub.given()):
+        if uri or md5:
+            raise ConfigError(f"download: --uri/--md5 are R2 flags; {dataset or 'a hub repository'} is downloaded from the Hugging Face Hub (--endpoint)")
+        record = _download_from_hub(definition, dest, hub, jobs)
     else:
-        definition = load_dataset(dataset) if dataset else None
-        if definition and definition.source.protocol == "external" and not uri:
+        if hub.given():
+            raise ConfigError(f"download: --endpoint/--repository/--repo-type/--revision are hub flags; {dataset} is protocol {protocol}")
+        if protocol == "external" and not uri:
             raise UserError(f"{dataset} is not on MLCommons R2 and is not downloaded by the workflow: {definition.source.instructions}")
         if definition is None and not uri:
-            raise ConfigError("download: give --dataset (a registry id), --uri (an R2 .uri URL) or --url-list FILE")
+            raise ConfigError("download: give --dataset (a catalog id), --uri (an R2 .uri URL), --repository with --revision (hub) or --url-list FILE")
         uri_url = uri or definition.source.uri
         md5_url = md5 or (uri_url.removesuffix(".uri") + ".md5" if uri else definition.source.md5)
-        pinned = {f.path: f.md5 for f in definition.files if f.md5} if definition and uri is None else None
+        # The catalog's md5 pins describe its own source: a mirror given with --uri publishes other files.
+        catalog = definition is not None and uri_url == definition.source.uri
+        pinned = {f.path: f.md5 for f in definition.files if f.md5} if catalog else None
         wanted = definition.wanted if definition else (lambda _path: True)
         record = download_dataset(uri_url, md5_url, dest, wanted=wanted, pinned_md5=pinned, jobs=jobs)
     log.info("%s: %d files, %d bytes transferred in %.1f s", dest.name, len(record.files), record.bytes_transferred, record.seconds)
@@ -340,16 +391,28 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--root", type=Path, default=Path.cwd(), help="project root holding config/ (default: current folder)")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    p = sub.add_parser("mirror", help="generate a tiny dataset as an R2-layout mirror")
+    p = sub.add_parser("mirror", help="generate a tiny dataset as a local mirror in its protocol's layout (R2 or Hugging Face Hub)")
     p.add_argument("--dataset", required=True)
     p.add_argument("--out", type=Path, required=True)
 
-    p = sub.add_parser("download", help="download a dataset with the MLCommons R2 protocol (parallel, resumable, md5 while streaming)")
-    p.add_argument("--dataset", help="registry id (config/datasets/<id>.yaml): its URLs, pinned md5s and excludes")
-    p.add_argument("--dest", type=Path, required=True)
-    p.add_argument("--uri", help="R2 .uri URL (https:// or file://); overrides the registry's")
-    p.add_argument("--md5", help="the .md5 list URL (default: beside --uri)")
-    p.add_argument("--url-list", type=Path, help="a plain list of URLs ('URL' or 'md5  URL' per line) instead of R2")
+    p = sub.add_parser(
+        "download",
+        help="download a dataset: MLCommons R2 or the Hugging Face Hub at a pinned commit (parallel, resumable, checked while streaming, staged)",
+        description="Download a catalog dataset with its protocol, or any R2 dataset (--uri), hub repository (--repository/--revision) or URL list. "
+        "R2: every file against the published md5 list. Hugging Face Hub: the listing and every file must come from the pinned commit "
+        "(X-Repo-Commit); every file against the hub's size and sha256 (LFS) or git blob id, and the catalog's sha256/size/rows pins. "
+        "A file failing its checks twice is moved to <dest>/../.quarantine/; the folder is placed only when complete. "
+        "Auth from the environment: MLPERF_WF_CF_ACCESS_* (R2), HF_TOKEN (hub).",
+    )
+    p.add_argument("--dataset", help="catalog id (config/datasets/<id>.yaml): its source, pins and excludes")
+    p.add_argument("--dest", type=Path, required=True, help="the dataset folder (staged beside it, placed only when complete)")
+    p.add_argument("--uri", help="R2: the .uri URL (https:// or file://); overrides the catalog's (its md5 pins then do not apply)")
+    p.add_argument("--md5", help="R2: the .md5 list URL (default: beside --uri)")
+    p.add_argument("--endpoint", help="hub: base URL (https://huggingface.co, a mirror, or file:ROOT of a local copy); default the catalog's")
+    p.add_argument("--repository", help="hub: OWNER/NAME (default the catalog's)")
+    p.add_argument("--repo-type", choices=["dataset", "model"], help="hub: repository type (default the catalog's, else dataset)")
+    p.add_argument("--revision", help="hub: the 40-hex commit (default the catalog's); the catalog's pins apply only to its own endpoint and commit")
+    p.add_argument("--url-list", type=Path, help="a plain list of URLs ('URL' or 'md5  URL' per line)")
     p.add_argument("--jobs", type=int, default=4, help="files downloaded at once (default 4)")
 
     p = sub.add_parser("verify", help="check a dataset folder against its md5 list (only changed files are re-read)")
@@ -469,7 +532,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "mirror":
             cmd_mirror(args.dataset, args.out)
         elif args.command == "download":
-            cmd_download(args.dataset, args.dest, args.uri, args.md5, args.url_list, args.jobs)
+            cmd_download(
+                args.dataset, args.dest, args.uri, args.md5, args.url_list, args.jobs, HubOptions(args.endpoint, args.repository, args.repo_type, args.revision)
+            )
         elif args.command == "verify":
             cmd_verify(args.folder, args.manifest, args.out, args.stamps, args.jobs)
         elif args.command == "preprocess":

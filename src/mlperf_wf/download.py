@@ -1,4 +1,4 @@
-"""MLCommons R2 downloads: resumable, md5 computed while streaming, staged.
+"""Resumable, parallel, staged downloads: the MLCommons R2 protocol here, the Hugging Face Hub in ``hub.py``.
 
 The R2 protocol (mlcommons/r2-downloader): ``<name>.uri`` holds the dataset's
 base URL; ``<name>.md5`` beside it lists ``md5  relative/path`` lines; each
@@ -7,8 +7,10 @@ file is ``<base>/<relative/path>``.
 Files land in a *staging* folder that Snakemake does not know about (it deletes
 declared outputs before a job starts, so a declared folder could never resume).
 A partial file is kept as ``<path>.part``; on rerun its bytes are hashed and the
-download continues with an HTTP ``Range`` request. Only when every file is
-complete and its md5 matches is the staging folder moved into place.
+download continues with an HTTP ``Range`` request. Every digest a file is checked
+against is computed while streaming. A file that fails its checks twice is moved
+to the dataset's quarantine folder; only when every file is complete and correct
+is the staging folder moved into place, with its md5 list, record and stamps.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import shutil
 import threading
 import time
 import urllib.parse
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -31,6 +33,7 @@ from tqdm import tqdm
 
 from mlperf_wf.errors import ChecksumError, DownloadError
 from mlperf_wf.manifest import CHUNK, MANIFEST_NAME, parse_manifest
+from mlperf_wf.verify import git_blob_hash, hash_file, quarantine_file
 
 log = logging.getLogger(__name__)
 
@@ -57,15 +60,15 @@ def _file_url_path(url: str) -> Path:
     return Path(urllib.parse.unquote(urllib.parse.urlparse(url).path))
 
 
-def fetch_text(url: str, headers: dict[str, str], timeout: float = 60.0) -> str:
-    """Read a small metadata file over https:// or file://."""
+def fetch_text(url: str, headers: dict[str, str], timeout: float = 60.0, follow_redirects: bool = False) -> str:
+    """Read a small metadata file over https:// or file:// (a file URL's query string is not part of its path)."""
     if _is_file_url(url):
         path = _file_url_path(url)
         if not path.is_file():
             raise DownloadError(f"{url}: no such file")
         return path.read_text()
     try:
-        response = requests.get(url, headers=headers, timeout=timeout, allow_redirects=False)
+        response = requests.get(url, headers=headers, timeout=timeout, allow_redirects=follow_redirects)
     except requests.RequestException as err:
         raise DownloadError(f"{url}: {type(err).__name__}: {err}") from None
     if response.status_code != 200:
@@ -73,17 +76,63 @@ def fetch_text(url: str, headers: dict[str, str], timeout: float = 60.0) -> str:
     return response.text
 
 
-def md5_of_prefix(path: Path) -> hashlib._Hash:
-    """md5 state after the bytes already on disk, so a resumed download needs no second pass."""
-    digest = hashlib.md5()
-    with path.open("rb") as handle:
-        while chunk := handle.read(CHUNK):
-            digest.update(chunk)
-    return digest
+def fetch_pages(url: str, headers: dict[str, str], timeout: float = 60.0) -> Iterator[str]:
+    """The pages of a paginated answer, following ``Link: <url>; rel="next"`` (a file:// URL is one page)."""
+    while url:
+        if _is_file_url(url):
+            yield fetch_text(url, headers, timeout)
+            return
+        try:
+            response = requests.get(url, headers=headers, timeout=timeout)
+        except requests.RequestException as err:
+            raise DownloadError(f"{url}: {type(err).__name__}: {err}") from None
+        if response.status_code != 200:
+            raise DownloadError(f"{url}: HTTP {response.status_code} (expected 200)")
+        yield response.text
+        url = response.links.get("next", {}).get("url")
+
+
+@dataclass(frozen=True)
+class Expected:
+    """What a downloaded file must be; a None field is not checked (md5 is always computed, for the md5 list)."""
+
+    md5: str | None = None
+    """md5 (an R2 list's)."""
+    sha256: str | None = None
+    """sha256 (the hub's LFS sha256, or a value pinned in the catalog)."""
+    git_blob: str | None = None
+    """git blob id: sha1 of ``"blob <size>\\0"`` + content (the hub's id of a file kept in git rather than LFS); needs ``size``."""
+    size: int | None = None
+    """Size in bytes."""
+    record_sha256: bool = False
+    """Compute the sha256 even when none is expected (the hub protocol records it for every file)."""
+
+    def new_hashes(self) -> dict[str, hashlib._Hash]:
+        """Fresh hash states for every digest this file is checked against or recorded with."""
+        hashes = {"md5": hashlib.md5()}
+        if self.sha256 or self.record_sha256:
+            hashes["sha256"] = hashlib.sha256()
+        if self.git_blob:
+            hashes["git_blob"] = git_blob_hash(self.size or 0)
+        return hashes
+
+    def mismatch(self, size: int, digests: dict[str, str]) -> tuple[str, str, str] | None:
+        """(what, expected, actual) of the first check a finished file fails, or None."""
+        if self.size is not None and size != self.size:
+            return "size", f"{self.size} bytes", f"{size} bytes"
+        for name in ("sha256", "git_blob", "md5"):
+            wanted = getattr(self, name)
+            if wanted and digests[name] != wanted:
+                return name.replace("_", " "), wanted, digests[name]
+        return None
+
+
+def _hexdigests(hashes: dict[str, hashlib._Hash]) -> dict[str, str]:
+    return {name: digest.hexdigest() for name, digest in hashes.items()}
 
 
 class TransientError(Exception):
-    """A failure worth retrying: connection reset, timeout, truncated body, HTTP 5xx."""
+    """A failure worth retrying: connection reset, timeout, truncated body, HTTP 5xx or 429."""
 
 
 class Progress:
@@ -103,23 +152,42 @@ class Progress:
             self.bar.update(n)
 
 
+@dataclass(frozen=True)
+class Transport:
+    """How files are requested: headers, retries and what a response must show before its body is kept."""
+
+    headers: dict[str, str]
+    """Request headers (auth from the environment; never logged)."""
+    retries: int = 5
+    """Retries of a transient failure, each resuming after the bytes on disk."""
+    backoff: float = 1.0
+    """First retry's wait in seconds, doubled each time."""
+    timeout: float = 60.0
+    """Connect and read timeout of one request, in seconds."""
+    follow_redirects: bool = False
+    """Follow HTTP redirects (the hub sends LFS files to a CDN; requests drops ``Authorization`` when the host changes)."""
+    check_response: Callable[[requests.Response], None] | None = None
+    """Raises DownloadError when a response (or a redirect before it) serves something else than was asked for."""
+
+
 @dataclass
 class _Partial:
-    """A ``.part`` file and the md5 of the bytes in it."""
+    """A ``.part`` file and the digests of the bytes in it."""
 
     path: Path
-    digest: hashlib._Hash
+    expected: Expected
+    hashes: dict[str, hashlib._Hash]
     size: int
 
     @classmethod
-    def resume(cls, path: Path) -> _Partial:
+    def resume(cls, path: Path, expected: Expected) -> _Partial:
         if path.exists():
-            return cls(path, md5_of_prefix(path), path.stat().st_size)
-        return cls(path, hashlib.md5(), 0)
+            return cls(path, expected, hash_file(path, expected.new_hashes()), path.stat().st_size)
+        return cls(path, expected, expected.new_hashes(), 0)
 
     def restart(self) -> None:
         self.path.unlink(missing_ok=True)
-        self.digest, self.size = hashlib.md5(), 0
+        self.hashes, self.size = self.expected.new_hashes(), 0
 
     def append(self, chunks: Iterable[bytes], progress: Progress | None) -> int:
         """Write ``chunks`` at the end, hashing them on the way; return the bytes written."""
@@ -127,7 +195,8 @@ class _Partial:
         with self.path.open("ab") as out:
             for chunk in chunks:
                 out.write(chunk)
-                self.digest.update(chunk)
+                for digest in self.hashes.values():
+                    digest.update(chunk)
                 self.size += len(chunk)
                 written += len(chunk)
                 if progress:
@@ -135,7 +204,7 @@ class _Partial:
         return written
 
 
-def _transfer(url: str, partial: _Partial, headers: dict[str, str], timeout: float, progress: Progress | None) -> int:
+def _transfer(url: str, partial: _Partial, transport: Transport, progress: Progress | None) -> int:
     """Append the rest of ``url`` to ``partial``; return bytes received. Raises TransientError or DownloadError."""
     if _is_file_url(url):
         source = _file_url_path(url)
@@ -146,17 +215,19 @@ def _transfer(url: str, partial: _Partial, headers: dict[str, str], timeout: flo
         with source.open("rb") as src:
             src.seek(partial.size)
             return partial.append(iter(lambda: src.read(CHUNK), b""), progress)
-    request_headers = dict(headers)
+    request_headers = dict(transport.headers)
     if partial.size:
         request_headers["Range"] = f"bytes={partial.size}-"
     try:
-        response = requests.get(url, headers=request_headers, stream=True, timeout=timeout, allow_redirects=False)
+        response = requests.get(url, headers=request_headers, stream=True, timeout=transport.timeout, allow_redirects=transport.follow_redirects)
     except (requests.ConnectionError, requests.Timeout) as err:
         raise TransientError(type(err).__name__) from None
     with response:
+        if transport.check_response:
+            transport.check_response(response)  # before a byte of the body is kept
         if response.status_code == 416 and partial.size:
             return 0  # nothing left to send: the .part already holds the whole file
-        if response.status_code >= 500:
+        if response.status_code >= 500 or response.status_code == 429:
             raise TransientError(f"HTTP {response.status_code}")
         if response.status_code not in (200, 206):
             raise DownloadError(f"{url}: HTTP {response.status_code} (expected 200 or 206); not retried")
@@ -176,55 +247,81 @@ def _transfer(url: str, partial: _Partial, headers: dict[str, str], timeout: flo
         return received
 
 
-def download_file(
-    url: str,
-    target: Path,
-    expected_md5: str | None,
-    headers: dict[str, str],
-    retries: int = 5,
-    timeout: float = 60.0,
-    progress: Progress | None = None,
-    backoff: float = 1.0,
-) -> tuple[int, str]:
-    """Download ``url`` to ``target`` via ``target.part``, resuming; return (bytes transferred now, md5).
+@dataclass(frozen=True)
+class RemoteFile:
+    """One file of a dataset to download."""
 
-    ``expected_md5`` None (a plain URL list without checksums) accepts the file;
-    its md5, computed while streaming, is then recorded by the caller.
+    path: str
+    """Path relative to the dataset folder."""
+    url: str
+    """Where it is fetched from (https://, http:// or file://)."""
+    expected: Expected
+    """What it must be."""
 
-    Connection errors, timeouts, truncated bodies and 5xx are retried with
-    exponential backoff, each retry resuming after the bytes on disk. A 4xx is
-    reported at once. A finished file whose md5 differs is fetched once more
+
+def download_file(file: RemoteFile, dest: Path, transport: Transport, progress: Progress | None = None) -> tuple[int, dict[str, str]]:
+    """Download ``file`` into the staging folder of ``dest`` via ``<path>.part``, resuming; return (bytes transferred now, digests).
+
+    Connection errors, timeouts, truncated bodies, 429 and 5xx are retried with
+    exponential backoff, each retry resuming after the bytes on disk. Another 4xx
+    is reported at once. A finished file that fails a check is fetched once more
     from scratch (the bytes on disk may predate a corrupting transfer); a second
-    mismatch keeps it as ``<name>.part.bad`` outside the dataset and fails.
+    failure moves it to the quarantine folder and fails naming what differs.
     """
-    partial = _Partial.resume(target.with_name(target.name + ".part"))
+    target = staging_dir_for(dest) / file.path
+    partial = _Partial.resume(target.with_name(target.name + ".part"), file.expected)
     partial.path.parent.mkdir(parents=True, exist_ok=True)
     transferred = 0
     refetched = False
     attempt = 0
     while True:
         try:
-            transferred += _transfer(url, partial, headers, timeout, progress)
+            transferred += _transfer(file.url, partial, transport, progress)
         except TransientError as err:
-            if attempt >= retries:
-                raise DownloadError(f"{url}: {err}; gave up after {retries + 1} attempts, {partial.size} bytes kept for the next run") from None
-            wait = backoff * 2**attempt
+            if attempt >= transport.retries:
+                raise DownloadError(f"{file.url}: {err}; gave up after {transport.retries + 1} attempts, {partial.size} bytes kept for the next run") from None
+            wait = transport.backoff * 2**attempt
             attempt += 1
-            log.warning("%s: %s; retry %d/%d in %.1f s from byte %d", url, err, attempt, retries, wait, partial.size)
+            log.warning("%s: %s; retry %d/%d in %.1f s from byte %d", file.url, err, attempt, transport.retries, wait, partial.size)
             time.sleep(wait)
             continue
-        actual = partial.digest.hexdigest()
-        if expected_md5 is None or actual == expected_md5:
+        digests = _hexdigests(partial.hashes)
+        failed = file.expected.mismatch(partial.size, digests)
+        if failed is None:
             partial.path.replace(target)
-            return transferred, actual
+            return transferred, digests
+        what, wanted, actual = failed
         if not refetched:
             refetched = True
-            log.warning("%s: md5 %s, expected %s; fetching it again from byte 0", url, actual, expected_md5)
+            log.warning("%s: %s %s, expected %s; fetching it again from byte 0", file.url, what, actual, wanted)
             partial.restart()
             continue
-        bad = partial.path.with_name(partial.path.name + ".bad")
-        partial.path.replace(bad)
-        raise ChecksumError(f"{target.name}: md5 mismatch after download: expected {expected_md5}, actual {actual} (kept as {bad}, outside the dataset)")
+        moved = quarantine_file(dest, file.path, partial.path)
+        raise ChecksumError(f"{dest.name}/{file.path}: {what} mismatch after download: expected {wanted}, actual {actual}; moved to {moved}")
+
+
+def _obtain(file: RemoteFile, dest: Path, transport: Transport, progress: Progress | None) -> tuple[int, dict[str, str]]:
+    """A file an interrupted run finished is re-hashed and kept if it still passes its checks (the published
+    list or pinned commit may have changed since); otherwise, or when absent, it is downloaded."""
+    staged = staging_dir_for(dest) / file.path
+    if staged.is_file():
+        digests = _hexdigests(hash_file(staged, file.expected.new_hashes()))
+        failed = file.expected.mismatch(staged.stat().st_size, digests)
+        if failed is None:
+            return 0, digests
+        moved = quarantine_file(dest, file.path, staged)
+        log.warning("%s/%s: staged by an earlier run with %s %s, expected %s; moved to %s and downloaded again", dest.name, file.path, *failed, moved)
+    return download_file(file, dest, transport, progress)
+
+
+def fetch_files(files: list[RemoteFile], dest: Path, transport: Transport, jobs: int) -> tuple[dict[str, dict[str, str]], int]:
+    """Download ``jobs`` files at a time into the staging folder of ``dest``; return every file's digests and the bytes transferred."""
+    staging_dir_for(dest).mkdir(parents=True, exist_ok=True)
+    with tqdm(total=0, unit="B", unit_scale=True, desc=dest.name, mininterval=1.0) as bar, ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        progress = Progress(bar)
+        futures = {f.path: pool.submit(_obtain, f, dest, transport, progress) for f in files}
+        done = {path: future.result() for path, future in futures.items()}
+    return {path: digests for path, (_, digests) in done.items()}, sum(n for n, _ in done.values())
 
 
 @dataclass
@@ -234,28 +331,28 @@ class DownloadRecord:
     uri: str
     base_url: str
     files: dict[str, str]
+    """Path -> md5 (also written as the dataset's md5 list, which the verify stage checks)."""
     bytes_transferred: int
     seconds: float
     unchecked: list[str] = field(default_factory=list)
     """Files the published list gives no md5 for: their md5 is the one computed while downloading."""
+    commit: str | None = None
+    """The hub protocol: the commit every file was served from."""
+    sha256: dict[str, str] = field(default_factory=dict)
+    """The hub protocol: path -> sha256 computed while downloading (checked against the hub's where it gives one)."""
 
 
-def _place(staging: Path, dest: Path, record: DownloadRecord) -> None:
-    """Move the complete staging folder into place, with stamps so that verifying it needs no second read."""
+def place_dataset(staging: Path, dest: Path, record: DownloadRecord) -> None:
+    """Move the complete staging folder into place with its md5 list, record and stamps (so verifying it needs no second read)."""
     from mlperf_wf.verify import write_stamps
 
+    (staging / MANIFEST_NAME).write_text("".join(f"{digest}  {path}\n" for path, digest in record.files.items()))
     (staging / RECORD_NAME).write_text(json.dumps(asdict(record), indent=2))
     if dest.exists():
         shutil.rmtree(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
     staging.replace(dest)
     write_stamps(dest, record.files)
-
-
-def _recorded_md5(staging: Path, path: str) -> str:
-    """md5 of a file finished by an earlier, interrupted run (hashed again: it was never recorded)."""
-    digest = md5_of_prefix(staging / path)
-    return digest.hexdigest()
 
 
 def staging_dir_for(dest: Path) -> Path:
@@ -287,33 +384,20 @@ def download_dataset(
         pinned = (pinned_md5 or {}).get(entry.path)
         if pinned and entry.md5 and pinned != entry.md5:
             raise ChecksumError(f"{md5_url}: {entry.path} is listed with md5 {entry.md5} but the dataset definition pins {pinned}")
-    staging = staging_dir_for(dest)
-    staging.mkdir(parents=True, exist_ok=True)
-    unchecked = [e.path for e in entries if e.md5 is None]
+    unchecked = [e.path for e in entries if e.md5 is None and not (pinned_md5 or {}).get(e.path)]
     for path in unchecked:
         log.warning("%s lists %s without an md5: it is downloaded unchecked and its md5 is recorded as downloaded", md5_url, path)
-    todo = [e for e in entries if not (staging / e.path).is_file()]
-    with tqdm(total=0, unit="B", unit_scale=True, desc=dest.name, mininterval=1.0) as bar, ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        progress = Progress(bar)
-        expected = {e.path: e.md5 or (pinned_md5 or {}).get(e.path) for e in entries}
-        futures = {
-            e.path: pool.submit(
-                download_file, f"{base_url}/{urllib.parse.quote(e.path)}", staging / e.path, expected[e.path], headers, retries, timeout, progress, backoff
-            )
-            for e in todo
-        }
-        done = {path: future.result() for path, future in futures.items()}
-    digests = {e.path: expected[e.path] or (done[e.path][1] if e.path in done else _recorded_md5(staging, e.path)) for e in entries}
-    (staging / MANIFEST_NAME).write_text("".join(f"{digest}  {path}\n" for path, digest in digests.items()))
+    files = [RemoteFile(e.path, f"{base_url}/{urllib.parse.quote(e.path)}", Expected(md5=e.md5 or (pinned_md5 or {}).get(e.path))) for e in entries]
+    digests, transferred = fetch_files(files, dest, Transport(headers, retries, backoff, timeout), jobs)
     record = DownloadRecord(
         uri=uri_url,
         base_url=base_url,
-        files=digests,
-        bytes_transferred=sum(n for n, _ in done.values()),
+        files={path: d["md5"] for path, d in digests.items()},
+        bytes_transferred=transferred,
         seconds=round(time.time() - started, 3),
-        unchecked=[p for p in unchecked if not expected[p]],
+        unchecked=unchecked,
     )
-    _place(staging, dest, record)
+    place_dataset(staging_dir_for(dest), dest, record)
     return record
 
 
@@ -346,20 +430,14 @@ def download_url_list(
     """Download every URL of a plain list into ``dest`` (staged and resumable like an R2 dataset)."""
     started = time.time()
     headers = auth_headers() if headers is None else headers
-    entries = parse_url_list(list_file.read_text(), str(list_file))
-    staging = staging_dir_for(dest)
-    staging.mkdir(parents=True, exist_ok=True)
-    with tqdm(total=0, unit="B", unit_scale=True, desc=dest.name, mininterval=1.0) as bar, ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        progress = Progress(bar)
-        futures = {
-            name: pool.submit(download_file, url, staging / name, md5, headers, retries, 60.0, progress, backoff)
-            for url, md5, name in entries
-            if not (staging / name).is_file()
-        }
-        done = {name: future.result() for name, future in futures.items()}
-    transferred = sum(n for n, _ in done.values())
-    digests = {name: md5 or (done[name][1] if name in done else _recorded_md5(staging, name)) for _, md5, name in entries}
-    (staging / MANIFEST_NAME).write_text("".join(f"{digest}  {name}\n" for name, digest in digests.items()))
-    record = DownloadRecord(uri=str(list_file), base_url="", files=digests, bytes_transferred=transferred, seconds=round(time.time() - started, 3))
-    _place(staging, dest, record)
+    files = [RemoteFile(name, url, Expected(md5=md5)) for url, md5, name in parse_url_list(list_file.read_text(), str(list_file))]
+    digests, transferred = fetch_files(files, dest, Transport(headers, retries, backoff), jobs)
+    record = DownloadRecord(
+        uri=str(list_file),
+        base_url="",
+        files={path: d["md5"] for path, d in digests.items()},
+        bytes_transferred=transferred,
+        seconds=round(time.time() - started, 3),
+    )
+    place_dataset(staging_dir_for(dest), dest, record)
     return record

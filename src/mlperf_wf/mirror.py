@@ -1,25 +1,35 @@
-"""Writes a local mirror in the MLCommons R2 layout for the tiny tier.
+"""Writes a local mirror of a dataset's tiny stand-in in its protocol's layout, for the tiny tier.
 
-Layout (as on ``*.mlcommons-storage.org``)::
+R2 layout (as on ``*.mlcommons-storage.org``)::
 
     <root>/metadata/<name>.uri   -> file://<root>/data/<name>
     <root>/metadata/<name>.md5   -> "md5  path" lines
     <root>/data/<name>/<files>
 
-The download stage reads this mirror through exactly the code path it uses for
+Hugging Face Hub layout (as under ``https://huggingface.co``, endpoint ``file://<root>``)::
+
+    <root>/api/{datasets|models}/<repo>/revision/<commit>   -> the listing JSON (sha, siblings with size, blobId, lfs)
+    <root>/{datasets/}<repo>/resolve/<commit>/<files>
+
+The download stage reads the mirror through exactly the code path it uses for
 https://, so the tiny DAG exercises the real protocol.
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib
+import json
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
 from mlperf_wf.errors import ConfigError
-from mlperf_wf.registry import DatasetDef
-from mlperf_wf.verify import md5_file
+from mlperf_wf.registry import DatasetDef, DatasetSource
+from mlperf_wf.verify import git_blob_hash, hash_file, md5_file
+
+LFS_SUFFIXES = (".parquet", ".arrow", ".safetensors", ".bin", ".pt", ".pth", ".npy", ".npz", ".gz", ".zst", ".tar", ".jsonl", ".model")
+"""Files the mirror lists as LFS files (as the hub's default ``.gitattributes`` stores such data); the rest are git blobs."""
 
 
 @dataclass(frozen=True)
@@ -48,13 +58,55 @@ def publish(root: Path, name: str, data_dir: Path) -> MirrorPaths:
     return paths
 
 
-def generate_tiny_mirror(dataset: DatasetDef, root: Path) -> MirrorPaths:
-    """Run the dataset's seeded generator into a fresh mirror at ``root``."""
+@dataclass(frozen=True)
+class HubMirrorPaths:
+    """The listing and files of one mirrored hub repository."""
+
+    listing: Path
+    data: Path
+
+
+def hub_mirror_paths(root: Path, source: DatasetSource) -> HubMirrorPaths:
+    """Where a hub repository at its pinned commit lives in a mirror rooted at ``root`` (its endpoint ``file://<root>``)."""
+    from mlperf_wf.hub import HubRepo
+
+    repo = HubRepo(root.resolve().as_uri(), source.repository, source.repository_type, source.revision)
+    return HubMirrorPaths(listing=root / repo.listing_path, data=root / repo.resolve_path)
+
+
+def _sibling(path: Path, rfilename: str) -> dict:
+    """The listing entry the hub gives a file: an LFS file's sha256 and size, and every file's git blob id."""
+    size = path.stat().st_size
+    digests = hash_file(path, {"sha256": hashlib.sha256(), "blob": git_blob_hash(size)})
+    sha256 = digests["sha256"].hexdigest()
+    if not path.name.endswith(LFS_SUFFIXES):
+        return {"rfilename": rfilename, "size": size, "blobId": digests["blob"].hexdigest()}
+    pointer = f"version https://git-lfs.github.com/spec/v1\noid sha256:{sha256}\nsize {size}\n".encode()
+    pointer_hash = git_blob_hash(len(pointer))
+    pointer_hash.update(pointer)
+    return {"rfilename": rfilename, "size": size, "blobId": pointer_hash.hexdigest(), "lfs": {"sha256": sha256, "size": size, "pointerSize": len(pointer)}}
+
+
+def publish_hub(root: Path, source: DatasetSource) -> HubMirrorPaths:
+    """Write the listing JSON of the files already under the mirror's resolve folder, for the source's pinned commit."""
+    paths = hub_mirror_paths(root, source)
+    files = sorted(p for p in paths.data.rglob("*") if p.is_file())
+    siblings = [_sibling(p, p.relative_to(paths.data).as_posix()) for p in files]
+    paths.listing.parent.mkdir(parents=True, exist_ok=True)
+    paths.listing.write_text(json.dumps({"id": source.repository, "sha": source.revision, "siblings": siblings}, indent=1))
+    return paths
+
+
+def generate_tiny_mirror(dataset: DatasetDef, root: Path) -> MirrorPaths | HubMirrorPaths:
+    """Run the dataset's seeded generator into a fresh mirror at ``root``, in the layout of the dataset's protocol."""
     if dataset.tiny is None:
         raise ConfigError(f"config/datasets/{dataset.id}.yaml: no tiny: generator, so {dataset.id} has no tiny-scale stand-in; run it with scale: full")
-    paths = mirror_paths(root, dataset.id)
     if root.exists():
         shutil.rmtree(root)
     generator = importlib.import_module(dataset.tiny.module)
+    if dataset.source.protocol == "huggingface":
+        generator.generate(hub_mirror_paths(root, dataset.source).data, seed=dataset.tiny.seed)
+        return publish_hub(root, dataset.source)
+    paths = mirror_paths(root, dataset.id)
     generator.generate(paths.data, seed=dataset.tiny.seed)
     return publish(root, dataset.id, paths.data)

@@ -270,14 +270,19 @@ class Plan:
         return {"mirror": f"resources/tiny/mirror/{dataset_id}"} if self.scale == "tiny" else {}
 
     def download_source_args(self, dataset_id: str) -> str:
-        """``--uri/--md5`` of a dataset: the tiny mirror, or the catalog's R2 URLs.
+        """Where ``mlperf-wf download`` fetches a dataset from: the tiny mirror, or the catalog's source.
 
-        An external (non-R2) dataset gets none, so ``mlperf-wf download`` stops with its instructions.
+        R2: ``--uri/--md5``. Hugging Face Hub: ``--endpoint`` (the mirror is ``file:`` its folder) and, at full scale,
+        ``--revision``, so that a new pinned commit changes the job's command and Snakemake reruns it. An external
+        dataset gets none, so ``mlperf-wf download`` stops with its instructions.
         """
-        if self.scale == "tiny":
-            metadata = f"file:resources/tiny/mirror/{dataset_id}/metadata/{dataset_id}"
-            return f"--uri {metadata}.uri --md5 {metadata}.md5"
         source = registry.load_dataset(dataset_id).source
+        mirror = f"resources/tiny/mirror/{dataset_id}"
+        if source.protocol == "huggingface":
+            return f"--endpoint file:{mirror}" if self.scale == "tiny" else f"--endpoint {source.endpoint} --revision {source.revision}"
+        if self.scale == "tiny":
+            metadata = f"file:{mirror}/metadata/{dataset_id}"
+            return f"--uri {metadata}.uri --md5 {metadata}.md5"
         return f"--uri {source.uri} --md5 {source.md5}" if source.protocol == "r2" else ""
 
     # ---- preparation ----

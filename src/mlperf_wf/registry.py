@@ -52,11 +52,17 @@ class DatasetFile(_Strict):
     """Published md5, used to cross-check the downloaded ``.md5`` list."""
     size: int | None = None
     """Size in bytes where known."""
-    sha256: str | None = None
+    sha256: str | None = Field(None, pattern=r"^[0-9a-f]{64}$")
     """Published sha256 (the huggingface protocol: the hub's LFS sha256 at the pinned revision, or the value a
     reference's own verification script checks)."""
-    rows: int | None = None
+    rows: int | None = Field(None, ge=0)
     """Rows where the publisher checks them (a JSON-lines file's line count, a parquet file's row count)."""
+
+    @model_validator(mode="after")
+    def _rows_are_countable(self) -> DatasetFile:
+        if self.rows is not None and not self.path.endswith((".jsonl", ".parquet")):
+            raise ValueError(f"{self.path}: rows are counted for .jsonl and .parquet files only")
+        return self
 
 
 class DatasetSource(_Strict):
@@ -85,19 +91,26 @@ class DatasetSource(_Strict):
     endpoint: str = "https://huggingface.co"
     """The hub's base URL (a mirror, or the tiny tier's loopback copy in the hub's layout)."""
 
+    @field_validator("revision")
+    @classmethod
+    def _revision_is_a_commit(cls, value: str | None) -> str | None:
+        if value is not None and not re.fullmatch(r"[0-9a-f]{40}", value):
+            raise ValueError("expected the full 40-hex commit the reference pins (a branch or tag could change under a result)")
+        return value
+
     @model_validator(mode="after")
     def _r2_has_urls(self) -> DatasetSource:
         if self.protocol == "r2" and not (self.uri and self.md5):
             raise ValueError("protocol r2 needs uri and md5")
-        if self.protocol == "huggingface" and not (self.repository and self.revision and re.fullmatch(r"[0-9a-f]{40}", self.revision)):
-            raise ValueError(f"protocol huggingface needs repository and a 40-hex commit as revision, not {self.revision!r}")
+        if self.protocol == "huggingface" and not (self.repository and self.revision):
+            raise ValueError("protocol huggingface needs repository (owner/name) and revision (a 40-hex commit)")
         if self.protocol == "external" and not self.instructions:
             raise ValueError("protocol external needs instructions")
         return self
 
 
 class TinyGenerator(_Strict):
-    """How the tiny tier generates a dataset in the same R2 layout."""
+    """How the tiny tier generates a dataset's stand-in (the mirror then publishes it in the layout of the dataset's protocol)."""
 
     module: str
     """Python module with ``generate(out_dir: Path, seed: int) -> list[Path]`` (usually in the benchmark's folder)."""
@@ -123,7 +136,8 @@ class DatasetDef(_Strict):
     file_count: int | None = None
     """Number of files in the published .md5 list when this definition was written."""
     files: list[DatasetFile] = Field(default_factory=list)
-    """Files that make up the dataset; empty means "whatever the .md5 lists" (long lists are not copied here)."""
+    """Files that make up the dataset; empty means "whatever the .md5 list (R2) or the hub's listing (huggingface) holds"
+    (long lists are not copied here). For huggingface, the files whose values a reference pins (checked as well as the hub's)."""
     exclude: list[str] = Field(default_factory=list)
     """Glob patterns of listed files not to download (e.g. ``.git/**`` in a mirrored HF repo)."""
     license: str

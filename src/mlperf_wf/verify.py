@@ -19,6 +19,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import NoReturn
 
 from mlperf_wf.errors import ChecksumError
 from mlperf_wf.manifest import CHUNK, MANIFEST_NAME, parse_manifest
@@ -63,18 +64,59 @@ class VerificationRecord:
     seconds: float
 
 
-def md5_file(path: Path) -> str:
-    """md5 of a file, read in 1 MiB chunks (hashlib releases the GIL, so threads scale)."""
-    digest = hashlib.md5()
+def hash_file(path: Path, hashes: dict[str, hashlib._Hash]) -> dict[str, hashlib._Hash]:
+    """Feed a file's bytes to ``hashes`` (in 1 MiB chunks: hashlib releases the GIL, so threads scale)."""
     with path.open("rb") as handle:
         while chunk := handle.read(CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
+            for digest in hashes.values():
+                digest.update(chunk)
+    return hashes
+
+
+def git_blob_hash(size: int) -> hashlib._Hash:
+    """sha1 seeded with git's blob header: fed the content, it gives the id git (and the hub) names the file by."""
+    return hashlib.sha1(f"blob {size}\0".encode())
+
+
+def md5_file(path: Path) -> str:
+    """md5 of a file."""
+    return hash_file(path, {"md5": hashlib.md5()})["md5"].hexdigest()
+
+
+def count_rows(path: Path) -> int:
+    """Rows of a data file as publishers count them: a JSON-lines file's lines (``wc -l``), a parquet file's rows (from its footer)."""
+    if path.suffix == ".parquet":
+        import pyarrow.parquet  # only here: verify starts without it
+
+        return pyarrow.parquet.ParquetFile(path).metadata.num_rows
+    if path.suffix == ".jsonl":
+        lines = 0
+        with path.open("rb") as handle:
+            while chunk := handle.read(CHUNK):
+                lines += chunk.count(b"\n")
+        return lines
+    raise ValueError(f"{path.name}: rows are counted for .jsonl and .parquet files only")
 
 
 def quarantine_dir_for(folder: Path) -> Path:
     """Where files that failed verification are moved (outside the dataset folder)."""
     return folder.parent / ".quarantine" / folder.name
+
+
+def quarantine_file(dataset_dir: Path, path: str, source: Path) -> Path:
+    """Move a file that failed its checks to the dataset's quarantine folder (never deleted, never left in the dataset)."""
+    target = quarantine_dir_for(dataset_dir) / path
+    target.parent.mkdir(parents=True, exist_ok=True)
+    source.replace(target)
+    return target
+
+
+def quarantine_and_fail(dataset_dir: Path, files_dir: Path, problem: str, failures: list[tuple[str, object, object]]) -> NoReturn:
+    """Quarantine every failed file (path, expected, actual) found in ``files_dir``; fail naming the first, in one line."""
+    moved = [quarantine_file(dataset_dir, path, files_dir / path) for path, _, _ in failures]
+    path, expected, actual = failures[0]
+    more = f" ({len(failures)} files failed)" if len(failures) > 1 else ""
+    raise ChecksumError(f"{dataset_dir.name}/{path}: {problem}: expected {expected}, actual {actual}; moved to {moved[0]}{more}")
 
 
 def _load_stamps(path: Path) -> dict[str, Stamp]:
@@ -119,14 +161,7 @@ def verify_dataset(folder: Path, manifest: Path | None = None, jobs: int = 4, st
     stamps_file.parent.mkdir(parents=True, exist_ok=True)
     stamps_file.write_text(json.dumps([asdict(s) for s in good], indent=1))
     if bad:
-        quarantine = quarantine_dir_for(folder)
-        for entry, _ in bad:
-            target = quarantine / entry.path
-            target.parent.mkdir(parents=True, exist_ok=True)
-            (folder / entry.path).replace(target)
-        entry, actual = bad[0]
-        more = f" ({len(bad)} files failed)" if len(bad) > 1 else ""
-        raise ChecksumError(f"{folder.name}/{entry.path}: md5 mismatch: expected {entry.md5}, actual {actual}; moved to {quarantine / entry.path}{more}")
+        quarantine_and_fail(folder, folder, "md5 mismatch", [(entry.path, entry.md5, actual) for entry, actual in bad])
     files = [VerifiedFile(e.path, stats[e.path].st_size, e.md5, e.path in hashed) for e in entries]
     return VerificationRecord(
         dataset=folder.name,

@@ -1,5 +1,6 @@
-# Acquisition: the MLCommons R2 protocol, resumable, md5 computed while streaming.
-# At tiny scale a seeded generator writes a local mirror in the same layout first.
+# Acquisition: the MLCommons R2 protocol or the Hugging Face Hub at a pinned commit,
+# resumable, parallel, checked while streaming, staged (mlperf_wf.download, mlperf_wf.hub).
+# At tiny scale a seeded generator writes a local mirror in the dataset's layout first.
 
 
 rule generate_tiny_mirror:

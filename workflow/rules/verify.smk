@@ -1,4 +1,5 @@
-# Verification: every file against the published md5 list; training depends on the record.
+# Verification: every file against its md5 list (the published one, or for a hub dataset the one the
+# download wrote from bytes it checked against the hub); training depends on the record.
 
 
 rule verify:
