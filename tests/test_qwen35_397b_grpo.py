@@ -5,6 +5,7 @@ shuffled rewards does not, and the run's log passes the official checker except 
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from functools import partial
@@ -91,7 +92,7 @@ def test_the_logged_hyperparameters_are_the_loops_and_meet_the_closed_rules_but_
     loop |= {f"lowest_numerical_precision_in_{part}" for part in ("linear", "attn", "comm")}
     loop |= {f"{kind}_parallelism" for kind in ("tensor", "pipeline", "context", "expert")}
     assert required - harness - loop - set(logged) == set()
-    with pytest.raises(ValueError, match="kl_penalty is 0.1"):
+    with pytest.raises(ValueError, match=r"kl_penalty is 0\.1"):
         Hyperparameters(kl_penalty=0.1)
 
 
@@ -125,20 +126,22 @@ def test_the_conversion_writes_the_references_files_and_the_generators_still_pro
     assert not validation & training and validation == {task.instance_id for task in arithmetic.split()["validation"]}
     for instance_id in [*validation, *training]:
         task_images.load(root / "images", instance_id)  # every qualified task has its environment
-    assert prepare.EXPECTED["full"][prepare.TRAIN_FILENAME] == prepare.Expected("c07bcd64ed1c558e28d091239104e38295a5e696c1d21bb0b61f0346c7eaa0f7", 685, 444_421_669)
+    assert prepare.EXPECTED["full"][prepare.TRAIN_FILENAME] == prepare.Expected(
+        "c07bcd64ed1c558e28d091239104e38295a5e696c1d21bb0b61f0346c7eaa0f7", 685, 444_421_669
+    )
 
 
 def test_a_changed_file_fails_verification_with_one_line(tiny_data, tmp_path):
     root, _ = tiny_data
     copy = tmp_path / prepare.VALIDATION_FILENAME
     copy.write_bytes((root / "prepared" / prepare.VALIDATION_FILENAME).read_bytes().replace(b'"problem_statement":"', b'"problem_statement":" ', 1))
-    with pytest.raises(UserError, match="SHA-256 .* expected b11e7d2d"):
+    with pytest.raises(UserError, match=r"SHA-256 .* expected b11e7d2d"):
         prepare.verify(copy, prepare.EXPECTED["tiny"][prepare.VALIDATION_FILENAME])
 
 
 def test_the_full_conversion_needs_the_pinned_nemo_rl_checkout(monkeypatch, tmp_path):
     monkeypatch.delenv("MLPERF_WF_NEMO_RL_DIR", raising=False)
-    with pytest.raises(UserError, match="MLPERF_WF_NEMO_RL_DIR is not set.*3fca04c9b313d313302923a5bb6b0c8dc0340ed6"):
+    with pytest.raises(UserError, match=r"MLPERF_WF_NEMO_RL_DIR is not set.*3fca04c9b313d313302923a5bb6b0c8dc0340ed6"):
         prepare.prepare_shard(prepare.SHARD, {"data": tmp_path}, tmp_path / "out", "full")
     monkeypatch.setenv("MLPERF_WF_NEMO_RL_DIR", str(tmp_path))
     with pytest.raises(UserError, match="not a git checkout"):
@@ -197,7 +200,7 @@ def test_grpo_reaches_the_target_and_the_log_passes_except_the_declared_rule(tmp
     summary, result = _run(tmp_path, tiny_data, base_checkpoint, seed=11)
     assert summary["status"] == "success" and summary["eval_accuracy"] > 0.69
     evals = [record["samples"] for record in summary["history"] if "pass_at_4" in record]
-    assert evals[0] == HP.first_validation_samples and all(b - a == 256 for a, b in zip(evals, evals[1:], strict=False))
+    assert evals[0] == HP.first_validation_samples and all(b - a == 256 for a, b in itertools.pairwise(evals))
     declared = dict(load_benchmark(NAME).tiny.open_rules_not_met)
     checked = compliance.check(result, RULESET, declared=declared)
     assert checked.verdict == "passed_except_declared", checked.problems

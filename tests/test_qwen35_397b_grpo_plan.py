@@ -50,7 +50,7 @@ def test_the_references_64_node_plan_matches_its_golden_file(workdir):  # noqa: 
     pyxis = got["run_3/pyxis/64_node"]
     assert pyxis["resources"]["nodes"] == 64 and pyxis["resources"]["gres"] == "gpu:4"
     command = pyxis["command"]
-    assert "/opt/mlperf-wf/patches/mlperf_wf_qwen35_run.sh --nodes 64 --node-rank \"${SLURM_NODEID}\"" in command
+    assert '/opt/mlperf-wf/patches/mlperf_wf_qwen35_run.sh --nodes 64 --node-rank "${SLURM_NODEID}"' in command
     assert "uv run /workspace/llm/run_grpo_nemo_gym.py --config qwen_35/configs/grpo_qwen35_397b_swe_openhands_async_gbs256.yaml" in command
     for override in ("++grpo.val_start_at=18", "++grpo.max_num_steps=30", "++policy.megatron_cfg.optimizer.lr=1.0e-6", "++policy.max_grad_norm=0.125"):
         assert override in command
@@ -94,7 +94,12 @@ def test_the_definition_matches_the_reference_documents():
         if word.startswith("++") and "{" not in word:
             key = word.split("=")[0]
             assert key in launch, f"{key}: not among the Hydra overrides of qwen35_grpo_rcp_launch_instructions.md"
-    for path in ("/workspace/llm/run_grpo_nemo_gym.py", "qwen_35/configs/grpo_qwen35_397b_swe_openhands_async_gbs256.yaml", "/inputs/nemo_gym/sif", "/opt/nemo-rl"):
+    for path in (
+        "/workspace/llm/run_grpo_nemo_gym.py",
+        "qwen_35/configs/grpo_qwen35_397b_swe_openhands_async_gbs256.yaml",
+        "/inputs/nemo_gym/sif",
+        "/opt/nemo-rl",
+    ):
         assert path in launch, path
     assert "--val-start 18" in readme and "--max-steps 30" in readme and "--lr 1.0e-6" in readme and "--clip 0.125" in readme
     for variable in ("HF_CKPT_PATH", "NRL_MEGATRON_CHECKPOINT_DIR", "QWEN35_CURRICULUM_DATA_PATH", "NEMO_GYM_SWE_VALIDATION_DATA_PATH", "NEMO_GYM_SWE_SIF_DIR"):

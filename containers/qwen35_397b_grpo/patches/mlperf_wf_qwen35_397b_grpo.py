@@ -20,7 +20,6 @@ rules want 251).
 
 import os
 from types import ModuleType
-from typing import Dict, Set
 
 from mlperf_wf_submission import submission_values
 from sitecustomize import after_import
@@ -30,7 +29,7 @@ CONFIG_FILENAME_VARIABLE = "MLPERF_CONFIG_FILENAME"
 PRECISION_KEYS = ("lowest_numerical_precision_in_linear", "lowest_numerical_precision_in_attn", "lowest_numerical_precision_in_comm")
 
 
-def missing_values() -> Dict[str, str]:
+def missing_values() -> dict[str, str]:
     """The 6.1.0 keys the reference does not log, with this run's values."""
     values = {key: os.environ.get(PRECISION_VARIABLE, "bfloat16") for key in PRECISION_KEYS}
     values["config_filename"] = os.environ.get(CONFIG_FILENAME_VARIABLE) or "grpo_qwen35_397b_swe_openhands_async_gbs256.yaml"
@@ -43,7 +42,7 @@ def _patch_mllog(module: ModuleType) -> None:
     constants = module.constants
 
     def _log_helper(self, event_type, key, value=None, metadata=None, namespace=None, time_ms=None, stack_offset=None, clear_line=None):
-        logged: Set[str] = self.__dict__.setdefault("_mlperf_wf_logged", set())
+        logged: set[str] = self.__dict__.setdefault("_mlperf_wf_logged", set())
         if event_type == constants.POINT_IN_TIME and key in submission_values():
             value = submission_values()[key]
         if event_type == constants.INTERVAL_END and key == constants.INIT_STOP:
