@@ -12,6 +12,7 @@ import json
 import os
 import re
 import sys
+from pathlib import Path
 from dataclasses import asdict
 
 import pytest
@@ -105,3 +106,11 @@ def test_the_definition_matches_the_reference_documents():
     for variable in ("HF_CKPT_PATH", "NRL_MEGATRON_CHECKPOINT_DIR", "QWEN35_CURRICULUM_DATA_PATH", "NEMO_GYM_SWE_VALIDATION_DATA_PATH", "NEMO_GYM_SWE_SIF_DIR"):
         assert variable in bench.full.env and f"`{variable}`" in readme
     assert "64 nodes x 4 GPUs" in readme and (bench.full.geometry.nodes, bench.full.geometry.gpus_per_node) == (64, 4)
+
+
+def test_the_converter_and_the_image_use_the_submodule_commit_the_definition_pins():
+    submodule = load_benchmark(NAME).reference.submodule
+    assert submodule is not None and submodule.path == "llm_moe_grpo/RL" and submodule.commit == prepare.NEMO_RL_COMMIT
+    containers = Path(__file__).resolve().parents[1] / "containers" / NAME
+    assert f"NEMO_RL_REVISION={submodule.commit}" in (containers / "Dockerfile").read_text()
+    assert submodule.commit in (containers / "Apptainer.def").read_text()
