@@ -130,7 +130,9 @@ def test_the_full_command_names_files_and_flags_the_reference_has(name):
     submodule = bench.reference.submodule
     if submodule is not None:
         if not (folder / submodule.path).is_dir() or not any((folder / submodule.path).iterdir()):
-            pytest.skip(f"{name}: the command's files are in the submodule {submodule.path} ({submodule.repository} at {submodule.commit[:12]}), not in this copy")
+            pytest.skip(
+                f"{name}: the command's files are in the submodule {submodule.path} ({submodule.repository} at {submodule.commit[:12]}), not in this copy"
+            )
         folder = folder / submodule.path
     for command in invocations_of(bench.full.command):
         files = [word for word in command if word.endswith((".py", ".yaml", ".yml", ".json", ".sh")) and not word.startswith(("/", "{", "-"))]

@@ -12,8 +12,8 @@ import json
 import os
 import re
 import sys
-from pathlib import Path
 from dataclasses import asdict
+from pathlib import Path
 
 import pytest
 
