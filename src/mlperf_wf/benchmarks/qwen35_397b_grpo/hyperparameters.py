@@ -27,7 +27,7 @@ class Hyperparameters(TinyHyperparameters):
     """Prompts per GRPO step (reference 16 at GBS 256)."""
     num_generations_per_prompt: int = 16
     """Completions sampled per prompt, the group of the advantage baseline (reference and closed rule: 16)."""
-    learning_rate: float = 1e-3
+    learning_rate: float = 5e-4
     """Constant Adam learning rate (reference 1e-6 x sqrt(GBS/256) for a 397B policy; that does not move a tiny one)."""
     adam_beta_1: float = 0.9
     """Adam beta1 (reference 0.9)."""
