@@ -114,3 +114,35 @@ def test_the_converter_and_the_image_use_the_submodule_commit_the_definition_pin
     containers = Path(__file__).resolve().parents[1] / "containers" / NAME
     assert f"NEMO_RL_REVISION={submodule.commit}" in (containers / "Dockerfile").read_text()
     assert submodule.commit in (containers / "Apptainer.def").read_text()
+
+
+def test_the_round_patch_logs_the_missing_6_1_0_keys_once_before_init_stop_and_the_configs_submission(tmp_path):
+    """The patch wraps mlperf-logging's MLLogger (the reference's logger writes through it) in a fresh interpreter,
+    as sitecustomize loads it in the image."""
+    import subprocess
+
+    containers = Path(__file__).resolve().parents[1] / "containers"
+    log = tmp_path / "result.txt"
+    script = (
+        "from mlperf_logging import mllog\n"
+        f"mllog.config(filename={str(log)!r})\n"
+        "logger = mllog.get_mllogger()\n"
+        "logger.event(key='submission_org', value='NVIDIA')\n"
+        "logger.event(key='config_filename', value='own.yaml')\n"
+        "logger.end(key='init_stop')\n"
+        "logger.start(key='run_start')\n"
+    )
+    env = {
+        **os.environ,
+        "PYTHONPATH": f"{containers / 'hooks'}:{containers / NAME / 'patches'}",
+        "MLPERF_WF_HOOKS": "mlperf_wf_qwen35_397b_grpo",
+        "MLPERF_SUBMISSION_ORG": "workflow-org",
+        "MLPERF_WF_PRECISION": "bfloat16",
+    }
+    subprocess.run([sys.executable, "-c", script], env=env, check=True, capture_output=True)
+    records = [json.loads(line.split(":::MLLOG ", 1)[1]) for line in log.read_text().splitlines() if ":::MLLOG " in line]
+    keys = [record["key"] for record in records]
+    assert keys.index("init_stop") > max(keys.index(f"lowest_numerical_precision_in_{part}") for part in ("linear", "attn", "comm"))
+    values = {record["key"]: record["value"] for record in records}
+    assert values["submission_org"] == "workflow-org" and values["lowest_numerical_precision_in_comm"] == "bfloat16"
+    assert values["config_filename"] == "own.yaml" and keys.count("config_filename") == 1  # the reference's own is kept
