@@ -8,7 +8,10 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import os
+import sys
 from functools import partial
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -210,3 +213,54 @@ def test_shuffled_rewards_do_not_reach_the_target(tmp_path, tiny_data, base_chec
     summary, _ = _run(tmp_path, tiny_data, base_checkpoint, seed=11, shuffle_rewards=True, max_steps=40)
     assert summary["status"] == "aborted"
     assert max(record["pass_at_4"] for record in summary["history"] if "pass_at_4" in record) < 0.69
+
+
+def test_the_full_conversion_runs_the_submodules_converter_with_the_references_arguments_then_renames_and_verifies(monkeypatch, tmp_path):
+    """download_dataset.sh:126-157 against a stand-in checkout: its converter records its arguments and writes the
+    three outputs; preparation renames them and checks them (here against the stand-in's own values)."""
+    import hashlib
+    import subprocess
+
+    checkout = tmp_path / "RL"
+    (checkout / "tools").mkdir(parents=True)
+    (checkout / "tools" / "create_r2e_gym_easy_subset_jsonl.py").write_text(
+        "import json, sys, pathlib\n"
+        "args = dict(zip(sys.argv[1::2], sys.argv[2::2]))\n"
+        "out = pathlib.Path(args['--output-dir'])\n"
+        "(out / 'benchmark_r2e_gym_easy_train.jsonl').write_text('{\"t\":1}\\n')\n"
+        "(out / 'benchmark_r2e_gym_easy_val.jsonl').write_text('{\"v\":1}\\n{\"v\":2}\\n')\n"
+        "(out / 'r2e_gym_subset_full_conversion_metrics.json').write_text(json.dumps(args))\n"
+    )
+    for name in ("train-instance-ids.txt", "val-instance-ids.txt"):
+        (checkout / "tools" / name).write_text("id\n")
+    git = ["git", "-C", str(checkout), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-qm", "stand-in"], check=True)
+    head = subprocess.run([*git, "rev-parse", "HEAD"], check=True, capture_output=True, text=True).stdout.strip()
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "uv").write_text('#!/bin/sh\n# uv run --with pyarrow==23.0.1 python ...: run the rest\nshift 3\nexec "$@"\n')
+    (bin_dir / "uv").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{Path(sys.executable).parent}:{os.environ['PATH']}")
+    monkeypatch.setenv("MLPERF_WF_NEMO_RL_DIR", str(checkout))
+    monkeypatch.setattr(prepare, "NEMO_RL_COMMIT", "0" * 40)
+    with pytest.raises(UserError, match=f"at commit {head}; the reference pins 0000"):
+        prepare.nemo_rl_checkout()
+    monkeypatch.setattr(prepare, "NEMO_RL_COMMIT", head)
+
+    def expected(text: str) -> prepare.Expected:
+        return prepare.Expected(hashlib.sha256(text.encode()).hexdigest(), text.count("\n"), len(text.encode()))
+
+    stand_in = {prepare.TRAIN_FILENAME: expected('{"t":1}\n'), prepare.VALIDATION_FILENAME: expected('{"v":1}\n{"v":2}\n')}
+    monkeypatch.setitem(prepare.EXPECTED, "full", stand_in)
+    out = tmp_path / "prepared"
+    summary = prepare.prepare_shard(prepare.SHARD, {"data": tmp_path / "repo"}, out, "full")
+    assert summary["files"][prepare.VALIDATION_FILENAME]["rows"] == 2
+    args = json.loads((out / prepare.METRICS_FILENAME).read_text())
+    assert args["--dataset-dir"] == str(tmp_path / "repo") and args["--container-image-dir"] == "/inputs/nemo_gym/sif"
+    assert (args["--train-ids"], args["--val-ids"]) == ("tools/train-instance-ids.txt", "tools/val-instance-ids.txt")
+    assert not (out / ".staging").exists()
+    monkeypatch.setitem(prepare.EXPECTED, "full", {**stand_in, prepare.TRAIN_FILENAME: expected('{"t":2}\n')})
+    with pytest.raises(UserError, match="SHA-256"):
+        prepare.prepare_shard(prepare.SHARD, {"data": tmp_path / "repo"}, out, "full")
