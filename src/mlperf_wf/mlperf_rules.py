@@ -18,6 +18,8 @@ from mlperf_wf.errors import ConfigError
 
 USAGE = "training"
 _COMPARISON = re.compile(r"v\['value'\]\s*(<=|>=|<|>)\s*([0-9][0-9.eE+-]*)")
+_COMPARISON_TO_STATE = re.compile(r"v\['value'\]\s*(<=|>=|<|>)\s*s\['(\w+)'\]")
+_STATE_NUMBER = re.compile(r"'(\w+)':\s*([0-9][0-9.eE+-]*)")
 
 
 @dataclass(frozen=True)
@@ -121,11 +123,20 @@ def checked_keys(benchmark: str, ruleset: str, division: str) -> set[str]:
 
 
 def quality_target(benchmark: str, ruleset: str, division: str = "closed") -> QualityTarget:
-    """The ``eval_accuracy`` target of ``benchmark`` under ``ruleset``."""
-    for record in _compliance_yaml(ruleset, f"{division}_{benchmark}.yaml"):
+    """The ``eval_accuracy`` target of ``benchmark`` under ``ruleset``.
+
+    The target is a number in the check (``v['value'] > 0.69``) or a state value the rules' ``BEGIN`` code sets
+    (``v['value'] > s['target_accuracy']`` with ``'target_accuracy': 0.69``, as qwen35_397b_grpo's closed rules write it).
+    """
+    records = _compliance_yaml(ruleset, f"{division}_{benchmark}.yaml")
+    state = {name: float(value) for record in records for name, value in _STATE_NUMBER.findall(str((record.get("BEGIN") or {}).get("CODE", "")))}
+    for record in records:
         key = record.get("KEY", {})
         if key.get("NAME") == "eval_accuracy" and "ATLEAST_ONE_CHECK" in key:
             for comparison, value in _COMPARISON.findall(key["ATLEAST_ONE_CHECK"]):
                 if float(value) != 0.0:
                     return QualityTarget(comparison=comparison, value=float(value))
+            for comparison, name in _COMPARISON_TO_STATE.findall(key["ATLEAST_ONE_CHECK"]):
+                if name in state:
+                    return QualityTarget(comparison=comparison, value=state[name])
     raise ConfigError(f"{USAGE}_{ruleset}/{division}_{benchmark}.yaml: no eval_accuracy target found")

@@ -179,6 +179,17 @@ class Input(_Strict):
     named by ``{ROLE}`` in the command at full scale)."""
 
 
+class Submodule(_Strict):
+    """A git submodule of the reference folder that holds the code the full-scale command runs."""
+
+    path: str
+    """Its folder inside the reference folder (``llm_moe_grpo/RL``)."""
+    repository: str
+    """Its git repository URL."""
+    commit: str = Field(pattern=r"^[0-9a-f]{40}$")
+    """The commit the reference pins it to (40 hex digits)."""
+
+
 class Reference(_Strict):
     """The reference implementation the full-scale runs execute."""
 
@@ -188,6 +199,9 @@ class Reference(_Strict):
     """Pinned commit (40 hex digits)."""
     path: str
     """Folder of the benchmark inside the repository."""
+    submodule: Submodule | None = None
+    """Where the scripts and configs the full-scale command names live, when they are in a submodule of the reference
+    folder (qwen35_397b_grpo: NeMo-RL at its own pinned commit) rather than in the folder itself; None: in the folder."""
 
     @property
     def url(self) -> str:
