@@ -87,7 +87,7 @@ def test_the_logged_hyperparameters_are_the_loops_and_meet_the_closed_rules_but_
     assert logged["opt_learning_rate_warmup_steps"] == 0 and logged["opt_learning_rate_decay_schedule"] == "constant"
     assert (logged["generation_training_rollout_temperature"], logged["generation_training_rollout_top_p"]) == (1.0, 1.0)
     assert (logged["generation_validation_rollout_temperature"], logged["generation_validation_rollout_top_p"]) == (0.1, 0.95)
-    assert logged["max_sequence_length"] == 10 and logged["reference_policy_kl_penalty"] == 0.0
+    assert logged["max_sequence_length"] == 10 and logged["reference_policy_kl_penalty"] == HP.kl_penalty > 0
     assert HP.first_validation_samples == 256 * math.ceil(2.5 + 3840 / 256) == 4608
     required = mlperf_rules.required_keys(NAME, RULESET, "open")
     harness = {"submission_benchmark", "submission_org", "submission_platform", "submission_division", "submission_status", "seed", "config_filename"}
@@ -95,8 +95,17 @@ def test_the_logged_hyperparameters_are_the_loops_and_meet_the_closed_rules_but_
     loop |= {f"lowest_numerical_precision_in_{part}" for part in ("linear", "attn", "comm")}
     loop |= {f"{kind}_parallelism" for kind in ("tensor", "pipeline", "context", "expert")}
     assert required - harness - loop - set(logged) == set()
-    with pytest.raises(ValueError, match=r"kl_penalty is 0\.1"):
-        Hyperparameters(kl_penalty=0.1)
+
+
+def test_the_kl_penalty_is_zero_at_the_reference_policy_and_pulls_the_policy_back_toward_it():
+    reference = torch.log_softmax(torch.randn(8, 3, 13, generator=torch.Generator().manual_seed(0)), dim=-1)[..., 0]
+    assert grpo.reference_kl(reference, reference).item() == pytest.approx(0.0, abs=1e-7)
+    logprobs = (reference + 0.3).requires_grad_(True)
+    kl = grpo.reference_kl(logprobs, reference)
+    assert kl.item() > 0
+    (gradient,) = torch.autograd.grad(kl, logprobs)
+    # a policy more confident than the reference on its samples is pushed back down
+    assert (gradient > 0).all()
 
 
 @pytest.fixture(scope="module")

@@ -5,8 +5,9 @@
   prompt) and reward normalisation (divided by the group's standard deviation; a group whose rewards are all
   equal carries no signal and gets zero advantage).
 - Token-level PPO objective with asymmetric ratio clipping (``1 - clip_low``, ``1 + clip_high``) against the
-  log-probabilities the rollout was sampled with; no KL penalty to a reference policy (the reference's
-  ``reference_policy_kl_penalty: 0``).
+  log-probabilities the rollout was sampled with.
+- A KL penalty to the frozen starting policy, NeMo-RL's ``reference_policy_kl_penalty`` times the k3 estimator
+  (Schulman's unbiased, always non-negative ``exp(ref - logp) - (ref - logp) - 1``) per completion token.
 """
 
 from __future__ import annotations
@@ -34,3 +35,9 @@ def clipped_policy_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, adva
     unclipped = ratio * advantage
     clipped = ratio.clamp(1.0 - clip_low, 1.0 + clip_high) * advantage
     return -torch.minimum(unclipped, clipped).mean()
+
+
+def reference_kl(logprobs: torch.Tensor, reference_logprobs: torch.Tensor) -> torch.Tensor:
+    """k3 estimate of KL(policy || reference) averaged over every completion token (both rows x tokens)."""
+    log_ratio = reference_logprobs - logprobs
+    return (torch.exp(log_ratio) - log_ratio - 1.0).mean()

@@ -4,7 +4,8 @@ It follows the reference's recipe (training:llm_post_training/README.md, section
 "Optimizer", "Quality"): each step takes the next ``num_prompts_per_step`` training tasks in file order (the
 reference's ``data.shuffle: false``), samples ``num_generations_per_prompt`` completions each at the training
 temperature/top-p, scores them with the binary verifier, computes leave-one-out normalised advantages and
-takes one clipped-surrogate Adam step (no KL term); validation samples 4 completions of each of the 251
+takes one clipped-surrogate Adam step, with the KL penalty to the frozen starting policy when its coefficient
+is not 0; validation samples 4 completions of each of the 251
 held-out tasks at the validation temperature/top-p and reports pass@4, first after
 GBS x ceil(2.5 + 3840/GBS) samples and then after every step, until pass@4 beats the target.
 Every mllog value is the value the loop uses.
@@ -46,8 +47,9 @@ def validate(model, tokenizer, tasks: list[tuple[str, str]], hp: Hyperparameters
     return policy.pass_at_k(model, tokenizer, prompts, verifiers, hp.validation_generations, hp.validation_temperature, hp.validation_top_p, generator)
 
 
-def grpo_step(model, tokenizer, optimizer, batch: list[tuple[str, str]], hp: Hyperparameters, generator: torch.Generator) -> dict:
-    """One rollout + update; returns the step's mean reward and loss."""
+def grpo_step(model, tokenizer, optimizer, batch: list[tuple[str, str]], hp: Hyperparameters, generator: torch.Generator, reference_policy=None) -> dict:
+    """One rollout + update; returns the step's mean reward, loss and KL to ``reference_policy`` (the frozen
+    starting policy, needed when ``hp.kl_penalty`` is not 0)."""
     prompt_ids = policy.encode_prompts(tokenizer, [prompt for prompt, _ in batch]).repeat_interleave(hp.num_generations_per_prompt, dim=0)
     model.eval()
     completions = policy.sample(model, prompt_ids, hp.training_temperature, hp.training_top_p, generator)
@@ -62,11 +64,17 @@ def grpo_step(model, tokenizer, optimizer, batch: list[tuple[str, str]], hp: Hyp
     # One update per batch of fresh rollouts: the sampling policy is the current one, so the old log-probs are
     # these (detached) and the ratio is 1, as with the reference's force_on_policy_ratio.
     loss = grpo.clipped_policy_loss(logprobs, logprobs.detach(), advantages, hp.ratio_clip_low, hp.ratio_clip_high)
+    kl = torch.zeros(())
+    if hp.kl_penalty:
+        with torch.no_grad():
+            reference_logprobs = policy.completion_logprobs(reference_policy, prompt_ids, completions)
+        kl = grpo.reference_kl(logprobs, reference_logprobs)
+        loss = loss + hp.kl_penalty * kl
     loss.backward()
     torch.nn.utils.clip_grad_norm_(model.parameters(), hp.gradient_clip_norm)
     optimizer.step()
     optimizer.zero_grad()
-    return {"mean_reward": rewards.mean().item(), "loss": loss.item()}
+    return {"mean_reward": rewards.mean().item(), "loss": loss.item(), "kl": kl.item()}
 
 
 def train(run: TinyRun, hp: Hyperparameters) -> dict:
@@ -75,6 +83,10 @@ def train(run: TinyRun, hp: Hyperparameters) -> dict:
     generator = torch.Generator().manual_seed(run.spec.seed)
     model, tokenizer = policy.load(run.spec.input("checkpoint"))
     model.train()
+    reference_policy = None
+    if hp.kl_penalty:
+        reference_policy, _ = policy.load(run.spec.input("checkpoint"))
+        reference_policy.eval().requires_grad_(False)
     optimizer = torch.optim.AdamW(
         model.parameters(), lr=hp.learning_rate, betas=(hp.adam_beta_1, hp.adam_beta_2), eps=hp.adam_epsilon, weight_decay=hp.weight_decay
     )
@@ -99,7 +111,7 @@ def train(run: TinyRun, hp: Hyperparameters) -> dict:
     for step in range(1, hp.max_steps + 1):
         batch = [train_tasks[(cursor + i) % len(train_tasks)] for i in range(hp.num_prompts_per_step)]
         cursor = (cursor + hp.num_prompts_per_step) % len(train_tasks)
-        stats = grpo_step(model, tokenizer, optimizer, batch, hp, generator)
+        stats = grpo_step(model, tokenizer, optimizer, batch, hp, generator, reference_policy)
         samples += hp.global_batch_size
         record = {"step": step, "samples": samples, **stats}
         if samples >= hp.first_validation_samples:
