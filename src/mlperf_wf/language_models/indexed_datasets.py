@@ -8,6 +8,7 @@ them as they are. Preparing one is therefore: open it with megatron-core's reade
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 from mlperf_wf.errors import UserError
@@ -41,10 +42,29 @@ def shard_layout(shard: str, prefixes: list[str] | tuple[str, ...]) -> dict[str,
     return {name: f"{shard}/{name}" for name in [*names, "prepared.json"]}
 
 
-def prepare_one_shard(
-    benchmark: str, shard: str, expected: str, prefixes: list[str] | tuple[str, ...], inputs: dict[str, Path], out_dir: Path, scale: str
-) -> dict:
-    """:func:`check_and_link` of the ``data`` input, for a benchmark whose preparation is the one shard ``expected``."""
-    if shard != expected:
-        raise UserError(f"{benchmark}: unknown shard {shard!r}; known: {expected}")
-    return check_and_link(inputs["data"], prefixes, out_dir, scale)
+@dataclass(frozen=True)
+class LinkedPreparation:
+    """The preparation (``shards``, ``layout``, ``prepare_shard``) of a benchmark whose reference reads published
+    indexed datasets as they are: one shard that checks each pair with megatron-core's reader and links it.
+    The reference builds its sample index at run time, so linking needs no splitting."""
+
+    benchmark: str
+    """The benchmark, named in errors."""
+    prefixes: tuple[str, ...]
+    """The datasets (path prefixes inside the ``data`` input) the reference opens."""
+    shard: str = "c4"
+    """The one shard's name."""
+
+    def shards(self, scale: str) -> list[str]:
+        """The one shard, at both scales."""
+        return [self.shard]
+
+    def layout(self, scale: str) -> dict[str, str]:
+        """The prepared folder the trainer and the reference read: every ``.bin``/``.idx`` and ``prepared.json``."""
+        return shard_layout(self.shard, self.prefixes)
+
+    def prepare_shard(self, shard: str, inputs: dict[str, Path], out_dir: Path, scale: str) -> dict:
+        """:func:`check_and_link` of the ``data`` input into ``out_dir``."""
+        if shard != self.shard:
+            raise UserError(f"{self.benchmark}: unknown shard {shard!r}; known: {self.shard}")
+        return check_and_link(inputs["data"], self.prefixes, out_dir, scale)

@@ -12,25 +12,8 @@ scales: the tiny corpus is llama31_8b's generator, in the same format.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from mlperf_wf.benchmarks.llama31_8b.c4_corpus import TRAIN_PREFIX, VALIDATION_PREFIX
 from mlperf_wf.language_models import indexed_datasets
 
-SHARD = "c4"
-PREFIXES = (TRAIN_PREFIX, VALIDATION_PREFIX)
-
-
-def shards(scale: str) -> list[str]:
-    """One shard: linking needs no splitting."""
-    return [SHARD]
-
-
-def layout(scale: str) -> dict[str, str]:
-    """The folder the trainer and the reference's ``PREPROCESSED_PATH`` read."""
-    return indexed_datasets.shard_layout(SHARD, PREFIXES)
-
-
-def prepare_shard(shard: str, inputs: dict[str, Path], out_dir: Path, scale: str) -> dict:
-    """Check each indexed dataset with megatron-core's reader and link it into ``out_dir``."""
-    return indexed_datasets.prepare_one_shard("deepseekv3_671b", shard, SHARD, PREFIXES, inputs, out_dir, scale)
+PREPARATION = indexed_datasets.LinkedPreparation("deepseekv3_671b", (TRAIN_PREFIX, VALIDATION_PREFIX))
+shards, layout, prepare_shard = PREPARATION.shards, PREPARATION.layout, PREPARATION.prepare_shard

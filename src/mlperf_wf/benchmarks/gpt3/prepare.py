@@ -13,25 +13,8 @@ the raw C4 (README.md:196-246) is the optional path the reference documents; it 
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from mlperf_wf.benchmarks.gpt3.c4_corpus import TRAIN_PREFIXES, VALIDATION_PREFIX
 from mlperf_wf.language_models import indexed_datasets
 
-SHARD = "c4"
-PREFIXES = (*TRAIN_PREFIXES, VALIDATION_PREFIX)
-
-
-def shards(scale: str) -> list[str]:
-    """One shard: linking needs no splitting (the reference's numpy sample index is built at run time)."""
-    return [SHARD]
-
-
-def layout(scale: str) -> dict[str, str]:
-    """The folder the trainer and the reference's ``COM_DIR`` read."""
-    return indexed_datasets.shard_layout(SHARD, PREFIXES)
-
-
-def prepare_shard(shard: str, inputs: dict[str, Path], out_dir: Path, scale: str) -> dict:
-    """Check each indexed dataset with megatron-core's reader and link it into ``out_dir``."""
-    return indexed_datasets.prepare_one_shard("gpt3", shard, SHARD, PREFIXES, inputs, out_dir, scale)
+PREPARATION = indexed_datasets.LinkedPreparation("gpt3", (*TRAIN_PREFIXES, VALIDATION_PREFIX))
+shards, layout, prepare_shard = PREPARATION.shards, PREPARATION.layout, PREPARATION.prepare_shard

@@ -10,25 +10,8 @@ The same at both scales: the tiny corpus is written in the same format.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from mlperf_wf.benchmarks.llama31_8b.c4_corpus import TRAIN_PREFIX, VALIDATION_PREFIX
 from mlperf_wf.language_models import indexed_datasets
 
-SHARD = "c4"
-PREFIXES = (TRAIN_PREFIX, VALIDATION_PREFIX)
-
-
-def shards(scale: str) -> list[str]:
-    """One shard: linking needs no splitting (Megatron builds its sample index at run time)."""
-    return [SHARD]
-
-
-def layout(scale: str) -> dict[str, str]:
-    """The folder the trainer reads, and the reference's ``/data`` at full scale."""
-    return indexed_datasets.shard_layout(SHARD, PREFIXES)
-
-
-def prepare_shard(shard: str, inputs: dict[str, Path], out_dir: Path, scale: str) -> dict:
-    """Check each indexed dataset with megatron-core's reader and link it into ``out_dir``."""
-    return indexed_datasets.prepare_one_shard("gpt_oss_20b", shard, SHARD, PREFIXES, inputs, out_dir, scale)
+PREPARATION = indexed_datasets.LinkedPreparation("gpt_oss_20b", (TRAIN_PREFIX, VALIDATION_PREFIX))
+shards, layout, prepare_shard = PREPARATION.shards, PREPARATION.layout, PREPARATION.prepare_shard
