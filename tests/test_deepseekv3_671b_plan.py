@@ -5,39 +5,14 @@ of the full-scale DAG listing the three train jobs. One node and two nodes (geom
 
 from __future__ import annotations
 
-import json
-import os
-import sys
-from dataclasses import asdict
-
-from mlperf_wf.errors import ConfigError
-from tests.test_plan import GOLDEN, LAUNCHERS, make_plan, workdir  # noqa: F401 - workdir is a fixture
+from tests.test_plan import reference_geometry_plan, workdir  # noqa: F401 - workdir is a fixture
 from tests.test_workflow import job_counts, new_workdir, snakemake
 
 NAME = "deepseekv3_671b"
 
 
-def rendered_64(workdir) -> dict:  # noqa: F811
-    pinned = {NAME: {"image": f"registry.example:5000/mlperf/{NAME}:ref-1", "digest": "sha256:" + "ab" * 32}}
-    out = {}
-    for launcher in LAUNCHERS:
-        plan = make_plan(workdir, scale="full", launcher=launcher, full_container=pinned)
-        try:
-            out[f"run_3/{launcher}/64_node"] = asdict(plan.train_job(NAME, 3))
-        except ConfigError as err:  # local, docker and apptainer run on one node
-            out[f"run_3/{launcher}/64_node"] = {"refused": str(err)}
-    text = json.dumps(out, indent=2, sort_keys=True) + "\n"
-    for path, name in sorted({str(workdir): "{workdir}", sys.prefix: "{venv}", sys.base_prefix: "{python}"}.items(), key=lambda item: -len(item[0])):
-        text = text.replace(path, name)
-    return json.loads(text)
-
-
 def test_the_references_64_node_plan_matches_its_golden_file(workdir):  # noqa: F811
-    got = rendered_64(workdir)
-    golden = GOLDEN / f"{NAME}_64_nodes.json"
-    if os.environ.get("MLPERF_WF_UPDATE_GOLDEN"):
-        golden.write_text(json.dumps(got, indent=2, sort_keys=True) + "\n")
-    assert got == json.loads(golden.read_text())
+    got = reference_geometry_plan(NAME, workdir)
     pyxis = got["run_3/pyxis/64_node"]
     assert pyxis["resources"]["nodes"] == 64 and pyxis["resources"]["gres"] == "gpu:4" and pyxis["resources"]["tasks"] == 256
     command = pyxis["command"]

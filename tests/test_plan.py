@@ -69,22 +69,46 @@ def rendered(name: str, workdir: Path) -> dict:
                 out["full"][f"run_3/{launcher}/{nodes}_node"] = asdict(chosen.train_job(name, 3))
             except ConfigError as err:
                 out["full"][f"run_3/{launcher}/{nodes}_node"] = {"refused": str(err)}
+    return portable(out, workdir)
+
+
+def portable(out: dict, workdir: Path) -> dict:
+    """``out`` with this machine's paths (a tiny run in docker mounts the host's venv and Python) read as names."""
     text = json.dumps(out, indent=2, sort_keys=True) + "\n"
-    # Paths of this machine (a tiny run in docker mounts the host's venv and Python) read as names.
     for path, name in sorted({str(workdir): "{workdir}", sys.prefix: "{venv}", sys.base_prefix: "{python}"}.items(), key=lambda item: -len(item[0])):
         text = text.replace(path, name)
     return json.loads(text)
 
 
-@pytest.mark.parametrize("name", registry.benchmark_names())
-def test_plan_matches_its_golden_file(name, workdir):
-    got = rendered(name, workdir)
-    golden = GOLDEN / f"{name}.json"
+def matches_golden(got: dict, golden_name: str) -> dict:
+    """Assert ``got`` equals ``tests/golden/plan/<golden_name>.json`` (rewritten with MLPERF_WF_UPDATE_GOLDEN=1); ``got``."""
+    golden = GOLDEN / f"{golden_name}.json"
     if os.environ.get("MLPERF_WF_UPDATE_GOLDEN"):
         golden.parent.mkdir(parents=True, exist_ok=True)
         golden.write_text(json.dumps(got, indent=2, sort_keys=True) + "\n")
-    assert golden.is_file(), f"no golden plan for {name}: run MLPERF_WF_UPDATE_GOLDEN=1 pytest tests/test_plan.py and review {golden}"
+    assert golden.is_file(), f"no golden plan {golden_name}: run MLPERF_WF_UPDATE_GOLDEN=1 pytest tests/test_plan.py and review {golden}"
     assert got == json.loads(golden.read_text())
+    return got
+
+
+def reference_geometry_plan(name: str, workdir: Path) -> dict:
+    """Run 3 of ``name`` at its definition's own geometry (the reference's node count) for every launcher, checked
+    against ``<name>_<nodes>_nodes.json``; keys ``run_3/<launcher>/<nodes>_node``."""
+    nodes = make_plan(workdir, scale="full").bench(name).full.geometry.nodes
+    pinned = {name: {"image": f"registry.example:5000/mlperf/{name}:ref-1", "digest": "sha256:" + "ab" * 32}}
+    out = {}
+    for launcher in LAUNCHERS:
+        plan = make_plan(workdir, scale="full", launcher=launcher, full_container=pinned)
+        try:
+            out[f"run_3/{launcher}/{nodes}_node"] = asdict(plan.train_job(name, 3))
+        except ConfigError as err:  # local, docker and apptainer run on one node
+            out[f"run_3/{launcher}/{nodes}_node"] = {"refused": str(err)}
+    return matches_golden(portable(out, workdir), f"{name}_{nodes}_nodes")
+
+
+@pytest.mark.parametrize("name", registry.benchmark_names())
+def test_plan_matches_its_golden_file(name, workdir):
+    matches_golden(rendered(name, workdir), name)
 
 
 @pytest.mark.parametrize("name", registry.benchmark_names())
