@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import ast
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -51,6 +53,23 @@ def remove_stale_test_conf() -> None:
 
 def pytest_sessionstart(session: pytest.Session) -> None:
     remove_stale_test_conf()
+
+
+def shell_values(path: Path) -> dict[str, str]:
+    """``export NAME=value`` and ``: "${NAME:=value}"`` assignments of a shell file (quotes and comments removed)."""
+    text = path.read_text()
+    values = {name: value.strip('"') for name, value in re.findall(r"^export (\w+)=(\S*)", text, re.M)}
+    defaults = {name: value.strip('"') for name, value in re.findall(r'^: "\$\{(\w+):=([^}]*)\}"', text, re.M)}
+    return {**defaults, **values}
+
+
+def parser_options(script: Path) -> set[str]:
+    """Every ``--option`` the script's argparse parser declares."""
+    options = set()
+    for node in ast.walk(ast.parse(script.read_text())):
+        if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "add_argument":
+            options |= {arg.value for arg in node.args if isinstance(arg, ast.Constant) and str(arg.value).startswith("--")}
+    return options
 
 
 DOCKER_IMAGE = "mlperf-wf-tiny:bookworm"

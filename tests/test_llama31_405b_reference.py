@@ -9,7 +9,6 @@ imports (lightning, NeMo), so the log it writes is checked by the official check
 
 from __future__ import annotations
 
-import ast
 import json
 import os
 import re
@@ -20,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from mlperf_wf.registry import load_benchmark
-from tests.conftest import reference_source
+from tests.conftest import parser_options, reference_source, shell_values
 
 ROOT = Path(__file__).resolve().parents[1]
 CONTAINERS = ROOT / "containers"
@@ -29,23 +28,6 @@ PATCHES = CONTAINERS / "llama31_405b" / "patches"
 BENCH = load_benchmark("llama31_405b")
 REFERENCE = reference_source(BENCH.reference.path)
 needs_reference = pytest.mark.skipif(REFERENCE is None, reason="shared reference source (mlcommons/training aa344c7) not present")
-
-
-def shell_values(path: Path) -> dict[str, str]:
-    """``export NAME=value`` and ``: "${NAME:=value}"`` assignments of a shell file (quotes removed)."""
-    text = path.read_text()
-    values = {name: value.strip('"') for name, value in re.findall(r"^export (\w+)=(\S*)", text, re.M)}
-    defaults = {name: value.strip('"') for name, value in re.findall(r'^: "\$\{(\w+):=([^}]*)\}"', text, re.M)}
-    return {**defaults, **values}
-
-
-def parser_options(script: Path) -> set[str]:
-    """Every ``--option`` the script's argparse parser declares."""
-    options = set()
-    for node in ast.walk(ast.parse(script.read_text())):
-        if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "add_argument":
-            options |= {arg.value for arg in node.args if isinstance(arg, ast.Constant) and str(arg.value).startswith("--")}
-    return options
 
 
 def command_value(option: str) -> str:
