@@ -299,6 +299,29 @@ def test_a_learning_rate_off_the_closed_rule_stops_a_closed_run(monkeypatch, cap
     patch.check_learning_rate(SimpleNamespace(train=SimpleNamespace(global_batch_size=15360), optimizer=SimpleNamespace(lr=0.000023238)))
 
 
+def test_a_first_evaluation_off_the_closed_rule_stops_a_closed_run(monkeypatch, capsys):
+    """START_EVAL_AT_ITER is the config's $((42 + 24576 / GBS)); a site that changes --gbs alone would fail FIRST_CHECK."""
+    from types import SimpleNamespace
+
+    monkeypatch.syspath_prepend(str(HOOKS))
+    monkeypatch.syspath_prepend(str(PATCHES))
+    import mlperf_wf_deepseekv3_671b as patch
+
+    at_18432 = SimpleNamespace(train=SimpleNamespace(global_batch_size=18432), optimizer=SimpleNamespace(lr=patch.closed_learning_rate(18432)))
+    assert [patch.closed_first_evaluation(gbs) for gbs in (15360, 16384, 18432)] == [43, 43, 43]
+    monkeypatch.setenv("MLPERF_SUBMISSION_DIVISION", "closed")
+    monkeypatch.setenv("START_EVAL_AT_ITER", "43")
+    patch.check_learning_rate(at_18432)
+    monkeypatch.setenv("START_EVAL_AT_ITER", "44")
+    with pytest.raises(SystemExit, match=r"START_EVAL_AT_ITER 44 at global batch 18432; .* = 43"):
+        patch.check_learning_rate(at_18432)
+    monkeypatch.setenv("START_EVAL_AT_ITER", "42")
+    at_4096 = SimpleNamespace(train=SimpleNamespace(global_batch_size=4096), optimizer=SimpleNamespace(lr=patch.closed_learning_rate(4096)))
+    with pytest.raises(SystemExit, match=r"= 48"):
+        patch.check_learning_rate(at_4096)
+    assert "START_EVAL_AT_ITER" in capsys.readouterr().err
+
+
 def test_the_hugging_face_checkpoint_is_replaced_by_its_mounted_conversion_or_refused(monkeypatch, tmp_path, capsys):
     from types import SimpleNamespace
 

@@ -13,9 +13,11 @@ GPU); the reference's files are not edited. What it changes, and why:
    and before ``init_stop``, from that ``config`` (the run's real ConfigContainer): the model's parallel sizes,
    ``train.micro_batch_size``, ``model.moe_aux_loss_coeff``, the mixed-precision recipe; ``config_filename`` is the
    reference config whose values the run uses (``MLPERF_CONFIG_FILENAME``, set by the workflow).
-3. **The learning rate is checked against the closed rule**: 2.4e-5 x sqrt(GBS/16384) from the config's real
-   global batch. A mismatch is said on stderr; in the closed division (``MLPERF_SUBMISSION_DIVISION=closed``) the
-   run stops before training, since its log would fail the checker after hours.
+3. **The learning rate and the first evaluation are checked against the closed rules** at the config's real
+   global batch: LR 2.4e-5 x sqrt(GBS/16384), and ``START_EVAL_AT_ITER`` (the iteration of the first evaluation,
+   read by the script, :170-172) = floor(42 + 24576/GBS), which 6.1.0's FIRST_CHECK turns into samples. A mismatch
+   is said on stderr; in the closed division (``MLPERF_SUBMISSION_DIVISION=closed``) the run stops before
+   training, since its log would fail the checker after hours (a site that changes ``--gbs`` must change both).
 4. **The starting checkpoint is the converted one.** The catalog's checkpoint (mounted at ``/checkpoint``, where the
    script loads from, :200) is MLCommons' Hugging Face checkpoint; the reference loads a Megatron-format
    conversion of it, made once with ``run_conversion.sh`` (README.md:187-196). When ``/checkpoint`` holds the
@@ -113,15 +115,30 @@ def run_values(config: object, argv: list[str]) -> dict[str, object]:
     return values
 
 
+def closed_first_evaluation(global_batch_size: int) -> int:
+    """The iteration of the first evaluation 6.1.0's closed FIRST_CHECK expects at ``global_batch_size``."""
+    return math.floor(42 + 24576 / global_batch_size)
+
+
 def check_learning_rate(config: object) -> None:
-    """Compare the config's peak LR with the closed rule at its real GBS; stop a closed run that would fail it."""
+    """Compare the config's peak LR and first-evaluation iteration with the closed rules at its real GBS; stop a
+    closed run that would fail them."""
     gbs, lr = _attribute(config, "train.global_batch_size"), _attribute(config, "optimizer.lr")
-    if gbs is None or lr is None:
+    if gbs is None:
         return
+    problems = []
     expected = closed_learning_rate(int(gbs))
-    if abs(float(lr) - expected) < 1e-9:
+    if lr is not None and abs(float(lr) - expected) >= 1e-9:
+        problems.append(f"--lr {lr} at global batch {gbs}; the closed rule wants 2.4e-5 x sqrt({gbs}/16384) = {expected:.9g}")
+    first = os.environ.get("START_EVAL_AT_ITER")
+    if first is not None and first.strip() != str(closed_first_evaluation(int(gbs))):
+        problems.append(
+            f"START_EVAL_AT_ITER {first} at global batch {gbs}; 6.1.0's closed rule wants the first evaluation at floor(42 + 24576/{gbs}) = "
+            f"{closed_first_evaluation(int(gbs))}"
+        )
+    if not problems:
         return
-    message = f"mlperf-wf deepseekv3_671b patch: --lr {lr} at global batch {gbs}; the closed rule wants 2.4e-5 x sqrt({gbs}/16384) = {expected:.9g}"
+    message = "mlperf-wf deepseekv3_671b patch: " + "; ".join(problems)
     sys.stderr.write(message + "\n")
     if os.environ.get("MLPERF_SUBMISSION_DIVISION") == "closed":
         raise SystemExit(message)
