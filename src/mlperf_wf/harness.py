@@ -88,6 +88,10 @@ class RunSpec:
         return self.inputs[role]
 
 
+PRECISION_NAMES = {"float32": "fp32", "bfloat16": "bfloat16", "float16": "fp16"}
+"""How the rounds name a torch parameter dtype in ``lowest_numerical_precision_in_*``."""
+
+
 class TinyRun:
     """One run's distributed setup and mllog events (see the module docstring)."""
 
@@ -136,6 +140,14 @@ class TinyRun:
         """Log configuration keys (hyperparameters, numerics, parallelism) before ``begin()``."""
         for key, value in values.items():
             self.event(key, value)
+
+    def config_unsharded(self, model: object) -> None:
+        """The 6.1.0 numerics and parallelism keys of a run whose every process holds the whole model: the lowest
+        precision is the dtype of the model's parameters, and tensor/pipeline/context/expert parallelism are 1."""
+        dtype = str(next(model.parameters()).dtype).removeprefix("torch.")
+        precision = PRECISION_NAMES[dtype]
+        self.config({f"lowest_numerical_precision_in_{part}": precision for part in ("linear", "attn", "comm")})
+        self.config({f"{kind}_parallelism": 1 for kind in ("tensor", "pipeline", "context", "expert")})
 
     def begin(self) -> None:
         """End initialisation and start the clock; refuses when a key the round requires was never logged."""

@@ -111,10 +111,14 @@ class Corpus:
     validation_prefix: str
 
 
+def shifted_cross_entropy(logits: torch.Tensor, batch: torch.Tensor, reduction: str = "mean") -> torch.Tensor:
+    """Cross-entropy (nats) of the model's ``logits`` for ``batch[:, :-1]`` against each window's tokens 1.."""
+    return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.size(-1)), batch[:, 1:].reshape(-1), reduction=reduction)
+
+
 def next_token_loss(model: torch.nn.Module, batch: torch.Tensor, reduction: str = "mean") -> torch.Tensor:
     """Cross-entropy (nats) of predicting each window's tokens 1.. from the tokens before them."""
-    logits = model(input_ids=batch[:, :-1]).logits
-    return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.size(-1)), batch[:, 1:].reshape(-1), reduction=reduction)
+    return shifted_cross_entropy(model(input_ids=batch[:, :-1]).logits, batch, reduction)
 
 
 TrainingLoss = Callable[[torch.nn.Module, torch.Tensor], torch.Tensor]

@@ -8,15 +8,10 @@ import torch
 
 from mlperf_wf.benchmarks.deepseekv3_671b import load_balancing, starting_checkpoint
 from mlperf_wf.benchmarks.deepseekv3_671b.hyperparameters import Hyperparameters
-from mlperf_wf.benchmarks.llama31_8b import c4_corpus
+from mlperf_wf.benchmarks.llama31_8b.trainer import corpus
 from mlperf_wf.errors import UserError
 from mlperf_wf.harness import TinyRun
 from mlperf_wf.language_models import causal_trainer
-
-
-def corpus(data_dir) -> causal_trainer.Corpus:
-    """The prepared files the run reads: c4-train.en_6 and the 91,205-sample validation file."""
-    return causal_trainer.Corpus((str(data_dir / c4_corpus.TRAIN_PREFIX),), str(data_dir / c4_corpus.VALIDATION_PREFIX))
 
 
 def train(run: TinyRun, hp: Hyperparameters) -> dict:
@@ -28,8 +23,7 @@ def train(run: TinyRun, hp: Hyperparameters) -> dict:
     vocabulary = len(AutoTokenizer.from_pretrained(run.spec.input("tokenizer")))
     if model.config.vocab_size != vocabulary:
         raise UserError(f"{run.spec.input('checkpoint')}/config.json: vocab_size {model.config.vocab_size}; allowed: {vocabulary} (the tokenizer's tokens)")
-    run.config({f"lowest_numerical_precision_in_{part}": "fp32" for part in ("linear", "attn", "comm")})
-    run.config({f"{kind}_parallelism": 1 for kind in ("tensor", "pipeline", "context", "expert")})
+    run.config_unsharded(model)  # fp32, one process
     run.config({"target_accuracy": run.spec.target})
     loss = load_balancing.training_loss_with_balance(hp.moe_aux_loss_coeff)
     return causal_trainer.train(run, hp, model, corpus(run.spec.data_dir), training_loss=loss)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import torch
 
 from mlperf_wf.benchmarks.gpt_oss_20b.hyperparameters import Hyperparameters
-from mlperf_wf.benchmarks.llama31_8b import c4_corpus
+from mlperf_wf.benchmarks.llama31_8b import trainer as llama31_8b_trainer
 from mlperf_wf.harness import TinyRun
 from mlperf_wf.language_models import causal_trainer
 
@@ -54,9 +54,7 @@ def training_loss(hp: Hyperparameters) -> causal_trainer.TrainingLoss:
 
     def loss_with_router_balance(model: torch.nn.Module, batch: torch.Tensor) -> torch.Tensor:
         output = model(input_ids=batch[:, :-1], output_router_logits=True)
-        logits = output.logits
-        language = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.size(-1)), batch[:, 1:].reshape(-1))
-        return language + hp.moe_aux_loss_coeff * output.aux_loss
+        return causal_trainer.shifted_cross_entropy(output.logits, batch) + hp.moe_aux_loss_coeff * output.aux_loss
 
     return loss_with_router_balance
 
@@ -67,7 +65,5 @@ def train(run: TinyRun, hp: Hyperparameters) -> dict:
 
     torch.manual_seed(run.spec.seed)
     model = build_model(len(AutoTokenizer.from_pretrained(run.spec.input("tokenizer"))), hp)
-    run.config({f"lowest_numerical_precision_in_{part}": "fp32" for part in ("linear", "attn", "comm")})
-    run.config({f"{kind}_parallelism": 1 for kind in ("tensor", "pipeline", "context", "expert")})
-    corpus = causal_trainer.Corpus((str(run.spec.data_dir / c4_corpus.TRAIN_PREFIX),), str(run.spec.data_dir / c4_corpus.VALIDATION_PREFIX))
-    return causal_trainer.train(run, hp, model, corpus, training_loss=training_loss(hp))
+    run.config_unsharded(model)  # fp32, one process
+    return causal_trainer.train(run, hp, model, llama31_8b_trainer.corpus(run.spec.data_dir), training_loss=training_loss(hp))

@@ -89,11 +89,8 @@ def train(run: TinyRun, hp: Hyperparameters) -> dict:
 
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_factor)
     generator = torch.Generator().manual_seed(run.spec.seed)
-    dtype = str(next(model.parameters()).dtype).removeprefix("torch.")
-    precision = {"float32": "fp32", "bfloat16": "bfloat16", "float16": "fp16"}[dtype]
-    run.config({f"lowest_numerical_precision_in_{part}": precision for part in ("linear", "attn", "comm")})
     # Every process holds the whole model (pure data parallelism): no tensor/pipeline/context/expert sharding.
-    run.config({f"{kind}_parallelism": 1 for kind in ("tensor", "pipeline", "context", "expert")})
+    run.config_unsharded(model)
     run.begin()
 
     # The rules start the clock before the dataset is touched, so reading it is timed.

@@ -26,6 +26,5 @@ def train(run: TinyRun, hp: Hyperparameters) -> dict:
     vocabulary = len(AutoTokenizer.from_pretrained(run.spec.input("tokenizer")))
     if model.config.vocab_size != vocabulary:
         raise ValueError(f"{run.spec.input('checkpoint')}: vocab_size {model.config.vocab_size}, the tokenizer has {vocabulary} tokens")
-    run.config({f"lowest_numerical_precision_in_{part}": "fp32" for part in ("linear", "attn", "comm")})
-    run.config({f"{kind}_parallelism": 1 for kind in ("tensor", "pipeline", "context", "expert")})
+    run.config_unsharded(model)  # fp32, one process
     return causal_trainer.train(run, hp, model, corpus(run.spec.data_dir))

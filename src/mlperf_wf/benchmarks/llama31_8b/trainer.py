@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import torch
 
 from mlperf_wf.benchmarks.llama31_8b import c4_corpus
@@ -29,13 +31,17 @@ def build_model(vocabulary: int, hp: Hyperparameters) -> torch.nn.Module:
     return LlamaForCausalLM(config)
 
 
+def corpus(data_dir: Path) -> causal_trainer.Corpus:
+    """The prepared files the run reads: c4-train.en_6 and the 91,205-sample validation file (gpt_oss_20b and
+    deepseekv3_671b read the same)."""
+    return causal_trainer.Corpus((str(data_dir / c4_corpus.TRAIN_PREFIX),), str(data_dir / c4_corpus.VALIDATION_PREFIX))
+
+
 def train(run: TinyRun, hp: Hyperparameters) -> dict:
     """Run to the target (or max_steps); the harness logs the preamble and hyperparameters."""
     from transformers import AutoTokenizer
 
     torch.manual_seed(run.spec.seed)
     model = build_model(len(AutoTokenizer.from_pretrained(run.spec.input("tokenizer"))), hp)
-    run.config({f"lowest_numerical_precision_in_{part}": "fp32" for part in ("linear", "attn", "comm")})
-    run.config({f"{kind}_parallelism": 1 for kind in ("tensor", "pipeline", "context", "expert")})
-    corpus = causal_trainer.Corpus((str(run.spec.data_dir / c4_corpus.TRAIN_PREFIX),), str(run.spec.data_dir / c4_corpus.VALIDATION_PREFIX))
-    return causal_trainer.train(run, hp, model, corpus)
+    run.config_unsharded(model)  # fp32, one process
+    return causal_trainer.train(run, hp, model, corpus(run.spec.data_dir))

@@ -90,11 +90,8 @@ def train(run: TinyRun, hp: Hyperparameters) -> dict:
     optimizer = torch.optim.AdamW(
         model.parameters(), lr=hp.learning_rate, betas=(hp.adam_beta_1, hp.adam_beta_2), eps=hp.adam_epsilon, weight_decay=hp.weight_decay
     )
-    dtype = str(next(model.parameters()).dtype).removeprefix("torch.")
-    precision = {"float32": "fp32", "bfloat16": "bfloat16", "float16": "fp16"}[dtype]
-    run.config({f"lowest_numerical_precision_in_{part}": precision for part in ("linear", "attn", "comm")})
     # One process holds the whole policy and generates itself: no sharding of any kind.
-    run.config({f"{kind}_parallelism": 1 for kind in ("tensor", "pipeline", "context", "expert")})
+    run.config_unsharded(model)
     run.begin()
 
     # The clock runs from here: reading the converted tasks is timed, as the reference's data loading is.
