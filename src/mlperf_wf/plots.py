@@ -17,7 +17,8 @@ import matplotlib.pyplot as plt
 import pandas as pd
 from mlperf_logging.compliance_checker import mlp_parser
 
-from mlperf_wf.scoring import eval_progress, fast_mlperf_logging
+from mlperf_wf.compliance import mllog_record
+from mlperf_wf.scoring import LOG_SUFFIXES, eval_progress, fast_mlperf_logging
 
 COUNTED, DROPPED, OUTSIDE = "#3b75af", "#b0b0b0", "#e0e0e0"
 
@@ -85,10 +86,6 @@ def eval_curve(result_file: Path, ruleset: str) -> list[tuple[float, float]]:
     return points
 
 
-MLLOG_PREFIX = ":::MLLOG "
-REFERENCE_LOG_SUFFIXES = (".out", ".log", ".txt")
-
-
 def reference_curves(folder: Path) -> dict[str, list[tuple[float, float]]]:
     """(samples or epochs, eval metric) points of every log under ``folder``, keyed by its path relative to it.
 
@@ -97,17 +94,16 @@ def reference_curves(folder: Path) -> dict[str, list[tuple[float, float]]]:
     needs only the ``eval_accuracy`` events. Lines that are not MLLOG JSON are skipped; logs with no
     evaluation are left out."""
     curves = {}
-    for path in sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix in REFERENCE_LOG_SUFFIXES):
+    for path in sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix in LOG_SUFFIXES):
         points = []
         with path.open(errors="replace") as lines:
             for line in lines:
-                start = line.find(MLLOG_PREFIX)
-                if start < 0 or '"eval_accuracy"' not in line:
+                event = mllog_record(line) if '"eval_accuracy"' in line else None
+                if event is None or event.get("key") != "eval_accuracy":
                     continue
+                _, x = eval_progress(event.get("metadata") or {})
                 try:
-                    event = json.loads(line[start + len(MLLOG_PREFIX) :])
-                    _, x = eval_progress(event.get("metadata") or {})
-                    if event.get("key") == "eval_accuracy" and x is not None:
+                    if x is not None:
                         points.append((float(x), float(event["value"])))
                 except (ValueError, TypeError, KeyError):
                     continue
