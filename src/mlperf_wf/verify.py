@@ -19,7 +19,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import NoReturn
+from typing import NoReturn, Protocol, TypeVar
 
 from mlperf_wf.errors import ChecksumError
 from mlperf_wf.manifest import CHUNK, MANIFEST_NAME, parse_manifest
@@ -64,8 +64,28 @@ class VerificationRecord:
     seconds: float
 
 
-def hash_file(path: Path, hashes: dict[str, hashlib._Hash]) -> dict[str, hashlib._Hash]:
-    """Feed a file's bytes to ``hashes`` (in 1 MiB chunks: hashlib releases the GIL, so threads scale)."""
+class NewlineCount:
+    """A sink ``hash_file`` feeds like a digest, counting newlines (``wc -l``) in the same pass over the file."""
+
+    def __init__(self) -> None:
+        self.lines = 0
+
+    def update(self, chunk: bytes) -> None:
+        self.lines += chunk.count(b"\n")
+
+
+class Digest(Protocol):
+    """What ``hash_file`` feeds: a hashlib digest or a ``NewlineCount``."""
+
+    def update(self, chunk: bytes, /) -> None: ...
+
+
+HashT = TypeVar("HashT", bound=Digest)
+
+
+def hash_file(path: Path, hashes: dict[str, HashT]) -> dict[str, HashT]:
+    """Feed a file's bytes to ``hashes`` (digests, or a ``NewlineCount``), in 1 MiB chunks: hashlib releases the GIL,
+    so threads scale."""
     with path.open("rb") as handle:
         while chunk := handle.read(CHUNK):
             for digest in hashes.values():
@@ -90,11 +110,7 @@ def count_rows(path: Path) -> int:
 
         return pyarrow.parquet.ParquetFile(path).metadata.num_rows
     if path.suffix == ".jsonl":
-        lines = 0
-        with path.open("rb") as handle:
-            while chunk := handle.read(CHUNK):
-                lines += chunk.count(b"\n")
-        return lines
+        return hash_file(path, {"lines": NewlineCount()})["lines"].lines
     raise ValueError(f"{path.name}: rows are counted for .jsonl and .parquet files only")
 
 

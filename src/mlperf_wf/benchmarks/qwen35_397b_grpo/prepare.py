@@ -31,6 +31,7 @@ import pandas as pd
 
 from mlperf_wf.benchmarks.qwen35_397b_grpo.arithmetic import parse_prompt, split
 from mlperf_wf.errors import UserError
+from mlperf_wf.verify import NewlineCount, hash_file
 
 TRAIN_FILENAME = "benchmark_r2e_gym_easy_train.filtered.curriculum-v2-classic-cycles2-seed20260710.jsonl"
 """verify_dataset.sh:19 (download_dataset.sh renames the converter's ``benchmark_r2e_gym_easy_train.jsonl`` to it)."""
@@ -77,12 +78,8 @@ def verify(path: Path, expected: Expected) -> None:
     """verify_dataset.sh's checks of one file (sha256, ``wc -l``, ``wc -c``); one clear error naming the first mismatch."""
     if not path.is_file():
         raise UserError(f"missing dataset file: {path}")
-    digest = hashlib.sha256()
-    lines = 0
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-            lines += block.count(b"\n")
+    sums = hash_file(path, {"sha256": hashlib.sha256(), "lines": NewlineCount()})
+    digest, lines = sums["sha256"], sums["lines"].lines
     size = path.stat().st_size
     if digest.hexdigest() != expected.sha256:
         raise UserError(f"{path}: SHA-256 {digest.hexdigest()}, expected {expected.sha256}")
