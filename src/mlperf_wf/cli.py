@@ -378,14 +378,40 @@ def cmd_score(path: Path, ruleset: str, json_out: Path | None, csv_out: Path | N
         ttt = f"{score.time_to_train:.4f} min" if score.time_to_train is not None else "no score"
         rcp = f", RCP {score.rcp.verdict}" if score.rcp else ""
         factor = f", x{score.scaling_factor:.6g} ({score.scaling_source})" if score.scaling_factor != 1.0 else ""
+        energy = f", energy {score.energy_joules:.6g} J" if score.energy_joules is not None else ""
+        energy += f" (no energy score: {'; '.join(score.energy_reasons)})" if score.energy_reasons else ""
         print(
-            f"{score.system}/{score.benchmark}: {ttt}{factor}{rcp}, {len(score.runs)} runs" + ("" if score.valid else f" INVALID: {'; '.join(score.reasons)}")
+            f"{score.system}/{score.benchmark}: {ttt}{factor}{rcp}{energy}, {len(score.runs)} runs"
+            + ("" if score.valid else f" INVALID: {'; '.join(score.reasons)}")
         )
         for run in score.runs:
             if run.verdict != "passed" or run.minutes is None:
                 why = run.problems or [m.splitlines()[0] for m in run.messages[:3] if m.strip()]
                 print(f"  {Path(run.file).name}: {run.verdict or 'failed'}" + (f": {'; '.join(why)}" if why else ""))
     return 0 if all(s.valid for s in scores) else 1
+
+
+def cmd_power_sample(
+    out_dir: Path,
+    node_index: int | None,
+    interval_ms: int,
+    gpu_command: str | None,
+    node_command: str | None,
+    conversion_eff: float | None,
+    stop_file: Path | None,
+) -> None:
+    """Sample this node's power into ``out_dir/node_<k>.txt`` (``k``: ``--node-index``, else ``$SLURM_NODEID``, else 0)
+    until ``stop_file`` appears or SIGTERM."""
+    import os
+
+    from mlperf_wf import power
+
+    raw = {"enabled": True, "interval_ms": interval_ms, "node_command": node_command or "", "conversion_eff": conversion_eff}
+    config = power.PowerConfig.from_config({**raw, **({"gpu_command": gpu_command} if gpu_command else {})})
+    index = node_index if node_index is not None else int(os.environ.get("SLURM_NODEID", "0"))
+    summary = power.run_sampler(config, out_dir, index, stop_file)
+    mean = f"{summary.mean_watts:.1f} W mean" if summary.mean_watts is not None else "no reading"
+    log.info("%s: %d readings, %s%s", summary.file, summary.readings, mean, f"; {'; '.join(summary.problems)}" if summary.problems else "")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -516,6 +542,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--jobs", type=int, help="worker processes (default: all cores)")
     p.add_argument("--rcp-bypass", action="store_true", help="as the package checker's --rcp-bypass")
 
+    p = sub.add_parser("power-sample", help="power logs of this node in the MLPerf Power format, beside a run, until --stop-file appears")
+    p.add_argument("--out-dir", type=Path, required=True, help="the run's power/<result name>/ folder")
+    p.add_argument("--node-index", type=int, help="k of node_<k>.txt (default: $SLURM_NODEID, else 0)")
+    p.add_argument("--interval-ms", type=int, default=1000)
+    p.add_argument("--gpu-command", help="command printing '[timestamp,] index, watts' per GPU ({interval_ms} is replaced); default nvidia-smi")
+    p.add_argument("--node-command", help="command printing the node's watts, run every interval (instead of the GPUs' sum)")
+    p.add_argument("--conversion-eff", type=float, help="logged as conversion_eff")
+    p.add_argument("--stop-file", type=Path, help="stop when this file exists")
+
     p = sub.add_parser("report", help="time-to-train report of a benchmark's runs")
     p.add_argument("--benchmark", required=True)
     p.add_argument("--ruleset", required=True)
@@ -571,6 +606,8 @@ def main(argv: list[str] | None = None) -> int:
             cmd_compliance(args.result, args.ruleset, args.out, args.benchmark, args.scale)
         elif args.command == "score":
             return cmd_score(args.path, args.ruleset, args.json_out, args.csv_out, args.jobs, args.rcp_bypass)
+        elif args.command == "power-sample":
+            cmd_power_sample(args.out_dir, args.node_index, args.interval_ms, args.gpu_command, args.node_command, args.conversion_eff, args.stop_file)
         elif args.command == "report":
             cmd_report(args.benchmark, args.ruleset, args.division, args.scale, args.platform, args.result, args.compliance, args.provenance, args.out)
     except UserError as err:

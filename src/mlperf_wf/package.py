@@ -4,6 +4,7 @@ Layout (as mlperf-logging's package checker and result summarizer expect)::
 
     <root>/<org>/systems/<system>.json
     <root>/<org>/results/<system>/<benchmark>/result_<i>.txt     # the N scored runs
+    <root>/<org>/results/<system>/<benchmark>/power/result_<i>/node_<k>.txt   # their power logs, when sampled
     <root>/<org>/benchmarks/<benchmark>/implementations/<impl>/...   # what made them
 
 ``<impl>`` names what really made the runs: at full scale the reference repository at its
@@ -159,6 +160,9 @@ def build(
         target.mkdir(parents=True)
         for i, source in enumerate(files):
             shutil.copyfile(source, target / f"result_{i}.txt")
+            power = Path(source).parent / "power" / Path(source).name.split(".")[0]
+            if power.is_dir():  # power/result_<i>/node_<k>.txt, as the package checker and summarizer read them
+                shutil.copytree(power, target / "power" / f"result_{i}", ignore=shutil.ignore_patterns(".*"))
         made_by = implementations[benchmark]
         implementation = org_dir / "benchmarks" / benchmark / "implementations" / made_by.name
         implementation.mkdir(parents=True)

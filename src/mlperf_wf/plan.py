@@ -24,7 +24,7 @@ from typing import Literal
 
 from pydantic import ValidationError
 
-from mlperf_wf import hyperparameters, launch, mlperf_rules, prepare, registry
+from mlperf_wf import hyperparameters, launch, mlperf_rules, power, prepare, registry
 from mlperf_wf.errors import ConfigError, describe_validation_error
 from mlperf_wf.registry import BenchmarkDef, Container
 
@@ -85,6 +85,8 @@ class Settings:
     reference_logs: dict[str, str] = field(default_factory=dict)
     """Per-benchmark folder of reference convergence logs (e.g. the reference's RCP runs) the convergence figure
     draws beside the runs."""
+    power: dict = field(default_factory=dict)
+    """``power:``: energy measurement beside every run (:class:`mlperf_wf.power.PowerConfig`), off by default."""
 
     @classmethod
     def from_config(cls, config: dict) -> Settings:
@@ -111,6 +113,7 @@ class Settings:
             full_workdir=dict(config.get("full_workdir") or {}),
             full_mounts=dict(config.get("full_mounts") or {}),
             reference_logs=dict(config.get("reference_logs") or {}),
+            power=dict(config.get("power") or {}),
         )
 
 
@@ -164,6 +167,7 @@ class Plan:
         self.results_root = TINY_RESULTS if settings.scale == "tiny" else FULL_RESULTS
         self.logs_root = f"logs/{settings.scale}"
         self.benchmarks = {name: registry.load_benchmark(name) for name in registry.benchmark_names()}
+        self.power = power.PowerConfig.from_config(settings.power)
         self._check_settings()
 
     # ---- checks at parse time ----
@@ -421,6 +425,8 @@ class Plan:
             image = s.tiny_image
         else:
             command = launch.shell_join(launch.tiny_command(args, settings))
+        if self.power.enabled:
+            command = power.with_sampler(command, self.power, Path(self.run_file(name, run, "result.txt")))
         threads = s.tiny_threads * s.tiny_processes
         return TrainJob(command=command, launcher=settings.launcher, image=image, threads=threads, resources=TrainResources(**TINY_RUN_RESOURCES))
 
@@ -436,6 +442,9 @@ class Plan:
             output_cache=self.output_cache,
         )
         command = launch.full_scale(bench, run, self.seed(run), paths, settings, image=container)
+        if self.power.enabled:
+            # a sampler on every node of the run: srun places one per node under pyxis, else one on this host
+            command = power.with_sampler(command, self.power, paths.result_file, settings.nodes, srun=settings.launcher == "pyxis")
         # `|| exit 2` and not `&&`: a failed check must stop the whole line, which may hold several commands
         on_host = settings.launcher == "local"
         image = "" if on_host else image

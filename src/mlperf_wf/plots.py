@@ -33,9 +33,15 @@ def _save(fig: plt.Figure, stem: Path) -> list[Path]:
 
 
 def time_to_train(report: dict, stem: Path) -> list[Path]:
-    """Bars of minutes per run (labelled with seed), the olympic mean, dropped runs greyed and named."""
+    """Bars of minutes per run (labelled with seed), the olympic mean, dropped runs greyed and named; when the runs
+    have power logs, their energy to train in a panel beside, with the olympic energy score."""
     runs = report["runs"]
-    fig, ax = plt.subplots(figsize=(max(6, 0.6 * len(runs) + 2), 4))
+    with_energy = any(run.get("energy_joules") is not None for run in runs)
+    width = max(6, 0.6 * len(runs) + 2)
+    fig, axes = plt.subplots(1, 2 if with_energy else 1, figsize=(2 * width if with_energy else width, 4), squeeze=False)
+    ax = axes[0][0]
+    if with_energy:
+        _energy_panel(axes[0][1], report)
     labels = [f"run {r['index']}\nseed {r['seed']}" for r in runs]
     heights = [r["minutes"] if r["minutes"] is not None else 0.0 for r in runs]
     colours = [COUNTED if not r["dropped"] else (OUTSIDE if r["dropped"] == "outside the selected window" else DROPPED) for r in runs]
@@ -71,6 +77,38 @@ def time_to_train(report: dict, stem: Path) -> list[Path]:
     ax.set_title(f"{report['benchmark']} ({report['scale']}, ruleset {report['ruleset']}): {verdict}", fontsize=10)
     ax.margins(y=0.25)
     return _save(fig, stem)
+
+
+def _joules_unit(values: list[float]) -> tuple[float, str]:
+    """A divisor and unit that keep the largest value readable (J, kJ, MJ, GJ)."""
+    largest = max([abs(v) for v in values] or [0.0])
+    for divisor, unit in ((1e9, "GJ"), (1e6, "MJ"), (1e3, "kJ")):
+        if largest >= divisor:
+            return divisor, unit
+    return 1.0, "J"
+
+
+def _energy_panel(ax: plt.Axes, report: dict) -> None:
+    """Energy to train per run (the summarizer's, from the power logs) and the olympic energy score."""
+    runs = report["runs"]
+    score = report["score"]
+    joules = [run.get("energy_joules") for run in runs]
+    divisor, unit = _joules_unit([j for j in joules if j is not None] + [score.get("energy_joules") or 0.0])
+    colours = [COUNTED if not r["dropped"] else (OUTSIDE if r["dropped"] == "outside the selected window" else DROPPED) for r in runs]
+    bars = ax.bar(range(len(runs)), [(j or 0.0) / divisor for j in joules], color=colours)
+    for bar, value in zip(bars, joules, strict=True):
+        text = f"{value / divisor:.4g}" if value is not None else "no power log"
+        at = (bar.get_x() + bar.get_width() / 2, bar.get_height())
+        ax.annotate(text, at, ha="center", va="bottom", fontsize=7, xytext=(0, 3), textcoords="offset points")
+    energy = score.get("energy_joules")
+    if energy is not None:
+        ax.axhline(energy / divisor, color="#d62728", linestyle="--", linewidth=1)
+        ax.annotate(f"energy score {energy / divisor:.4g} {unit}", (len(runs) - 0.5, energy / divisor), ha="right", va="bottom", color="#d62728", fontsize=8)
+    ax.set_xticks(range(len(runs)), [f"run {r['index']}\nseed {r['seed']}" for r in runs], fontsize=7)
+    ax.set_ylabel(f"energy to train ({unit}, MLPerf Power)")
+    verdict = f"olympic {energy / divisor:.4g} {unit}" if energy is not None else "no energy score: " + "; ".join(score.get("energy_reasons") or [])[:80]
+    ax.set_title(f"energy: {verdict}", fontsize=10)
+    ax.margins(y=0.25)
 
 
 def eval_curve(result_file: Path, ruleset: str) -> list[tuple[float, float]]:
@@ -196,6 +234,7 @@ def summary(report_files: list[Path], csv_out: Path, stem: Path, package_check: 
                 "runs": len(report["runs"]),
                 "required_runs": report["required_runs"],
                 "time_to_train_minutes": score["time_to_train_minutes"],
+                "energy_joules": score.get("energy_joules"),
                 "olympic_minutes": score["olympic_minutes"],
                 "scaling_factor": score["scaling_factor"],
                 "rcp": (report.get("rcp") or {}).get("verdict"),
@@ -210,9 +249,10 @@ def summary(report_files: list[Path], csv_out: Path, stem: Path, package_check: 
     fig, ax = plt.subplots(figsize=(7, 0.6 * max(1, len(frame)) + 1.5))
     values = frame["time_to_train_minutes"].fillna(0.0)
     ax.barh(frame["benchmark"], values, color=[COUNTED if v else DROPPED for v in frame["valid_submission"]])
-    for y, (value, valid, scale) in enumerate(zip(values, frame["valid_submission"], frame["scale"], strict=True)):
+    for y, (value, valid, scale, joules) in enumerate(zip(values, frame["valid_submission"], frame["scale"], frame["energy_joules"], strict=True)):
+        energy = f", {joules:.4g} J" if pd.notna(joules) else ""
         ax.annotate(
-            f"{value:.4g} min, {scale}{'' if valid else ', not a valid submission'}",
+            f"{value:.4g} min{energy}, {scale}{'' if valid else ', not a valid submission'}",
             (value, y),
             xytext=(3, 0),
             textcoords="offset points",

@@ -38,6 +38,10 @@ class RunEntry:
     dropped: str | None
     made_with: dict | None = None
     """From provenance.json: launcher, image, host, GPUs, workflow commit."""
+    energy_joules: float | None = None
+    """Energy to train from the run's power logs (``power/result/node_*.txt`` beside its result file), as the summarizer computes it."""
+    power_problems: list[str] = field(default_factory=list)
+    """Why a run with power logs has no energy (or what the summarizer would only warn about)."""
 
 
 @dataclass
@@ -55,7 +59,8 @@ class Report:
     selection: dict | None
     """M > N window selection: runs made, required, chosen window, every window's score."""
     score: dict
-    """time_to_train_minutes (olympic x scaling factor), olympic_minutes, scaling_factor and its source, counted runs."""
+    """time_to_train_minutes (olympic x scaling factor), olympic_minutes, scaling_factor and its source, counted runs;
+    energy_joules (the olympic energy to train x scaling factor, when the runs have power logs) and why it is missing."""
     rcp: dict | None
     valid_submission: bool
     valid_submission_reasons: list[str] = field(default_factory=list)
@@ -141,6 +146,8 @@ def build(
             in_scored_window=run in window,
             dropped=run.dropped,
             made_with=made_with.get(run.file),
+            energy_joules=run.energy_joules,
+            power_problems=run.power_problems,
         )
         for i, run in enumerate(runs)
     ]
@@ -150,6 +157,8 @@ def build(
         "scaling_factor": scored.scaling_factor,
         "scaling_source": scored.scaling_source,
         "counted_runs": sorted(index_of[r.file] for r in window if r.dropped is None),
+        "energy_joules": scored.energy_joules,
+        "energy_reasons": scored.energy_reasons,
     }
     return Report(
         benchmark=benchmark,

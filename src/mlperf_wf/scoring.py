@@ -26,6 +26,15 @@ The scaling factor is the summarizer's: ``scaling.json`` when the folder has one
 none, the summarizer uses 1.0 on its first run and the RCP normalisation after
 its own RCP step wrote the file; here the RCP normalisation is used directly, so
 the answer does not depend on how often a tool ran before.
+
+Energy to train (MLPerf Power) is the summarizer's too: a run whose result file
+``<folder>/<name>.txt`` has ``<folder>/power/<name>/node_*.txt`` (and ``sw_*.txt``)
+gets ``_compute_total_power``'s joules, and the benchmark the olympic energy score
+of ``_index_olympic_average`` (the runs ordered by time to train) times the same
+scaling factor. What is ours: a run whose power logs the summarizer would crash on
+(no node file, no ``power_measurement_start``) or silently count as 0 J (no
+``power_reading``) has no energy and a problem saying why, instead of a traceback or
+a zero; the energy score is then not given.
 """
 
 from __future__ import annotations
@@ -33,6 +42,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import glob
+import io
 import json
 import os
 import re
@@ -44,7 +54,7 @@ from pathlib import Path
 
 import yaml
 from mlperf_logging.compliance_checker import mlp_compliance, mlp_parser
-from mlperf_logging.result_summarizer.result_summarizer import _compute_olympic_average
+from mlperf_logging.result_summarizer.result_summarizer import _compute_olympic_average, _compute_total_power, _index_olympic_average
 
 from mlperf_wf import compliance
 from mlperf_wf.errors import UserError
@@ -140,6 +150,12 @@ class RunScore:
     """passed, passed_except_declared, non_converged or failed, as :mod:`mlperf_wf.compliance` names them."""
     problems: list[str] = field(default_factory=list)
     """What is missing or wrong in the log, a few words each (empty when it passed)."""
+    energy_joules: float | None = None
+    """Energy to train (the summarizer's ``_compute_total_power``), when the run has power logs and counts."""
+    power_folder: str | None = None
+    """``power/<result name>/`` beside the result file, when it exists."""
+    power_problems: list[str] = field(default_factory=list)
+    """Why the run has no energy although it has power logs, or what the summarizer would only warn about."""
 
 
 @dataclass
@@ -176,6 +192,10 @@ class BenchmarkScore:
     rcp: RcpResult | None
     valid: bool
     reasons: list[str] = field(default_factory=list)
+    energy_joules: float | None = None
+    """Olympic energy to train x scaling factor (the summarizer's ``<benchmark>:Energy``), when the runs have power logs."""
+    energy_reasons: list[str] = field(default_factory=list)
+    """Why there is no energy score although power logs exist."""
 
 
 def eval_progress(metadata: dict) -> tuple[str | None, float | None]:
@@ -242,6 +262,8 @@ def _score_file(path: str, ruleset: str, declared: dict[str, str] | None = None)
         problems = [] if counts else compliance.explain(messages, compliance.read_facts(path), ruleset, crash)
     if crash:
         messages.append(f"mlperf-logging crashed: {crash}")
+    folder = power_folder_of(path)
+    energy, power_problems = run_energy(path, float(stop) - float(start), ruleset) if counts and folder else (None, [])
     return RunScore(
         file=path,
         minutes=(float(stop) - float(start)) / 60 / 1000 if counts else None,
@@ -255,7 +277,62 @@ def _score_file(path: str, ruleset: str, declared: dict[str, str] | None = None)
         final_eval_accuracy=last_eval[0] if last_eval else None,
         verdict=verdict,
         problems=problems,
+        energy_joules=energy,
+        power_folder=folder,
+        power_problems=power_problems,
     )
+
+
+def power_folder_of(result_file: str) -> str | None:
+    """``<folder>/power/<name>/`` of ``<folder>/<name>.txt`` when it exists: the summarizer's rule (the name up to its first dot)."""
+    path = Path(result_file)
+    folder = path.parent / "power" / path.name.split(".")[0]
+    return str(folder) if folder.is_dir() else None
+
+
+def run_energy(result_file: str, time_to_train_ms: float, ruleset: str) -> tuple[float | None, list[str]]:
+    """Joules of one run by mlperf-logging's ``_compute_total_power``, and what is wrong in its power logs.
+
+    Checked first, since the summarizer crashes on them (or counts 0 J): no ``node_*.txt``, a node file without
+    ``power_measurement_start`` or without any ``power_reading``. A missing ``power_measurement_stop`` is only
+    noted: the summarizer then ends the window at the last reading."""
+    folder = Path(power_folder_of(result_file) or "")
+    nodes = sorted(folder.glob("node_*.txt"))
+    if not nodes:
+        return None, [f"{folder}: no node_*.txt power log"]
+    problems, notes = [], []
+    for node in nodes:
+        keys = [record.get("key") for record in map(compliance.mllog_record, node.read_text(encoding="latin-1").splitlines()) if record]
+        if "power_measurement_start" not in keys:
+            problems.append(f"{node.name}: no power_measurement_start")
+        if "power_reading" not in keys:
+            problems.append(f"{node.name}: no power_reading")
+        if "power_measurement_stop" not in keys:
+            notes.append(f"{node.name}: no power_measurement_stop (the window ends at its last reading)")
+    if problems:
+        return None, problems + notes
+    try:
+        with fast_mlperf_logging(), contextlib.redirect_stdout(io.StringIO()):  # the summarizer prints its warnings
+            joules = _compute_total_power(str(Path(result_file).parent), result_file, time_to_train_ms, ruleset)
+    except Exception as err:  # a value that is not a number, a line without time_ms: mlperf-logging raises
+        return None, [f"{folder}: mlperf-logging's _compute_total_power raised {compliance.describe_exception(err)}", *notes]
+    return float(joules), notes
+
+
+def energy_score(benchmark: str, runs: list[RunScore], scaling_factor: float) -> tuple[float | None, list[str]]:
+    """The summarizer's olympic energy (``_index_olympic_average`` over the counted runs ordered by time), x scaling factor."""
+    counted = [run for run in runs if run.minutes is not None]
+    dropped, max_dropped = len(runs) - len(counted), max_dropped_runs(benchmark)
+    missing = [f"{Path(run.file).name}: {'; '.join(run.power_problems) or 'no power logs'}" for run in counted if run.energy_joules is None]
+    if missing:
+        return None, [f"no energy for {len(missing)} counted runs: {' | '.join(missing)}"]
+    if dropped > max_dropped:
+        return None, [f"{dropped} runs do not count; at most {max_dropped} may"]
+    index = [i for i, _ in sorted(enumerate(run.minutes for run in counted), key=lambda pair: pair[1])]
+    olympic = _index_olympic_average([run.energy_joules for run in counted], index, dropped, max_dropped)
+    if olympic is None:
+        return None, [f"{len(counted)} counted runs leave none after dropping {max_dropped} at each end"]
+    return olympic * scaling_factor, []
 
 
 def _unparsable(path: str, ruleset: str, err: Exception) -> RunScore:
@@ -583,6 +660,8 @@ def benchmark_score(folder: BenchmarkFolder, division: str, runs: list[RunScore]
     duplicates = sorted({s for s in seeds if seeds.count(s) > 1})
     if duplicates:
         reasons.append(f"seeds used by more than one run: {duplicates}")
+    has_power = (Path(folder.folder) / "power").is_dir() or any(run.power_folder for run in runs)
+    energy, energy_reasons = energy_score(benchmark, runs, factor) if has_power else (None, [])
     return BenchmarkScore(
         system=folder.system,
         system_name=folder.system_desc.get("system_name", folder.system),
@@ -599,6 +678,8 @@ def benchmark_score(folder: BenchmarkFolder, division: str, runs: list[RunScore]
         rcp=rcp,
         valid=not reasons,
         reasons=reasons,
+        energy_joules=energy,
+        energy_reasons=energy_reasons,
     )
 
 
@@ -625,6 +706,7 @@ def to_rows(scores: list[BenchmarkScore]) -> list[dict]:
                 "dropped": ";".join(f"{Path(r.file).name}:{r.dropped}" for r in s.runs if r.dropped),
                 "valid": s.valid,
                 "reasons": "; ".join(s.reasons),
+                "energy_joules": s.energy_joules,
             }
         )
     return rows
