@@ -378,6 +378,50 @@ def test_each_run_records_what_it_was_made_with(tiny_project):
     assert report["runs"][0]["made_with"]["host"] == record["host"]
 
 
+STAND_IN_POWER = "power={enabled: true, interval_ms: 200, gpu_command: 'python -m mlperf_wf.stand_in_nvidia_smi --gpus 2 -lms {interval_ms}'}"
+"""Energy measurement on, reading the stand-in for nvidia-smi (this machine has no power sensor)."""
+
+
+@pytest.mark.slow
+def test_a_campaign_with_the_stand_in_power_sampler_reports_energy_as_the_official_summarizer(tiny_project, output_cache, tmp_path):
+    import contextlib
+    import io
+
+    from mlperf_logging.result_summarizer import result_summarizer as official
+
+    from mlperf_wf import scoring
+
+    other = new_workdir(tmp_path / "energy")  # the prepared data comes from the cache; the three runs are made again
+    targets = ("results/tiny/llama2_70b_lora/plots/time_to_train.png", "results/tiny/submission/package_check.json")
+    snakemake(other, "--cores", "2", *targets, "--cache", "--config", f"runs={TINY_RUNS}", STAND_IN_POWER, cache=output_cache)
+    report = json.loads((other / "results/tiny/llama2_70b_lora/report.json").read_text())
+    for run in report["runs"]:
+        node = other / f"results/tiny/llama2_70b_lora/runs/{run['index']}/power/result/node_0.txt"
+        keys = [json.loads(line.removeprefix(":::MLLOG "))["key"] for line in node.read_text().splitlines()]
+        assert keys[0] == "power_measurement_start" and keys[-1] == "power_measurement_stop" and keys.count("power_reading") >= 5
+        assert run["energy_joules"] > 0 and run["power_problems"] == []
+    assert report["score"]["energy_joules"] > 0 and report["score"]["energy_reasons"] == []
+    assert "energy to train" in (other / "results/tiny/llama2_70b_lora/plots/time_to_train.svg").read_text()
+    # the package carries power/result_<i>/node_0.txt; the package checker's power checks find nothing wrong
+    check = json.loads((other / "results/tiny/submission/package_check.json").read_text())
+    package_log = (other / check["package_checker"]["log"]).read_text()
+    assert "power" not in package_log.lower() and not any("power" in error.lower() for error in check["package_checker"]["errors"])
+    folder = other / "results/tiny/submission/mlperf-workflow/results/cpu-tiny/llama2_70b_lora"
+    assert sorted(p.name for p in (folder / "power").iterdir()) == [f"result_{i}" for i in range(TINY_RUNS)]
+    # the official summarizer on the package gives each run the energy the report shows, and the same olympic energy
+    (folder / "scaling.json").unlink(missing_ok=True)  # left by the package checker (logging#278); the report used none
+    with contextlib.redirect_stdout(io.StringIO()):
+        _, energies, _, energy_score, _ = official._compute_strong_score_standalone(
+            "llama2_70b_lora", "cpu-tiny", True, str(folder), "training", "6.1.0", return_full_scores=True
+        )
+    assert {Path(file).name: joules for file, joules in energies.items()} == pytest.approx(
+        {f"result_{i}.txt": run["energy_joules"] for i, run in enumerate(report["runs"])}, rel=1e-12
+    )
+    assert energy_score == pytest.approx(report["score"]["energy_joules"] / report["score"]["scaling_factor"], rel=1e-12)
+    (ours,) = scoring.score_paths(folder, "6.1.0", jobs=1)
+    assert ours.energy_joules == pytest.approx(energy_score * ours.scaling_factor, rel=1e-12)
+
+
 def test_the_plot_job_draws_the_reference_logs_the_config_names(tmp_path):
     workdir = new_workdir(tmp_path / "rcp")
     folder = tmp_path / "rcp_logs"

@@ -384,6 +384,10 @@ def cmd_score(path: Path, ruleset: str, json_out: Path | None, csv_out: Path | N
             f"{score.system}/{score.benchmark}: {ttt}{factor}{rcp}{energy}, {len(score.runs)} runs"
             + ("" if score.valid else f" INVALID: {'; '.join(score.reasons)}")
         )
+        if any(run.power_folder for run in score.runs):
+            label = {run.file: f"run {Path(run.file).parent.name}" if Path(run.file).name == "result.txt" else Path(run.file).name for run in score.runs}
+            joules = [f"{label[run.file]} {run.energy_joules:.6g} J" if run.energy_joules is not None else f"{label[run.file]} none" for run in score.runs]
+            print(f"  energy to train per run: {', '.join(joules)}")
         for run in score.runs:
             if run.verdict != "passed" or run.minutes is None:
                 why = run.problems or [m.splitlines()[0] for m in run.messages[:3] if m.strip()]
