@@ -84,6 +84,14 @@ def test_a_node_power_command_is_the_nodes_reading(tmp_path):
     assert "conversion_eff" not in keys_of(tmp_path / "node_0.txt")
 
 
+def test_a_gpu_command_that_ends_by_itself_is_reported(tmp_path):
+    config = power.PowerConfig(enabled=True, interval_ms=50, gpu_command=STAND_IN.replace("--gpus 2", "--gpus 1 --rounds 2"))
+    stop = threading.Event()
+    threading.Timer(0.8, stop.set).start()
+    summary = power.sample(config, tmp_path, 0, None, stop)
+    assert summary.readings == 2 and summary.problems == [f"gpu_command {config.gpu_command.replace('{interval_ms}', '50')!r} ended by itself with status 0"]
+
+
 def test_bad_power_config_is_one_line_naming_the_key():
     with pytest.raises(ConfigError, match=r"^config: power\.interval_ms: .*greater than or equal to 10 \(got 5\)$"):
         power.PowerConfig.from_config({"enabled": True, "interval_ms": 5})

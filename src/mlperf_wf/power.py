@@ -150,6 +150,7 @@ class GpuReader:
         self.problems: list[str] = []
         self._proc: subprocess.Popen | None = None
         self._thread: threading.Thread | None = None
+        self._stopping = False
 
     def start(self) -> None:
         try:
@@ -178,8 +179,12 @@ class GpuReader:
             group[index] = watts
         if group and set(group) >= last_round:  # a round cut short when the command was stopped is not a reading
             self.readings.put(Reading(group_time, sum(group.values()), {"gpus": dict(group)}))
+        status = self._proc.wait()
+        if not self._stopping:  # it should print until stopped: the log's readings end here
+            self.problems.append(f"gpu_command {shlex.join(self.argv)!r} ended by itself with status {status}")
 
     def stop(self) -> None:
+        self._stopping = True
         if self._proc is not None and self._proc.poll() is None:
             self._proc.terminate()
             try:
