@@ -190,3 +190,70 @@ def test_the_command_changes_nothing_and_prints_json(campaign):
     shown = json.loads(proc.stdout)
     assert [r["state"] for r in shown["benchmarks"][0]["runs"]] == ["passed", "non_converged", "failed", "running", "queued"]
     assert shown["snakemake"]["running"] is True
+
+
+# ---- a real campaign, watched while Snakemake runs it ----
+
+
+def watch_campaign(proc: subprocess.Popen, workdir: Path, overrides: list[str], timeout: float = 900) -> dict:
+    """Poll the status of the campaign ``proc`` runs in ``workdir`` until it ends; run the command itself once while
+    Snakemake holds its lock and a run shows an evaluation. Returns what was seen."""
+    import time
+
+    config = status.load_config(workdir, overrides)
+    plan = planning.load(config, project_root=ROOT, workdir=workdir)
+    seen: dict = {"running_with_eval": None, "states": set(), "command": None, "scheduler": set()}
+    deadline = time.time() + timeout
+    while proc.poll() is None and time.time() < deadline:
+        now = status.campaign_status(workdir, config, runs_given=True, plan=plan)
+        runs = now.benchmarks[0].runs
+        seen["states"] |= {r.state for r in runs}
+        seen["scheduler"] |= {r.scheduler_state for r in runs if r.scheduler_state}
+        live = [r for r in runs if r.state == "running" and r.last_eval is not None]
+        if live and seen["running_with_eval"] is None:
+            seen["running_with_eval"] = live[0]
+            locked_before = any((workdir / ".snakemake/locks").glob("*.lock"))
+            argv = [sys.executable, "-m", "mlperf_wf", "--root", str(workdir), "status", "--json", "--config", *overrides]
+            shown = subprocess.run(argv, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT / "src")}, check=False)
+            locked_after = any((workdir / ".snakemake/locks").glob("*.lock"))
+            seen["command"] = (shown.returncode, shown.stdout, shown.stderr, locked_before and locked_after)
+        time.sleep(0.3)
+    return seen
+
+
+def assert_status_matches_the_report(workdir: Path, overrides: list[str], benchmark: str = LORA) -> status.BenchmarkStatus:
+    """After the campaign: the status's runs, verdicts and minutes are the report's."""
+    config = status.load_config(workdir, overrides)
+    after = status.campaign_status(workdir, config, runs_given=True).benchmarks[0]
+    report = json.loads((workdir / f"results/tiny/{benchmark}/report.json").read_text())
+    assert after.runs_planned == len(report["runs"])
+    assert [r.verdict for r in after.runs] == [r["compliance"] for r in report["runs"]]
+    assert [r.minutes for r in after.runs] == [r["minutes"] for r in report["runs"]]
+    assert [r.verdict_from for r in after.runs] == ["compliance.json"] * len(report["runs"])
+    assert after.report["time_to_train_minutes"] == report["score"]["time_to_train_minutes"]
+    assert after.preparation.left == [] and after.preparation.dataset_assembled
+    assert after.remaining_run_minutes == 0 and after.minutes_so_far >= sum(r["minutes"] for r in report["runs"])
+    return after
+
+
+@pytest.mark.slow
+def test_status_mid_campaign_and_after_it_matches_the_report(tmp_path):
+    from tests.test_workflow import new_workdir, snakemake_argv, snakemake_env
+
+    workdir = new_workdir(tmp_path / "campaign")
+    overrides = ["runs=2"]
+    argv = snakemake_argv(workdir, "--cores", "2", f"results/tiny/{LORA}/report.json", "--config", *overrides)
+    log = tmp_path / "snakemake.log"  # a file, not a pipe nobody reads while the status is polled
+    with log.open("w") as sink, subprocess.Popen(argv, env=snakemake_env(), stdout=sink, stderr=subprocess.STDOUT) as proc:
+        seen = watch_campaign(proc, workdir, overrides)
+    output = log.read_text()
+    assert proc.returncode == 0, output[-4000:]
+    live = seen["running_with_eval"]
+    assert live is not None, f"no status showed a running run with an evaluation; states seen: {seen['states']}"
+    assert live.progress_key == "samples_count" and live.progress > 0 and live.elapsed_minutes > 0
+    returncode, stdout, stderr, locked = seen["command"]
+    assert returncode == 0, stderr[-2000:]
+    assert json.loads(stdout)["snakemake"]["running"] is locked
+    after = assert_status_matches_the_report(workdir, overrides)
+    # the run seen running ended as the report says, with the eval it showed among its evaluations
+    assert after.runs[live.index].evals >= live.evals
