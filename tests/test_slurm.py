@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import CONF_BACKUP, CONF_MARKER, SYSTEM_CONF, remove_stale_test_conf
-from tests.test_status import assert_status_matches_the_report, watch_campaign
+from tests.test_status import check_watched, run_watched
 
 ROOT = Path(__file__).resolve().parents[1]
 DAEMONS = ("/usr/sbin/munged", "/usr/sbin/slurmctld", "/usr/sbin/slurmd", "/usr/bin/sbatch")
@@ -129,20 +129,10 @@ def test_tiny_dag_runs_through_sbatch_with_the_slurm_profile(slurm, tmp_path):
     ]  # fmt: skip
     # Detached from the terminal and the test's process group, as SLURM runs want (see machine notes).
     # `mlperf-wf status` watches the campaign while it is in flight (tests/test_status.py).
-    log = tmp_path / "snakemake.log"
-    with (
-        log.open("w") as sink,
-        subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True) as proc,
-    ):
-        seen = watch_campaign(proc, workdir, ["runs=2"], timeout=600)
-        proc.wait(timeout=60)
-    output = log.read_text()
-    assert proc.returncode == 0, output[-5000:]
-    assert seen["running_with_eval"] is not None, f"status never showed a running run with an evaluation: {seen['states']}"
+    seen = run_watched(argv, workdir, ["runs=2"], env, tmp_path / "snakemake.log", timeout=600, stdin=subprocess.DEVNULL, start_new_session=True)
+    output = seen["output"]
+    check_watched(seen, workdir, ["runs=2"])
     assert seen["scheduler"] & {"RUNNING", "PENDING"}, f"squeue never named a train job: {seen['scheduler']}"
-    returncode, stdout, stderr, _ = seen["command"]
-    assert returncode == 0 and json.loads(stdout)["scheduler"]["source"] in ("squeue", "none"), stderr[-2000:]
-    assert_status_matches_the_report(workdir, ["runs=2"])
     train_logs = sorted((workdir / ".snakemake/slurm_logs/rule_train").rglob("*.log"))
     assert len(train_logs) == 2, f"each train job went through sbatch: {train_logs}"
     assert output.count("with SLURM jobid") >= 2 or output.count("SLURM jobid") >= 2

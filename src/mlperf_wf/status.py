@@ -38,6 +38,7 @@ from mlperf_wf.errors import ConfigError
 if TYPE_CHECKING:
     from mlperf_wf.mlperf_rules import QualityTarget
     from mlperf_wf.plan import Plan
+    from mlperf_wf.scoring import RunScore
 
 SQUEUE_TIMEOUT_S = 10
 """How long ``squeue`` may take before the status gives up on it (a dead controller makes it hang)."""
@@ -345,11 +346,23 @@ def _last_line(path: Path) -> str | None:
     return lines[-1][:300] if lines else None
 
 
-def _finished_run(index: int, result: Path, verdict_file: Path, ruleset: str, declared: dict[str, str] | None, progress: LogProgress) -> RunStatus:
-    """A run whose training job ended: its verdict (the compliance job's, else scored here) and minutes, as the report has them."""
+_SCORES: dict[tuple, RunScore] = {}
+"""Scores of finished logs by (path, mtime, size, ruleset, declared): ``--watch`` and pollers re-read only changed files."""
+
+
+def _score(result: Path, ruleset: str, declared: dict[str, str] | None) -> RunScore:
     from mlperf_wf import scoring
 
-    scored = scoring.score_file(str(result), ruleset, declared)
+    info = result.stat()
+    key = (str(result), info.st_mtime_ns, info.st_size, ruleset, tuple(sorted((declared or {}).items())))
+    if key not in _SCORES:
+        _SCORES[key] = scoring.score_file(str(result), ruleset, declared)
+    return _SCORES[key]
+
+
+def _finished_run(index: int, result: Path, verdict_file: Path, ruleset: str, declared: dict[str, str] | None, progress: LogProgress) -> RunStatus:
+    """A run whose training job ended: its verdict (the compliance job's, else scored here) and minutes, as the report has them."""
+    scored = _score(result, ruleset, declared)
     verdict, source, problems = scored.verdict, "scored here", list(scored.problems)
     if verdict_file.is_file():
         try:
