@@ -492,7 +492,8 @@ def set_validity(states: list[str], required: int, may_drop: int) -> SetValidity
     elif margin >= len(open_runs):
         message = f"can still be valid whatever the {len(open_runs)} unfinished runs do"
     else:
-        message = f"can still be valid: {margin} more runs may fail or not converge ({not_counting} so far, at most {may_drop} of {window} may)"
+        runs = "run" if margin == 1 else "runs"
+        message = f"can still be valid: {margin} more {runs} may fail or not converge ({not_counting} so far, at most {may_drop} of {window} may)"
     return SetValidity(window, may_drop, not_counting, True, margin, message)
 
 
@@ -667,10 +668,29 @@ def campaign_status(
         root=str(root.resolve()),
         scale=plan.scale,
         generated_at=now,
-        snakemake={"running": records.locked, "jobs_started": len(records.started), "outputs_to_make": len(records.wanted)},
+        snakemake={
+            "running": records.locked,
+            "jobs_started": len(records.started),
+            "outputs_to_make": len(records.wanted),
+            "other_jobs_started": _other_jobs(records, scheduler, statuses),
+        },
         scheduler={"source": scheduler.source, "jobs": len(scheduler.jobs), "note": scheduler.note},
         benchmarks=statuses,
     )
+
+
+def _other_jobs(records: SnakemakeRecords, scheduler: SchedulerView, statuses: list[BenchmarkStatus]) -> list[dict]:
+    """Started jobs that are neither runs nor shards (downloads, mirrors, reports), by one output each, with their
+    scheduler state."""
+    shown = {run.result_file for bench in statuses for run in bench.runs}
+    jobs: dict[str | None, dict] = {}
+    for output, job_id in sorted(records.started.items()):
+        if any(output.endswith(path) or path.endswith(output) for path in shown) or "/runs/" in output or "/shards/" in output:
+            continue
+        job = scheduler.jobs.get((job_id or "").split("_")[0])
+        key = job_id if job_id is not None else output
+        jobs.setdefault(key, {"output": output, "scheduler_job": job_id, "scheduler_state": job.state if job else None})
+    return list(jobs.values())
 
 
 # ---- output ----
@@ -701,6 +721,9 @@ def render(status: CampaignStatus) -> str:
         + (f"; scheduler: squeue, {status.scheduler['jobs']} jobs" if status.scheduler["source"] == "squeue" else "")
         + (f"; {status.scheduler['note']}" if status.scheduler["note"] else "")
     )
+    for job in status.snakemake["other_jobs_started"]:
+        where = f" [SLURM {job['scheduler_job']}: {job['scheduler_state'] or 'state unknown'}]" if job["scheduler_job"] else ""
+        lines.append(f"  making {job['output']}{where}")
     for bench in status.benchmarks:
         target = f"eval_accuracy {bench.quality_target['comparison']} {bench.quality_target['value']:g}"
         lines.append("")
