@@ -240,8 +240,12 @@ def run_watched(argv: list[str], workdir: Path, overrides: list[str], env: dict[
     """Run the campaign ``argv`` (Snakemake) while :func:`watch_campaign` polls its status; fail with its output
     unless it succeeds. Returns what the status showed."""
     with log.open("w") as sink, subprocess.Popen(argv, env=env, stdout=sink, stderr=subprocess.STDOUT, **popen) as proc:
-        seen = watch_campaign(proc, workdir, overrides, timeout)
-        proc.wait(timeout=60)
+        try:
+            seen = watch_campaign(proc, workdir, overrides, timeout)
+            proc.wait(timeout=60)
+        finally:
+            if proc.poll() is None:  # past the timeout, or the watcher failed: stop the campaign as a timeout would
+                proc.kill()
     seen["output"] = log.read_text()
     assert proc.returncode == 0, seen["output"][-5000:]
     return seen
