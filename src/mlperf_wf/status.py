@@ -717,7 +717,7 @@ def render(status: CampaignStatus) -> str:
     lines = [f"campaign {status.root} ({status.scale} scale), {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(status.generated_at))}"]
     lines.append(
         "snakemake: "
-        + (f"running ({status.snakemake['jobs_started']} jobs started, not finished)" if status.snakemake["running"] else "not running")
+        + (f"running ({status.snakemake['jobs_started']} outputs being made)" if status.snakemake["running"] else "not running")
         + (f"; scheduler: squeue, {status.scheduler['jobs']} jobs" if status.scheduler["source"] == "squeue" else "")
         + (f"; {status.scheduler['note']}" if status.scheduler["note"] else "")
     )
