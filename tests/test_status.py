@@ -217,7 +217,7 @@ def watch_campaign(proc: subprocess.Popen, workdir: Path, overrides: list[str], 
             shown = subprocess.run(argv, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT / "src")}, check=False)
             locked_after = any((workdir / ".snakemake/locks").glob("*.lock"))
             seen["command"] = (shown.returncode, shown.stdout, shown.stderr, locked_before and locked_after)
-        time.sleep(0.3)
+        time.sleep(0.5)
     return seen
 
 
