@@ -406,7 +406,10 @@ def cmd_status(config_overrides: list[str], benchmarks: list[str], as_json: bool
             print(text)
             return 0
         print("\033[H\033[2J" + text if sys.stdout.isatty() else text + "\n", flush=True)
-        time.sleep(watch)
+        try:
+            time.sleep(watch)
+        except KeyboardInterrupt:  # how --watch ends
+            return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
