@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import CONF_BACKUP, CONF_MARKER, SYSTEM_CONF, remove_stale_test_conf
+from tests.test_status import check_watched, run_watched
 
 ROOT = Path(__file__).resolve().parents[1]
 DAEMONS = ("/usr/sbin/munged", "/usr/sbin/slurmctld", "/usr/sbin/slurmd", "/usr/bin/sbatch")
@@ -127,9 +128,11 @@ def test_tiny_dag_runs_through_sbatch_with_the_slurm_profile(slurm, tmp_path):
         "--config", "runs=2",
     ]  # fmt: skip
     # Detached from the terminal and the test's process group, as SLURM runs want (see machine notes).
-    proc = subprocess.run(argv, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=600, start_new_session=True, check=False)
-    output = proc.stdout + proc.stderr
-    assert proc.returncode == 0, output[-5000:]
+    # `mlperf-wf status` watches the campaign while it is in flight (tests/test_status.py).
+    seen = run_watched(argv, workdir, ["runs=2"], env, tmp_path / "snakemake.log", timeout=600, stdin=subprocess.DEVNULL, start_new_session=True)
+    output = seen["output"]
+    check_watched(seen, workdir, ["runs=2"])
+    assert seen["scheduler"] & {"RUNNING", "PENDING"}, f"squeue never named a train job: {seen['scheduler']}"
     train_logs = sorted((workdir / ".snakemake/slurm_logs/rule_train").rglob("*.log"))
     assert len(train_logs) == 2, f"each train job went through sbatch: {train_logs}"
     assert output.count("with SLURM jobid") >= 2 or output.count("SLURM jobid") >= 2

@@ -66,10 +66,17 @@ def output_cache(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("output_cache")
 
 
+STATUS_SEEN: dict[Path, dict] = {}
+"""What `mlperf-wf status` showed while tiny_project's campaign ran (tests/test_status.py watches it)."""
+
+
 @pytest.fixture(scope="module")
 def tiny_project(tmp_path_factory, output_cache) -> Path:
+    from tests.test_status import run_watched
+
     workdir = new_workdir(tmp_path_factory.mktemp("tiny"))
-    snakemake(workdir, "--cores", "2", "--config", f"runs={TINY_RUNS}", "--cache", cache=output_cache)
+    argv = snakemake_argv(workdir, "--cores", "2", "--config", f"runs={TINY_RUNS}", "--cache")
+    STATUS_SEEN[workdir] = run_watched(argv, workdir, [f"runs={TINY_RUNS}"], snakemake_env(output_cache), workdir.parent / "snakemake.log")
     return workdir
 
 
@@ -91,6 +98,13 @@ def test_tiny_chain_reaches_the_target_and_every_run_is_compliant(tiny_project):
     assert report["score"]["olympic_minutes"] == pytest.approx(minutes[1], rel=1e-12)
     assert report["valid_submission"] is False
     assert any("tiny" in reason for reason in report["valid_submission_reasons"])
+
+
+@pytest.mark.slow
+def test_status_during_the_campaign_and_after_it_matches_the_report(tiny_project):
+    from tests.test_status import check_watched
+
+    check_watched(STATUS_SEEN[tiny_project], tiny_project, [f"runs={TINY_RUNS}"])
 
 
 @pytest.mark.slow

@@ -418,6 +418,30 @@ def cmd_power_sample(
     log.info("%s: %d readings, %s%s", summary.file, summary.readings, mean, f"; {'; '.join(summary.problems)}" if summary.problems else "")
 
 
+def cmd_status(config_overrides: list[str], benchmarks: list[str], as_json: bool, watch: float | None, squeue: str) -> int:
+    """Print where the campaign in the current folder stands; with ``watch``, again every ``watch`` seconds. Reads only."""
+    import time
+
+    from mlperf_wf import plan as planning
+    from mlperf_wf import status
+
+    logging.getLogger().setLevel(logging.WARNING)  # mlperf-logging's checker reports every file at INFO
+    config = status.load_config(Path.cwd(), config_overrides)
+    plan = planning.load(config, project_root=Path(__file__).resolve().parents[2], workdir=Path.cwd())
+    runs_given = any(item.partition("=")[0] == "runs" for item in config_overrides)
+    try:
+        while True:
+            now = status.campaign_status(Path.cwd(), config, benchmarks or None, runs_given, squeue, plan)
+            text = json.dumps(status.to_json(now), indent=2) if as_json else status.render(now)
+            if watch is None:
+                print(text)
+                return 0
+            print("\033[H\033[2J" + text if sys.stdout.isatty() else text + "\n", flush=True)
+            time.sleep(watch)
+    except KeyboardInterrupt:  # how --watch ends, between refreshes or during one
+        return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mlperf-wf", description=__doc__.splitlines()[0])
     parser.add_argument("--root", type=Path, default=Path.cwd(), help="project root holding config/ (default: current folder)")
@@ -555,6 +579,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--conversion-eff", type=float, help="logged as conversion_eff")
     p.add_argument("--stop-file", type=Path, help="stop when this file exists")
 
+    p = sub.add_parser(
+        "status",
+        help="where a campaign stands: runs done/running/queued/failed, last eval, time left, shards, verdicts (reads only)",
+        description="Read the campaign in --root (default: here) while or after Snakemake runs it, locally or under --profile slurm "
+        "(squeue gives pending/running of the jobs Snakemake handed to SLURM). Writes nothing and takes no lock.",
+    )
+    p.add_argument("--config", nargs="*", default=[], metavar="KEY=VALUE", help="the --config values Snakemake was given (e.g. runs=3)")
+    p.add_argument("--benchmark", action="append", default=[], help="show only this benchmark (repeatable; default: the config's benchmarks)")
+    p.add_argument("--json", action="store_true", dest="as_json", help="JSON for scripts")
+    p.add_argument("--watch", type=float, nargs="?", const=30.0, metavar="SECONDS", help="refresh every SECONDS (default 30) until interrupted")
+    p.add_argument("--squeue", default="squeue", help="the squeue command to ask (default: squeue on PATH)")
+
     p = sub.add_parser("report", help="time-to-train report of a benchmark's runs")
     p.add_argument("--benchmark", required=True)
     p.add_argument("--ruleset", required=True)
@@ -612,6 +648,8 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_score(args.path, args.ruleset, args.json_out, args.csv_out, args.jobs, args.rcp_bypass)
         elif args.command == "power-sample":
             cmd_power_sample(args.out_dir, args.node_index, args.interval_ms, args.gpu_command, args.node_command, args.conversion_eff, args.stop_file)
+        elif args.command == "status":
+            return cmd_status(args.config, args.benchmark, args.as_json, args.watch, args.squeue)
         elif args.command == "report":
             cmd_report(args.benchmark, args.ruleset, args.division, args.scale, args.platform, args.result, args.compliance, args.provenance, args.out)
     except UserError as err:

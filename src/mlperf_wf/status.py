@@ -1,0 +1,771 @@
+"""Where a campaign stands (``mlperf-wf status``), read from what the workflow and the scheduler already record.
+
+Nothing here writes a file, takes a lock or starts a job: it reads
+
+- the plan (``mlperf_wf.plan``): every benchmark's run files, shards and required run count;
+- the runs' mllog result files as they grow: ``run_start``, the last ``eval_accuracy`` with its
+  ``samples_count``/``epoch_num``, ``run_stop`` and its status;
+- each finished run's ``compliance.json``; a finished run the compliance job has not checked yet (or whose
+  check failed, so Snakemake removed its verdict) is scored in process by :func:`mlperf_wf.scoring.score_file`,
+  the same code the report uses, so the status's minutes and verdicts are the report's;
+- Snakemake's own records, read only (``.snakemake/locks/*.lock``: the outputs the running Snakemake will make;
+  ``.snakemake/incomplete/``: the outputs of jobs it started, with the scheduler's job id);
+- ``squeue``, only when a started job carries a scheduler job id (``--profile slurm``): pending or running.
+  Without squeue the states come from Snakemake's records alone, and the status says so.
+
+Whether the set can still be a valid result follows mlperf-logging's olympic rule, as :mod:`mlperf_wf.scoring`
+applies it: of the N scored runs, at most ``max_dropped_runs`` (1; 4 for unet3d) may fail or not converge, and
+with more runs made than required the N consecutive runs closest to the median window are scored.
+"""
+
+from __future__ import annotations
+
+import base64
+import itertools
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from mlperf_wf import compliance
+from mlperf_wf.errors import ConfigError
+
+if TYPE_CHECKING:
+    from mlperf_wf.mlperf_rules import QualityTarget
+    from mlperf_wf.plan import Plan
+    from mlperf_wf.scoring import RunScore
+
+SQUEUE_TIMEOUT_S = 10
+"""How long ``squeue`` may take before the status gives up on it (a dead controller makes it hang)."""
+SQUEUE_FORMAT = "%i|%T|%k|%Z|%r"
+"""Job id, state, comment (the SLURM executor's ``rule_<rule>_wildcards_<values>``), working folder, reason."""
+QUEUED_STATES = frozenset({"PENDING", "CONFIGURING", "REQUEUED", "REQUEUE_HOLD", "SUSPENDED", "RESV_DEL_HOLD"})
+RUNNING_STATES = frozenset({"RUNNING", "COMPLETING", "STAGE_OUT"})
+
+RUN_STATES = ("passed", "non_converged", "failed", "running", "queued", "interrupted", "not_started")
+"""A run is finished (passed -- also passed_except_declared --, non_converged or failed), running, queued (waiting for
+its inputs, a core or the scheduler), interrupted (a Snakemake that stopped left it half made; the next one redoes
+it) or not started (no Snakemake is running that would make it)."""
+
+
+# ---- what Snakemake records ----
+
+
+@dataclass(frozen=True)
+class SnakemakeRecords:
+    """What ``.snakemake/`` of the campaign's folder says, read without locking."""
+
+    locked: bool
+    """A lock is held: a Snakemake is running here (or one killed with -9 left it: ``snakemake --unlock``)."""
+    lock_time: float | None
+    """When the lock was taken (the oldest lock file's mtime)."""
+    wanted: frozenset[str]
+    """The outputs the locking Snakemake will make (its output lock)."""
+    started: dict[str, str | None]
+    """Output -> scheduler job id (None for a local job) of every job started and not finished (incomplete markers)."""
+
+
+def read_snakemake_records(root: Path) -> SnakemakeRecords:
+    """The lock and incomplete markers of ``root/.snakemake`` (all empty when Snakemake never ran there)."""
+    state = root / ".snakemake"
+    lock_files = sorted((state / "locks").glob("*.lock")) if (state / "locks").is_dir() else []
+    wanted: set[str] = set()
+    for lock in lock_files:
+        if lock.name.endswith(".output.lock"):
+            wanted |= {line.strip() for line in _read_text(lock).splitlines() if line.strip()}
+    times = [_mtime(lock) for lock in lock_files]
+    started: dict[str, str | None] = {}
+    incomplete = state / "incomplete"
+    if incomplete.is_dir():
+        for folder, _, names in os.walk(incomplete):
+            for name in names:
+                marker = Path(folder, name)
+                key = _marker_key(marker.relative_to(incomplete))
+                if key is None:
+                    continue
+                try:
+                    record = json.loads(_read_text(marker) or "{}")
+                except ValueError:
+                    record = {}
+                job_id = record.get("external_jobid") if isinstance(record, dict) else None
+                started[key] = str(job_id) if job_id is not None else None
+    return SnakemakeRecords(
+        locked=bool(lock_files),
+        lock_time=min((t for t in times if t is not None), default=None),
+        wanted=frozenset(wanted),
+        started=started,
+    )
+
+
+def _marker_key(relative: Path) -> str | None:
+    """The output path an incomplete marker stands for: Snakemake names it by the path's urlsafe base64, split
+    into folder names of at most NAME_MAX bytes, every part but the last starting with ``@``."""
+    encoded = "".join(part.removeprefix("@") for part in relative.parts)
+    try:
+        return base64.urlsafe_b64decode(encoded).decode()
+    except (ValueError, UnicodeDecodeError):
+        return None  # e.g. the "migration_underway" flag
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="latin-1")
+    except OSError:
+        return ""
+
+
+def _mtime(path: Path) -> float | None:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return None
+
+
+# ---- what the scheduler says ----
+
+
+@dataclass(frozen=True)
+class SchedulerJob:
+    """One of the workflow's jobs as ``squeue`` lists it."""
+
+    job_id: str
+    state: str
+    comment: str
+    """``rule_<rule>_wildcards_<values>``: the rule and wildcards Snakemake gave the job."""
+    reason: str
+
+
+@dataclass(frozen=True)
+class SchedulerView:
+    """``squeue``'s answer, or why there is none."""
+
+    source: str
+    """squeue, or none (no job of this campaign was handed to a scheduler)."""
+    jobs: dict[str, SchedulerJob] = field(default_factory=dict)
+    """Job id -> job, for the jobs working in the campaign's folder."""
+    note: str | None = None
+    """Why squeue's states are missing (not installed, no answer), when it was needed."""
+
+
+def query_squeue(root: Path, squeue: str = "squeue") -> SchedulerView:
+    """The jobs ``squeue`` lists as working in ``root`` (the SLURM executor submits them with ``--chdir``)."""
+    binary = shutil.which(squeue)
+    if binary is None:
+        return SchedulerView("none", note=f"{squeue} is not on PATH: pending/running inside the scheduler unknown (shown as started)")
+    try:
+        answer = subprocess.run([binary, "-h", "-o", SQUEUE_FORMAT], capture_output=True, text=True, timeout=SQUEUE_TIMEOUT_S, check=False)
+    except subprocess.TimeoutExpired:
+        return SchedulerView("none", note=f"{squeue} did not answer in {SQUEUE_TIMEOUT_S} s (is slurmctld up?)")
+    if answer.returncode != 0:
+        message = (answer.stderr.strip().splitlines() or [f"exit code {answer.returncode}"])[-1]
+        return SchedulerView("none", note=f"{squeue} failed: {message}")
+    here = os.path.realpath(root)
+    jobs = {}
+    for line in answer.stdout.splitlines():
+        parts = line.split("|")
+        if len(parts) != 5:
+            continue
+        job_id, state, comment, workdir, reason = (p.strip() for p in parts)
+        if comment.startswith("rule_") and os.path.realpath(workdir) == here:
+            jobs[job_id] = SchedulerJob(job_id=job_id, state=state, comment=comment, reason=reason)
+    return SchedulerView("squeue", jobs=jobs)
+
+
+def slurm_comment(rule: str, *wildcards: object) -> str:
+    """The comment the SLURM executor gives a job of ``rule`` (its wildcard values joined by ``_``)."""
+    values = "_".join(str(w) for w in wildcards).replace("/", "_")
+    return f"rule_{rule}_wildcards_{values}" if values else f"rule_{rule}"
+
+
+# ---- one run's log, read as it grows ----
+
+
+@dataclass
+class LogProgress:
+    """What a (possibly still growing) mllog result file says so far."""
+
+    first_ms: float | None = None
+    run_start_ms: float | None = None
+    run_stop_ms: float | None = None
+    run_stop_status: str | None = None
+    last_eval: float | None = None
+    last_eval_ms: float | None = None
+    progress_key: str | None = None
+    """samples_count or epoch_num, as the run's evaluations log it."""
+    progress: float | None = None
+    evals: int = 0
+    last_ms: float | None = None
+
+
+def read_progress(result_file: Path) -> LogProgress:
+    """Read ``result_file`` line by line, tolerating a half-written last line."""
+    from mlperf_wf.scoring import eval_progress
+
+    progress = LogProgress()
+    try:
+        handle = open(result_file, encoding="latin-1")
+    except OSError:
+        return progress
+    with handle:
+        for line in handle:
+            record = compliance.mllog_record(line)
+            if record is None:
+                continue
+            stamp = record.get("time_ms")
+            stamp = float(stamp) if isinstance(stamp, int | float) else None
+            progress.first_ms = progress.first_ms if progress.first_ms is not None else stamp
+            progress.last_ms = stamp if stamp is not None else progress.last_ms
+            key = record.get("key")
+            metadata = record.get("metadata") if isinstance(record.get("metadata"), dict) else {}
+            if key == "run_start" and progress.run_start_ms is None:
+                progress.run_start_ms = stamp
+            elif key == "run_stop" and progress.run_stop_ms is None:
+                progress.run_stop_ms = stamp
+                progress.run_stop_status = metadata.get("status")
+            elif key == "eval_accuracy" and progress.run_stop_ms is None and isinstance(record.get("value"), int | float):
+                progress.last_eval, progress.last_eval_ms = float(record["value"]), stamp
+                progress.progress_key, progress.progress = eval_progress(metadata)
+                progress.evals += 1
+    return progress
+
+
+# ---- the status ----
+
+
+@dataclass
+class RunStatus:
+    """One run of a benchmark."""
+
+    index: int
+    state: str
+    """One of :data:`RUN_STATES`."""
+    verdict: str | None = None
+    """Finished runs: passed, passed_except_declared, non_converged or failed."""
+    verdict_from: str | None = None
+    """compliance.json (the compliance job's) or scored here (the compliance job has not run, or failed)."""
+    minutes: float | None = None
+    """Finished and counting: run_start to run_stop, as the report times it."""
+    wall_minutes: float | None = None
+    """First to last log line (initialisation included): what the remaining-time estimate uses."""
+    elapsed_minutes: float | None = None
+    """Running: minutes since its log's first line (None before it wrote one)."""
+    initialising: bool = False
+    """Running but not at run_start yet."""
+    last_eval: float | None = None
+    progress_key: str | None = None
+    progress: float | None = None
+    """samples_count or epoch_num of the last evaluation, as logged."""
+    evals: int = 0
+    reached_target: bool | None = None
+    run_stop_status: str | None = None
+    scheduler_job: str | None = None
+    scheduler_state: str | None = None
+    problems: list[str] = field(default_factory=list)
+    """Failed: what is wrong (the checker's findings, or the last line of the job's log)."""
+    result_file: str = ""
+
+
+@dataclass
+class ShardStatus:
+    """The preparation of one benchmark at this scale."""
+
+    done: list[str]
+    running: list[str]
+    left: list[str]
+    dataset_assembled: bool
+
+
+@dataclass
+class SetValidity:
+    """Whether the runs can still make a valid result under the olympic rule."""
+
+    scored_runs: int
+    """N: the runs a result needs (the ruleset's count; fewer when the campaign plans fewer)."""
+    may_drop: int
+    """Runs of the N that may fail or not converge."""
+    not_counting: int
+    """Finished runs that failed or did not converge so far."""
+    can_still_be_valid: bool
+    more_allowed: int | None
+    """How many more unfinished runs may fail or not converge with the set still valid (None once finished)."""
+    message: str
+
+
+@dataclass
+class BenchmarkStatus:
+    """One benchmark of the campaign."""
+
+    benchmark: str
+    submission_benchmark: str
+    ruleset: str
+    division: str
+    quality_target: dict
+    runs_planned: int
+    runs_required: int
+    counts: dict[str, int]
+    runs: list[RunStatus]
+    preparation: ShardStatus
+    minutes_so_far: float
+    """Training so far: finished runs' wall minutes plus the running runs' elapsed minutes."""
+    mean_run_minutes: float | None
+    """Mean wall minutes of the finished runs (what the estimate assumes each remaining run takes)."""
+    remaining_run_minutes: float | None
+    """Run-minutes left: the mean for each queued or unstarted run, what the mean leaves of each running one."""
+    remaining_wall_minutes: float | None
+    """The run-minutes left spread over as many runs at once as run now (at least one)."""
+    validity: SetValidity
+    report: dict | None
+    """From report.json when it exists: its time to train, runs and validity."""
+
+
+@dataclass
+class CampaignStatus:
+    """The whole campaign: every benchmark shown, and where the states came from."""
+
+    root: str
+    scale: str
+    generated_at: float
+    snakemake: dict
+    scheduler: dict
+    benchmarks: list[BenchmarkStatus]
+
+
+def _wall_minutes(progress: LogProgress) -> float | None:
+    if progress.first_ms is None or progress.last_ms is None:
+        return None
+    return (progress.last_ms - progress.first_ms) / 60000
+
+
+def _last_line(path: Path) -> str | None:
+    lines = [line.strip() for line in _read_text(path).splitlines() if line.strip()]
+    return lines[-1][:300] if lines else None
+
+
+_SCORES: dict[tuple, RunScore] = {}
+"""Scores of finished logs by (path, mtime, size, ruleset, declared): ``--watch`` and pollers re-read only changed files."""
+
+
+def _score(result: Path, ruleset: str, declared: dict[str, str] | None) -> RunScore:
+    from mlperf_wf import scoring
+
+    info = result.stat()
+    key = (str(result), info.st_mtime_ns, info.st_size, ruleset, tuple(sorted((declared or {}).items())))
+    if key not in _SCORES:
+        _SCORES[key] = scoring.score_file(str(result), ruleset, declared)
+    return _SCORES[key]
+
+
+def _finished_run(index: int, result: Path, verdict_file: Path, ruleset: str, declared: dict[str, str] | None, progress: LogProgress) -> RunStatus:
+    """A run whose training job ended: its verdict (the compliance job's, else scored here) and minutes, as the report has them."""
+    scored = _score(result, ruleset, declared)
+    verdict, source, problems = scored.verdict, "scored here", list(scored.problems)
+    if verdict_file.is_file():
+        try:
+            recorded = compliance.read(verdict_file)
+            verdict, source, problems = recorded.verdict, "compliance.json", list(recorded.problems)
+        except (OSError, ValueError, TypeError):
+            pass  # being written: the in-process score stands
+    state = {"passed": "passed", compliance.PASSED_EXCEPT_DECLARED: "passed", "non_converged": "non_converged"}.get(verdict or "", "failed")
+    return RunStatus(
+        index=index,
+        state=state,
+        verdict=verdict,
+        verdict_from=source,
+        minutes=scored.minutes,
+        wall_minutes=_wall_minutes(progress),
+        last_eval=progress.last_eval,
+        progress_key=progress.progress_key,
+        progress=progress.progress,
+        evals=progress.evals,
+        run_stop_status=progress.run_stop_status,
+        problems=problems,
+        result_file=str(result),
+    )
+
+
+def run_status(
+    index: int,
+    files: dict[str, str],
+    root: Path,
+    records: SnakemakeRecords,
+    scheduler: SchedulerView,
+    target: QualityTarget,
+    ruleset: str,
+    declared: dict[str, str] | None,
+    train_log: Path,
+    check_log: Path,
+    now: float,
+) -> RunStatus:
+    """The state of one run from its files (``files``: result, verdict, provenance paths relative to ``root``)."""
+    result = root / files["result"]
+    started = files["result"] in records.started
+    job_id = records.started.get(files["result"])
+    progress = read_progress(result)
+    if started and records.locked:
+        status = RunStatus(index=index, state="running", result_file=str(result))
+        if job_id is not None:
+            status.scheduler_job = job_id
+            job = scheduler.jobs.get(job_id.split("_")[0]) or scheduler.jobs.get(job_id)
+            if job is not None:
+                status.scheduler_state = job.state
+                if job.state in QUEUED_STATES:
+                    status.state = "queued"
+            elif scheduler.source == "squeue" and progress.first_ms is None:
+                status.scheduler_state = "not in squeue"
+        if status.state == "running":
+            status.elapsed_minutes = (now * 1000 - progress.first_ms) / 60000 if progress.first_ms is not None else None
+            status.initialising = progress.run_start_ms is None
+            status.last_eval, status.progress_key, status.progress, status.evals = (
+                progress.last_eval,
+                progress.progress_key,
+                progress.progress,
+                progress.evals,
+            )
+            status.reached_target = target.reached(progress.last_eval) if progress.last_eval is not None else None
+        return status
+    if started:
+        return RunStatus(
+            index=index, state="interrupted", result_file=str(result), problems=["Snakemake stopped while this run was being made; its next start redoes it"]
+        )
+    if result.is_file() and (root / files["provenance"]).is_file():
+        finished = _finished_run(index, result, root / files["verdict"], ruleset, declared, progress)
+        if finished.verdict == "failed" and not (root / files["verdict"]).is_file() and check_log.is_file():
+            last = _last_line(check_log)
+            finished.problems = finished.problems or ([last] if last else [])
+        if finished.last_eval is not None:
+            finished.reached_target = target.reached(finished.last_eval)
+        return finished
+    log_time = _mtime(train_log)
+    failed_now = log_time is not None and (not records.locked or (records.lock_time is not None and log_time >= records.lock_time))
+    if failed_now:
+        last = _last_line(train_log)
+        return RunStatus(
+            index=index, state="failed", verdict="failed", result_file=str(result), problems=[f"training job failed: {last}" if last else "training job failed"]
+        )
+    if records.locked and files["result"] in records.wanted:
+        return RunStatus(index=index, state="queued", result_file=str(result))
+    return RunStatus(index=index, state="not_started", result_file=str(result))
+
+
+def set_validity(states: list[str], required: int, may_drop: int) -> SetValidity:
+    """Can the runs (in launch order) still make a valid olympic score, and how many more may fail?
+
+    With M runs made for N required, the N consecutive runs whose olympic score is closest to the median of all
+    windows are scored (:func:`mlperf_wf.scoring.select_window`; a window with more than ``may_drop`` runs that fail
+    or do not converge scores infinity), so the set is valid while more than half of the windows are. Unfinished
+    runs count as converging; the margin is the fewest of them whose failure would make the set invalid, minus one.
+    """
+    window = min(required, len(states)) or required
+    bad = [s in ("failed", "non_converged") for s in states]
+    open_runs = [i for i, s in enumerate(states) if s not in ("passed", "failed", "non_converged")]
+    not_counting = sum(bad)
+
+    def valid(flags: list[bool]) -> bool:
+        windows = [sum(flags[start : start + window]) <= may_drop for start in range(len(flags) - window + 1)]
+        return sum(windows) > len(windows) / 2  # the median window's score is finite
+
+    if not valid(bad):
+        return SetValidity(
+            window,
+            may_drop,
+            not_counting,
+            False,
+            0 if open_runs else None,
+            f"INVALID: {not_counting} runs failed or did not converge; at most {may_drop} of {window} may",
+        )
+    if not open_runs:
+        return SetValidity(
+            window, may_drop, not_counting, True, None, f"valid run count: {not_counting} of {window} runs failed or did not converge, at most {may_drop} may"
+        )
+    margin = len(open_runs)
+    for failing in range(1, len(open_runs) + 1):
+        if any(not valid([b or i in chosen for i, b in enumerate(bad)]) for chosen in itertools.combinations(open_runs, failing)):
+            margin = failing - 1
+            break
+    if margin == 0:
+        message = f"one more non-converged or failed run would make it invalid ({not_counting} so far, at most {may_drop} of {window} may)"
+    elif margin >= len(open_runs):
+        message = f"can still be valid whatever the {len(open_runs)} unfinished runs do"
+    else:
+        runs = "run" if margin == 1 else "runs"
+        message = f"can still be valid: {margin} more {runs} may fail or not converge ({not_counting} so far, at most {may_drop} of {window} may)"
+    return SetValidity(window, may_drop, not_counting, True, margin, message)
+
+
+def _estimate(runs: list[RunStatus]) -> tuple[float, float | None, float | None, float | None]:
+    """Minutes so far, mean finished wall minutes, run-minutes left and wall minutes left."""
+    finished = [r.wall_minutes for r in runs if r.state in ("passed", "non_converged", "failed") and r.wall_minutes is not None]
+    running = [r for r in runs if r.state == "running"]
+    so_far = sum(finished) + sum(r.elapsed_minutes or 0.0 for r in running)
+    if not finished:
+        return so_far, None, None, None
+    mean = statistics.fmean(finished)
+    waiting = sum(1 for r in runs if r.state in ("queued", "interrupted", "not_started"))
+    left = waiting * mean + sum(max(mean - (r.elapsed_minutes or 0.0), 0.0) for r in running)
+    return so_far, mean, left, left / max(len(running), 1)
+
+
+def _report_summary(path: Path) -> dict | None:
+    try:
+        report = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return {
+        "time_to_train_minutes": report.get("score", {}).get("time_to_train_minutes"),
+        "runs": len(report.get("runs", [])),
+        "compliance": [run.get("compliance") for run in report.get("runs", [])],
+        "minutes": [run.get("minutes") for run in report.get("runs", [])],
+        "valid_submission": report.get("valid_submission"),
+        "valid_submission_reasons": report.get("valid_submission_reasons", []),
+    }
+
+
+def _planned_runs(plan: Plan, name: str, records: SnakemakeRecords, root: Path, runs_given: bool) -> int:
+    """Runs of the campaign: the config's (``--config runs=N`` as Snakemake was given it), else what the running
+    Snakemake will make, else what the report or the results folder hold, else the rules' count."""
+    configured = plan.run_count(name)
+    if runs_given:
+        return configured
+    prefix = f"{plan.results_root}/{name}/runs/"
+    seen = {
+        int(path[len(prefix) :].split("/")[0])
+        for path in [*records.wanted, *records.started]
+        if path.startswith(prefix) and path[len(prefix) :].split("/")[0].isdigit()
+    }
+    if records.locked and seen:
+        folder = root / prefix
+        on_disk = {int(p.name) for p in folder.iterdir() if p.name.isdigit()} if folder.is_dir() else set()
+        return max(seen | on_disk) + 1
+    report = _report_summary(root / plan.report(name))
+    if report:
+        return report["runs"]
+    folder = root / prefix
+    on_disk = {int(p.name) for p in folder.iterdir() if p.name.isdigit() and (p / "result.txt").exists()} if folder.is_dir() else set()
+    return max(configured, max(on_disk) + 1 if on_disk else 0)
+
+
+def benchmark_status(plan: Plan, name: str, root: Path, records: SnakemakeRecords, scheduler: SchedulerView, runs_given: bool, now: float) -> BenchmarkStatus:
+    """The status of one benchmark of ``plan`` in the campaign folder ``root``."""
+    from mlperf_wf import mlperf_rules, scoring
+    from mlperf_wf.cli import declared_open_rules
+
+    bench = plan.bench(name)
+    ruleset, division = plan.ruleset(name), plan.division(name)
+    target = mlperf_rules.quality_target(bench.submission_benchmark, ruleset, division)
+    declared = declared_open_rules(name, plan.scale)
+    planned = _planned_runs(plan, name, records, root, runs_given)
+    runs = [
+        run_status(
+            index,
+            {
+                kind: plan.run_file(name, index, file)
+                for kind, file in (("result", "result.txt"), ("verdict", "compliance.json"), ("provenance", "provenance.json"))
+            },
+            root,
+            records,
+            scheduler,
+            target,
+            ruleset,
+            declared,
+            root / plan.logs_root / "train" / name / f"{index}.log",
+            root / plan.logs_root / "check_compliance" / name / f"{index}.log",
+            now,
+        )
+        for index in range(planned)
+    ]
+    counts = {state: sum(1 for r in runs if r.state == state) for state in RUN_STATES}
+    required = mlperf_rules.required_runs(bench.submission_benchmark)
+    may_drop = scoring.max_dropped_runs("maskrcnn" if bench.submission_benchmark == "mask" else bench.submission_benchmark)
+    validity = set_validity([r.state for r in runs], required, may_drop)
+    so_far, mean, left, wall_left = _estimate(runs)
+    return BenchmarkStatus(
+        benchmark=name,
+        submission_benchmark=bench.submission_benchmark,
+        ruleset=ruleset,
+        division=division,
+        quality_target={"comparison": target.comparison, "value": target.value},
+        runs_planned=planned,
+        runs_required=required,
+        counts=counts,
+        runs=runs,
+        preparation=shard_status(plan, name, root, records),
+        minutes_so_far=so_far,
+        mean_run_minutes=mean,
+        remaining_run_minutes=left,
+        remaining_wall_minutes=wall_left,
+        validity=validity,
+        report=_report_summary(root / plan.report(name)),
+    )
+
+
+def shard_status(plan: Plan, name: str, root: Path, records: SnakemakeRecords) -> ShardStatus:
+    """Shards done (folder there, no job making it), being made, and left."""
+    done, running, left = [], [], []
+    for shard, folder in zip(plan.shard_names(name), plan.shard_dirs(name), strict=True):
+        if folder in records.started:
+            (running if records.locked else left).append(shard)
+        elif (root / folder).is_dir():
+            done.append(shard)
+        else:
+            left.append(shard)
+    dataset = plan.prepared_dataset(name)
+    return ShardStatus(done=done, running=running, left=left, dataset_assembled=(root / dataset).is_dir() and dataset not in records.started)
+
+
+def load_config(root: Path, overrides: list[str]) -> dict:
+    """``root/config/config.yaml`` with ``KEY=VALUE`` overrides (values read as YAML, as Snakemake's ``--config``)."""
+    import yaml
+
+    path = root / "config" / "config.yaml"
+    try:
+        config = yaml.safe_load(path.read_text()) or {}
+    except OSError as err:
+        raise ConfigError(f"{path}: cannot read the workflow config ({err.strerror}); run status in the campaign's folder or give --root") from None
+    schema = yaml.safe_load((Path(__file__).resolve().parents[2] / "workflow" / "schemas" / "config.schema.yaml").read_text())
+    for key, spec in schema.get("properties", {}).items():
+        config.setdefault(key, spec.get("default"))
+        if isinstance(spec.get("properties"), dict) and isinstance(config[key], dict):
+            for sub, sub_spec in spec["properties"].items():
+                config[key].setdefault(sub, sub_spec.get("default"))
+    for item in overrides:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"--config {item!r}: expected KEY=VALUE, as given to snakemake --config")
+        config[key] = yaml.safe_load(value)
+    return config
+
+
+def campaign_status(
+    root: Path,
+    config: dict,
+    benchmarks: list[str] | None = None,
+    runs_given: bool = False,
+    squeue: str = "squeue",
+    plan: Plan | None = None,
+    now: float | None = None,
+) -> CampaignStatus:
+    """The status of the campaign in ``root`` (see the module docstring); reads only. ``runs_given``: the run count
+    was given on the command line (``--config runs=N``), so it is the campaign's whatever the files say."""
+    from mlperf_wf import plan as planning
+
+    root = Path(root)
+    plan = plan or planning.load(config, project_root=Path(__file__).resolve().parents[2], workdir=root)
+    names = list(benchmarks or plan.settings.benchmarks)
+    unknown = [n for n in names if n not in plan.benchmarks]
+    if unknown:
+        raise ConfigError(f"--benchmark {unknown[0]!r}: no such benchmark; known: {', '.join(sorted(plan.benchmarks))}")
+    records = read_snakemake_records(root)
+    handed_to_scheduler = any(job_id is not None for job_id in records.started.values())
+    scheduler = query_squeue(root, squeue) if handed_to_scheduler else SchedulerView("none")
+    now = time.time() if now is None else now
+    statuses = [benchmark_status(plan, name, root, records, scheduler, runs_given, now) for name in names]
+    return CampaignStatus(
+        root=str(root.resolve()),
+        scale=plan.scale,
+        generated_at=now,
+        snakemake={
+            "running": records.locked,
+            "jobs_started": len(records.started),
+            "outputs_to_make": len(records.wanted),
+            "other_jobs_started": _other_jobs(records, scheduler, statuses),
+        },
+        scheduler={"source": scheduler.source, "jobs": len(scheduler.jobs), "note": scheduler.note},
+        benchmarks=statuses,
+    )
+
+
+def _other_jobs(records: SnakemakeRecords, scheduler: SchedulerView, statuses: list[BenchmarkStatus]) -> list[dict]:
+    """Started jobs that are neither runs nor shards (downloads, mirrors, reports), by one output each, with their
+    scheduler state."""
+    shown = {run.result_file for bench in statuses for run in bench.runs}
+    jobs: dict[str | None, dict] = {}
+    for output, job_id in sorted(records.started.items()):
+        if any(output.endswith(path) or path.endswith(output) for path in shown) or "/runs/" in output or "/shards/" in output:
+            continue
+        job = scheduler.jobs.get((job_id or "").split("_")[0])
+        key = job_id if job_id is not None else output
+        jobs.setdefault(key, {"output": output, "scheduler_job": job_id, "scheduler_state": job.state if job else None})
+    return list(jobs.values())
+
+
+# ---- output ----
+
+
+def to_json(status: CampaignStatus) -> dict:
+    return asdict(status)
+
+
+def _minutes(value: float | None) -> str:
+    if value is None:
+        return "?"
+    if value >= 120:
+        return f"{value / 60:.1f} h"
+    return f"{value:.2f} min" if value < 10 else f"{value:.1f} min"
+
+
+def _number(value: float | None) -> str:
+    return "?" if value is None else f"{value:.6g}"
+
+
+def render(status: CampaignStatus) -> str:
+    """The plain-text status."""
+    lines = [f"campaign {status.root} ({status.scale} scale), {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(status.generated_at))}"]
+    lines.append(
+        "snakemake: "
+        + (f"running ({status.snakemake['jobs_started']} outputs being made)" if status.snakemake["running"] else "not running")
+        + (f"; scheduler: squeue, {status.scheduler['jobs']} jobs" if status.scheduler["source"] == "squeue" else "")
+        + (f"; {status.scheduler['note']}" if status.scheduler["note"] else "")
+    )
+    for job in status.snakemake["other_jobs_started"]:
+        where = f" [SLURM {job['scheduler_job']}: {job['scheduler_state'] or 'state unknown'}]" if job["scheduler_job"] else ""
+        lines.append(f"  making {job['output']}{where}")
+    for bench in status.benchmarks:
+        target = f"eval_accuracy {bench.quality_target['comparison']} {bench.quality_target['value']:g}"
+        lines.append("")
+        lines.append(f"{bench.benchmark} ({bench.submission_benchmark}, {bench.ruleset} {bench.division}; target {target})")
+        prep = bench.preparation
+        total = len(prep.done) + len(prep.running) + len(prep.left)
+        lines.append(
+            f"  preparation: {len(prep.done)}/{total} shards done"
+            + (f", making {', '.join(prep.running)}" if prep.running else "")
+            + (f", left {', '.join(prep.left)}" if prep.left else "")
+            + ("; dataset assembled" if prep.dataset_assembled else "")
+        )
+        shown = ", ".join(f"{n} {state.replace('_', ' ')}" for state, n in bench.counts.items() if n)
+        lines.append(f"  runs: {bench.runs_planned} planned ({bench.runs_required} required): {shown}")
+        for run in bench.runs:
+            lines.append(f"    run {run.index}: {_run_line(run, bench.quality_target)}")
+        left, each = _minutes(bench.remaining_run_minutes), _minutes(bench.mean_run_minutes)
+        estimate = f"; about {_minutes(bench.remaining_wall_minutes)} left ({left} of runs at {each} each)" if bench.remaining_run_minutes else ""
+        lines.append(f"  time: {_minutes(bench.minutes_so_far)} of runs so far{estimate}")
+        lines.append(f"  result: {bench.validity.message}")
+        if bench.report:
+            lines.append(
+                f"  report.json: time to train {_minutes(bench.report['time_to_train_minutes'])}, {bench.report['runs']} runs, "
+                + ("valid submission" if bench.report["valid_submission"] else "not a valid submission: " + "; ".join(bench.report["valid_submission_reasons"]))
+            )
+    return "\n".join(lines)
+
+
+def _run_line(run: RunStatus, target: dict) -> str:
+    where = f" at {run.progress_key} {_number(run.progress)}" if run.progress_key else ""
+    last = f"last eval {_number(run.last_eval)}{where} (target {target['comparison']} {target['value']:g})" if run.last_eval is not None else "no eval yet"
+    job = f" [SLURM {run.scheduler_job}: {run.scheduler_state or 'state unknown'}]" if run.scheduler_job else ""
+    if run.state == "running":
+        phase = "initialising" if run.initialising else last
+        return f"running {_minutes(run.elapsed_minutes)}, {phase}{job}"
+    if run.state in ("passed", "non_converged") or (run.state == "failed" and run.verdict_from):
+        verdict = run.verdict if run.verdict_from == "compliance.json" else f"{run.verdict} (scored here; compliance job not done)"
+        timed = f"{_minutes(run.minutes)}" if run.minutes is not None else f"not timed ({_minutes(run.wall_minutes)} wall)"
+        why = f": {'; '.join(run.problems[:2])}" if run.state == "failed" and run.problems else ""
+        return f"{verdict}, {timed}, {last}{why}"
+    if run.state == "queued":
+        return f"queued{job}"
+    if run.problems:
+        return f"{run.state.replace('_', ' ')}: {run.problems[0]}"
+    return run.state.replace("_", " ")
