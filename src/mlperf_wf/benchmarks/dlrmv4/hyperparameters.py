@@ -18,7 +18,7 @@ class Hyperparameters(TinyHyperparameters):
 
     global_batch_size: int = 128
     """Anchors per optimizer step over all processes (reference: BATCH_SIZE 1024 per rank x 8 = 8192, the dlrmv4_ref_8192 RCP)."""
-    history_per_pool: int = 16
+    history_per_pool: int = 8
     """Most recent listen_plus, like and skip events kept each (reference: history_length // 3 = 1362)."""
     scan_window: int = 2000
     """Earlier events scanned to fill the pools (reference: get_dataset scan_window 20000)."""
@@ -34,9 +34,9 @@ class Hyperparameters(TinyHyperparameters):
     """Log-spaced buckets of the time before the candidate (reference: 2048)."""
     dropout: float = 0.1
     """Linear dropout in the STU layers (reference: 0.1; input dropout 0.2 there)."""
-    learning_rate: float = 0.002
+    learning_rate: float = 0.01
     """Target learning rate of the dense Adam (reference: DENSE_LR 1e-6 at GBS 8192)."""
-    sparse_learning_rate: float = 0.05
+    sparse_learning_rate: float = 0.1
     """Target learning rate of the sparse RowWiseAdagrad (reference: SPARSE_LR = DENSE_LR, 1e-6 at GBS 8192)."""
     warmup_steps: int = 20
     """Linear ramp from warmup_start_lr to learning_rate (reference: 24000)."""
@@ -48,7 +48,7 @@ class Hyperparameters(TinyHyperparameters):
     weight_decay: float = 0.0
     gradient_clip_norm: float = 1.0
     """Max norm of the dense gradients (reference: GRAD_CLIP_NORM 1.0)."""
-    eval_every_data_pct: float = 0.1
+    eval_every_data_pct: float = 0.2
     """Evaluate each time this fraction of the training anchors has been trained on (reference: 0.001)."""
     start_window: int = 0
     """First training window, in days from the first anchor (reference: START_TS; 0 in run_and_time.sh)."""

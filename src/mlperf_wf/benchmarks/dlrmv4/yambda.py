@@ -83,9 +83,9 @@ class Shape:
     """Users (the full dataset has 1,000,000)."""
     uid_space: int = 300
     """User ids are drawn from 0..uid_space-1, so user_start has gaps (-1) as in the real cache."""
-    artists: int = 60
-    albums_per_artist: int = 3
-    tracks_per_album: int = 8
+    artists: int = 30
+    albums_per_artist: int = 2
+    tracks_per_album: int = 6
     history_days: int = 30
     """Days of the first HISTORY_FLOOR events of every user (no anchors there)."""
     anchor_days: int = 8
