@@ -207,7 +207,9 @@ class TinyHSTU(torch.nn.Module):
             torch.nn.init.uniform_(embedding.weight, -1 / rows**0.5, 1 / rows**0.5)
             return embedding
 
-        self.sparse = torch.nn.ModuleDict({"item_id": table(store.num_items), "artist_id": table(n_artists), "album_id": table(n_albums), "uid": table(store.num_users)})
+        self.sparse = torch.nn.ModuleDict(
+            {"item_id": table(store.num_items), "artist_id": table(n_artists), "album_id": table(n_albums), "uid": table(store.num_users)}
+        )
         self.register_buffer("item_to_artist", torch.from_numpy(store.item_to_artist), persistent=False)
         self.register_buffer("item_to_album", torch.from_numpy(store.item_to_album), persistent=False)
         self.history_mlp = torch.nn.Linear(3 * d, d)
@@ -223,7 +225,9 @@ class TinyHSTU(torch.nn.Module):
         self.head = torch.nn.Sequential(torch.nn.Linear(d, d), torch.nn.SiLU(), torch.nn.LayerNorm(d), torch.nn.Linear(d, 1))
 
     def item_features(self, items: torch.Tensor) -> torch.Tensor:
-        return torch.cat([self.sparse["item_id"](items), self.sparse["artist_id"](self.item_to_artist[items]), self.sparse["album_id"](self.item_to_album[items])], dim=-1)
+        return torch.cat(
+            [self.sparse["item_id"](items), self.sparse["artist_id"](self.item_to_artist[items]), self.sparse["album_id"](self.item_to_album[items])], dim=-1
+        )
 
     def forward(self, s: Samples) -> torch.Tensor:
         """One listen_plus logit per anchor."""

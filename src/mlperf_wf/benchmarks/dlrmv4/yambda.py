@@ -213,7 +213,7 @@ def generate(out_dir: Path, seed: int, shape: Shape = Shape()) -> list[Path]:
     for name, array in arrays.items():
         np.save(cache / f"{name}.npy", array)
         written.append(cache / f"{name}.npy")
-    meta = {"num_users": int(len(arrays["unique_uids"])), "total_events": int(len(arrays["flat_uid"]))}
+    meta = {"num_users": len(arrays["unique_uids"]), "total_events": len(arrays["flat_uid"])}
     (cache / "store_meta.json").write_text(json.dumps(meta))
     written.append(cache / "store_meta.json")
     popularity = np.bincount(flat["item"], minlength=shape.tracks).astype(np.int64)
