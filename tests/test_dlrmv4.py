@@ -149,6 +149,8 @@ def test_the_definition_cites_the_pinned_reference_and_its_checked_files():
     module = command[command.index("-m") + 1]
     assert module.replace(".", "/") + ".py" in FACTS["files"]
     assert "generative_recommenders/dlrm_v4/train/gin/yambda_5b.gin" in FACTS["files"]  # --dataset yambda-5b
+    assert FACTS["command_flags"]["script"] == module.replace(".", "/") + ".py"
+    assert {word for word in command if word.startswith("--")} <= set(FACTS["command_flags"]["defined"])
     assert "Dockerfile" in FACTS["files"] and "run_and_time.sh" in FACTS["files"]
     # the catalog's md5 pins agree with the reference's own md5 list
     pins = {f.path: f.md5 for f in load_dataset("yambda_5b", ROOT).files}

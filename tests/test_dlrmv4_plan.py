@@ -22,4 +22,4 @@ def test_full_scale_dry_run_lists_the_ten_train_jobs(tmp_path):
     for line in train_lines:
         assert "python -m generative_recommenders.dlrm_v4.train.train_ranker --dataset yambda-5b --mode streaming-train-eval" in line
     for seed in range(1234, 1244):
-        assert f"--seed {seed} " in out
+        assert f"-e SEED={seed} " in out  # the reference reads $SEED (R:run_and_time.sh:29)

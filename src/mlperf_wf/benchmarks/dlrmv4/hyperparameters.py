@@ -43,9 +43,13 @@ class Hyperparameters(TinyHyperparameters):
     warmup_start_lr: float = 0.0
     """Where the ramp starts (reference: 0.0)."""
     adam_beta_1: float = 0.95
+    """Adam's first-moment decay (reference: 0.95)."""
     adam_beta_2: float = 0.999
+    """Adam's second-moment decay (reference: 0.999)."""
     adam_epsilon: float = 1e-8
+    """Adam's and RowWiseAdagrad's epsilon (reference: 1e-8 both)."""
     weight_decay: float = 0.0
+    """Adam's weight decay (reference: 0)."""
     gradient_clip_norm: float = 1.0
     """Max norm of the dense gradients (reference: GRAD_CLIP_NORM 1.0)."""
     eval_every_data_pct: float = 0.2
