@@ -172,7 +172,7 @@ class STULayer(torch.nn.Module):
         self.input_norm = torch.nn.LayerNorm(dim)
         self.uvqk = torch.nn.Linear(dim, 4 * heads * head_dim)
         self.attention_norm = torch.nn.LayerNorm(heads * head_dim)
-        self.output = torch.nn.Linear(3 * heads * head_dim if dim == heads * head_dim else 2 * heads * head_dim + dim, dim)
+        self.output = torch.nn.Linear(2 * heads * head_dim + dim, dim)  # [norm(attention) * U, U, X]
         self.dropout = torch.nn.Dropout(dropout)
         torch.nn.init.xavier_uniform_(self.uvqk.weight)
         torch.nn.init.zeros_(self.uvqk.bias)
