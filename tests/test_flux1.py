@@ -63,7 +63,12 @@ def test_the_encodings_have_the_reference_schema_and_layout(published):
         table = encodings.load_folder(published[role])
         assert table.column_names == list(encodings.COLUMNS)
         assert {name: str(feature.dtype) for name, feature in table.features.items()} == {
-            "__key__": "string", "t5_encodings": "binary", "clip_encodings": "binary", "mean": "binary", "logvar": "binary", "timestep": "int32"
+            "__key__": "string",
+            "t5_encodings": "binary",
+            "clip_encodings": "binary",
+            "mean": "binary",
+            "logvar": "binary",
+            "timestep": "int32",
         }
         raw = np.load(__import__("io").BytesIO(table[0]["mean"]))
         assert raw.dtype == np.uint16 and raw.shape == (tiny_world.LATENT_CHANNELS, tiny_world.LATENT_SIZE, tiny_world.LATENT_SIZE)

@@ -24,7 +24,11 @@ from mlperf_wf import prepare
 from mlperf_wf.benchmarks.flux1 import encodings, tiny_cc12m, tiny_coco
 from mlperf_wf.errors import UserError
 
-SHARDS = {"train": ("data", encodings.TRAIN_FOLDER), "validation": ("validation", encodings.VALIDATION_FOLDER), "empty": ("empty_encodings", encodings.EMPTY_FOLDER)}
+SHARDS = {
+    "train": ("data", encodings.TRAIN_FOLDER),
+    "validation": ("validation", encodings.VALIDATION_FOLDER),
+    "empty": ("empty_encodings", encodings.EMPTY_FOLDER),
+}
 """Shard -> (input role it reads, folder the reference reads it from)."""
 EXPECTED_ROWS = {
     "full": {"train": 1_099_776, "validation": 29_696},
@@ -79,7 +83,10 @@ def check_empty(folder: Path, train_shapes: dict) -> dict:
     """The empty encodings must replace a dropped caption's: the same shapes as the training set's T5 and CLIP cells."""
     t5, clip = encodings.load_empty(folder)
     if list(t5.shape) != train_shapes["t5_encodings"] or list(clip.shape) != train_shapes["clip_encodings"]:
-        raise UserError(f"{folder}: empty encodings {t5.shape} and {clip.shape}; the training captions' are {train_shapes['t5_encodings']} and {train_shapes['clip_encodings']}")
+        raise UserError(
+            f"{folder}: empty encodings {t5.shape} and {clip.shape}; "
+            f"the training captions' are {train_shapes['t5_encodings']} and {train_shapes['clip_encodings']}"
+        )
     return {"t5": list(t5.shape), "clip": list(clip.shape)}
 
 

@@ -162,7 +162,10 @@ def train(run: TinyRun, hp: Hyperparameters, shuffle_captions: bool = False) -> 
     empty_t5, empty_clip = load_empty(data / encodings.EMPTY_FOLDER)
     check_shapes(train_split, validation, (empty_t5, empty_clip))
     if train_split.mean.shape[1] != tiny_world.LATENT_CHANNELS or train_split.t5.shape[2] != tiny_world.TEXT_WIDTH:
-        raise UserError(f"flux1: the tiny model takes {tiny_world.LATENT_CHANNELS} latent channels and {tiny_world.TEXT_WIDTH}-wide text, got {train_split.mean.shape[1]} and {train_split.t5.shape[2]}")
+        raise UserError(
+            f"flux1: the tiny model takes {tiny_world.LATENT_CHANNELS} latent channels and {tiny_world.TEXT_WIDTH}-wide text, "
+            f"got {train_split.mean.shape[1]} and {train_split.t5.shape[2]}"
+        )
     run.event(constants.TRAIN_SAMPLES, len(train_split))
     run.event(constants.EVAL_SAMPLES, len(validation))
 
