@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from mlperf_wf import compliance, prepare
+from mlperf_wf import compliance, mlperf_rules, prepare
 from mlperf_wf.benchmarks.flux1 import encodings, tiny_cc12m, tiny_coco, tiny_empty_encodings, tiny_world, trainer
 from mlperf_wf.benchmarks.flux1 import prepare as prep
 from mlperf_wf.benchmarks.flux1.hyperparameters import Hyperparameters
@@ -56,6 +56,13 @@ def trained(prepared, tmp_path_factory) -> tuple[dict, Path, torch.nn.Module]:
     return summary, result
 
 
+@pytest.mark.parametrize("ruleset", ["5.1.0", "6.0.0", "6.1.0"])
+def test_the_target_is_0_586_in_both_divisions_though_the_open_rules_name_the_result_averaged_validation_loss(ruleset):
+    for division in ("closed", "open"):
+        assert mlperf_rules.quality_target("flux1", ruleset, division) == mlperf_rules.QualityTarget("<=", TARGET)
+    assert "averaged_validation_loss" in mlperf_rules.required_keys("flux1", ruleset, "open")
+
+
 def test_the_encodings_have_the_reference_schema_and_layout(published):
     for role, folder in (("data", "cc12m"), ("validation", "coco")):
         names = {p.name for p in published[role].iterdir()}
@@ -81,7 +88,7 @@ def test_the_encodings_have_the_reference_schema_and_layout(published):
 
 
 def test_stored_latents_decode_to_unit_variance_after_the_references_shift_and_scale(published):
-    split = trainer.load_split(published["data"], with_timesteps=False)
+    split = trainer.load_split(published["validation"], with_timesteps=True)
     latents = trainer.scaled_latents(split.mean, split.logvar, torch.Generator().manual_seed(0))
     assert 0.8 < float(latents.std()) < 1.2 and abs(float(latents.mean())) < 0.2
 
@@ -120,7 +127,8 @@ def test_the_preparation_refuses_unbalanced_timesteps_a_wrong_count_and_bad_empt
 def test_the_validation_loss_is_the_mean_over_the_eight_timesteps(prepared):
     """The reference sums per-sample MSEs over the set and divides by the count (train.py:427-430, 598); on the balanced
     grid that is its README's algorithm: the mean over t = k/8 of each timestep's mean loss."""
-    validation = trainer.load_split(prepared / encodings.VALIDATION_FOLDER, with_timesteps=True)
+    full = trainer.load_split(prepared / encodings.VALIDATION_FOLDER, with_timesteps=True)
+    validation = trainer.Split(full.t5[:128], full.clip[:128], full.mean[:128], full.logvar[:128], full.timestep[:128])  # 16 per timestep
     torch.manual_seed(0)
     model = trainer.build_model(tiny_world.LATENT_CHANNELS, tiny_world.TEXT_WIDTH, Hyperparameters())
     got = trainer.validation_loss(model, validation, batch_size=len(validation))
@@ -148,12 +156,13 @@ def test_a_run_reaches_the_target_on_held_out_data_and_its_log_passes_the_checke
     assert logged["submission_division"] == "open"
 
 
-def test_shuffled_captions_do_not_reach_the_target_within_twice_the_samples(prepared, trained, tmp_path):
-    """The control: the same data, model and budget, with each image's captions taken from a random other sample."""
-    budget = 2 * trained[0]["samples_count"]
+def test_shuffled_captions_stay_far_above_the_target_after_half_as_many_samples_again(prepared, trained, tmp_path):
+    """The control: the same data, model and recipe, with each image's captions taken from a random other sample, for
+    1.5 times the samples the real run needed, evaluated once at the end (to keep the test short)."""
+    budget = 3 * trained[0]["samples_count"] // 1024 * 512
     spec = tiny_run_spec("flux1", "6.1.0", tmp_path / "result.txt", prepared, target=TARGET)
-    hp = Hyperparameters(max_train_samples=budget)
+    hp = Hyperparameters(max_train_samples=budget, eval_every_samples=budget)
     with TinyRun(spec, hp) as run:
         summary = trainer.train(run, hp, shuffle_captions=True)
     assert summary["status"] == "aborted" and summary["samples_count"] == budget
-    assert min(h["eval_accuracy"] for h in summary["history"]) > TARGET + 0.05
+    assert summary["eval_accuracy"] > TARGET + 0.1
