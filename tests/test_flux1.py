@@ -99,7 +99,7 @@ def test_the_generator_is_deterministic_per_seed_and_validation_differs_from_tra
 
 
 def test_the_preparation_lays_out_the_folders_the_reference_reads(prepared):
-    assert sorted(p.name for p in prepared.iterdir()) == ["cc12m_preprocessed", "coco_preprocessed", "empty_encodings"]
+    assert sorted(p.name for p in prepared.iterdir() if not p.name.startswith(".")) == ["cc12m_preprocessed", "coco_preprocessed", "empty_encodings"]
     summary = json.loads((prepared.parent / "shards" / "validation" / "shard.json").read_text())
     assert summary["samples"] == tiny_coco.SAMPLES and summary["per_timestep"] == tiny_coco.SAMPLES // 8
 
@@ -166,3 +166,18 @@ def test_shuffled_captions_stay_far_above_the_target_after_half_as_many_samples_
         summary = trainer.train(run, hp, shuffle_captions=True)
     assert summary["status"] == "aborted" and summary["samples_count"] == budget
     assert summary["eval_accuracy"] > TARGET + 0.1
+
+
+@pytest.mark.slow
+def test_the_tiny_dag_downloads_verifies_prepares_trains_and_reports(tmp_path):
+    """Snakemake end to end on one run: mirror -> download -> md5 -> the three shards -> runs -> compliance -> report."""
+    from tests.test_workflow import new_workdir, snakemake
+
+    workdir = new_workdir(tmp_path / "flux1")
+    snakemake(workdir, "--cores", "2", "--config", "benchmarks=[flux1]", "runs=1")
+    report = json.loads((workdir / "results/tiny/flux1/report.json").read_text())
+    assert report["ruleset"] == "6.1.0" and report["division"] == "open" and report["quality_target"] == {"comparison": "<=", "value": TARGET}
+    assert [r["seed"] for r in report["runs"]] == [1234] and {r["compliance"] for r in report["runs"]} == {"passed"}
+    assert all(r["final_eval_accuracy"] <= TARGET for r in report["runs"])
+    prepared = workdir / "resources/tiny/prepared/flux1/dataset"
+    assert sorted(p.name for p in prepared.iterdir() if not p.name.startswith(".")) == ["cc12m_preprocessed", "coco_preprocessed", "empty_encodings"]
