@@ -43,6 +43,7 @@ LOGGED_BY_THE_HARNESS_LATER = frozenset(
         constants.EPOCH_STOP,
         constants.TRAIN_SAMPLES,
         constants.EVAL_SAMPLES,
+        "averaged_validation_loss",  # flux1's open rules name its evaluation result so (logged with eval_accuracy)
     }
 )
 """Required keys that belong to the timed part of the run (after ``run_start``)."""
