@@ -83,7 +83,8 @@ class ClickLogShape:
     largest_table: int = 2000
     """Vocabulary of the largest embedding table."""
     multi_hot_sizes: tuple[int, ...] = (2, 2, 1, 2, 2, 1, 1, 1, 1, 2, 2, 2, 1, 2, 2, 2, 1, 1, 1, 2, 2, 2, 2, 2, 1, 1)
-    """Ids per row and feature (the reference's 3,2,1,2,6,...,100,27,... capped at 2: each extra id adds another id's embedding to the bag, which slows learning at tiny size)."""
+    """Ids per row and feature: the reference's 3,2,1,2,6,...,100,27,... capped at 2 (each extra id adds another
+    id's embedding to the bag, which slows learning at tiny size)."""
     zipf_exponent: float = 1.1
     """Id popularity: Zipf ranks mapped through a random permutation, as hashed ids look."""
     interacting_pairs: int = 12
@@ -99,7 +100,7 @@ class ClickLogShape:
 def table_sizes(shape: ClickLogShape = ClickLogShape()) -> list[int]:
     """Embedding rows per categorical feature (the tiny ``num_embeddings_per_feature``)."""
     sizes = np.geomspace(shape.smallest_table, shape.largest_table, SPARSE_FEATURES)
-    return [int(round(s)) for s in sizes]
+    return [round(float(s)) for s in sizes]
 
 
 class Teacher:

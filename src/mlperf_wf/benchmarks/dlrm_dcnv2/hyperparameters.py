@@ -7,6 +7,8 @@ from pydantic import Field, model_validator
 
 from mlperf_wf.hyperparameters import TinyHyperparameters
 
+DENSE_LEARNING_RATE_KEY = "mlperf_wf_dense_learning_rate"
+"""The tiny tier's own mllog key for the second learning rate (the rules know one; unknown keys are allowed)."""
 ADAGRAD_EPSILON = 1e-8
 """dlrm_main.py's ADAGRAD_EPS, which every closed round requires."""
 
@@ -28,8 +30,10 @@ class Hyperparameters(TinyHyperparameters):
     """DCNv2 low-rank cross layers (reference: 3)."""
     dcn_low_rank_dim: int = Field(64, ge=1)
     """Rank of each cross layer (reference: 512)."""
-    learning_rate: float = Field(0.02, gt=0)
-    """Adagrad learning rate of every parameter, embeddings and MLPs alike (reference: 0.005 at 65,536)."""
+    learning_rate: float = Field(0.1, gt=0)
+    """Adagrad learning rate of the embedding tables, logged as opt_base_learning_rate (reference: 0.005 at 65,536, for every parameter)."""
+    dense_learning_rate: float = Field(0.01, gt=0)
+    """Adagrad learning rate of the MLPs and cross layers (reference: the same as the tables; logged as DENSE_LEARNING_RATE_KEY)."""
     eval_every_samples: int = Field(204_800, ge=1)
     """Training rows between two evaluations (reference: 1/20 of an epoch, about 210 M rows)."""
     max_epochs: int = Field(3, ge=1)
@@ -61,6 +65,7 @@ class Hyperparameters(TinyHyperparameters):
             constants.GRADIENT_ACCUMULATION_STEPS: 1,
             constants.OPT_NAME: constants.ADAGRAD,
             constants.OPT_BASE_LR: self.learning_rate,
+            DENSE_LEARNING_RATE_KEY: self.dense_learning_rate,
             constants.OPT_ADAGRAD_LR_DECAY: 0,
             constants.OPT_WEIGHT_DECAY: 0,
             constants.OPT_ADAGRAD_INITIAL_ACCUMULATOR_VALUE: 0,
@@ -71,5 +76,5 @@ class Hyperparameters(TinyHyperparameters):
         }
 
     def adagrad_arguments(self) -> dict[str, float]:
-        """The keyword arguments of the run's torch.optim.Adagrad (the values mllog() logs)."""
+        """The keyword arguments of the run's torch.optim.Adagrad (the values mllog() logs); lr is the tables'."""
         return {"lr": self.learning_rate, "lr_decay": 0.0, "weight_decay": 0.0, "initial_accumulator_value": 0.0, "eps": ADAGRAD_EPSILON}

@@ -7,8 +7,8 @@ them (days 0-22 train, the first half of day 23 validates), the model is TorchRe
 modules need fbgemm kernels; see README.md): a bottom MLP on the 13 dense features, one
 sum-pooled embedding bag per categorical feature over its multi-hot ids, the concatenation
 through low-rank DCNv2 cross layers ``x_{l+1} = x_0 * (W_l (V_l x_l) + b_l) + x_l``, then
-the top MLP to one logit. Adagrad (no decay, no warm-up, eps 1e-8) updates every
-parameter with one learning rate, binary cross-entropy is the loss, and the validation
+the top MLP to one logit. Adagrad (no decay, no warm-up, eps 1e-8) updates the
+tables at ``learning_rate`` and the MLPs at ``dense_learning_rate``, binary cross-entropy is the loss, and the validation
 AUROC is evaluated every ``eval_every_samples`` rows and logged with ``epoch_num`` (the
 fraction of the epoch, as the reference). The run stops at the target from the rules.
 """
@@ -22,9 +22,11 @@ import numpy as np
 import torch
 from mlperf_logging.mllog import constants
 
+from mlperf_wf import mlperf_rules
 from mlperf_wf.benchmarks.dlrm_dcnv2 import criteo
 from mlperf_wf.benchmarks.dlrm_dcnv2.hyperparameters import Hyperparameters
 from mlperf_wf.harness import TinyRun
+from mlperf_wf.mlperf_rules import QualityTarget
 
 
 @dataclass
@@ -116,6 +118,14 @@ class DLRMDCN(torch.nn.Module):
         return self.over_arch(self.crossnet(x)).squeeze(1)
 
 
+def parameter_groups(model: torch.nn.Module, hp: Hyperparameters) -> list[dict]:
+    """The tables at ``learning_rate``, everything else at ``dense_learning_rate`` (one optimizer, as the
+    reference's CombinedOptimizer of the fused table Adagrad and the dense Adagrad)."""
+    tables = [p for name, p in model.named_parameters() if ".embeddings." in f".{name}"]
+    dense = [p for name, p in model.named_parameters() if ".embeddings." not in f".{name}"]
+    return [{"params": tables, "lr": hp.learning_rate}, {"params": dense, "lr": hp.dense_learning_rate}]
+
+
 def auroc(scores: torch.Tensor, labels: torch.Tensor) -> float:
     """Area under the ROC curve (the Mann-Whitney statistic with average ranks for ties), as torchmetrics' binary AUROC."""
     order = torch.argsort(scores)
@@ -150,15 +160,25 @@ def table_sizes_of(data_dir: Path) -> list[int]:
     return [int(n) for n in json.loads((data_dir / "tables.json").read_text())["num_embeddings_per_feature"]]
 
 
+def quality_target(run: TinyRun) -> QualityTarget:
+    """The closed rules' AUROC target, in either division.
+
+    The open rules of every dlrm_dcnv2 round (4.0.0-6.0.0) only bound ``eval_accuracy`` by ``<= 1.0``,
+    which the run spec then holds as its target; the tiny tier aims at the real 0.80275.
+    """
+    return mlperf_rules.quality_target(run.spec.submission_benchmark, run.spec.ruleset, "closed")
+
+
 def train(run: TinyRun, hp: Hyperparameters) -> dict:
     """Train to the target (or max_epochs); the harness logs the preamble and hyperparameters."""
+    target = quality_target(run)
     rank, world_size = run.rank, run.world_size
     local_batch = hp.global_batch_size // world_size
     torch.manual_seed(run.spec.seed)
     model: torch.nn.Module = DLRMDCN(table_sizes_of(run.spec.data_dir), hp)
     if world_size > 1:
         model = torch.nn.parallel.DistributedDataParallel(model)
-    optimizer = torch.optim.Adagrad(model.parameters(), **hp.adagrad_arguments())
+    optimizer = torch.optim.Adagrad(parameter_groups(model, hp), **hp.adagrad_arguments())
     run.begin()
     # The clock runs before the days are read, as the rules ask.
     train_split = read_days(run.spec.data_dir, list(range(criteo.DAYS - 1)))
@@ -201,7 +221,7 @@ def train(run: TinyRun, hp: Hyperparameters) -> dict:
                 run.event(constants.EVAL_SAMPLES, len(val_split), epoch_num=epoch_num)
                 logged_eval_samples = True
             history.append({"epoch_num": epoch_num, "eval_accuracy": auc, "seconds": run.seconds})
-            if run.spec.reached(auc):
+            if target.reached(auc):
                 status = constants.SUCCESS
                 break
         run.epoch_stop(epoch_num=epoch)
