@@ -34,7 +34,7 @@ class Hyperparameters(TinyHyperparameters):
     """Adagrad learning rate of the embedding tables, logged as opt_base_learning_rate (reference: 0.005 at 65,536, for every parameter)."""
     dense_learning_rate: float = Field(0.01, gt=0)
     """Adagrad learning rate of the MLPs and cross layers (reference: the same as the tables; logged as DENSE_LEARNING_RATE_KEY)."""
-    eval_every_samples: int = Field(204_800, ge=1)
+    eval_every_samples: int = Field(102_400, ge=1)
     """Training rows between two evaluations (reference: 1/20 of an epoch, about 210 M rows)."""
     max_epochs: int = Field(3, ge=1)
     """Passes over days 0-22 before a run stops without reaching the target (reference: 1)."""
