@@ -204,3 +204,76 @@ def test_submitted_dlrm_dcnv2_logs_get_a_verdict_and_a_score(folder, capsys):
     out = capsys.readouterr()
     assert "Traceback" not in out.out + out.err
     assert code == 0 and "dlrm_dcnv2:" in out.out and "10 runs" in out.out
+
+
+# ---- the materialization in bounded memory (multihot.py) ----
+
+
+def reference_tables(num_embeddings: list[int], multi_hot_sizes: list[int]) -> list[np.ndarray]:
+    """multi_hot.py:81-112's uniform tables, the way the reference draws them (all at once, global seed 0)."""
+    np.random.seed(0)
+    tables = []
+    for rows, hot in zip(num_embeddings, multi_hot_sizes, strict=True):
+        ids = np.arange(rows)[:, np.newaxis]
+        tables.append(np.concatenate((ids, np.random.randint(0, rows, size=(rows, hot - 1))), axis=-1).astype(np.int32))
+    return tables
+
+
+class Killed(Exception):
+    pass
+
+
+def test_tables_drawn_in_chunks_are_the_reference_tables_and_a_killed_draw_resumes(tmp_path, monkeypatch):
+    from mlperf_wf.benchmarks.dlrm_dcnv2 import multihot
+    from mlperf_wf.benchmarks.rgat.prepare import Checkpoint
+
+    sizes, hots = [700, 5, 1300, 40], [3, 1, 12, 2]
+    monkeypatch.setattr(multihot, "CHUNK_ROWS", 256)
+    saves = []
+    real_save = Checkpoint.save
+
+    def dying_save(self, **values):
+        saves.append(values)
+        if len(saves) == 7:  # killed after the first chunk of table 2 was written, before it was recorded
+            raise Killed
+        real_save(self, **values)
+
+    monkeypatch.setattr(Checkpoint, "save", dying_save)
+    with pytest.raises(Killed):
+        multihot.write_tables(tmp_path, sizes, hots, Checkpoint(tmp_path / "scratch", {"tables": 1}))
+    monkeypatch.setattr(Checkpoint, "save", real_save)
+    resumed = Checkpoint(tmp_path / "scratch", {"tables": 1})
+    assert (resumed.get("feature"), resumed.get("rows")) == (2, 0)
+    poisoned = np.load(multihot.table_file(tmp_path, 0), mmap_mode="r+")
+    expected = reference_tables(sizes, hots)
+    multihot.write_tables(tmp_path, sizes, hots, resumed)
+    assert np.array_equal(np.load(multihot.table_file(tmp_path, 0)), expected[0])
+    poisoned[:] = -1  # a finished table is not written again by a later resume
+    poisoned.flush()
+    multihot.write_tables(tmp_path, sizes, hots, Checkpoint(tmp_path / "scratch", {"tables": 1}))
+    assert (np.load(multihot.table_file(tmp_path, 0)) == -1).all()
+    for feature in range(1, 4):
+        assert np.array_equal(np.load(multihot.table_file(tmp_path, feature)), expected[feature]), feature
+
+
+def test_a_day_is_materialized_per_feature_into_the_reference_npz(tmp_path, monkeypatch):
+    from mlperf_wf.benchmarks.dlrm_dcnv2 import multihot
+    from mlperf_wf.benchmarks.rgat.prepare import Checkpoint
+
+    monkeypatch.setattr(multihot, "CHUNK_ROWS", 100)
+    sizes, hots = [50, 7] * 13, [3, 1] * 13
+    tables = reference_tables(sizes, hots)
+    one_hot = np.random.default_rng(0).integers(0, 1000, (450, 26)).astype(np.int32)
+    files = []
+    for feature in range(26):
+        target = tmp_path / f"feature_{feature}.npy"
+        multihot.materialize_feature(one_hot, feature, sizes[feature], tables[feature], target, Checkpoint(tmp_path / f"s{feature}", {"f": feature}))
+        files.append(target)
+    multihot.pack_day(files, tmp_path / "day_0_sparse_multi_hot.npz")
+    # materialize_synthetic_multihot_dataset.py:133-140: embedding(ids % hash, table), np.savez
+    expected = {str(k): tables[k][one_hot[:, k] % sizes[k]] for k in range(26)}
+    np.savez(tmp_path / "reference.npz", **expected)
+    for k in range(26):
+        got = criteo.load_multi_hot(tmp_path / "day_0_sparse_multi_hot.npz", k)
+        assert np.array_equal(got, expected[str(k)]) and got.dtype == np.int32
+        assert np.array_equal(np.load(tmp_path / "reference.npz")[str(k)], got)

@@ -16,7 +16,8 @@ had not finished.
 
 The from-raw path (the raw Criteo 1TB click logs through the reference's three torchrec
 steps and the materialization, 700 GB of RAM and 1-2 days as the reference runs it) is not
-wired as shards yet; README.md says what is left.
+selectable yet: ``multihot.py`` holds its materialization in bounded, resumable chunks; README.md
+says what is left.
 """
 
 from __future__ import annotations
