@@ -19,7 +19,7 @@ from tests.test_workflow import job_counts, new_workdir, output_cache, snakemake
 
 __all__ = ["output_cache"]  # the shared-cache fixture, used here too
 
-RUNS = 3
+RUNS = 2
 CONFIG = ("--config", "benchmarks=[dlrm_dcnv2]", f"runs={RUNS}")
 DATASET = "resources/tiny/prepared/dlrm_dcnv2/dataset"
 SHARDS = "resources/tiny/prepared/dlrm_dcnv2/shards"
