@@ -1,0 +1,105 @@
+"""dlrm_dcnv2 through Snakemake: a killed preparation resumes day by day, the tiny runs reach the real AUROC
+target and pass the 6.0.0 checker (slow), and the full-scale plan lists the published files, the 25 shards and
+the 10 reference runs without network."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from mlperf_wf.benchmarks.dlrm_dcnv2 import prepare as prep
+from tests.test_rgat_workflow import shards_run
+from tests.test_workflow import job_counts, new_workdir, output_cache, snakemake, snakemake_argv, snakemake_env
+
+__all__ = ["output_cache"]  # the shared-cache fixture, used here too
+
+RUNS = 2
+CONFIG = ("--config", "benchmarks=[dlrm_dcnv2]", f"runs={RUNS}")
+DATASET = "resources/tiny/prepared/dlrm_dcnv2/dataset"
+SHARDS = "resources/tiny/prepared/dlrm_dcnv2/shards"
+
+
+def finished_shards(workdir: Path) -> set[str]:
+    return {p.parent.name for p in (workdir / SHARDS).glob("*/shard.json")}
+
+
+@pytest.fixture(scope="module")
+def killed_preparation(tmp_path_factory, output_cache) -> dict:
+    """Prepare the tiny days one job at a time, SIGKILL the whole Snakemake process group halfway, rerun."""
+    workdir = new_workdir(tmp_path_factory.mktemp("dlrm_dcnv2"))
+    argv = snakemake_argv(workdir, "--cores", "1", DATASET, "--cache", *CONFIG)
+    first = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=snakemake_env(output_cache), start_new_session=True)
+    deadline = time.monotonic() + 600
+    total = len(prep.shards("tiny"))
+    while len(finished_shards(workdir)) < total // 2 and time.monotonic() < deadline and first.poll() is None:
+        time.sleep(0.1)
+    os.killpg(first.pid, signal.SIGKILL)
+    first.wait()
+    done_at_kill = finished_shards(workdir)
+    assert 0 < len(done_at_kill) < total, f"the kill came too late or too early: {len(done_at_kill)} of {total} shards"
+    snakemake(workdir, "--unlock", *CONFIG)  # a hard kill leaves Snakemake's lock behind
+    rerun = snakemake(workdir, "--cores", "2", DATASET, "--cache", "--rerun-incomplete", *CONFIG, cache=output_cache)
+    return {"workdir": workdir, "done_at_kill": done_at_kill, "rerun": shards_run(rerun.stdout + rerun.stderr), "total": total}
+
+
+@pytest.fixture(scope="module")
+def dlrm_project(killed_preparation, output_cache) -> Path:
+    workdir = killed_preparation["workdir"]
+    snakemake(workdir, "--cores", "2", "--cache", *CONFIG, cache=output_cache)
+    return workdir
+
+
+@pytest.mark.slow
+def test_killed_preparation_reruns_only_the_unfinished_days(killed_preparation):
+    done, rerun = killed_preparation["done_at_kill"], set(killed_preparation["rerun"])
+    assert rerun | done == set(prep.shards("tiny")), "every shard is finished after the rerun"
+    assert len(rerun & done) <= 1, f"finished shards ran again: {rerun & done}"
+    assert len(rerun) < killed_preparation["total"]
+
+
+@pytest.mark.slow
+def test_tiny_runs_reach_the_real_auroc_target_and_pass_the_6_0_0_checker(dlrm_project):
+    from mlperf_wf.benchmarks.dlrm_dcnv2.hyperparameters import Hyperparameters
+
+    report = json.loads((dlrm_project / "results/tiny/dlrm_dcnv2/report.json").read_text())
+    assert report["ruleset"] == "6.0.0" and report["required_runs"] == 10
+    assert [r["seed"] for r in report["runs"]] == [1234 + i for i in range(RUNS)]
+    assert {r["compliance"] for r in report["runs"]} == {"passed"}
+    tiny = Hyperparameters()
+    for i in range(RUNS):
+        lines = [json.loads(line.split(":::MLLOG ", 1)[1]) for line in (dlrm_project / f"results/tiny/dlrm_dcnv2/runs/{i}/result.txt").read_text().splitlines()]
+        events = {e["key"]: e for e in lines}
+        assert events["opt_name"]["value"] == "adagrad" and events["opt_adagrad_epsilon"]["value"] == 1e-8
+        assert events["opt_base_learning_rate"]["value"] == tiny.learning_rate
+        assert events["mlperf_wf_dense_learning_rate"]["value"] == tiny.dense_learning_rate
+        assert events["global_batch_size"]["value"] == tiny.global_batch_size and events["eval_samples"]["value"] == 60_000
+        assert events["submission_division"]["value"] == "open"
+        accuracies = [e["value"] for e in lines if e["key"] == "eval_accuracy"]
+        assert accuracies[-1] >= 0.80275 > max(accuracies[:-1]), "the run stops at the first evaluation past the real target"
+        assert events["run_stop"]["metadata"]["status"] == "success"
+
+
+def test_full_scale_dry_run_lists_the_reference_dataset_shards_and_runs(tmp_path):
+    workdir = new_workdir(tmp_path / "full")
+    proc = snakemake(workdir, "-n", "results/dlrm_dcnv2/report.json", "--config", "scale=full")
+    counts = job_counts(proc.stdout)
+    assert counts == {"download": 1, "verify": 1, "preprocess_shard": 25, "assemble_prepared": 1, "train": 10, "check_compliance": 10, "report": 1}
+    out = proc.stdout
+    assert "--uri https://training.mlcommons-storage.org/metadata/dlrmv2-preprocessed-criteo-click-logs-reference.uri" in out
+    assert sorted(shards_run(out)) == sorted(prep.shards("full"))
+    train_lines = [line for line in out.splitlines() if line.startswith("Shell command: mlperf-wf preflight --benchmark dlrm_dcnv2")]
+    assert len(train_lines) == 10
+    for line in train_lines:
+        assert f"{workdir}/resources/full/prepared/dlrm_dcnv2:/data/criteo_multihot:ro" in line
+        assert "torchrun --nproc_per_node 8 dlrm_main.py" in line and "--synthetic_multi_hot_criteo_path /data/criteo_multihot/dataset" in line
+        assert "--interaction_type=dcn --dcn_num_layers=3 --dcn_low_rank_dim=512 --adagrad --learning_rate 0.005" in line
+    for seed in range(1234, 1244):
+        assert f"--seed {seed} > logs/full/train/dlrm_dcnv2/{seed - 1234}.log" in out
+    assert "mlperf-wf compliance results/dlrm_dcnv2/runs/0/result.txt --ruleset 6.0.0" in out
+    assert not (workdir / "resources").exists() and not (workdir / "results").exists()
