@@ -38,6 +38,18 @@ def test_llama2_target_and_run_count_come_from_mlperf_logging():
     assert rules.required_runs("llama2_70b_lora") == 10
 
 
+def test_an_open_run_aims_at_the_benchmark_target_and_the_open_check_together():
+    """An open result must meet the quality target and pass the open rules' own check."""
+    # dlrm_dcnv2's open rules only bound AUROC by <= 1.0 (a range, the other side): the closed target stands.
+    assert rules.quality_target("dlrm_dcnv2", "6.0.0", "open") == rules.QualityTarget(">=", 0.80275)
+    assert rules.quality_target("rgat", "5.1.0", "open") == rules.quality_target("rgat", "5.1.0", "closed")
+    # llama31_8b's open placeholder `< 1.0` is stricter than the closed <= 3.3 on the same side: it is the target.
+    assert rules.quality_target("llama31_8b", "6.1.0", "open") == rules.QualityTarget("<", 1.0)
+    assert rules.quality_target("llama31_8b", "6.1.0", "closed") == rules.QualityTarget("<=", 3.3)
+    # llama2_70b_lora's closed 0.925 is stricter than its open `< 1.0`.
+    assert rules.quality_target("llama2_70b_lora", "6.1.0", "open") == rules.QualityTarget("<=", 0.925)
+
+
 def test_rounds_come_from_mlperf_logging():
     assert rules.rulesets_of("llama2_70b_lora") == ["4.0.0", "4.1.0", "5.0.0", "5.1.0", "6.0.0", "6.1.0"]
     assert rules.rulesets_of("rgat") == ["5.0.0", "5.1.0"]

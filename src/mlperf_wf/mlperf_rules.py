@@ -1,8 +1,8 @@
 """What the MLPerf rules say about a benchmark, read from mlperf-logging itself.
 
 Run counts come from ``benchmark_meta``; the quality target from the
-``ATLEAST_ONE_CHECK`` of ``eval_accuracy`` in the ruleset's closed compliance
-YAML. Nothing here is a copy of those numbers.
+``ATLEAST_ONE_CHECK`` of ``eval_accuracy`` in the ruleset's compliance YAML
+(closed, and for an open run the open one too). Nothing here is a copy of those numbers.
 """
 
 from __future__ import annotations
@@ -30,6 +30,10 @@ class QualityTarget:
     """One of <=, <, >=, >: how the logged value must compare to ``value``."""
     value: float
     """The target."""
+
+    @property
+    def lower_is_better(self) -> bool:
+        return self.comparison in ("<", "<=")
 
     def reached(self, metric: float) -> bool:
         return {"<=": metric <= self.value, "<": metric < self.value, ">=": metric >= self.value, ">": metric > self.value}[self.comparison]
@@ -127,7 +131,21 @@ def quality_target(benchmark: str, ruleset: str, division: str = "closed") -> Qu
 
     The target is a number in the check (``v['value'] > 0.69``) or a state value the rules' ``BEGIN`` code sets
     (``v['value'] > s['target_accuracy']`` with ``'target_accuracy': 0.69``, as qwen35_397b_grpo's closed rules write it).
+    An open run must meet both the benchmark's quality target (the closed rules') and the open rules' own check:
+    where the open check bounds the same side, the stricter of the two (llama31_8b's open placeholder ``< 1.0``
+    under the closed ``<= 3.3``); where it bounds the other side, only a range (dlrm_dcnv2's AUROC ``<= 1.0``), the
+    closed target.
     """
+    own = _division_target(benchmark, ruleset, division)
+    if division == "closed" or not _compliance_yaml(ruleset, f"closed_{benchmark}.yaml", missing_ok=True):
+        return own
+    closed = _division_target(benchmark, ruleset, "closed")
+    if own.lower_is_better != closed.lower_is_better:
+        return closed
+    return max(own, closed, key=lambda target: -target.value if target.lower_is_better else target.value)
+
+
+def _division_target(benchmark: str, ruleset: str, division: str) -> QualityTarget:
     records = _compliance_yaml(ruleset, f"{division}_{benchmark}.yaml")
     state = {name: float(value) for record in records for name, value in _STATE_NUMBER.findall(str((record.get("BEGIN") or {}).get("CODE", "")))}
     # The target is on eval_accuracy; where the rules name the result otherwise (flux1's open rules: a placeholder
