@@ -195,16 +195,6 @@ class RetinaNet(nn.Module):
         return self.classification(levels), self.regression(levels)
 
 
-def sigmoid_focal_loss(logits: torch.Tensor, targets: torch.Tensor, alpha: float = 0.25, gamma: float = 2.0) -> torch.Tensor:
-    """torchvision.ops.sigmoid_focal_loss, summed."""
-    p = torch.sigmoid(logits)
-    ce = functional.binary_cross_entropy_with_logits(logits, targets, reduction="none")
-    p_t = p * targets + (1 - p) * (1 - targets)
-    loss = ce * (1 - p_t) ** gamma
-    loss = (alpha * targets + (1 - alpha) * (1 - targets)) * loss
-    return loss.sum()
-
-
 def match(anchors: torch.Tensor, boxes: torch.Tensor, high: float = 0.5, low: float = 0.4) -> torch.Tensor:
     """Index of the box each anchor regresses to; -1 background, -2 ignored (between ``low`` and ``high``).
 
@@ -219,29 +209,56 @@ def match(anchors: torch.Tensor, boxes: torch.Tensor, high: float = 0.5, low: fl
     matched[best < high] = -2
     matched[best < low] = -1
     best_per_box = iou.max(dim=1, keepdim=True).values
-    box_ids, anchor_ids = torch.nonzero(iou == best_per_box, as_tuple=True)
+    _, anchor_ids = torch.nonzero(iou == best_per_box, as_tuple=True)
     matched[anchor_ids] = index[anchor_ids]
-    del box_ids
     return matched
 
 
-def detection_loss(model: RetinaNet, logits: torch.Tensor, deltas: torch.Tensor, targets: list[dict[str, torch.Tensor]]) -> torch.Tensor:
-    """Focal classification loss + L1 box loss, each normalised by the foreground anchors (the reference's head losses)."""
-    cls_losses, box_losses = [], []
-    for logit, delta, target in zip(logits, deltas, targets, strict=True):
-        matched = match(model.anchors, target["boxes"])
-        foreground = matched >= 0
-        valid = matched != -2
-        n_fg = max(1, int(foreground.sum()))
-        wanted = torch.zeros_like(logit)
-        wanted[foreground, target["labels"][matched[foreground]]] = 1.0
-        cls_losses.append(sigmoid_focal_loss(logit[valid], wanted[valid]) / n_fg)
-        if bool(foreground.any()):
-            goal = encode(model.anchors[foreground], target["boxes"][matched[foreground]])
-            box_losses.append(functional.l1_loss(delta[foreground], goal, reduction="sum") / n_fg)
-        else:
-            box_losses.append(delta.sum() * 0)
-    return torch.stack(cls_losses).mean() + torch.stack(box_losses).mean()
+@dataclass
+class AnchorTargets:
+    """What each anchor of a batch of images must predict: the matching of :func:`match`, made once per image.
+
+    Matching depends only on the anchors and the ground-truth boxes, so it is computed once per image (and
+    per flip) rather than at every step; the loss is the reference's all the same."""
+
+    classes: torch.Tensor
+    """(N, A) long: the matched box's class, -1 background, -2 ignored."""
+    deltas: torch.Tensor
+    """(N, A, 4): encoded deltas of the matched box (zero where not foreground)."""
+
+    @classmethod
+    def build(cls, anchors: torch.Tensor, targets: list[dict[str, torch.Tensor]]) -> AnchorTargets:
+        classes, deltas = [], []
+        for target in targets:
+            matched = match(anchors, target["boxes"])
+            foreground = matched >= 0
+            wanted = matched.clone()
+            wanted[foreground] = target["labels"][matched[foreground]]
+            goal = torch.zeros(len(anchors), 4)
+            if bool(foreground.any()):
+                goal[foreground] = encode(anchors[foreground], target["boxes"][matched[foreground]])
+            classes.append(wanted)
+            deltas.append(goal)
+        return cls(torch.stack(classes), torch.stack(deltas))
+
+    def __getitem__(self, index: torch.Tensor) -> AnchorTargets:
+        return AnchorTargets(self.classes[index], self.deltas[index])
+
+
+def detection_loss(logits: torch.Tensor, deltas: torch.Tensor, targets: AnchorTargets) -> torch.Tensor:
+    """Focal classification loss + L1 box loss, each normalised by the image's foreground anchors, averaged over
+    the images (torchvision's RetinaNetClassificationHead / RetinaNetRegressionHead compute_loss)."""
+    foreground = targets.classes >= 0
+    valid = (targets.classes != -2).unsqueeze(-1)
+    n_fg = foreground.sum(dim=1).clamp(min=1).to(logits.dtype)
+    wanted = functional.one_hot(targets.classes.clamp(min=0), logits.shape[-1]).to(logits.dtype) * foreground.unsqueeze(-1)
+    p = torch.sigmoid(logits)
+    ce = functional.binary_cross_entropy_with_logits(logits, wanted, reduction="none")
+    p_t = p * wanted + (1 - p) * (1 - wanted)
+    focal = (0.25 * wanted + 0.75 * (1 - wanted)) * ce * (1 - p_t) ** 2
+    cls_loss = (focal * valid).sum(dim=(1, 2)) / n_fg
+    box_loss = ((deltas - targets.deltas).abs().sum(-1) * foreground).sum(dim=1) / n_fg
+    return (cls_loss + box_loss).mean()
 
 
 @torch.no_grad()

@@ -19,7 +19,7 @@ import numpy as np
 import torch
 from mlperf_logging.mllog import constants
 
-from mlperf_wf.benchmarks.retinanet.detector import AnchorSpec, RetinaNet, detection_loss, postprocess
+from mlperf_wf.benchmarks.retinanet.detector import AnchorSpec, AnchorTargets, RetinaNet, detection_loss, postprocess
 from mlperf_wf.benchmarks.retinanet.hyperparameters import Hyperparameters
 from mlperf_wf.benchmarks.retinanet.openimages import LABELS_FILE
 from mlperf_wf.errors import UserError
@@ -73,16 +73,9 @@ def read_split(root: Path, image_set: str, image_size: int) -> Split:
     return Split(coco, image_ids, images, targets)
 
 
-def hflip(images: torch.Tensor, targets: list[dict[str, torch.Tensor]], flips: torch.Tensor, width: int) -> tuple[torch.Tensor, list[dict[str, torch.Tensor]]]:
-    """transforms.RandomHorizontalFlip on the images where ``flips`` is true, boxes mirrored with them."""
-    images = torch.where(flips[:, None, None, None], images.flip(-1), images)
-    flipped = []
-    for target, flip in zip(targets, flips.tolist(), strict=True):
-        boxes = target["boxes"]
-        if flip:
-            boxes = torch.stack([width - boxes[:, 2], boxes[:, 1], width - boxes[:, 0], boxes[:, 3]], dim=1)
-        flipped.append({"boxes": boxes, "labels": target["labels"]})
-    return images, flipped
+def hflip_targets(targets: list[dict[str, torch.Tensor]], width: int) -> list[dict[str, torch.Tensor]]:
+    """The boxes of transforms.RandomHorizontalFlip's flipped images: x mirrored."""
+    return [{"boxes": torch.stack([width - t["boxes"][:, 2], t["boxes"][:, 1], width - t["boxes"][:, 0], t["boxes"][:, 3]], dim=1), "labels": t["labels"]} for t in targets]
 
 
 def build_model(num_classes: int, hp: Hyperparameters) -> RetinaNet:
@@ -140,7 +133,6 @@ def train(run: TinyRun, hp: Hyperparameters) -> dict:
     local_batch = hp.global_batch_size // world_size
     torch.manual_seed(run.spec.seed)
     np.random.seed(run.spec.seed % 2**32)
-    train_split_classes = None
     run.begin()
     # As the reference: no data is touched before run_start.
     train_split = read_split(run.spec.data_dir, "train", hp.image_size)
@@ -150,6 +142,10 @@ def train(run: TinyRun, hp: Hyperparameters) -> dict:
     run.event(constants.EVAL_SAMPLES, len(val_split.image_ids))
     model: torch.nn.Module = build_model(train_split_classes, hp)
     detector = model
+    targets_by_flip = {
+        False: AnchorTargets.build(detector.anchors, train_split.targets),
+        True: AnchorTargets.build(detector.anchors, hflip_targets(train_split.targets, hp.image_size)),
+    }
     if world_size > 1:
         model = torch.nn.parallel.DistributedDataParallel(model)
     optimizer = torch.optim.Adam(model.parameters(), lr=hp.learning_rate, weight_decay=0.0)
@@ -163,11 +159,16 @@ def train(run: TinyRun, hp: Hyperparameters) -> dict:
         flips = torch.rand(len(order), generator=generator) < 0.5
         for step in range(steps_per_epoch):
             batch = order[step * hp.global_batch_size : (step + 1) * hp.global_batch_size][rank * local_batch : (rank + 1) * local_batch]
-            images, targets = hflip(train_split.images[batch], [train_split.targets[i] for i in batch.tolist()], flips[batch], hp.image_size)
+            flip = flips[batch]
+            images = torch.where(flip[:, None, None, None], train_split.images[batch].flip(-1), train_split.images[batch])
+            wanted = AnchorTargets(
+                torch.where(flip[:, None], targets_by_flip[True].classes[batch], targets_by_flip[False].classes[batch]),
+                torch.where(flip[:, None, None], targets_by_flip[True].deltas[batch], targets_by_flip[False].deltas[batch]),
+            )
             for group in optimizer.param_groups:
                 group["lr"] = learning_rate(hp, epoch, step, steps_per_epoch)
             logits, deltas = model(images)
-            loss = detection_loss(detector, logits, deltas, targets)
+            loss = detection_loss(logits, deltas, wanted)
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
