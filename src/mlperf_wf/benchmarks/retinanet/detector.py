@@ -209,7 +209,8 @@ def match(anchors: torch.Tensor, boxes: torch.Tensor, high: float = 0.5, low: fl
     matched[best < high] = -2
     matched[best < low] = -1
     best_per_box = iou.max(dim=1, keepdim=True).values
-    _, anchor_ids = torch.nonzero(iou == best_per_box, as_tuple=True)
+    # A box that overlaps no anchor at all claims none (torchvision would give it every anchor at IoU 0).
+    _, anchor_ids = torch.nonzero((iou == best_per_box) & (best_per_box > 0), as_tuple=True)
     matched[anchor_ids] = index[anchor_ids]
     return matched
 

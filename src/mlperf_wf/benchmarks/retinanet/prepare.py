@@ -71,9 +71,9 @@ def prepare_shard(shard: str, inputs: dict[str, Path], out_dir: Path, scale: str
         raise UserError(f"retinanet: unknown shard {shard!r}; known: {', '.join(SPLITS)}")
     source = inputs["data"] / shard
     names = check_split(source)
-    (out_dir / shard / "data").mkdir(parents=True, exist_ok=True)
-    (out_dir / shard / "labels").mkdir(parents=True, exist_ok=True)
+    (out_dir / "data").mkdir(parents=True, exist_ok=True)
+    (out_dir / "labels").mkdir(parents=True, exist_ok=True)
     for name in names:
-        link_or_copy(source / "data" / name, out_dir / shard / "data" / name)
-    link_or_copy(source / "labels" / LABELS_FILE, out_dir / shard / "labels" / LABELS_FILE)
+        link_or_copy(source / "data" / name, out_dir / "data" / name)
+    link_or_copy(source / "labels" / LABELS_FILE, out_dir / "labels" / LABELS_FILE)
     return {"split": shard, "images": len(names)}

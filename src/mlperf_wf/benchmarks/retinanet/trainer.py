@@ -19,6 +19,7 @@ import numpy as np
 import torch
 from mlperf_logging.mllog import constants
 
+from mlperf_wf.benchmarks.retinanet.backbone import FILE_NAME as BACKBONE_FILE
 from mlperf_wf.benchmarks.retinanet.detector import AnchorSpec, AnchorTargets, RetinaNet, detection_loss, postprocess
 from mlperf_wf.benchmarks.retinanet.hyperparameters import Hyperparameters
 from mlperf_wf.benchmarks.retinanet.openimages import LABELS_FILE
@@ -78,8 +79,20 @@ def hflip_targets(targets: list[dict[str, torch.Tensor]], width: int) -> list[di
     return [{"boxes": torch.stack([width - t["boxes"][:, 2], t["boxes"][:, 1], width - t["boxes"][:, 0], t["boxes"][:, 3]], dim=1), "labels": t["labels"]} for t in targets]
 
 
-def build_model(num_classes: int, hp: Hyperparameters) -> RetinaNet:
-    return RetinaNet(num_classes, hp.image_size, hp.backbone_width, hp.fpn_channels, hp.head_depth, AnchorSpec(hp.anchor_sizes))
+def build_model(num_classes: int, hp: Hyperparameters, backbone_dir: Path | None = None) -> RetinaNet:
+    """The detector; its backbone loaded from ``backbone_dir`` (as retinanet_from_backbone loads the ImageNet weights) when given."""
+    model = RetinaNet(num_classes, hp.image_size, hp.backbone_width, hp.fpn_channels, hp.head_depth, AnchorSpec(hp.anchor_sizes))
+    if backbone_dir is not None:
+        weights = backbone_dir / BACKBONE_FILE
+        if not weights.is_file():
+            raise UserError(f"{weights}: missing; the backbone input holds {BACKBONE_FILE}")
+        state = torch.load(weights, map_location="cpu", weights_only=True)
+        try:
+            model.backbone.load_state_dict(state)
+        except RuntimeError as err:
+            first = str(err).splitlines()[1].strip() if len(str(err).splitlines()) > 1 else str(err)
+            raise UserError(f"{weights}: does not fit a backbone of backbone_width {hp.backbone_width} ({first})") from None
+    return model
 
 
 def detect(model: RetinaNet, split: Split, indices: list[int], hp: Hyperparameters) -> list[dict]:
@@ -140,7 +153,7 @@ def train(run: TinyRun, hp: Hyperparameters) -> dict:
     train_split_classes = len(train_split.coco.getCatIds())
     run.event(constants.TRAIN_SAMPLES, len(train_split.image_ids))
     run.event(constants.EVAL_SAMPLES, len(val_split.image_ids))
-    model: torch.nn.Module = build_model(train_split_classes, hp)
+    model: torch.nn.Module = build_model(train_split_classes, hp, run.spec.input("backbone"))
     detector = model
     targets_by_flip = {
         False: AnchorTargets.build(detector.anchors, train_split.targets),
