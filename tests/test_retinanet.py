@@ -104,7 +104,10 @@ def test_a_missing_image_fails_naming_the_folder_count_and_allowed_and_copies_no
     argv = ["download", "--dataset", "openimages_mlperf", "--dest", str(dest), "--source", f"file:{fetch}", "--expect", "tiny"]
     assert main(argv) != 0
     err = capsys.readouterr().err.strip().splitlines()
-    assert err[-1].endswith(f"{fetch}/validation/data: holds 399 image files; config/datasets/openimages_mlperf.yaml tiny.splits/tiny.files allows exactly 400 for validation (a fetch still running, or one cut short: rerun it)")
+    where = "config/datasets/openimages_mlperf.yaml tiny.splits/tiny.files"
+    assert err[-1].endswith(
+        f"{fetch}/validation/data: holds 399 image files; {where} allows exactly 400 for validation (a fetch still running, or one cut short: rerun it)"
+    )
     assert not dest.exists() and not download.staging_dir_for(dest).exists()
     assert len(list((fetch / "validation" / "data").iterdir())) == 399  # the fetch folder is left as it is
 
@@ -151,7 +154,7 @@ def test_a_killed_receive_keeps_what_it_verified_and_resumes(mirror, tmp_path, m
 
 
 def test_no_fetch_folder_yet_says_how_to_fetch(tmp_path):
-    with pytest.raises(UserError, match="no fetch folder yet. Fetch it with the reference's own script"):
+    with pytest.raises(UserError, match=r"no fetch folder yet\. Fetch it with the reference's own script"):
         receive_zoo_dataset((tmp_path / "absent").as_uri(), tmp_path / "d", tiny_expectations(), DATASET.source.instructions)
 
 

@@ -83,7 +83,9 @@ def logged(tmp_path: Path, hooks: bool) -> list[dict]:
     paths = [str(reference() / "ssd")]
     if hooks:
         paths = [str(CONTAINERS / "hooks"), str(CONTAINERS / "retinanet" / "patches"), *paths]
-        env.update(MLPERF_WF_HOOKS="mlperf_wf_retinanet", MLPERF_SUBMISSION_ORG="Example Org", MLPERF_SUBMISSION_PLATFORM="example-8xB200", MLPERF_WF_CACHE_CLEARED="1")
+        env.update(
+            MLPERF_WF_HOOKS="mlperf_wf_retinanet", MLPERF_SUBMISSION_ORG="Example Org", MLPERF_SUBMISSION_PLATFORM="example-8xB200", MLPERF_WF_CACHE_CLEARED="1"
+        )
     env.update(PYTHONPATH=os.pathsep.join(paths), COMPLIANCE_FILE=str(result))
     result.parent.mkdir(parents=True)
     subprocess.run([sys.executable, "-c", SCRIPT], env=env, check=True, cwd=tmp_path, capture_output=True, timeout=120)

@@ -81,7 +81,9 @@ def _receive_fiftyone(definition: DatasetDef | None, dest: Path, source: str | N
     from mlperf_wf.fiftyone import ZooExpectations, receive_zoo_dataset
 
     if definition is None or definition.source.protocol != "fiftyone":
-        raise ConfigError(f"download: --source is the fiftyone protocol's flag; give --dataset with a fiftyone catalog id (got {definition.id if definition else 'none'})")
+        raise ConfigError(
+            f"download: --source is the fiftyone protocol's flag; give --dataset with a fiftyone catalog id (got {definition.id if definition else 'none'})"
+        )
     if not source:
         raise ConfigError(f"download: {definition.id} is received from the folder its fetch wrote: give --source file:FOLDER. {definition.source.instructions}")
     where = f"config/datasets/{definition.id}.yaml"

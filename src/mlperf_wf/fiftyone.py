@@ -106,10 +106,13 @@ def check_counts(root: Path, expected: ZooExpectations) -> None:
     for split, wanted in expected.splits.items():
         listed, on_disk = count_images(root, split, expected.labels_file)
         if listed != wanted:
-            raise ChecksumError(f"{root / split / LABELS_FOLDER / expected.labels_file}: lists {listed} images; {expected.where} allows exactly {wanted} for {split}")
+            raise ChecksumError(
+                f"{root / split / LABELS_FOLDER / expected.labels_file}: lists {listed} images; {expected.where} allows exactly {wanted} for {split}"
+            )
         if on_disk != wanted:
             raise ChecksumError(
-                f"{root / split / DATA_FOLDER}: holds {on_disk} image files; {expected.where} allows exactly {wanted} for {split} (a fetch still running, or one cut short: rerun it)"
+                f"{root / split / DATA_FOLDER}: holds {on_disk} image files; {expected.where} allows exactly {wanted} for {split}"
+                " (a fetch still running, or one cut short: rerun it)"
             )
 
 

@@ -33,7 +33,21 @@ LABELS_FILE = "openimages-mlperf.json"
 """``--output-labels`` of download_openimages_mlperf.sh; the reader's ``{name}.json`` for --dataset openimages-mlperf."""
 SPLIT_STREAM = {"train": 0, "validation": 1}
 """Offset of each split's random stream, so the splits never share an image."""
-DETECTIONS_HEADER = ("ImageID", "Source", "LabelName", "Confidence", "XMin", "XMax", "YMin", "YMax", "IsOccluded", "IsTruncated", "IsGroupOf", "IsDepiction", "IsInside")
+DETECTIONS_HEADER = (
+    "ImageID",
+    "Source",
+    "LabelName",
+    "Confidence",
+    "XMin",
+    "XMax",
+    "YMin",
+    "YMax",
+    "IsOccluded",
+    "IsTruncated",
+    "IsGroupOf",
+    "IsDepiction",
+    "IsInside",
+)
 """OpenImages v6 ``*-annotations-bbox.csv`` columns, which FiftyOne keeps as ``labels/detections.csv``."""
 
 
@@ -127,7 +141,22 @@ def _write_split(root: Path, split: str, seed: int, count: int) -> list[Path]:
         csv.writer(out).writerows((f"/m/tiny{i}", name) for i, name in enumerate(CLASSES))
     with (folder / "metadata" / "image_ids.csv").open("w", newline="") as out:
         writer = csv.writer(out)
-        writer.writerow(("ImageID", "Subset", "OriginalURL", "OriginalLandingURL", "License", "AuthorProfileURL", "Author", "Title", "OriginalSize", "OriginalMD5", "Thumbnail300KURL", "Rotation"))
+        writer.writerow(
+            (
+                "ImageID",
+                "Subset",
+                "OriginalURL",
+                "OriginalLandingURL",
+                "License",
+                "AuthorProfileURL",
+                "Author",
+                "Title",
+                "OriginalSize",
+                "OriginalMD5",
+                "Thumbnail300KURL",
+                "Rotation",
+            )
+        )
         writer.writerows((image["file_name"][:-4], split, "", "", "", "", "", "", "", "", "", 0) for image in images)
     hierarchy = {"LabelName": "/m/0bl9f", "Subcategory": [{"LabelName": f"/m/tiny{i}"} for i in range(len(CLASSES))]}
     (folder / "metadata" / "hierarchy.json").write_text(json.dumps(hierarchy))
@@ -140,6 +169,12 @@ def generate(out_dir: Path, seed: int) -> list[Path]:
     written = []
     for split, count in SPLIT_IMAGES.items():
         written += _write_split(out_dir, split, seed, count)
-    info = {"name": "open-images-v6", "zoo_dataset": "fiftyone.zoo.datasets.base.OpenImagesV6Dataset", "dataset_type": "fiftyone.types.dataset_types.OpenImagesV6Dataset", "num_samples": sum(SPLIT_IMAGES.values()), "classes": list(CLASSES)}
+    info = {
+        "name": "open-images-v6",
+        "zoo_dataset": "fiftyone.zoo.datasets.base.OpenImagesV6Dataset",
+        "dataset_type": "fiftyone.types.dataset_types.OpenImagesV6Dataset",
+        "num_samples": sum(SPLIT_IMAGES.values()),
+        "classes": list(CLASSES),
+    }
     (out_dir / "info.json").write_text(json.dumps(info, indent=1))
     return [*written, out_dir / "info.json"]

@@ -76,7 +76,10 @@ def read_split(root: Path, image_set: str, image_size: int) -> Split:
 
 def hflip_targets(targets: list[dict[str, torch.Tensor]], width: int) -> list[dict[str, torch.Tensor]]:
     """The boxes of transforms.RandomHorizontalFlip's flipped images: x mirrored."""
-    return [{"boxes": torch.stack([width - t["boxes"][:, 2], t["boxes"][:, 1], width - t["boxes"][:, 0], t["boxes"][:, 3]], dim=1), "labels": t["labels"]} for t in targets]
+    return [
+        {"boxes": torch.stack([width - t["boxes"][:, 2], t["boxes"][:, 1], width - t["boxes"][:, 0], t["boxes"][:, 3]], dim=1), "labels": t["labels"]}
+        for t in targets
+    ]
 
 
 def build_model(num_classes: int, hp: Hyperparameters, backbone_dir: Path | None = None) -> RetinaNet:
@@ -106,7 +109,9 @@ def detect(model: RetinaNet, split: Split, indices: list[int], hp: Hyperparamete
             outputs = postprocess(model, logits, deltas, hp.image_size, hp.score_threshold, hp.candidates_per_image, hp.nms_threshold, hp.detections_per_image)
             for index, output in zip(batch, outputs, strict=True):
                 for box, score, label in zip(output["boxes"].tolist(), output["scores"].tolist(), output["labels"].tolist(), strict=True):
-                    records.append({"image_id": split.image_ids[index], "category_id": label, "bbox": [box[0], box[1], box[2] - box[0], box[3] - box[1]], "score": score})
+                    records.append(
+                        {"image_id": split.image_ids[index], "category_id": label, "bbox": [box[0], box[1], box[2] - box[0], box[3] - box[1]], "score": score}
+                    )
     model.train()
     return records
 
