@@ -189,6 +189,25 @@ class RetinaNet(nn.Module):
         self.regression = Head(fpn_channels, head_depth, 4, anchor_spec.per_position, prior=None)
         self.register_buffer("anchors", anchor_spec.anchors(image_size, (8, 16, 32)), persistent=False)
 
+    def freeze_pretrained_backbone(self) -> None:
+        """As the reference treats its ImageNet backbone (torchvision's FrozenBatchNorm2d, trainable_backbone_layers=3):
+        every batch norm of the backbone keeps its pretrained statistics and affine values, and the stem (conv1 and
+        layer1's analogue) is not trained; C3-C5's convolutions are."""
+        for module in self.backbone.modules():
+            if isinstance(module, nn.BatchNorm2d):
+                module.requires_grad_(False)
+        self.backbone.stem.requires_grad_(False)
+        self._frozen_backbone = True
+        self.train(self.training)
+
+    def train(self, mode: bool = True) -> RetinaNet:
+        super().train(mode)
+        if getattr(self, "_frozen_backbone", False):
+            for module in self.backbone.modules():
+                if isinstance(module, nn.BatchNorm2d):
+                    module.eval()
+        return self
+
     def forward(self, images: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(class logits (N, A, C), box deltas (N, A, 4))."""
         levels = self.fpn(self.backbone(images))

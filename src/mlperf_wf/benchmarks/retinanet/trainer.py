@@ -95,6 +95,7 @@ def build_model(num_classes: int, hp: Hyperparameters, backbone_dir: Path | None
         except RuntimeError as err:
             first = str(err).splitlines()[1].strip() if len(str(err).splitlines()) > 1 else str(err)
             raise UserError(f"{weights}: does not fit a backbone of backbone_width {hp.backbone_width} ({first})") from None
+        model.freeze_pretrained_backbone()
     return model
 
 
@@ -166,7 +167,7 @@ def train(run: TinyRun, hp: Hyperparameters) -> dict:
     }
     if world_size > 1:
         model = torch.nn.parallel.DistributedDataParallel(model)
-    optimizer = torch.optim.Adam(model.parameters(), lr=hp.learning_rate, weight_decay=0.0)
+    optimizer = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=hp.learning_rate, weight_decay=0.0)
     generator = torch.Generator().manual_seed(run.spec.seed)
     steps_per_epoch = len(train_split.image_ids) // hp.global_batch_size  # drop_last=True, as the reference's BatchSampler
     status, accuracy, epoch, history = constants.ABORTED, float("nan"), 0, []
