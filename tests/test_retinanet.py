@@ -192,6 +192,10 @@ def test_matching_gives_every_box_an_anchor_and_ignores_the_middle_band():
     # IoU 1 -> box 0; IoU 0.45 (between 0.4 and 0.5) -> ignored; IoU 0 -> background; IoU 0.16 < 0.4, but the
     # second box's best anchor, so it is claimed anyway (allow_low_quality_matches).
     assert detector.match(anchors, boxes).tolist() == [0, -2, -1, 1]
+    # The batched matching of a training set is the per-image one.
+    built = detector.AnchorTargets.build(anchors, [{"boxes": boxes, "labels": torch.tensor([2, 1])}, {"boxes": boxes[:1], "labels": torch.tensor([0])}])
+    assert built.classes.tolist() == [[2, -2, -1, 1], [0, -2, -1, -1]]
+    assert torch.allclose(built.deltas[0, 3], detector.encode(anchors[3:4], boxes[1:2])[0]) and not built.deltas[1, 3].any()
 
 
 def test_perfect_detections_score_one_and_the_baselines_stay_far_below_the_target(prepared):

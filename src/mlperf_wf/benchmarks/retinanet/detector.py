@@ -190,13 +190,12 @@ class RetinaNet(nn.Module):
         self.register_buffer("anchors", anchor_spec.anchors(image_size, (8, 16, 32)), persistent=False)
 
     def freeze_pretrained_backbone(self) -> None:
-        """As the reference treats its ImageNet backbone (torchvision's FrozenBatchNorm2d, trainable_backbone_layers=3):
-        every batch norm of the backbone keeps its pretrained statistics and affine values, and the stem (conv1 and
-        layer1's analogue) is not trained; C3-C5's convolutions are."""
+        """As the reference treats its ImageNet backbone (torchvision's FrozenBatchNorm2d): every batch norm of the
+        backbone keeps its pretrained statistics and affine values; the convolutions train (the reference also
+        freezes conv1 and layer1, trainable_backbone_layers=3: the tiny stem is too small to freeze and still learn)."""
         for module in self.backbone.modules():
             if isinstance(module, nn.BatchNorm2d):
                 module.requires_grad_(False)
-        self.backbone.stem.requires_grad_(False)
         self._frozen_backbone = True
         self.train(self.training)
 
@@ -248,18 +247,28 @@ class AnchorTargets:
 
     @classmethod
     def build(cls, anchors: torch.Tensor, targets: list[dict[str, torch.Tensor]]) -> AnchorTargets:
-        classes, deltas = [], []
-        for target in targets:
-            matched = match(anchors, target["boxes"])
-            foreground = matched >= 0
-            wanted = matched.clone()
-            wanted[foreground] = target["labels"][matched[foreground]]
-            goal = torch.zeros(len(anchors), 4)
-            if bool(foreground.any()):
-                goal[foreground] = encode(anchors[foreground], target["boxes"][matched[foreground]])
-            classes.append(wanted)
-            deltas.append(goal)
-        return cls(torch.stack(classes), torch.stack(deltas))
+        """:func:`match` for every image at once (boxes padded to the most any image has)."""
+        most = max(1, max(len(t["boxes"]) for t in targets))
+        boxes = torch.zeros(len(targets), most, 4)
+        labels = torch.zeros(len(targets), most, dtype=torch.long)
+        valid = torch.zeros(len(targets), most, dtype=torch.bool)
+        for i, target in enumerate(targets):
+            n = len(target["boxes"])
+            boxes[i, :n], labels[i, :n], valid[i, :n] = target["boxes"], target["labels"], True
+        iou = box_iou(boxes.reshape(-1, 4), anchors).reshape(len(targets), most, len(anchors))  # (N, M, A)
+        iou = torch.where(valid[:, :, None], iou, torch.full_like(iou, -1.0))
+        best, index = iou.max(dim=1)
+        matched = torch.where(best < 0.4, -1, torch.where(best < 0.5, -2, index))
+        best_per_box = iou.max(dim=2, keepdim=True).values
+        claimed = ((iou == best_per_box) & (best_per_box > 0)).any(dim=1)
+        matched = torch.where(claimed, index, matched)
+        foreground = matched >= 0
+        safe = matched.clamp(min=0)
+        classes = torch.where(foreground, labels.gather(1, safe), matched)
+        goal_boxes = boxes.gather(1, safe[:, :, None].expand(-1, -1, 4))
+        deltas = torch.zeros(len(targets), len(anchors), 4)
+        deltas[foreground] = encode(anchors.expand(len(targets), -1, -1)[foreground], goal_boxes[foreground])
+        return cls(classes, deltas)
 
     def __getitem__(self, index: torch.Tensor) -> AnchorTargets:
         return AnchorTargets(self.classes[index], self.deltas[index])
