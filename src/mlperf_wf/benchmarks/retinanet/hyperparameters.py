@@ -21,7 +21,7 @@ class Hyperparameters(TinyHyperparameters):
     """Epochs of linear warmup (reference: --warmup-epochs 1)."""
     warmup_factor: float = Field(0.1, ge=0)
     """Learning-rate multiplier at the first step of warmup (reference: --warmup-factor 1e-3)."""
-    lr_drop_epoch: int = Field(5, ge=1)
+    lr_drop_epoch: int = Field(4, ge=1)
     """From this epoch on (0-based) the learning rate is multiplied by ``lr_drop_factor`` (the reference keeps it constant;
     the tiny model needs the drop to settle its boxes within the demo budget)."""
     lr_drop_factor: float = Field(0.1, gt=0, le=1)
