@@ -26,7 +26,7 @@ class Hyperparameters(TinyHyperparameters):
     the tiny model needs the drop to settle its boxes within the demo budget)."""
     lr_drop_factor: float = Field(0.1, gt=0, le=1)
     """Learning-rate multiplier from ``lr_drop_epoch`` on."""
-    epochs: int = Field(8, ge=1)
+    epochs: int = Field(10, ge=1)
     """Epoch budget before the run stops without reaching the target (reference: --epochs, NUMEPOCHS=8 in the configs)."""
     image_size: int = 64
     """Input width and height; the generated images already have it (reference: --image-size 800 800)."""
