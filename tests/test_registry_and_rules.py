@@ -22,6 +22,11 @@ def test_dataset_definitions_point_at_their_published_source(dataset_id):
     if dataset.source.protocol == "external":
         assert dataset.source.instructions and dataset.source.uri is None
         return
+    if dataset.source.protocol == "fiftyone":
+        # Fetched by the reference's own script, received from its folder: counts per split and pinned checksums.
+        assert dataset.source.instructions and dataset.source.uri is None and all(n > 0 for n in dataset.source.splits.values())
+        assert dataset.tiny is None or set(dataset.tiny.splits) == set(dataset.source.splits)
+        return
     if dataset.source.protocol == "huggingface":
         assert dataset.source.endpoint == "https://huggingface.co" and dataset.source.uri is None
         assert dataset.source.repository.count("/") == 1 and dataset.version == dataset.source.revision

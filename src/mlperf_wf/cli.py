@@ -76,7 +76,39 @@ def _download_from_hub(definition: DatasetDef | None, dest: Path, options: HubOp
     return download_hub_dataset(repo, dest, wanted=wanted, pinned=definition.files if catalog else None, jobs=jobs)
 
 
-def cmd_download(dataset: str | None, dest: Path, uri: str | None, md5: str | None, url_list: Path | None, jobs: int, hub: HubOptions | None = None) -> None:
+def _receive_fiftyone(definition: DatasetDef | None, dest: Path, source: str | None, expect: str, jobs: int) -> DownloadRecord:
+    """A FiftyOne fetch folder, checked against the catalog's counts and pins (``expect catalog``) or the tiny mirror's."""
+    from mlperf_wf.fiftyone import ZooExpectations, receive_zoo_dataset
+
+    if definition is None or definition.source.protocol != "fiftyone":
+        raise ConfigError(
+            f"download: --source is the fiftyone protocol's flag; give --dataset with a fiftyone catalog id (got {definition.id if definition else 'none'})"
+        )
+    if not source:
+        raise ConfigError(f"download: {definition.id} is received from the folder its fetch wrote: give --source file:FOLDER. {definition.source.instructions}")
+    where = f"config/datasets/{definition.id}.yaml"
+    if expect == "tiny":
+        if definition.tiny is None or not definition.tiny.splits:
+            raise ConfigError(f"{where}: --expect tiny needs tiny.splits (the tiny mirror's images per split)")
+        expected = ZooExpectations(definition.tiny.splits, definition.source.labels_file, tuple(definition.tiny.files), f"{where} tiny.splits/tiny.files")
+    elif expect == "catalog":
+        expected = ZooExpectations(definition.source.splits, definition.source.labels_file, tuple(definition.files), f"{where} source.splits/files")
+    else:
+        raise ConfigError(f"download: --expect {expect!r}: allowed catalog (the published dataset) or tiny (its tiny mirror)")
+    return receive_zoo_dataset(source, dest, expected, definition.source.instructions or "", jobs)
+
+
+def cmd_download(
+    dataset: str | None,
+    dest: Path,
+    uri: str | None,
+    md5: str | None,
+    url_list: Path | None,
+    jobs: int,
+    hub: HubOptions | None = None,
+    source: str | None = None,
+    expect: str = "catalog",
+) -> None:
     """Download into ``dest``: a catalog dataset (R2 or hub; its source unless flags override it), any R2 ``--uri``,
     any hub ``--repository`` at a ``--revision``, or a ``--url-list``."""
     from mlperf_wf.download import download_dataset, download_url_list
@@ -85,7 +117,9 @@ def cmd_download(dataset: str | None, dest: Path, uri: str | None, md5: str | No
     hub = hub or HubOptions()
     definition = load_dataset(dataset) if dataset else None
     protocol = definition.source.protocol if definition else None
-    if url_list:
+    if protocol == "fiftyone" or source:
+        record = _receive_fiftyone(definition, dest, source, expect, jobs)
+    elif url_list:
         record = download_url_list(url_list, dest, jobs=jobs)
     elif protocol == "huggingface" or (protocol is None and hub.given()):
         if uri or md5:
@@ -469,6 +503,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--repo-type", choices=["dataset", "model"], help="hub: repository type (default the catalog's, else dataset)")
     p.add_argument("--revision", help="hub: the 40-hex commit (default the catalog's); the catalog's pins apply only to its own endpoint and commit")
     p.add_argument("--url-list", type=Path, help="a plain list of URLs ('URL' or 'md5  URL' per line)")
+    p.add_argument("--source", help="fiftyone: file:FOLDER, the folder the reference's FiftyOne fetch wrote (or the tiny mirror)")
+    p.add_argument("--expect", default="catalog", help="fiftyone: whose image counts and checksums apply: catalog (default) or tiny")
     p.add_argument("--jobs", type=int, default=4, help="files downloaded at once (default 4)")
 
     p = sub.add_parser("verify", help="check a dataset folder against its md5 list (only changed files are re-read)")
@@ -615,7 +651,15 @@ def main(argv: list[str] | None = None) -> int:
             cmd_mirror(args.dataset, args.out)
         elif args.command == "download":
             cmd_download(
-                args.dataset, args.dest, args.uri, args.md5, args.url_list, args.jobs, HubOptions(args.endpoint, args.repository, args.repo_type, args.revision)
+                args.dataset,
+                args.dest,
+                args.uri,
+                args.md5,
+                args.url_list,
+                args.jobs,
+                HubOptions(args.endpoint, args.repository, args.repo_type, args.revision),
+                args.source,
+                args.expect,
             )
         elif args.command == "verify":
             cmd_verify(args.folder, args.manifest, args.out, args.stamps, args.jobs)

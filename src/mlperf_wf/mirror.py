@@ -6,6 +6,10 @@ R2 layout (as on ``*.mlcommons-storage.org``)::
     <root>/metadata/<name>.md5   -> "md5  path" lines
     <root>/data/<name>/<files>
 
+FiftyOne zoo layout (``fiftyone`` protocol: the folder the reference's fetch writes, read as ``file:<root>``)::
+
+    <root>/info.json, <root>/<split>/{data/<id>.jpg, labels/<labels file>, metadata/...}
+
 Hugging Face Hub layout (as under ``https://huggingface.co``, endpoint ``file://<root>``)::
 
     <root>/api/{datasets|models}/<repo>/revision/<commit>   -> the listing JSON (sha, siblings with size, blobId, lfs)
@@ -97,7 +101,14 @@ def publish_hub(root: Path, source: DatasetSource) -> HubMirrorPaths:
     return paths
 
 
-def generate_tiny_mirror(dataset: DatasetDef, root: Path) -> MirrorPaths | HubMirrorPaths:
+@dataclass(frozen=True)
+class FiftyOneMirrorPaths:
+    """A mirrored FiftyOne dataset folder (``<split>/{data,labels,metadata}``, ``info.json``)."""
+
+    data: Path
+
+
+def generate_tiny_mirror(dataset: DatasetDef, root: Path) -> MirrorPaths | HubMirrorPaths | FiftyOneMirrorPaths:
     """Run the dataset's seeded generator into a fresh mirror at ``root``, in the layout of the dataset's protocol."""
     if dataset.tiny is None:
         raise ConfigError(f"config/datasets/{dataset.id}.yaml: no tiny: generator, so {dataset.id} has no tiny-scale stand-in; run it with scale: full")
@@ -107,6 +118,10 @@ def generate_tiny_mirror(dataset: DatasetDef, root: Path) -> MirrorPaths | HubMi
     if dataset.source.protocol == "huggingface":
         generator.generate(hub_mirror_paths(root, dataset.source).data, seed=dataset.tiny.seed)
         return publish_hub(root, dataset.source)
+    if dataset.source.protocol == "fiftyone":
+        # FiftyOne publishes no listing: the mirror is the folder its fetch writes (received by mlperf_wf.fiftyone).
+        generator.generate(root, seed=dataset.tiny.seed)
+        return FiftyOneMirrorPaths(data=root)
     paths = mirror_paths(root, dataset.id)
     generator.generate(paths.data, seed=dataset.tiny.seed)
     return publish(root, dataset.id, paths.data)

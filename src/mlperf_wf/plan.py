@@ -35,6 +35,8 @@ TINY_LAUNCHERS = ("local", "docker")
 TINY_PLATFORM = "cpu-tiny"
 """The tiny tier's system (``config/systems/cpu-tiny.yaml``): a full-scale run refuses to log it."""
 TINY_RUN_RESOURCES = {"runtime": 30, "mem_mb": 4000}
+FETCHED_DIR = "resources/full/fetched"
+"""Where a fiftyone-protocol dataset's fetch (the reference's own script) writes, one folder per dataset id."""
 """A tiny run: minutes on a CPU core, a few GB."""
 
 
@@ -283,12 +285,16 @@ class Plan:
     def download_source_args(self, dataset_id: str) -> str:
         """Where ``mlperf-wf download`` fetches a dataset from: the tiny mirror, or the catalog's source.
 
-        R2: ``--uri/--md5``. Hugging Face Hub: ``--endpoint`` (the mirror is ``file:`` its folder) and, at full scale,
+        R2: ``--uri/--md5``. FiftyOne: ``--source`` (the mirror, or the folder the reference's fetch wrote) and whose
+        counts and checksums apply (``--expect``). Hugging Face Hub: ``--endpoint`` (the mirror is ``file:`` its folder) and, at full scale,
         ``--revision``, so that a new pinned commit changes the job's command and Snakemake reruns it. An external
         dataset gets none, so ``mlperf-wf download`` stops with its instructions.
         """
         source = registry.load_dataset(dataset_id).source
         mirror = f"resources/tiny/mirror/{dataset_id}"
+        if source.protocol == "fiftyone":
+            # The tiny mirror is a FiftyOne folder itself; at full scale the user's fetch wrote FETCHED_DIR/<id>.
+            return f"--source file:{mirror} --expect tiny" if self.scale == "tiny" else f"--source file:{FETCHED_DIR}/{dataset_id} --expect catalog"
         if source.protocol == "huggingface":
             return f"--endpoint file:{mirror}" if self.scale == "tiny" else f"--endpoint {source.endpoint} --revision {source.revision}"
         if self.scale == "tiny":

@@ -68,10 +68,13 @@ class DatasetFile(_Strict):
 class DatasetSource(_Strict):
     """Where a dataset is published."""
 
-    protocol: Literal["r2", "huggingface", "external"] = "r2"
+    protocol: Literal["r2", "huggingface", "fiftyone", "external"] = "r2"
     """``r2``: the MLCommons R2 layout (``<name>.uri`` gives the base URL, ``<name>.md5`` beside it lists ``md5  path`` lines).
     ``huggingface``: a Hugging Face Hub repository at a pinned commit (``repository``, ``revision``), each file checked
     against the sha256 and size the hub reports for that commit (and the ``files`` values where given).
+    ``fiftyone``: fetched by the reference's own FiftyOne script (``instructions``) into a local folder in FiftyOne's zoo
+    layout, which the download stage receives: image counts per split (``splits``) and pinned checksums (``files``) are
+    checked before and after a resumable, staged copy (``mlperf_wf.fiftyone``).
     ``external``: published elsewhere by a tool of its own (``instructions`` say how); the download stage stops with them."""
     uri: str | None = None
     """URL of the ``<name>.uri`` metadata file (https:// or file://); required for r2."""
@@ -90,6 +93,10 @@ class DatasetSource(_Strict):
     name would let the data change under a result."""
     endpoint: str = "https://huggingface.co"
     """The hub's base URL (a mirror, or the tiny tier's loopback copy in the hub's layout)."""
+    splits: dict[str, int] = Field(default_factory=dict)
+    """fiftyone: split folder -> number of images a complete fetch holds (in its COCO labels file and its ``data/``)."""
+    labels_file: str | None = None
+    """fiftyone: each split's COCO labels file under ``<split>/labels/`` (the reference script's ``--output-labels``)."""
 
     @field_validator("revision")
     @classmethod
@@ -104,6 +111,8 @@ class DatasetSource(_Strict):
             raise ValueError("protocol r2 needs uri and md5")
         if self.protocol == "huggingface" and not (self.repository and self.revision):
             raise ValueError("protocol huggingface needs repository (owner/name) and revision (a 40-hex commit)")
+        if self.protocol == "fiftyone" and not (self.instructions and self.splits and self.labels_file):
+            raise ValueError("protocol fiftyone needs instructions (the fetch command), splits (images per split) and labels_file")
         if self.protocol == "external" and not self.instructions:
             raise ValueError("protocol external needs instructions")
         return self
@@ -116,6 +125,10 @@ class TinyGenerator(_Strict):
     """Python module with ``generate(out_dir: Path, seed: int) -> list[Path]`` (usually in the benchmark's folder)."""
     seed: int
     """Generator seed; fixed so the tiny dataset is the same everywhere."""
+    splits: dict[str, int] = Field(default_factory=dict)
+    """fiftyone: images per split the tiny mirror holds, checked as ``source.splits`` is at full scale."""
+    files: list[DatasetFile] = Field(default_factory=list)
+    """fiftyone: the tiny mirror's pinned files (its labels files' sha256), checked as ``files`` is at full scale."""
 
 
 class DatasetDef(_Strict):
