@@ -91,7 +91,7 @@ def generate_checkpoint(out_dir: Path, seed: int) -> None:
     from transformers import CLIPTextModel
 
     text = CLIPTextModel(model.config.text_config)
-    text.text_model.load_state_dict(model.text_model.state_dict())
+    text.load_state_dict({k.removeprefix("text_model."): v for k, v in model.state_dict().items() if k.startswith("text_model.")}, strict=True)
     text.save_pretrained(out_dir / "cond_stage", safe_serialization=True)
     tokenizer.save_pretrained(out_dir / "cond_stage")
 

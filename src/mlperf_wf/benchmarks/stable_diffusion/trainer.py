@@ -70,6 +70,10 @@ class TextEncoder:
         self.tokenizer = AutoTokenizer.from_pretrained(folder)
         self._cache: dict[str, torch.Tensor] = {}
 
+    def _final_norm(self, hidden: torch.Tensor) -> torch.Tensor:
+        inner = getattr(self.model, "text_model", self.model)  # transformers 4.x nests the tower, 5.x does not
+        return inner.final_layer_norm(hidden)
+
     @property
     def width(self) -> int:
         return self.model.config.hidden_size
@@ -80,7 +84,7 @@ class TextEncoder:
         if missing:
             tokens = self.tokenizer(missing, padding="max_length", truncation=True, max_length=self.tokenizer.model_max_length, return_tensors="pt")
             out = self.model(input_ids=tokens.input_ids, attention_mask=tokens.attention_mask, output_hidden_states=True)
-            hidden = self.model.text_model.final_layer_norm(out.hidden_states[-2])
+            hidden = self._final_norm(out.hidden_states[-2])
             self._cache.update(zip(missing, hidden, strict=True))
         return torch.stack([self._cache[t] for t in texts])
 
