@@ -168,7 +168,7 @@ def cmd_train(
     """One tiny-scale training run of ``benchmark``, logging to ``result``."""
     import platform
 
-    from mlperf_wf import hyperparameters, mlperf_rules
+    from mlperf_wf import hyperparameters
     from mlperf_wf.harness import RunSpec, TinyRun
     from mlperf_wf.registry import benchmark_module, load_benchmark
 

@@ -110,10 +110,27 @@ def build_tokenizer():
 def clip_config(vocabulary: int):
     from transformers import CLIPConfig
 
-    text = {"vocab_size": vocabulary, "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2,
-            "max_position_embeddings": MAX_TOKENS, "projection_dim": 32, "pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2}
-    vision = {"image_size": shapes.RESOLUTION, "patch_size": 4, "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
-              "num_attention_heads": 2, "projection_dim": 32}
+    text = {
+        "vocab_size": vocabulary,
+        "hidden_size": 32,
+        "intermediate_size": 64,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 2,
+        "max_position_embeddings": MAX_TOKENS,
+        "projection_dim": 32,
+        "pad_token_id": 0,
+        "bos_token_id": 1,
+        "eos_token_id": 2,
+    }
+    vision = {
+        "image_size": shapes.RESOLUTION,
+        "patch_size": 4,
+        "hidden_size": 32,
+        "intermediate_size": 64,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 2,
+        "projection_dim": 32,
+    }
     return CLIPConfig(text_config=text, vision_config=vision, projection_dim=32)
 
 

@@ -115,7 +115,13 @@ def schedulers(hp: Hyperparameters):
     from diffusers import DDIMScheduler, DDPMScheduler
 
     prediction = {"v": "v_prediction", "eps": "epsilon"}[hp.parameterization]
-    common = {"num_train_timesteps": hp.timesteps, "beta_start": hp.linear_start, "beta_end": hp.linear_end, "beta_schedule": "scaled_linear", "prediction_type": prediction}
+    common = {
+        "num_train_timesteps": hp.timesteps,
+        "beta_start": hp.linear_start,
+        "beta_end": hp.linear_end,
+        "beta_schedule": "scaled_linear",
+        "prediction_type": prediction,
+    }
     return DDPMScheduler(**common), DDIMScheduler(**common, clip_sample=False, set_alpha_to_one=False, steps_offset=1)
 
 

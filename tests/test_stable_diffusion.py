@@ -1,0 +1,88 @@
+"""stable_diffusion's tiny tier pieces: the FID/CLIP formulas, the real-weights loader, the per-metric targets,
+the preparation's checks (the end-to-end run is not wired into a test yet: see the benchmark README)."""
+
+from __future__ import annotations
+
+import io
+import tarfile
+
+import numpy as np
+import pytest
+import torch
+
+from mlperf_wf import mlperf_rules
+from mlperf_wf.benchmarks.stable_diffusion import inception, metrics, prepare, shapes
+from mlperf_wf.errors import UserError
+
+
+def test_frechet_distance_is_the_closed_form_for_commuting_covariances():
+    rng = np.random.default_rng(0)
+    mu1, mu2 = rng.normal(size=4), rng.normal(size=4)
+    s1, s2 = np.diag(rng.uniform(0.5, 2, 4)), np.diag(rng.uniform(0.5, 2, 4))
+    expected = np.sum((mu1 - mu2) ** 2) + np.sum((np.sqrt(np.diag(s1)) - np.sqrt(np.diag(s2))) ** 2)
+    assert metrics.frechet_distance(mu1, s1, mu2, s2) == pytest.approx(expected, rel=1e-9)
+    assert metrics.frechet_distance(mu1, s1, mu1, s1) == pytest.approx(0.0, abs=1e-9)
+
+
+def test_a_file_in_the_published_inception_layout_loads_strictly_and_gives_pool3_features(tmp_path):
+    # Same keys and layout as pt_inception-2015-12-05-6726825d.pth, every width divided by 16 (checked: every
+    # tensor name and shape must match the FID Inception-v3 at that width; the fc keeps 1008 classes).
+    published = inception.FIDInceptionV3(width_divisor=1)
+    tiny = inception.FIDInceptionV3(width_divisor=16)
+    assert set(tiny.state_dict()) == set(published.state_dict())
+    folder = tmp_path / "inception"
+    folder.mkdir()
+    torch.save(tiny.state_dict(), folder / metrics.PUBLISHED_INCEPTION_FILE)
+    encoder = metrics.FeatureEncoder(folder)
+    assert encoder.kind == "published FID Inception-v3 layout"
+    features = encoder.features(torch.rand(3, 3, 16, 16))
+    assert features.shape == (3, 2048 // 16)
+    broken = {k: v for k, v in tiny.state_dict().items() if not k.startswith("Mixed_7c.branch_pool")}
+    torch.save(broken, folder / metrics.PUBLISHED_INCEPTION_FILE)
+    with pytest.raises(UserError, match=r"Mixed_7c\.branch_pool"):
+        metrics.FeatureEncoder(folder)
+
+
+@pytest.mark.parametrize("ruleset", ["4.0.0", "4.1.0", "5.0.0"])
+def test_both_targets_come_from_the_rules(ruleset):
+    targets = mlperf_rules.quality_targets("stable_diffusion", ruleset, "closed")
+    assert [(t.metric, t.comparison, t.value) for t in targets] == [("FID", "<=", 90.0), ("CLIP", ">=", 0.15)]
+    # The open rules only bound the range; runs aim at the closed targets.
+    assert mlperf_rules.quality_targets("stable_diffusion", ruleset, "open") == targets
+    assert mlperf_rules.quality_targets("rgat", "5.0.0", "closed") == [mlperf_rules.quality_target("rgat", "5.0.0", "closed")]
+
+
+def _tar(path, members):
+    with tarfile.open(path, "w") as tar:
+        for name, payload in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(payload)
+            tar.addfile(info, io.BytesIO(payload))
+
+
+def _npy(array):
+    buffer = io.BytesIO()
+    np.save(buffer, array)
+    return buffer.getvalue()
+
+
+def test_preparation_refuses_a_sample_without_caption_or_with_misshaped_moments(tmp_path):
+    good = np.zeros((1, 8, 8, 8), dtype=np.float32)
+    _tar(tmp_path / "ok.tar", {"a.npy": _npy(good), "a.txt": b"a red circle"})
+    assert prepare.check_moments_tar(tmp_path / "ok.tar") == 1
+    _tar(tmp_path / "nocap.tar", {"a.npy": _npy(good)})
+    with pytest.raises(UserError, match=r"lacks its \.npy moments or \.txt caption"):
+        prepare.check_moments_tar(tmp_path / "nocap.tar")
+    _tar(tmp_path / "shape.tar", {"a.npy": _npy(good[0]), "a.txt": b"x"})
+    with pytest.raises(UserError, match=r"expected float32 \(1, 2 x channels, h, w\)"):
+        prepare.check_moments_tar(tmp_path / "shape.tar")
+
+
+def test_generated_images_show_what_the_caption_says():
+    images, labels, captions = shapes.sample(np.random.default_rng(1), 32)
+    assert images.shape == (32, 3, 16, 16) and images.min() >= 0 and images.max() <= 1
+    for image, label, caption in zip(images, labels, captions, strict=True):
+        colour, shape = shapes.CLASSES[label]
+        assert caption == f"a {colour} {shape}"
+        brightest = image.reshape(3, -1)[:, image.sum(0).argmax()]
+        assert int(np.argmax(brightest)) == int(np.argmax(shapes.COLOURS[colour])) or colour == "yellow"
