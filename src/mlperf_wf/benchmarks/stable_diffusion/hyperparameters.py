@@ -35,13 +35,13 @@ class Hyperparameters(TinyHyperparameters):
     """Scaled-linear beta schedule (reference linear_start/linear_end)."""
     parameterization: str = "v"
     """Prediction target: v (reference) or eps."""
-    model_channels: int = 32
+    model_channels: int = 16
     """UNet width of the first block (reference 320)."""
-    eval_every_samples: int = 2048
+    eval_every_samples: int = 1024
     """Evaluate every this many training samples (reference 512,000)."""
     eval_prompts: int = 256
     """Validation prompts per evaluation: all of the tiny prompts file (reference all 30,000)."""
-    sampler_steps: int = 20
+    sampler_steps: int = 10
     """DDIM steps per generated image (reference 50), eta 0."""
     guidance_scale: float = 3.0
     """Classifier-free guidance scale against the empty prompt (reference 8.0)."""
