@@ -86,3 +86,101 @@ def test_generated_images_show_what_the_caption_says():
         assert caption == f"a {colour} {shape}"
         brightest = image.reshape(3, -1)[:, image.sum(0).argmax()]
         assert int(np.argmax(brightest)) == int(np.argmax(shapes.COLOURS[colour])) or colour == "yellow"
+
+
+# ---- on the generated tiny data (one module-scoped generation: the stand-ins train once per process) ----
+
+SEED = 2023
+"""The catalog entries' tiny seed."""
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    """Every catalog entry's tiny stand-in, then the prepared tree, as the DAG makes them."""
+    from mlperf_wf.benchmarks.stable_diffusion import tiny_data
+    from mlperf_wf.prepare import assemble
+
+    root = tmp_path_factory.mktemp("sd")
+    generators = {
+        "data": tiny_data.generate_moments,
+        "prompts": tiny_data.generate_prompts,
+        "stats": tiny_data.generate_stats,
+        "checkpoint": tiny_data.generate_checkpoint,
+        "inception": tiny_data.generate_inception,
+        "clip": tiny_data.generate_clip,
+    }
+    for role, generate in generators.items():
+        generate(root / role, SEED)
+    for shard in prepare.shards("tiny"):
+        prepare.prepare_shard(shard, {r: root / r for r in ("data", "prompts", "stats")}, root / "shards" / shard, "tiny")
+    assemble(prepare.layout("tiny"), root / "shards", root / "dataset")
+    return root
+
+
+@pytest.fixture(scope="module")
+def pipeline(tiny):
+    """The frozen networks and the prepared corpus a run reads."""
+    from diffusers import AutoencoderKL
+
+    from mlperf_wf.benchmarks.stable_diffusion import trainer
+
+    return {
+        "vae": AutoencoderKL.from_pretrained(tiny / "checkpoint/first_stage").eval(),
+        "text": trainer.TextEncoder(tiny / "checkpoint/cond_stage"),
+        "encoder": metrics.FeatureEncoder(tiny / "inception"),
+        "scorer": metrics.ClipScorer.load(tiny / "clip"),
+        "corpus": trainer.load_corpus(tiny / "dataset"),
+    }
+
+
+def test_tiny_data_is_in_the_layout_the_reference_reads(tiny):
+    import pandas as pd
+
+    tars = sorted(p.name for p in (tiny / "dataset" / prepare.MOMENTS_DIR).iterdir())
+    assert tars == ["00000.tar", "00001.tar", "00002.tar", "00003.tar"]
+    with tarfile.open(tiny / "dataset" / prepare.MOMENTS_DIR / "00000.tar") as tar:
+        names = tar.getnames()
+        moments = np.load(io.BytesIO(tar.extractfile(names[0]).read()))
+        caption = tar.extractfile(names[1]).read().decode()
+    assert names[0].endswith(".npy") and names[1] == names[0].replace(".npy", ".txt")
+    assert moments.dtype == np.float32 and moments.shape == (1, 8, 8, 8)  # (1, mean + logvar of 4 channels, h, w)
+    assert caption.startswith("a ")
+    frame = pd.read_csv(tiny / "dataset" / prepare.COCO_DIR / prepare.TSV, sep="\t", header=0)
+    assert list(frame.columns) == ["image_id", "id", "caption"] and len(frame) == 256
+    with np.load(tiny / "dataset" / prepare.COCO_DIR / prepare.STATS) as stats:
+        assert sorted(stats.files) == ["mu", "sigma"] and stats["sigma"].shape == (64, 64)
+
+
+def test_an_untrained_unet_and_shifted_captions_stay_far_from_the_stand_in_targets(pipeline):
+    from mlperf_wf.benchmarks.stable_diffusion import tiny_data, trainer
+    from mlperf_wf.benchmarks.stable_diffusion.hyperparameters import Hyperparameters
+    from mlperf_wf.registry import load_benchmark
+
+    targets = {t.metric: t for t in load_benchmark("stable_diffusion").tiny.standin_targets}
+    hp = Hyperparameters()
+    torch.manual_seed(0)
+    unet = trainer.build_unet(hp, 4, 8, pipeline["text"].width).eval()
+    _, sampler = trainer.schedulers(hp)
+    p = pipeline
+    untrained = trainer.evaluate(unet, sampler, p["text"], p["vae"], p["encoder"], p["scorer"], p["corpus"], hp, torch.Generator().manual_seed(1))
+    assert untrained["FID"] > 2 * targets["FID"].value and untrained["CLIP"] < targets["CLIP"].value / 2
+    images, captions = tiny_data.validation_set(SEED)
+    shifted = p["scorer"].scores(torch.from_numpy(images), captions[1:] + captions[:1])
+    assert shifted.mean() < targets["CLIP"].value / 4
+
+
+def test_the_stand_in_targets_sit_where_their_calibration_says(pipeline):
+    from mlperf_wf.benchmarks.stable_diffusion import tiny_data
+    from mlperf_wf.registry import load_benchmark
+
+    targets = {t.metric: t for t in load_benchmark("stable_diffusion").tiny.standin_targets}
+    images, captions = tiny_data.validation_set(SEED)
+    x = torch.from_numpy(images)
+    vae = pipeline["vae"]
+    with torch.no_grad():
+        reconstructed = ((vae.decode(vae.encode(x * 2 - 1).latent_dist.mean).sample + 1) / 2).clamp(0, 1)
+    floor = metrics.frechet_distance(*metrics.statistics(pipeline["encoder"].features(reconstructed)), *pipeline["corpus"].stats)
+    matched = float(pipeline["scorer"].scores(x, captions).mean())
+    # benchmark.yaml: FID <= 1.25 x the reconstruction floor, CLIP >= 0.8 x the matched real pairs' score
+    assert targets["FID"].value == pytest.approx(1.25 * floor, rel=0.05)
+    assert targets["CLIP"].value == pytest.approx(0.8 * matched, rel=0.05)
