@@ -43,7 +43,7 @@ def test_a_file_in_the_published_inception_layout_loads_strictly_and_gives_pool3
         metrics.FeatureEncoder(folder)
 
 
-@pytest.mark.parametrize("ruleset", ["4.0.0", "4.1.0", "5.0.0"])
+@pytest.mark.parametrize("ruleset", ["3.1.0", "4.0.0", "4.1.0", "5.0.0"])
 def test_both_targets_come_from_the_rules(ruleset):
     targets = mlperf_rules.quality_targets("stable_diffusion", ruleset, "closed")
     assert [(t.metric, t.comparison, t.value) for t in targets] == [("FID", "<=", 90.0), ("CLIP", ">=", 0.15)]

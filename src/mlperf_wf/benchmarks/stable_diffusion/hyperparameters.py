@@ -24,15 +24,19 @@ class Hyperparameters(TinyHyperparameters):
     warmup_steps: int = 20
     """Linear warm-up from 1e-6 x LR (LambdaLinearScheduler f_start) to LR (reference 1000)."""
     adam_beta1: float = 0.9
+    """AdamW beta 1 (reference ddpm.py:1640 and the closed rules: 0.9)."""
     adam_beta2: float = 0.999
+    """AdamW beta 2 (reference and closed rules: 0.999)."""
     adam_epsilon: float = 1e-8
+    """AdamW epsilon (reference and closed rules: 1e-8)."""
     weight_decay: float = 0.01
-    """AdamW values: the reference's (ddpm.py:1639-1643) and the closed rules'."""
+    """AdamW weight decay (reference and closed rules: 0.01)."""
     timesteps: int = 1000
     """Diffusion steps of the training schedule (reference 1000)."""
     linear_start: float = 0.00085
+    """First beta of the scaled-linear schedule (reference linear_start)."""
     linear_end: float = 0.012
-    """Scaled-linear beta schedule (reference linear_start/linear_end)."""
+    """Last beta of the scaled-linear schedule (reference linear_end)."""
     parameterization: str = "v"
     """Prediction target: v (reference) or eps."""
     model_channels: int = 16
