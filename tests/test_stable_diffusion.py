@@ -184,3 +184,24 @@ def test_the_stand_in_targets_sit_where_their_calibration_says(pipeline):
     # benchmark.yaml: FID <= 1.25 x the reconstruction floor, CLIP >= 0.8 x the matched real pairs' score
     assert targets["FID"].value == pytest.approx(1.25 * floor, rel=0.05)
     assert targets["CLIP"].value == pytest.approx(0.8 * matched, rel=0.05)
+
+
+def test_a_run_stops_only_when_every_metric_meets_its_target():
+    from mlperf_wf.cli import report_target, run_targets
+    from mlperf_wf.harness import RunSpec
+    from mlperf_wf.mllog_utils import Submission
+    from mlperf_wf.registry import load_benchmark
+
+    bench = load_benchmark("stable_diffusion")
+    tiny = run_targets(bench, "5.0.0", "open", "tiny")
+    assert [(t.metric, t.comparison, t.value) for t in tiny] == [("FID", "<=", 225.0), ("CLIP", ">=", 0.65)]
+    assert run_targets(bench, "5.0.0", "closed", "full") == mlperf_rules.quality_targets("stable_diffusion", "5.0.0")
+    spec = RunSpec(
+        "stable_diffusion", "stable_diffusion", None, None, 1, 225.0, "5.0.0", Submission("o", "p", "open", "research"), "c", metric_targets=tuple(tiny)
+    )
+    assert spec.reached_all({"FID": 200.0, "CLIP": 0.7})
+    assert not spec.reached_all({"FID": 200.0, "CLIP": 0.6}) and not spec.reached_all({"FID": 230.0, "CLIP": 0.7})
+    assert not spec.reached_all({"FID": 200.0})
+    assert report_target(tiny)["all"][1] == {"comparison": ">=", "value": 0.65, "metric": "CLIP"}
+    # a benchmark with one target keeps the report's shape
+    assert report_target(run_targets(load_benchmark("rgat"), "5.1.0", "closed", "tiny")) == {"comparison": ">=", "value": 0.72}

@@ -214,7 +214,9 @@ def run_targets(bench, ruleset: str, division: str, scale: str) -> list:
 def report_target(targets: list) -> dict:
     """The report's ``quality_target``: the one target, or the first with ``all`` listing every metric's."""
     first = asdict(targets[0])
-    return {**first, "all": [asdict(t) for t in targets]} if targets[0].metric else first
+    if not targets[0].metric:
+        return {"comparison": first["comparison"], "value": first["value"]}
+    return {**first, "all": [asdict(t) for t in targets]}
 
 
 def cmd_check(import_modules: bool) -> int:
