@@ -205,3 +205,20 @@ def test_a_run_stops_only_when_every_metric_meets_its_target():
     assert report_target(tiny)["all"][1] == {"comparison": ">=", "value": 0.65, "metric": "CLIP"}
     # a benchmark with one target keeps the report's shape
     assert report_target(run_targets(load_benchmark("rgat"), "5.1.0", "closed", "tiny")) == {"comparison": ">=", "value": 0.72}
+
+
+def test_any_clipmodel_folder_is_read_as_the_clip_input(tiny, tmp_path):
+    """The real ViT-H-14 in its Hugging Face form is a CLIPModel folder like the stand-in's: the same loader reads
+    it (checked here with the stand-in's files minus its STANDIN marker: config.json, model.safetensors, tokenizer)."""
+    import shutil
+
+    folder = tmp_path / "clip"
+    shutil.copytree(tiny / "clip", folder)
+    (folder / "STANDIN").unlink()
+    scorer = metrics.ClipScorer.load(folder)
+    assert scorer.kind == "published"
+    images, _, captions = shapes.sample(np.random.default_rng(5), 8)
+    scores = scorer.scores(torch.from_numpy(images), captions)
+    assert scores.shape == (8,) and np.all(np.abs(scores) <= 1.0 + 1e-6)
+    with pytest.raises(UserError, match=r"no config\.json"):
+        metrics.ClipScorer.load(tmp_path)
