@@ -70,19 +70,19 @@ def reference_dir() -> Path | None:
 needs_reference = pytest.mark.skipif(reference_dir() is None, reason="shared reference source (mlcommons/training aa344c7) not present")
 
 
-def run(tmp_path: Path, fid: float, hooked: bool) -> list[dict]:
+def run(tmp_path: Path, fid: float, hooked: bool, extra_env: dict | None = None) -> list[dict]:
     shims = tmp_path / "shims"
     for name, text in LIGHTNING_STAND_IN.items():
         (shims / name).parent.mkdir(parents=True, exist_ok=True)
         (shims / name).write_text(text)
-    result = tmp_path / f"result_{fid}_{hooked}.txt"
+    result = tmp_path / f"result_{fid}_{hooked}_{len(list(tmp_path.glob('result_*')))}.txt"
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "MLPERF_WF_HOOKS", *SUBMISSION)}
     paths = [str(shims), str(reference_dir())]
     if hooked:
         paths = [str(HOOKS), str(PATCHES), *paths]
         env["MLPERF_WF_HOOKS"] = "mlperf_wf_stable_diffusion"
         env.update(SUBMISSION)
-    env.update(PYTHONPATH=os.pathsep.join(paths), COMPLIANCE_FILE=str(result), PYTHONDONTWRITEBYTECODE="1")
+    env.update(PYTHONPATH=os.pathsep.join(paths), COMPLIANCE_FILE=str(result), PYTHONDONTWRITEBYTECODE="1", **(extra_env or {}))
     script = SCRIPT.replace("sys.argv_fid", repr(fid))
     done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
@@ -96,6 +96,9 @@ def test_run_stop_carries_the_status_main_py_computes_and_the_configured_submiss
     assert reached["run_stop"]["metadata"]["status"] == "success" and reached["run_stop"]["metadata"]["samples_count"] == 512000
     assert reached["submission_org"]["value"] == "Example Org" and reached["submission_platform"]["value"] == "example-8xH100"
     assert reached["submission_benchmark"]["value"] == "stable_diffusion"
+    assert isinstance(reached["cache_clear"]["value"], bool)
+    # another GPU task of a per-GPU launch (before Lightning's process group exists) logs nothing
+    assert run(tmp_path, 85.0, hooked=True, extra_env={"SLURM_PROCID": "3", "SLURM_LOCALID": "3"}) == []
     missed = {e["key"]: e for e in run(tmp_path, 95.0, hooked=True)}
     assert missed["run_stop"]["metadata"]["status"] == "aborted"
     evals = [e for e in lines if e["key"] == "eval_accuracy"]
@@ -106,4 +109,6 @@ def test_run_stop_carries_the_status_main_py_computes_and_the_configured_submiss
 def test_without_the_patch_the_reference_logs_run_stop_without_a_status(tmp_path):
     own = {e["key"]: e for e in run(tmp_path, 85.0, hooked=False)}
     assert "status" not in (own["run_stop"]["metadata"] or {})
-    assert own["submission_org"]["value"] == "reference_implementation"
+    assert own["submission_org"]["value"] == "reference_implementation" and "cache_clear" not in own
+    # ... and every GPU task logs the preamble again
+    assert any(e["key"] == "submission_org" for e in run(tmp_path, 85.0, hooked=False, extra_env={"SLURM_PROCID": "3"}))
