@@ -48,7 +48,7 @@ def test_rulesets_come_from_mlperf_logging(name):
     rounds = mlperf_rules.rulesets_of(bench.submission_benchmark)
     assert "rulesets" not in (bench.folder / "benchmark.yaml").read_text()
     for ruleset in rounds:
-        mlperf_rules.quality_target(bench.submission_benchmark, ruleset)
+        mlperf_rules.quality_targets(bench.submission_benchmark, ruleset)
     assert mlperf_rules.required_runs(bench.submission_benchmark) >= 1
 
 

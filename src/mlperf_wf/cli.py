@@ -202,7 +202,7 @@ def cmd_train(
     """One tiny-scale training run of ``benchmark``, logging to ``result``."""
     import platform
 
-    from mlperf_wf import hyperparameters, mlperf_rules
+    from mlperf_wf import hyperparameters
     from mlperf_wf.harness import RunSpec, TinyRun
     from mlperf_wf.registry import benchmark_module, load_benchmark
 
@@ -212,7 +212,8 @@ def cmd_train(
     except json.JSONDecodeError as err:
         raise ConfigError(f"--hyperparameters {overrides!r}: not JSON ({err.msg})") from None
     hp = hyperparameters.resolve(bench, changes, source="--hyperparameters")
-    target = mlperf_rules.quality_target(bench.submission_benchmark, ruleset, submission.division)
+    targets = run_targets(bench, ruleset, submission.division, "tiny")
+    target = targets[0]
     spec = RunSpec(
         benchmark=benchmark,
         submission_benchmark=bench.submission_benchmark,
@@ -221,6 +222,7 @@ def cmd_train(
         seed=seed,
         target=target.value,
         target_comparison=target.comparison,
+        metric_targets=tuple(targets) if target.metric else (),
         ruleset=ruleset,
         submission=submission,
         config_filename=f"mlperf_wf/benchmarks/{benchmark}/hyperparameters.py",
@@ -231,6 +233,24 @@ def cmd_train(
     with TinyRun(spec, hp) as tiny_run:
         summary = benchmark_module(bench, "trainer").train(tiny_run, hp)
     log.info("run %d (seed %d): %s", run, seed, json.dumps({k: v for k, v in summary.items() if k != "history"}))
+
+
+def run_targets(bench, ruleset: str, division: str, scale: str) -> list:
+    """The targets runs stop at: at tiny scale the benchmark's declared stand-in thresholds where it measures its
+    metrics with stand-in encoders (``tiny.standin_targets``), else the rules' (one per metric where there are several)."""
+    from mlperf_wf import mlperf_rules
+
+    if scale == "tiny" and bench.tiny.standin_targets:
+        return [mlperf_rules.QualityTarget(t.comparison, t.value, t.metric) for t in bench.tiny.standin_targets]
+    return mlperf_rules.quality_targets(bench.submission_benchmark, ruleset, division)
+
+
+def report_target(targets: list) -> dict:
+    """The report's ``quality_target``: the one target, or the first with ``all`` listing every metric's."""
+    first = asdict(targets[0])
+    if not targets[0].metric:
+        return {"comparison": first["comparison"], "value": first["value"]}
+    return {**first, "all": [asdict(t) for t in targets]}
 
 
 def cmd_check(import_modules: bool) -> int:
@@ -292,7 +312,7 @@ def cmd_report(
         division=division,
         scale=scale,
         platform=platform,
-        quality_target=asdict(rules.quality_target(bench.submission_benchmark, ruleset, division)),
+        quality_target=report_target(run_targets(bench, ruleset, division, scale)),
         required=rules.required_runs(bench.submission_benchmark),
         results=results,
         verdicts=[compliance_mod.read(v).verdict for v in verdicts],

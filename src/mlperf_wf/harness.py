@@ -77,10 +77,18 @@ class RunSpec:
     """CPU threads for torch, per process."""
     target_comparison: str = "<="
     """How ``eval_accuracy`` must compare to ``target`` (the rules' own: <=, <, >= or >)."""
+    metric_targets: tuple[QualityTarget, ...] = ()
+    """One target per metric where the benchmark has several (stable_diffusion: FID and CLIP); empty otherwise."""
 
     def reached(self, value: float) -> bool:
         """Whether an evaluation result meets the target the way the rules compare it."""
         return QualityTarget(self.target_comparison, self.target).reached(value)
+
+    def reached_all(self, values: dict[str, float]) -> bool:
+        """Whether one evaluation's metrics (name -> value) meet every metric target; a metric not given fails."""
+        if not self.metric_targets:
+            raise ConfigError(f"{self.benchmark}: reached_all needs per-metric targets, and the run has one target")
+        return all(t.metric in values and t.reached(values[t.metric]) for t in self.metric_targets)
 
     def input(self, role: str) -> Path:
         """The folder of input ``role``; a clear error when the job did not hand it over."""
@@ -181,6 +189,13 @@ class TinyRun:
     def eval_result(self, value: float, **progress: object) -> None:
         """``eval_accuracy`` = ``value``, then ``eval_stop``."""
         self._log.event(constants.EVAL_ACCURACY, value, metadata=progress)
+        self._log.end(constants.EVAL_STOP, metadata=progress)
+
+    def eval_results(self, values: dict[str, float], **progress: object) -> None:
+        """One ``eval_accuracy`` per metric (``metric`` metadata: name), then ``eval_stop``, as the rules of a
+        benchmark with several metrics aggregate them (stable_diffusion's ``aggregated_eval_accuracy``)."""
+        for metric, value in values.items():
+            self._log.event(constants.EVAL_ACCURACY, value, metadata={**progress, "metric": metric})
         self._log.end(constants.EVAL_STOP, metadata=progress)
 
     def finish(self, status: str, **progress: object) -> None:

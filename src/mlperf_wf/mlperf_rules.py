@@ -19,6 +19,8 @@ from mlperf_wf.errors import ConfigError
 USAGE = "training"
 _COMPARISON = re.compile(r"v\['value'\]\s*(<=|>=|<|>)\s*([0-9][0-9.eE+-]*)")
 _COMPARISON_TO_STATE = re.compile(r"v\['value'\]\s*(<=|>=|<|>)\s*s\['(\w+)'\]")
+_METRIC_RANGE = re.compile(r"([0-9][0-9.eE+-]*)\s*<=\s*v\['value'\]\['(\w+)'\]\s*<=\s*([0-9][0-9.eE+-]*)")
+"""A bounded metric of ``aggregated_eval_accuracy`` (stable_diffusion: ``0.0 <= v['value']['FID'] <= 90.0``)."""
 _STATE_NUMBER = re.compile(r"'(\w+)':\s*([0-9][0-9.eE+-]*)")
 
 
@@ -30,6 +32,9 @@ class QualityTarget:
     """One of <=, <, >=, >: how the logged value must compare to ``value``."""
     value: float
     """The target."""
+    metric: str | None = None
+    """For a benchmark with several metrics (stable_diffusion's FID and CLIP): the ``metric`` metadata of the
+    ``eval_accuracy`` events this target applies to; None for the one ``eval_accuracy`` of every other benchmark."""
 
     @property
     def lower_is_better(self) -> bool:
@@ -160,3 +165,27 @@ def _division_target(benchmark: str, ruleset: str, division: str) -> QualityTarg
                 if name in state:
                     return QualityTarget(comparison=comparison, value=state[name])
     raise ConfigError(f"{USAGE}_{ruleset}/{division}_{benchmark}.yaml: no eval_accuracy target found")
+
+
+def quality_targets(benchmark: str, ruleset: str, division: str = "closed") -> list[QualityTarget]:
+    """Every quality target of ``benchmark``: the one ``eval_accuracy`` target, or, where the rules aggregate several
+    metrics into ``aggregated_eval_accuracy`` (stable_diffusion), one target per metric.
+
+    A metric bounded on both sides (``0.0 <= FID <= 90.0``, ``0.15 <= CLIP <= 1.0``) has its target at the bound
+    that is not the metric's natural limit: the upper one when the lower is 0 (FID falls to 90), else the lower one
+    (CLIP rises to 0.15; 1.0 is the most a cosine can be). Where the division's rules fix no target (the open rules
+    of stable_diffusion only check the range), the closed rules' targets are the ones a run aims at.
+    """
+    records = _compliance_yaml(ruleset, f"{division}_{benchmark}.yaml")
+    for record in records:
+        key = record.get("KEY", {})
+        if key.get("NAME") == "aggregated_eval_accuracy" and "ATLEAST_ONE_CHECK" in key:
+            targets = [
+                QualityTarget("<=", float(high), metric) if float(low) == 0.0 else QualityTarget(">=", float(low), metric)
+                for low, metric, high in _METRIC_RANGE.findall(key["ATLEAST_ONE_CHECK"])
+            ]
+            if targets:
+                return targets
+            if division != "closed":
+                return quality_targets(benchmark, ruleset, "closed")
+    return [quality_target(benchmark, ruleset, division)]

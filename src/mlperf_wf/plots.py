@@ -111,13 +111,13 @@ def _energy_panel(ax: plt.Axes, report: dict) -> None:
     ax.margins(y=0.25)
 
 
-def eval_curve(result_file: Path, ruleset: str) -> list[tuple[float, float]]:
-    """(samples or epochs, eval metric) points of one run."""
+def eval_curve(result_file: Path, ruleset: str, metric: str | None = None) -> list[tuple[float, float]]:
+    """(samples or epochs, eval metric) points of one run (``metric``: only the events with that ``metric`` metadata)."""
     with fast_mlperf_logging():
         loglines, _ = mlp_parser.parse_file(str(result_file), ruleset=ruleset)
     points = []
     for line in loglines:
-        if line.key == "eval_accuracy":
+        if line.key == "eval_accuracy" and (metric is None or (line.value.get("metadata") or {}).get("metric") == metric):
             _, x = eval_progress(line.value.get("metadata") or {})
             if x is not None:
                 points.append((float(x), float(line.value["value"])))
@@ -165,10 +165,30 @@ def _draw_target(ax: plt.Axes, target: dict) -> None:
     )
 
 
+def _metric_panels(report: dict, stem: Path) -> list[Path]:
+    """One panel per metric with its target, for a benchmark whose evaluations log several (stable_diffusion)."""
+    targets = report["quality_target"]["all"]
+    fig, axes = plt.subplots(1, len(targets), figsize=(6 * len(targets), 4.5), squeeze=False)
+    for ax, target in zip(axes[0], targets, strict=True):
+        for run in report["runs"]:
+            points = eval_curve(Path(run["result_file"]), report["ruleset"], target["metric"])
+            if points:
+                xs, ys = zip(*points, strict=True)
+                (line,) = ax.plot(xs, ys, "-", linewidth=1, marker=".", markersize=3)
+                ax.annotate(f"seed {run['seed']}", (xs[-1], ys[-1]), fontsize=6, color=line.get_color(), xytext=(3, 0), textcoords="offset points")
+        _draw_target(ax, target)
+        ax.set_xlabel("samples (eval_accuracy samples_count)")
+        ax.set_ylabel(f"eval_accuracy, metric {target['metric']}")
+        ax.set_title(f"{report['benchmark']}: {target['metric']} of {len(report['runs'])} runs ({report['scale']})", fontsize=10)
+    return _save(fig, stem)
+
+
 def convergence(report: dict, stem: Path, reference_logs: Path | None = None) -> list[Path]:
     """Eval metric vs samples (or epochs) of every run, the quality target line and the RCP reference band;
     with ``reference_logs``, the reference's own curves too: on the same axes at full scale, in a panel of
     their own beside a tiny run (whose samples are not comparable)."""
+    if len(report["quality_target"].get("all", [])) > 1:
+        return _metric_panels(report, stem)
     curves = reference_curves(reference_logs) if reference_logs else {}
     beside = bool(curves) and report["scale"] != "full"
     fig, axes = plt.subplots(1, 2 if beside else 1, figsize=(12 if beside else 7, 4.5), squeeze=False)

@@ -326,6 +326,19 @@ class FullScale(_Strict):
     """Name -> writable per-run folder mounted where the reference writes (index caches, its own output dirs)."""
 
 
+class StandInTarget(_Strict):
+    """A tiny-tier threshold for a metric measured with stand-in encoders."""
+
+    metric: str
+    """The ``metric`` metadata of the ``eval_accuracy`` events it applies to."""
+    comparison: Literal["<=", "<", ">=", ">"]
+    """How the value must compare to ``value``."""
+    value: float
+    """The threshold."""
+    calibration: str = Field(min_length=1)
+    """How it was chosen (measured anchors), so that a reader can redo it."""
+
+
 class TinyTier(_Strict):
     """How the tiny tier runs, where it cannot be what the full scale is."""
 
@@ -340,6 +353,10 @@ class TinyTier(_Strict):
     either (llama31_405b's open rules fix max_sequence_length and eval_samples). The official checker still runs
     unmodified; a run whose only complaints are failed CHECKs of these keys gets the verdict
     ``passed_except_declared`` (never ``passed``), and is scored as a run that reached the target."""
+
+    standin_targets: list[StandInTarget] = Field(default_factory=list)
+    """Where the tiny tier measures a metric with stand-in encoders (stable_diffusion's FID/CLIP), the thresholds the
+    tiny runs stop at instead of the rules' targets, one per metric, each with how it was calibrated (README)."""
 
     @model_validator(mode="after")
     def _reasons_match_the_division(self) -> TinyTier:

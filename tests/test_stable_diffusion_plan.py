@@ -1,0 +1,34 @@
+"""stable_diffusion's full-scale plan: the reference's 32 x 8 geometry for every launcher (golden), and the dry run
+of the full-scale DAG listing the ten train jobs. One node and two nodes (geometry overrides) are in
+``tests/golden/plan/stable_diffusion.json`` through tests/test_plan.py; regenerate both with
+``MLPERF_WF_UPDATE_GOLDEN=1 pytest tests/test_plan.py tests/test_stable_diffusion_plan.py -k stable_diffusion``."""
+
+from __future__ import annotations
+
+from tests.test_plan import reference_geometry_plan, workdir  # noqa: F401 - workdir is a fixture
+from tests.test_workflow import job_counts, new_workdir, snakemake
+
+NAME = "stable_diffusion"
+
+
+def test_the_references_32_node_plan_matches_its_golden_file(workdir):  # noqa: F811
+    got = reference_geometry_plan(NAME, workdir)
+    pyxis = got["run_3/pyxis/32_node"]
+    assert pyxis["resources"]["nodes"] == 32 and pyxis["resources"]["gres"] == "gpu:8"
+    assert "python main.py lightning.trainer.num_nodes=32 lightning.trainer.devices=8 -m train" in pyxis["command"]
+    assert all("refused" in got[f"run_3/{launcher}/32_node"] for launcher in ("local", "docker", "apptainer"))
+
+
+def test_full_scale_dry_run_lists_the_ten_train_jobs(tmp_path):
+    folder = new_workdir(tmp_path / "full")
+    proc = snakemake(folder, "-n", f"results/{NAME}/report.json", "--config", "scale=full")
+    counts = job_counts(proc.stdout)
+    assert counts["train"] == 10 and counts["check_compliance"] == 10
+    out = proc.stdout
+    for name in ("laion-400m-filtered-moments-dataset", "coco2014-validation-prompts-dataset", "coco2014-validation-stats-dataset",
+                 "sd-checkpoint", "inception-checkpoint", "clip-checkpoint"):  # fmt: skip
+        assert f"--uri https://training.mlcommons-storage.org/metadata/stable-diffusion-{name}.uri" in out
+    train_lines = [line for line in out.splitlines() if line.startswith(f"Shell command: mlperf-wf preflight --benchmark {NAME}")]
+    assert len(train_lines) == 10
+    for line in train_lines:
+        assert "-b configs/train_32x08x08.yaml" in line and "--fid_threshold 90 --clip_threshold 0.15" in line
