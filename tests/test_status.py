@@ -265,3 +265,25 @@ def check_watched(seen: dict, workdir: Path, overrides: list[str]) -> None:
     after = assert_status_matches_the_report(workdir, overrides)
     # the run seen running ended with at least the evaluations it showed
     assert after.runs[live.index].evals >= live.evals
+
+
+def test_a_benchmark_with_several_metrics_reaches_its_target_only_when_every_metric_does(tmp_path: Path):
+    """stable_diffusion logs FID and CLIP as two eval_accuracy events; status reads each metric's last value."""
+    from mlperf_wf.mlperf_rules import QualityTarget
+
+    log = tmp_path / "result.txt"
+    lines = [
+        {"key": "run_start", "value": None, "time_ms": T0, "metadata": {}},
+        {"key": "eval_accuracy", "value": 240.0, "time_ms": T0 + 1000, "metadata": {"metric": "FID", "samples_count": 2048}},
+        {"key": "eval_accuracy", "value": 0.7, "time_ms": T0 + 1000, "metadata": {"metric": "CLIP", "samples_count": 2048}},
+        {"key": "eval_accuracy", "value": 210.0, "time_ms": T0 + 2000, "metadata": {"metric": "FID", "samples_count": 4096}},
+        {"key": "eval_accuracy", "value": 0.6, "time_ms": T0 + 2000, "metadata": {"metric": "CLIP", "samples_count": 4096}},
+    ]
+    log.write_text("".join(f":::MLLOG {json.dumps({**line, 'event_type': 'POINT_IN_TIME'})}\n" for line in lines))
+    progress = status.read_progress(log)
+    assert progress.last_by_metric == {"FID": 210.0, "CLIP": 0.6}
+    targets = [QualityTarget("<=", 225.0, "FID"), QualityTarget(">=", 0.65, "CLIP")]
+    assert status.reached(targets, progress.last_eval, progress.last_by_metric) is False  # FID met, CLIP not
+    assert status.reached(targets, 0.7, {"FID": 210.0, "CLIP": 0.7}) is True
+    assert status.reached(targets, None, {}) is None
+    assert status.reached([QualityTarget("<=", 0.925)], 0.9, {}) is True

@@ -195,6 +195,8 @@ class LogProgress:
     run_stop_status: str | None = None
     last_eval: float | None = None
     last_eval_ms: float | None = None
+    last_by_metric: dict[str, float] = field(default_factory=dict)
+    """The last value of each metric where evaluations name one (stable_diffusion's FID and CLIP)."""
     progress_key: str | None = None
     """samples_count or epoch_num, as the run's evaluations log it."""
     progress: float | None = None
@@ -229,6 +231,8 @@ def read_progress(result_file: Path) -> LogProgress:
                 progress.run_stop_status = metadata.get("status")
             elif key == "eval_accuracy" and progress.run_stop_ms is None and isinstance(record.get("value"), int | float):
                 progress.last_eval, progress.last_eval_ms = float(record["value"]), stamp
+                if metadata.get("metric"):
+                    progress.last_by_metric[str(metadata["metric"])] = float(record["value"])
                 progress.progress_key, progress.progress = eval_progress(metadata)
                 progress.evals += 1
     return progress
@@ -257,6 +261,8 @@ class RunStatus:
     initialising: bool = False
     """Running but not at run_start yet."""
     last_eval: float | None = None
+    last_evals: dict[str, float] = field(default_factory=dict)
+    """The last value of each named metric, where evaluations name one (stable_diffusion's FID and CLIP)."""
     progress_key: str | None = None
     progress: float | None = None
     """samples_count or epoch_num of the last evaluation, as logged."""
@@ -379,6 +385,7 @@ def _finished_run(index: int, result: Path, verdict_file: Path, ruleset: str, de
         minutes=scored.minutes,
         wall_minutes=_wall_minutes(progress),
         last_eval=progress.last_eval,
+        last_evals=dict(progress.last_by_metric),
         progress_key=progress.progress_key,
         progress=progress.progress,
         evals=progress.evals,
@@ -388,13 +395,22 @@ def _finished_run(index: int, result: Path, verdict_file: Path, ruleset: str, de
     )
 
 
+def reached(targets: list[QualityTarget], last_eval: float | None, last_by_metric: dict[str, float]) -> bool | None:
+    """Whether the last evaluation meets every target (one per metric where the benchmark has several); None before one."""
+    if last_eval is None:
+        return None
+    if all(target.metric is None for target in targets):
+        return all(target.reached(last_eval) for target in targets)
+    return all(target.metric in last_by_metric and target.reached(last_by_metric[target.metric]) for target in targets)
+
+
 def run_status(
     index: int,
     files: dict[str, str],
     root: Path,
     records: SnakemakeRecords,
     scheduler: SchedulerView,
-    target: QualityTarget,
+    targets: list[QualityTarget],
     ruleset: str,
     declared: dict[str, str] | None,
     train_log: Path,
@@ -426,7 +442,8 @@ def run_status(
                 progress.progress,
                 progress.evals,
             )
-            status.reached_target = target.reached(progress.last_eval) if progress.last_eval is not None else None
+            status.last_evals = dict(progress.last_by_metric)
+            status.reached_target = reached(targets, progress.last_eval, progress.last_by_metric)
         return status
     if started:
         return RunStatus(
@@ -437,8 +454,7 @@ def run_status(
         if finished.verdict == "failed" and not (root / files["verdict"]).is_file() and check_log.is_file():
             last = _last_line(check_log)
             finished.problems = finished.problems or ([last] if last else [])
-        if finished.last_eval is not None:
-            finished.reached_target = target.reached(finished.last_eval)
+        finished.reached_target = reached(targets, finished.last_eval, finished.last_evals)
         return finished
     log_time = _mtime(train_log)
     failed_now = log_time is not None and (not records.locked or (records.lock_time is not None and log_time >= records.lock_time))
@@ -552,11 +568,11 @@ def _planned_runs(plan: Plan, name: str, records: SnakemakeRecords, root: Path, 
 def benchmark_status(plan: Plan, name: str, root: Path, records: SnakemakeRecords, scheduler: SchedulerView, runs_given: bool, now: float) -> BenchmarkStatus:
     """The status of one benchmark of ``plan`` in the campaign folder ``root``."""
     from mlperf_wf import mlperf_rules, scoring
-    from mlperf_wf.cli import declared_open_rules
+    from mlperf_wf.cli import declared_open_rules, report_target, run_targets
 
     bench = plan.bench(name)
     ruleset, division = plan.ruleset(name), plan.division(name)
-    target = mlperf_rules.quality_target(bench.submission_benchmark, ruleset, division)
+    targets = run_targets(bench, ruleset, division, plan.scale)
     declared = declared_open_rules(name, plan.scale)
     planned = _planned_runs(plan, name, records, root, runs_given)
     runs = [
@@ -569,7 +585,7 @@ def benchmark_status(plan: Plan, name: str, root: Path, records: SnakemakeRecord
             root,
             records,
             scheduler,
-            target,
+            targets,
             ruleset,
             declared,
             root / plan.logs_root / "train" / name / f"{index}.log",
@@ -588,7 +604,7 @@ def benchmark_status(plan: Plan, name: str, root: Path, records: SnakemakeRecord
         submission_benchmark=bench.submission_benchmark,
         ruleset=ruleset,
         division=division,
-        quality_target={"comparison": target.comparison, "value": target.value},
+        quality_target=report_target(targets),
         runs_planned=planned,
         runs_required=required,
         counts=counts,
@@ -725,7 +741,7 @@ def render(status: CampaignStatus) -> str:
         where = f" [SLURM {job['scheduler_job']}: {job['scheduler_state'] or 'state unknown'}]" if job["scheduler_job"] else ""
         lines.append(f"  making {job['output']}{where}")
     for bench in status.benchmarks:
-        target = f"eval_accuracy {bench.quality_target['comparison']} {bench.quality_target['value']:g}"
+        target = _targets_text(bench.quality_target)
         lines.append("")
         lines.append(f"{bench.benchmark} ({bench.submission_benchmark}, {bench.ruleset} {bench.division}; target {target})")
         prep = bench.preparation
@@ -752,9 +768,17 @@ def render(status: CampaignStatus) -> str:
     return "\n".join(lines)
 
 
+def _targets_text(target: dict) -> str:
+    """``eval_accuracy <= 0.925``, or each metric's target (``FID <= 90, CLIP >= 0.15``)."""
+    if "all" in target:
+        return ", ".join(f"{t['metric']} {t['comparison']} {t['value']:g}" for t in target["all"])
+    return f"eval_accuracy {target['comparison']} {target['value']:g}"
+
+
 def _run_line(run: RunStatus, target: dict) -> str:
     where = f" at {run.progress_key} {_number(run.progress)}" if run.progress_key else ""
-    last = f"last eval {_number(run.last_eval)}{where} (target {target['comparison']} {target['value']:g})" if run.last_eval is not None else "no eval yet"
+    value = ", ".join(f"{metric} {_number(v)}" for metric, v in run.last_evals.items()) if run.last_evals else _number(run.last_eval)
+    last = f"last eval {value}{where} (target {_targets_text(target).removeprefix('eval_accuracy ')})" if run.last_eval is not None else "no eval yet"
     job = f" [SLURM {run.scheduler_job}: {run.scheduler_state or 'state unknown'}]" if run.scheduler_job else ""
     if run.state == "running":
         phase = "initialising" if run.initialising else last
