@@ -26,7 +26,7 @@ import os
 from types import ModuleType
 
 from mlperf_wf_mllog import result_file
-from mlperf_wf_submission import submission_values
+from mlperf_wf_submission import ConfiguredSubmission, submission_values
 from sitecustomize import after_import
 
 
@@ -38,29 +38,12 @@ def _log_to_result_file(mllog: ModuleType) -> None:
     mllog.config(filename=target)
 
 
-class _ConfiguredSubmission:
-    """The reference's MLLogger, logging the configured value for each ``submission_*`` key it is given."""
-
-    def __init__(self, logger: object, values: dict[str, object]) -> None:
-        self._logger = logger
-        self._values = values
-
-    def __getattr__(self, name: str) -> object:
-        return getattr(self._logger, name)
-
-    def event(self, key: str, value: object = None, *args: object, **kwargs: object) -> object:
-        if kwargs.get("stack_offset") is None:
-            # One frame more than the logger expects (this one): the logged file and line stay the reference's.
-            kwargs["stack_offset"] = getattr(self._logger, "default_stack_offset", 1) + 1
-        return self._logger.event(key, self._values.get(key, value), *args, **kwargs)
-
-
 def _patch_logging_utils(module: ModuleType) -> None:
     original = module.submission_info
 
     @functools.wraps(original)
     def submission_info(mllogger: object, benchmark_name: str, submitter_name: str) -> object:
-        return original(_ConfiguredSubmission(mllogger, submission_values()), benchmark_name, submitter_name)
+        return original(ConfiguredSubmission(mllogger, submission_values()), benchmark_name, submitter_name)
 
     module.submission_info = submission_info
 

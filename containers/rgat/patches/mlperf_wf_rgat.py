@@ -29,28 +29,11 @@ import os
 from types import ModuleType
 
 from mlperf_wf_mllog import result_file
-from mlperf_wf_submission import submission_values
+from mlperf_wf_submission import ConfiguredSubmission, submission_values
 from sitecustomize import after_import
 
 BENCHMARK = "rgat"
 """The name rulesets 5.0.0 and 5.1.0 know the benchmark by (the reference logs mllog's "gnn")."""
-
-
-class _ConfiguredSubmission:
-    """The reference's MLLogger, logging the configured value for each ``submission_*`` key it is given."""
-
-    def __init__(self, logger: object, values: dict[str, object]) -> None:
-        self._logger = logger
-        self._values = values
-
-    def __getattr__(self, name: str) -> object:
-        return getattr(self._logger, name)
-
-    def event(self, key: str, value: object = None, *args: object, **kwargs: object) -> object:
-        if kwargs.get("stack_offset") is None:
-            # One frame more than the logger expects (this one): the logged file and line stay the reference's.
-            kwargs["stack_offset"] = getattr(self._logger, "default_stack_offset", 1) + 1
-        return self._logger.event(key, self._values.get(key, value), *args, **kwargs)
 
 
 def _patch_logging_utils(module: ModuleType) -> None:
@@ -72,7 +55,7 @@ def _patch_logging_utils(module: ModuleType) -> None:
         if benchmark_name == constants.GNN:
             values[constants.SUBMISSION_BENCHMARK] = BENCHMARK
         values.update(submission_values())
-        return original_submission_info(_ConfiguredSubmission(mllogger, values), benchmark_name, submitter_name)
+        return original_submission_info(ConfiguredSubmission(mllogger, values), benchmark_name, submitter_name)
 
     module.get_mlperf_logger = get_mlperf_logger
     module.submission_info = submission_info
