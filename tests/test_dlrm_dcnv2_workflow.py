@@ -5,47 +5,25 @@ the 10 reference runs without network."""
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import time
 from pathlib import Path
 
 import pytest
 
 from mlperf_wf.benchmarks.dlrm_dcnv2 import prepare as prep
-from tests.test_rgat_workflow import shards_run
-from tests.test_workflow import job_counts, new_workdir, output_cache, snakemake, snakemake_argv, snakemake_env
+from tests.test_rgat_workflow import kill_preparation_halfway_and_rerun, shards_run
+from tests.test_workflow import job_counts, new_workdir, output_cache, snakemake
 
 __all__ = ["output_cache"]  # the shared-cache fixture, used here too
 
 RUNS = 2
 CONFIG = ("--config", "benchmarks=[dlrm_dcnv2]", f"runs={RUNS}")
-DATASET = "resources/tiny/prepared/dlrm_dcnv2/dataset"
-SHARDS = "resources/tiny/prepared/dlrm_dcnv2/shards"
-
-
-def finished_shards(workdir: Path) -> set[str]:
-    return {p.parent.name for p in (workdir / SHARDS).glob("*/shard.json")}
 
 
 @pytest.fixture(scope="module")
 def killed_preparation(tmp_path_factory, output_cache) -> dict:
     """Prepare the tiny days one job at a time, SIGKILL the whole Snakemake process group halfway, rerun."""
     workdir = new_workdir(tmp_path_factory.mktemp("dlrm_dcnv2"))
-    argv = snakemake_argv(workdir, "--cores", "1", DATASET, "--cache", *CONFIG)
-    first = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=snakemake_env(output_cache), start_new_session=True)
-    deadline = time.monotonic() + 600
-    total = len(prep.shards("tiny"))
-    while len(finished_shards(workdir)) < total // 2 and time.monotonic() < deadline and first.poll() is None:
-        time.sleep(0.1)
-    os.killpg(first.pid, signal.SIGKILL)
-    first.wait()
-    done_at_kill = finished_shards(workdir)
-    assert 0 < len(done_at_kill) < total, f"the kill came too late or too early: {len(done_at_kill)} of {total} shards"
-    snakemake(workdir, "--unlock", *CONFIG)  # a hard kill leaves Snakemake's lock behind
-    rerun = snakemake(workdir, "--cores", "2", DATASET, "--cache", "--rerun-incomplete", *CONFIG, cache=output_cache)
-    return {"workdir": workdir, "done_at_kill": done_at_kill, "rerun": shards_run(rerun.stdout + rerun.stderr), "total": total}
+    return kill_preparation_halfway_and_rerun(workdir, "dlrm_dcnv2", CONFIG, len(prep.shards("tiny")), output_cache, timeout=600)
 
 
 @pytest.fixture(scope="module")

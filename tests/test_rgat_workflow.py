@@ -24,8 +24,8 @@ DATASET = "resources/tiny/prepared/rgat/dataset"
 SHARDS = "resources/tiny/prepared/rgat/shards"
 
 
-def finished_shards(workdir: Path) -> set[str]:
-    return {p.parent.name for p in (workdir / SHARDS).glob("*/shard.json")}
+def finished_shards(workdir: Path, benchmark: str) -> set[str]:
+    return {p.parent.name for p in (workdir / f"resources/tiny/prepared/{benchmark}/shards").glob("*/shard.json")}
 
 
 def shards_run(output: str) -> list[str]:
@@ -37,23 +37,29 @@ def shards_run(output: str) -> list[str]:
     return names
 
 
+def kill_preparation_halfway_and_rerun(workdir: Path, benchmark: str, config: tuple[str, ...], total: int, output_cache: Path, timeout: float) -> dict:
+    """Prepare ``benchmark``'s tiny dataset one job at a time, SIGKILL the whole Snakemake process group once half
+    its ``total`` shards are done, then rerun: which shards were done at the kill and which the rerun made."""
+    dataset = f"resources/tiny/prepared/{benchmark}/dataset"
+    argv = snakemake_argv(workdir, "--cores", "1", dataset, "--cache", *config)
+    first = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=snakemake_env(output_cache), start_new_session=True)
+    deadline = time.monotonic() + timeout
+    while len(finished_shards(workdir, benchmark)) < total // 2 and time.monotonic() < deadline and first.poll() is None:
+        time.sleep(0.1)
+    os.killpg(first.pid, signal.SIGKILL)
+    first.wait()
+    done_at_kill = finished_shards(workdir, benchmark)
+    assert 0 < len(done_at_kill) < total, f"the kill came too late or too early: {len(done_at_kill)} of {total} shards"
+    snakemake(workdir, "--unlock", *config)  # a hard kill leaves Snakemake's lock behind
+    rerun = snakemake(workdir, "--cores", "2", dataset, "--cache", "--rerun-incomplete", *config, cache=output_cache)
+    return {"workdir": workdir, "done_at_kill": done_at_kill, "rerun": shards_run(rerun.stdout + rerun.stderr), "total": total}
+
+
 @pytest.fixture(scope="module")
 def killed_preparation(tmp_path_factory, output_cache) -> dict:
     """Prepare the tiny graph one job at a time, SIGKILL the whole Snakemake process group halfway, rerun."""
     workdir = new_workdir(tmp_path_factory.mktemp("rgat"))
-    argv = snakemake_argv(workdir, "--cores", "1", DATASET, "--cache", *CONFIG)
-    first = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=snakemake_env(output_cache), start_new_session=True)
-    deadline = time.monotonic() + 300
-    total = len(prep.shards("tiny"))
-    while len(finished_shards(workdir)) < total // 2 and time.monotonic() < deadline and first.poll() is None:
-        time.sleep(0.1)
-    os.killpg(first.pid, signal.SIGKILL)
-    first.wait()
-    done_at_kill = finished_shards(workdir)
-    assert 0 < len(done_at_kill) < total, f"the kill came too late or too early: {len(done_at_kill)} of {total} shards"
-    snakemake(workdir, "--unlock", *CONFIG)  # a hard kill leaves Snakemake's lock behind
-    rerun = snakemake(workdir, "--cores", "2", DATASET, "--cache", "--rerun-incomplete", *CONFIG, cache=output_cache)
-    return {"workdir": workdir, "done_at_kill": done_at_kill, "rerun": shards_run(rerun.stdout + rerun.stderr), "total": total}
+    return kill_preparation_halfway_and_rerun(workdir, "rgat", CONFIG, len(prep.shards("tiny")), output_cache, timeout=300)
 
 
 @pytest.fixture(scope="module")
