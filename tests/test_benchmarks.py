@@ -35,11 +35,15 @@ def test_benchmarks_are_discovered_from_their_folders():
 def test_definition_loads_with_its_modules(name):
     bench = registry.check_benchmark(name, ROOT, import_modules=True)
     assert (bench.folder / "README.md").is_file(), "every benchmark folder explains itself"
-    for scale in ("tiny", "full"):
-        shards = prepare.shard_names(bench, scale)
-        layout = prepare.module(bench).layout(scale)
-        assert shards and layout
-        assert {target.split("/", 1)[0] for target in layout.values()} <= set(shards), "the tree links only into declared shards"
+    for way in bench.preparation_names():
+        for scale in ("tiny", "full"):
+            shards = prepare.shard_names(bench, scale, way)
+            layout = prepare.module(bench, way).layout(scale)
+            assert shards and layout
+            assert {target.split("/", 1)[0] for target in layout.values()} <= set(shards), "the tree links only into declared shards"
+            for shard in shards:
+                prepare.shard_inputs(bench, shard, scale, way)  # each reads only shards listed before it
+        assert set(layout) == set(prepare.module(bench).layout("full")), "every preparation gives the runs the same tree"
 
 
 @pytest.mark.parametrize("name", BENCHMARKS)
@@ -55,7 +59,7 @@ def test_rulesets_come_from_mlperf_logging(name):
 @pytest.mark.parametrize("name", BENCHMARKS)
 def test_roles_resolve_to_catalog_datasets_with_a_tiny_generator(name):
     bench = registry.load_benchmark(name)
-    for item in bench.inputs.values():
+    for item in [*bench.inputs.values(), *(item for way in bench.preparations.values() for item in way.inputs.values())]:
         dataset = registry.check_dataset(item.dataset, ROOT, import_modules=True)
         assert dataset.tiny is not None, f"{item.dataset} has no tiny stand-in, so {name} has no tiny tier"
         assert name in registry.users_of(item.dataset)

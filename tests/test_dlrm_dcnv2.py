@@ -225,7 +225,7 @@ class Killed(Exception):
 
 def test_tables_drawn_in_chunks_are_the_reference_tables_and_a_killed_draw_resumes(tmp_path, monkeypatch):
     from mlperf_wf.benchmarks.dlrm_dcnv2 import multihot
-    from mlperf_wf.benchmarks.rgat.prepare import Checkpoint
+    from mlperf_wf.prepare import Checkpoint
 
     sizes, hots = [700, 5, 1300, 40], [3, 1, 12, 2]
     monkeypatch.setattr(multihot, "CHUNK_ROWS", 256)
@@ -258,7 +258,7 @@ def test_tables_drawn_in_chunks_are_the_reference_tables_and_a_killed_draw_resum
 
 def test_a_day_is_materialized_per_feature_into_the_reference_npz(tmp_path, monkeypatch):
     from mlperf_wf.benchmarks.dlrm_dcnv2 import multihot
-    from mlperf_wf.benchmarks.rgat.prepare import Checkpoint
+    from mlperf_wf.prepare import Checkpoint
 
     monkeypatch.setattr(multihot, "CHUNK_ROWS", 100)
     sizes, hots = [50, 7] * 13, [3, 1] * 13

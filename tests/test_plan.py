@@ -48,8 +48,8 @@ def rendered(name: str, workdir: Path) -> dict:
     out: dict = {}
     tiny = make_plan(workdir)
     out["tiny"] = {
-        "preprocess_inputs": tiny.preprocess_inputs(name),
-        "preprocess_args": tiny.preprocess_args(name),
+        "preprocess_inputs": tiny.preprocess_inputs(name, tiny.shard_names(name)[0]),
+        "preprocess_args": tiny.preprocess_args(name, tiny.shard_names(name)[0]),
         "shards": tiny.shard_names(name),
         "train_inputs": tiny.train_inputs(name),
         "run_3": {launcher: asdict(make_plan(workdir, launcher=launcher).train_job(name, 3)) for launcher in ("local", "docker")},

@@ -170,3 +170,28 @@ def test_yaml_syntax_error_is_one_line_with_its_position(tmp_path):
 def test_dataset_users_are_computed_not_kept():
     assert registry.users_of("igbh_full") == ["rgat"]
     assert registry.users_of("llama2_70b_fused_qkv") == ["llama2_70b_lora"]
+    assert registry.users_of("criteo_1tb_click_logs") == ["dlrm_dcnv2"], "a preparation's inputs count as uses"
+
+
+def test_a_preparation_reads_only_for_preparation_and_is_not_named_default(tmp_path):
+    def trained_from_raw(entry):
+        entry["preparations"]["from_raw"]["inputs"]["click_logs"]["used_by"] = ["prepare", "train"]
+
+    with pytest.raises(ConfigError, match=r"preparations\.from_raw: inputs\.click_logs: a preparation's inputs are read by prepare only"):
+        parse_benchmark_file(edited_definition(tmp_path, "dlrm_dcnv2", trained_from_raw), "dlrm_dcnv2")
+
+    def named_default(entry):
+        entry["preparations"]["default"] = entry["preparations"].pop("from_raw")
+
+    with pytest.raises(ConfigError, match=r"preparations: 'default' is the name of the benchmark's own prepare\.py"):
+        parse_benchmark_file(edited_definition(tmp_path, "dlrm_dcnv2", named_default), "dlrm_dcnv2")
+
+    def role_named_shards(entry):
+        entry["preparations"]["from_raw"]["inputs"] = {"shards": {"dataset": "criteo_1tb_click_logs"}}
+
+    with pytest.raises(ConfigError, match=r"inputs: role 'shards' must be a lower-case identifier other than .*shards"):
+        parse_benchmark_file(edited_definition(tmp_path, "dlrm_dcnv2", role_named_shards), "dlrm_dcnv2")
+    bench = registry.load_benchmark("dlrm_dcnv2")
+    assert bench.roles_for("prepare") == {"data": "criteo_1tb_multihot_reference"}
+    assert bench.roles_for("prepare", "from_raw") == {"click_logs": "criteo_1tb_click_logs"}
+    assert bench.roles_for("train", "from_raw") == {}

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mlperf_wf.errors import ConfigError, UserError
+from mlperf_wf.registry import DEFAULT_PREPARATION
 from mlperf_wf.verify import STAMPS_NAME
 
 if TYPE_CHECKING:
@@ -163,27 +164,32 @@ def _role_folders(items: list[str], allowed: dict[str, str], flag: str = "--inpu
     return named
 
 
-def cmd_preprocess(benchmark: str, scale: str, shard: str, inputs: list[str], out: Path) -> None:
-    """Write one shard of the benchmark's prepared data from ``role=folder`` inputs."""
+def cmd_preprocess(benchmark: str, scale: str, shard: str, inputs: list[str], out: Path, preparation: str = DEFAULT_PREPARATION) -> None:
+    """Write one shard of the benchmark's prepared data (by the named preparation) from ``role=folder`` inputs."""
     from mlperf_wf import prepare
-    from mlperf_wf.registry import load_benchmark
+    from mlperf_wf.registry import SHARDS_ROLE, load_benchmark
 
     bench = load_benchmark(benchmark)
-    known = prepare.shard_names(bench, scale)
+    prepare.check_preparation(bench, preparation, key="--preparation")
+    known = prepare.shard_names(bench, scale, preparation)
     if shard not in known:
-        raise ConfigError(f"--shard {shard!r}: {benchmark} at scale {scale} has shards {', '.join(known)}")
-    named = _role_folders(inputs, bench.roles_for("prepare"))
-    summary = prepare.module(bench).prepare_shard(shard, named, out, scale)
+        raise ConfigError(f"--shard {shard!r}: {benchmark} at scale {scale} (preparation {preparation}) has shards {', '.join(known)}")
+    allowed = bench.roles_for("prepare", preparation)
+    if prepare.shard_inputs(bench, shard, scale, preparation):
+        allowed = {**allowed, SHARDS_ROLE: ""}
+    named = _role_folders(inputs, allowed)
+    summary = prepare.module(bench, preparation).prepare_shard(shard, named, out, scale)
     log.info("%s shard %s prepared: %s", benchmark, shard, json.dumps(summary))
 
 
-def cmd_assemble(benchmark: str, scale: str, shards: Path, out: Path) -> None:
+def cmd_assemble(benchmark: str, scale: str, shards: Path, out: Path, preparation: str = DEFAULT_PREPARATION) -> None:
     """Link the benchmark's shards into the tree its trainer (or reference container) reads."""
     from mlperf_wf import prepare
     from mlperf_wf.registry import load_benchmark
 
     bench = load_benchmark(benchmark)
-    links = prepare.assemble(prepare.module(bench).layout(scale), shards, out)
+    prepare.check_preparation(bench, preparation, key="--preparation")
+    links = prepare.assemble(prepare.module(bench, preparation).layout(scale), shards, out)
     log.info("%s: %d files linked into %s", benchmark, links, out)
 
 
@@ -538,13 +544,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--benchmark", required=True)
     p.add_argument("--scale", choices=["tiny", "full"], required=True)
     p.add_argument("--shard", required=True, help="shard name (the preprocessing module's shards(scale))")
-    p.add_argument("--input", action="append", default=[], help="ROLE=FOLDER, one per dataset role")
+    p.add_argument("--input", action="append", default=[], help="ROLE=FOLDER, one per dataset role (shards=FOLDER for a shard that reads earlier shards)")
+    p.add_argument("--preparation", default=DEFAULT_PREPARATION, help="the benchmark's preparation (benchmark.yaml preparations; default: its prepare.py)")
     p.add_argument("--out", type=Path, required=True)
 
     p = sub.add_parser("assemble", help="link a benchmark's prepared shards into the tree its trainer reads")
     p.add_argument("--benchmark", required=True)
     p.add_argument("--scale", choices=["tiny", "full"], required=True)
     p.add_argument("--shards", type=Path, required=True, help="folder holding the shard folders")
+    p.add_argument("--preparation", default=DEFAULT_PREPARATION, help="the benchmark's preparation the shards come from")
     p.add_argument("--out", type=Path, required=True)
 
     p = sub.add_parser("train", help="one tiny-scale training run")
@@ -684,9 +692,9 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "verify":
             cmd_verify(args.folder, args.manifest, args.out, args.stamps, args.jobs)
         elif args.command == "preprocess":
-            cmd_preprocess(args.benchmark, args.scale, args.shard, args.input, args.out)
+            cmd_preprocess(args.benchmark, args.scale, args.shard, args.input, args.out, args.preparation)
         elif args.command == "assemble":
-            cmd_assemble(args.benchmark, args.scale, args.shards, args.out)
+            cmd_assemble(args.benchmark, args.scale, args.shards, args.out, args.preparation)
         elif args.command == "train":
             from mlperf_wf.mllog_utils import Submission
 

@@ -26,7 +26,7 @@ from pydantic import ValidationError
 
 from mlperf_wf import hyperparameters, launch, mlperf_rules, power, prepare, registry
 from mlperf_wf.errors import ConfigError, describe_validation_error
-from mlperf_wf.registry import BenchmarkDef, Container
+from mlperf_wf.registry import DEFAULT_PREPARATION, SHARDS_ROLE, BenchmarkDef, Container
 
 Scale = Literal["tiny", "full"]
 TINY_RESULTS = "results/tiny"
@@ -89,6 +89,8 @@ class Settings:
     draws beside the runs."""
     power: dict = field(default_factory=dict)
     """``power:``: energy measurement beside every run (:class:`mlperf_wf.power.PowerConfig`), off by default."""
+    preparation: dict[str, str] = field(default_factory=dict)
+    """Per-benchmark preparation other than the default (e.g. ``{dlrm_dcnv2: from_raw}``)."""
 
     @classmethod
     def from_config(cls, config: dict) -> Settings:
@@ -116,6 +118,7 @@ class Settings:
             full_mounts=dict(config.get("full_mounts") or {}),
             reference_logs=dict(config.get("reference_logs") or {}),
             power=dict(config.get("power") or {}),
+            preparation=dict(config.get("preparation") or {}),
         )
 
 
@@ -182,7 +185,16 @@ class Plan:
             raise ConfigError(f"config: benchmarks: {unknown} has no folder in src/mlperf_wf/benchmarks/; known: {', '.join(known)}")
         if s.scale == "tiny" and s.launcher not in ("auto", *TINY_LAUNCHERS):
             raise ConfigError(f"config: launcher is {s.launcher!r} but tiny-scale runs use auto, {' or '.join(TINY_LAUNCHERS)}")
-        for key in ("full_geometry", "full_container", "tiny_hyperparameters", "full_arguments", "full_workdir", "full_mounts", "reference_logs"):
+        for key in (
+            "full_geometry",
+            "full_container",
+            "tiny_hyperparameters",
+            "full_arguments",
+            "full_workdir",
+            "full_mounts",
+            "reference_logs",
+            "preparation",
+        ):
             for name in getattr(s, key):
                 if name not in self.benchmarks:
                     raise ConfigError(f"config: {key}.{name}: names no benchmark; known: {', '.join(known)}")
@@ -191,6 +203,8 @@ class Plan:
                 raise ConfigError(f"config: reference_logs.{name}: {folder!r} is not a folder; give a folder of :::MLLOG logs (searched recursively)")
         for name in s.benchmarks:
             self.ruleset(name)
+        for name, way in s.preparation.items():
+            prepare.check_preparation(self.bench(name), way, key=f"config: preparation.{name}")
         for name in self.benchmarks:
             self.container(name)
             self.hyperparameters(name)
@@ -304,27 +318,47 @@ class Plan:
 
     # ---- preparation ----
 
-    def preprocess_inputs(self, name: str) -> dict[str, str]:
-        """Every dataset the preparation reads, by role, and its verification record."""
+    def preparation(self, name: str) -> str:
+        """The preparation a benchmark's data goes through (the config's ``preparation``, else its default)."""
+        return self.settings.preparation.get(name, DEFAULT_PREPARATION)
+
+    def shards_dir(self, name: str) -> str:
+        return f"{self.prepared_dir(name)}/shards"
+
+    def preprocess_inputs(self, name: str, shard: str) -> dict[str, str]:
+        """Every dataset the shard's preparation reads, by role, with its verification record, and the earlier
+        shards it reads."""
         inputs = {}
-        for role, dataset_id in self.bench(name).roles_for("prepare").items():
+        for role, dataset_id in self.bench(name).roles_for("prepare", self.preparation(name)).items():
             inputs[role] = self.dataset_dir(dataset_id)
             inputs[f"{role}_verified"] = self.verified_record(dataset_id)
+        for earlier in prepare.shard_inputs(self.bench(name), shard, self.scale, self.preparation(name)):
+            inputs[f"shard_{earlier}"] = f"{self.shards_dir(name)}/{earlier}"
         return inputs
 
-    def preprocess_args(self, name: str) -> str:
-        """``--input ROLE=FOLDER`` arguments of the preprocess command."""
-        return " ".join(f"--input {role}={self.dataset_dir(dataset_id)}" for role, dataset_id in self.bench(name).roles_for("prepare").items())
+    def preprocess_args(self, name: str, shard: str) -> str:
+        """``--input ROLE=FOLDER`` arguments of the preprocess command (``shards=`` the shards folder for a shard
+        that reads earlier shards), and ``--preparation`` when it is not the default."""
+        way = self.preparation(name)
+        args = [f"--input {role}={self.dataset_dir(dataset_id)}" for role, dataset_id in self.bench(name).roles_for("prepare", way).items()]
+        if prepare.shard_inputs(self.bench(name), shard, self.scale, way):
+            args.append(f"--input {SHARDS_ROLE}={self.shards_dir(name)}")
+        return " ".join([*args, *self.preparation_args(name).split()])
+
+    def preparation_args(self, name: str) -> str:
+        """``--preparation NAME`` for a preparation other than the default (none otherwise)."""
+        way = self.preparation(name)
+        return "" if way == DEFAULT_PREPARATION else f"--preparation {way}"
 
     def shard_names(self, name: str) -> list[str]:
         """Shards of a benchmark's preparation at this scale (its prepare module declares them)."""
-        return prepare.shard_names(self.bench(name), self.scale)
+        return prepare.shard_names(self.bench(name), self.scale, self.preparation(name))
 
     def shard_dirs(self, name: str) -> list[str]:
-        return [f"{self.prepared_dir(name)}/shards/{shard}" for shard in self.shard_names(name)]
+        return [f"{self.shards_dir(name)}/{shard}" for shard in self.shard_names(name)]
 
     def shard_resources(self, name: str, shard: str) -> dict[str, int]:
-        return prepare.shard_resources(self.bench(name), shard, self.scale)
+        return prepare.shard_resources(self.bench(name), shard, self.scale, self.preparation(name))
 
     # ---- training ----
 

@@ -179,6 +179,8 @@ RESERVED_PLACEHOLDERS = (
     "node_rank",
 )
 """Placeholders every full-scale command may use; a role read by the runs adds its own name."""
+SHARDS_ROLE = "shards"
+"""The input name under which a shard that reads other shards (``shard_inputs``) receives their folder."""
 
 
 class Input(_Strict):
@@ -375,6 +377,32 @@ class TinyTier(_Strict):
         return self
 
 
+DEFAULT_PREPARATION = "default"
+"""The preparation a benchmark uses unless the config's ``preparation`` picks another: its ``prepare`` module
+reading its ``inputs``."""
+
+
+class Preparation(_Strict):
+    """Another way to prepare a benchmark's data (e.g. from the raw source instead of the published preprocessed
+    files), chosen per benchmark by the config's ``preparation``; it must give the runs the same tree."""
+
+    module: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
+    """Module of the benchmark's folder with ``shards``, ``layout``, ``resources``, ``prepare_shard`` (and
+    optionally ``shard_inputs``), as ``prepare.py`` has."""
+    about: str = Field(min_length=1)
+    """What this preparation starts from, what it costs, and when to choose it (one line, shown in errors and docs)."""
+    inputs: dict[str, Input] = Field(min_length=1)
+    """Role -> dataset the preparation reads, instead of the benchmark's ``inputs`` used by ``prepare``
+    (inputs the runs read stay those of ``inputs``)."""
+
+    @model_validator(mode="after")
+    def _inputs_are_for_preparation_only(self) -> Preparation:
+        for role, item in self.inputs.items():
+            if item.used_by != ["prepare"]:
+                raise ValueError(f"inputs.{role}: a preparation's inputs are read by prepare only (got used_by {item.used_by})")
+        return self
+
+
 class BenchmarkDef(_Strict):
     """A benchmark folder's ``benchmark.yaml``."""
 
@@ -390,6 +418,8 @@ class BenchmarkDef(_Strict):
     """Full-scale launch."""
     tiny: TinyTier = Field(default_factory=TinyTier)
     """The tiny tier's division (closed unless a closed rule cannot hold at tiny size)."""
+    preparations: dict[str, Preparation] = Field(default_factory=dict)
+    """Other preparations than the default one (name -> how), selected by the config's ``preparation``."""
 
     @property
     def folder(self) -> Path:
@@ -405,9 +435,25 @@ class BenchmarkDef(_Strict):
         """Dotted name of the benchmark's package."""
         return f"{BENCHMARKS_PACKAGE}.{self.name}"
 
-    def roles_for(self, stage: str) -> dict[str, str]:
-        """Role -> dataset id of the inputs ``stage`` (prepare or train) reads."""
-        return {role: item.dataset for role, item in self.inputs.items() if stage in item.used_by}
+    def roles_for(self, stage: str, preparation: str = DEFAULT_PREPARATION) -> dict[str, str]:
+        """Role -> dataset id of the inputs ``stage`` (prepare or train) reads; ``preparation`` names which
+        preparation's inputs the prepare stage reads."""
+        inputs = self.inputs if stage == "train" or preparation == DEFAULT_PREPARATION else self.preparation(preparation).inputs
+        return {role: item.dataset for role, item in inputs.items() if stage in item.used_by}
+
+    def preparation_names(self) -> list[str]:
+        """The preparations this benchmark offers, the default first."""
+        return [DEFAULT_PREPARATION, *self.preparations]
+
+    def preparation(self, name: str) -> Preparation:
+        """The named non-default preparation; a clear error for a name the benchmark does not offer."""
+        if name not in self.preparations:
+            raise KeyError(name)
+        return self.preparations[name]
+
+    def preparation_module(self, name: str = DEFAULT_PREPARATION) -> str:
+        """Module (in the benchmark's folder) of the named preparation."""
+        return "prepare" if name == DEFAULT_PREPARATION else self.preparation(name).module
 
     @model_validator(mode="after")
     def _declared_open_rules_are_checked_rules(self) -> BenchmarkDef:
@@ -427,9 +473,11 @@ class BenchmarkDef(_Strict):
 
     @model_validator(mode="after")
     def _roles_mounts_and_placeholders_agree(self) -> BenchmarkDef:
-        for role in self.inputs:
-            if not role.isidentifier() or not role.islower() or role in RESERVED_PLACEHOLDERS:
-                raise ValueError(f"inputs: role {role!r} must be a lower-case identifier other than {', '.join(RESERVED_PLACEHOLDERS)}")
+        for role in [*self.inputs, *(role for way in self.preparations.values() for role in way.inputs)]:
+            if not role.isidentifier() or not role.islower() or role in (*RESERVED_PLACEHOLDERS, SHARDS_ROLE):
+                raise ValueError(f"inputs: role {role!r} must be a lower-case identifier other than {', '.join((*RESERVED_PLACEHOLDERS, SHARDS_ROLE))}")
+        if DEFAULT_PREPARATION in self.preparations:
+            raise ValueError(f"preparations: {DEFAULT_PREPARATION!r} is the name of the benchmark's own prepare.py; name the other preparation differently")
         run_roles = set(self.roles_for("train"))
         needed = {"prepared", "results"} | run_roles
         if set(self.full.mounts) != needed:
@@ -532,7 +580,13 @@ def benchmark_module(bench: BenchmarkDef, module: str):
 
 def users_of(dataset_id: str) -> list[str]:
     """Benchmarks whose inputs name ``dataset_id`` (computed, never kept by hand)."""
-    return [name for name in benchmark_names() if any(item.dataset == dataset_id for item in _load_benchmark_file(name).inputs.values())]
+    users = []
+    for name in benchmark_names():
+        bench = _load_benchmark_file(name)
+        inputs = [*bench.inputs.values(), *(item for way in bench.preparations.values() for item in way.inputs.values())]
+        if any(item.dataset == dataset_id for item in inputs):
+            users.append(name)
+    return users
 
 
 # ---- checking everything ----------------------------------------------------------
@@ -556,20 +610,25 @@ def check_benchmark(name: str, root: Path | None = None, import_modules: bool = 
     from mlperf_wf.hyperparameters import hyperparameter_model
 
     bench = load_benchmark(name)
-    for role, item in bench.inputs.items():
+    declared = [(f"inputs.{role}", item) for role, item in bench.inputs.items()]
+    declared += [(f"preparations.{way}.inputs.{role}", item) for way, prep in bench.preparations.items() for role, item in prep.inputs.items()]
+    for key, item in declared:
         if not (config_dir(root) / "datasets" / f"{item.dataset}.yaml").is_file():
-            raise ConfigError(
-                f"{bench.definition_file}: inputs.{role}.dataset: {item.dataset!r} is not in the dataset catalog; known: {', '.join(dataset_ids(root))}"
-            )
+            raise ConfigError(f"{bench.definition_file}: {key}.dataset: {item.dataset!r} is not in the dataset catalog; known: {', '.join(dataset_ids(root))}")
+    for way, prep in bench.preparations.items():
+        if not (bench.folder / f"{prep.module}.py").is_file():
+            raise ConfigError(f"{bench.definition_file}: preparations.{way}.module: {prep.module!r} has no {prep.module}.py in {bench.folder}")
     for file in BENCHMARK_FILES:
         if not (bench.folder / file).is_file():
             raise ConfigError(f"{bench.folder}: no {file}; a benchmark folder holds {', '.join(BENCHMARK_FILES)}")
     hyperparameter_model(bench)  # pydantic only: cheap, and it validates the tiny hyperparameters' defaults
     if import_modules:
-        prepare = benchmark_module(bench, "prepare")
-        for function in ("shards", "layout", "prepare_shard"):
-            if not callable(getattr(prepare, function, None)):
-                raise ConfigError(f"{bench.folder / 'prepare.py'}: defines no {function}()")
+        for way in bench.preparation_names():
+            module_name = bench.preparation_module(way)
+            prepare = benchmark_module(bench, module_name)
+            for function in ("shards", "layout", "prepare_shard"):
+                if not callable(getattr(prepare, function, None)):
+                    raise ConfigError(f"{bench.folder / (module_name + '.py')}: defines no {function}()")
         if not callable(getattr(benchmark_module(bench, "trainer"), "train", None)):
             raise ConfigError(f"{bench.folder / 'trainer.py'}: defines no train(run, hp)")
     return bench

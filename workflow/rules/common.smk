@@ -49,13 +49,18 @@ def download_source_args(wildcards):
 
 
 def preprocess_inputs(wildcards):
-    """Every dataset the preparation reads, by role, and its verification record."""
-    return PLAN.preprocess_inputs(wildcards.benchmark)
+    """Every dataset the shard reads, by role, its verification record, and the earlier shards it reads."""
+    return PLAN.preprocess_inputs(wildcards.benchmark, wildcards.shard)
 
 
 def preprocess_role_args(wildcards):
-    """`--input role=folder` arguments of the preprocess command."""
-    return PLAN.preprocess_args(wildcards.benchmark)
+    """`--input role=folder` arguments of the preprocess command, and `--preparation` when not the default."""
+    return PLAN.preprocess_args(wildcards.benchmark, wildcards.shard)
+
+
+def preparation_args(wildcards):
+    """`--preparation NAME` when the config picks a preparation other than the benchmark's default."""
+    return PLAN.preparation_args(wildcards.benchmark)
 
 
 def preprocess_shards(wildcards):

@@ -1,5 +1,6 @@
-# Preparation: the benchmark's preprocessing module, one cached job per shard
-# (an edge type, a feature array, ...), then the tree its trainer reads, as links.
+# Preparation: the benchmark's preprocessing module (or the preparation the config picks),
+# one cached job per shard (an edge type, a feature array, a day file ...; a shard may read
+# earlier shards), then the tree its trainer reads, as links.
 # A killed preparation redoes only the shards that had not finished.
 
 
@@ -46,6 +47,7 @@ rule assemble_prepared:
         benchmark="{benchmark}",
         scale="{scale}",
         shards="resources/{scale}/prepared/{benchmark}/shards",
+        preparation=preparation_args,
     shell:
         "mlperf-wf assemble --benchmark {params.benchmark} --scale {params.scale}"
-        " --shards {params.shards} --out {output.dataset} > {log} 2>&1"
+        " --shards {params.shards} {params.preparation} --out {output.dataset} > {log} 2>&1"

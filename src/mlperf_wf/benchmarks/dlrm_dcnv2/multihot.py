@@ -12,8 +12,8 @@ feature 20, 40 M x 99 int64 is 32 GB), then for each day maps all 26 features an
 - ``pack_day`` writes the 26 feature files into the reference's uncompressed ``day_<d>_sparse_multi_hot.npz``,
   streaming each member.
 
-So memory is one chunk, and a killed job resumes at its last saved chunk. These are the functions the
-from-raw preparation's shards call; that path is not selectable by config yet (README.md).
+So memory is one chunk, and a killed job resumes at its last saved chunk. The from-raw preparation's shards
+(``prepare_from_raw.py``) call them.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mlperf_wf.benchmarks.rgat.prepare import Checkpoint
+from mlperf_wf.prepare import Checkpoint
 
 SEED = 0
 """multi_hot.py:87: every rank draws the tables from numpy's global seed 0."""

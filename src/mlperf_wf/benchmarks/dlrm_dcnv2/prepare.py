@@ -14,10 +14,9 @@ at 160 GB a day, and hard-links the files into the shard. A ``tables`` shard rec
 ``num_embeddings_per_feature`` the runs use. A killed preparation redoes only the days it
 had not finished.
 
-The from-raw path (the raw Criteo 1TB click logs through the reference's three torchrec
-steps and the materialization, 700 GB of RAM and 1-2 days as the reference runs it) is not
-selectable yet: ``multihot.py`` holds its materialization in bounded, resumable chunks; README.md
-says what is left.
+The other preparation, from the raw Criteo 1TB click logs through the reference's three
+torchrec steps and the materialization (700 GB of RAM and 1-2 days as the reference runs it),
+is ``prepare_from_raw.py``, chosen with ``preparation: {dlrm_dcnv2: from_raw}``.
 """
 
 from __future__ import annotations

@@ -28,6 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from mlperf_wf.errors import UserError
+from mlperf_wf.prepare import Checkpoint, scratch_for, source_identity
 
 ROOT = "full/processed"
 """Where the published files live in the dataset, and the prepared tree the reference reads."""
@@ -188,47 +189,6 @@ def _chunks(relation: Relation, processed: Path, n_dst: int, skip: int = 0) -> I
             yield from [(loops, loops), (loops, loops)][max(0, skip - (number - 2)) :]
 
 
-class Checkpoint:
-    """Progress of one shard in its scratch folder, so a killed job resumes where it stopped.
-
-    The scratch folder sits beside the shard folders (``prepared/<benchmark>/scratch/<shard>``),
-    outside what Snakemake declares: Snakemake deletes a killed job's output before rerunning it,
-    not this. The state names its source (path, size, mtime); other data starts afresh.
-    """
-
-    def __init__(self, folder: Path, source: dict) -> None:
-        self.folder = folder
-        self.source = source
-        self.file = folder / "progress.json"
-        folder.mkdir(parents=True, exist_ok=True)
-        state = json.loads(self.file.read_text()) if self.file.is_file() else {}
-        self.state: dict = state if state.get("source") == source else {}
-        if not self.state:
-            for stale in folder.iterdir():
-                stale.unlink()
-
-    def get(self, key: str, default: int = 0) -> int:
-        return int(self.state.get(key, default))
-
-    def save(self, **values: int) -> None:
-        self.state = {**self.state, **values, "source": self.source}
-        partial = self.file.with_suffix(".partial")
-        partial.write_text(json.dumps(self.state))
-        partial.replace(self.file)  # atomic: a kill leaves the old state or the new one
-
-    def done(self) -> None:
-        shutil.rmtree(self.folder)
-
-
-def _source_identity(*paths: Path) -> dict:
-    return {str(p): [p.stat().st_size, p.stat().st_mtime_ns] for p in paths}
-
-
-def scratch_for(out_dir: Path) -> Path:
-    """``prepared/<benchmark>/scratch/<shard>`` for ``prepared/<benchmark>/shards/<shard>``."""
-    return out_dir.parent.parent / "scratch" / out_dir.name
-
-
 CHECKPOINT_EVERY = 64
 """Chunks between two checkpoints of the CSC scatter (the fill pointers are saved: 8 bytes per node)."""
 
@@ -300,7 +260,7 @@ def _prepare_csc(relation: Relation, processed: Path, out_dir: Path) -> dict:
     n_dst = node_count(processed, relation.dst)
     n_src = node_count(processed, relation.src)
     source = processed / relation.source_file / "edge_index.npy"
-    scratch = Checkpoint(scratch_for(out_dir), _source_identity(source))
+    scratch = Checkpoint(scratch_for(out_dir), source_identity(source))
     indptr, indices = coo_to_csc(lambda skip: _chunks(relation, processed, n_dst, skip), n_dst, scratch)
     if len(indices) and int(indices.max()) >= n_src:
         raise UserError(f"{relation.source_file}: source id {int(indices.max())} is out of range for {n_src} {relation.src} nodes")
@@ -331,7 +291,7 @@ def cast_to_half(source: np.ndarray, scratch: Checkpoint) -> np.ndarray:
 
 def _prepare_features(node_type: str, processed: Path, out_dir: Path) -> dict:
     source = node_features(processed, node_type)
-    scratch = Checkpoint(scratch_for(out_dir), _source_identity(processed / node_type / "node_feat.npy"))
+    scratch = Checkpoint(scratch_for(out_dir), source_identity(processed / node_type / "node_feat.npy"))
     half = cast_to_half(source, scratch)
     _torch_save_array(half, out_dir / "node_feat_fp16.pt")
     del half
