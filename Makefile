@@ -43,7 +43,7 @@ demo: $(BIN)/activate
 
 # MLPERF_WF_REQUIRE_REFERENCE: the reference-in-the-loop tests fail, rather than skip, without their venv.
 test: $(BIN)/activate $(REFERENCE_VENV)/bin/activate
-	MLPERF_WF_REQUIRE_REFERENCE=1 $(BIN)/python -m pytest -q
+	MLPERF_WF_REQUIRE_REFERENCE=1 $(BIN)/python -m pytest -q --durations=25
 
 lint: $(BIN)/activate
 	$(BIN)/ruff check src tests bench containers

@@ -9,7 +9,10 @@ The oracles below are written from the reference's documented behaviour (the mod
 from __future__ import annotations
 
 import gzip
+import itertools
 import zlib
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -75,6 +78,23 @@ def oracle_shuffle(dense: list[np.ndarray], sparse: list[np.ndarray], labels: li
     return days
 
 
+@contextmanager
+def killed_at_a_save(monkeypatch, when: Callable[[dict], bool]) -> Iterator[None]:
+    """The code inside dies (KeyboardInterrupt, as at a kill) at the first checkpoint save ``when`` picks, before
+    that save is written."""
+    real_save = Checkpoint.save
+
+    def dying_save(self, **values):
+        if when(values):
+            raise KeyboardInterrupt("killed")
+        real_save(self, **values)
+
+    monkeypatch.setattr(Checkpoint, "save", dying_save)
+    with pytest.raises(KeyboardInterrupt):
+        yield
+    monkeypatch.setattr(Checkpoint, "save", real_save)
+
+
 def write_gz(path: Path, text: bytes, cut: bool = False) -> None:
     deflate = zlib.compressobj(6, zlib.DEFLATED, zlib.MAX_WBITS | 16)
     path.write_bytes(deflate.compress(text) + (deflate.flush(zlib.Z_SYNC_FLUSH) if cut else deflate.flush()))
@@ -124,18 +144,9 @@ def test_a_killed_day_resumes_after_its_last_block_to_the_same_files(tmp_path, m
     write_gz(tmp_path / "day_0.gz", text)
     monkeypatch.setattr(click_logs, "BLOCK_BYTES", 4096)
     whole = click_logs.read_day(tmp_path / "day_0.gz", tmp_path / "whole", Checkpoint(tmp_path / "whole", {"x": 1}))
-    real_save, saves = Checkpoint.save, []
-
-    def dying_save(self, **values):
-        saves.append(values)
-        if len(saves) == 5:
-            raise KeyboardInterrupt("killed")
-        real_save(self, **values)
-
-    monkeypatch.setattr(Checkpoint, "save", dying_save)
-    with pytest.raises(KeyboardInterrupt):
+    saves = itertools.count(1)
+    with killed_at_a_save(monkeypatch, lambda values: next(saves) == 5):
         click_logs.read_day(tmp_path / "day_0.gz", tmp_path / "part", Checkpoint(tmp_path / "part", {"x": 1}))
-    monkeypatch.setattr(Checkpoint, "save", real_save)
     resumed = Checkpoint(tmp_path / "part", {"x": 1})
     assert 0 < resumed.get("rows") < 400
     again = click_logs.read_day(tmp_path / "day_0.gz", tmp_path / "part", resumed)
@@ -178,17 +189,8 @@ def test_contiguous_ids_number_each_value_by_its_first_appearance_over_the_days_
     monkeypatch.setattr(click_logs, "CHUNK_ROWS", 16)
     outputs = [tmp_path / "out" / f"day_{d}.npy" for d in range(24)]
     (tmp_path / "out").mkdir()
-    real_save = Checkpoint.save
-
-    def dying_save(self, **values):
-        if values.get("days") == 9:
-            raise KeyboardInterrupt("killed")
-        real_save(self, **values)
-
-    monkeypatch.setattr(Checkpoint, "save", dying_save)
-    with pytest.raises(KeyboardInterrupt):
+    with killed_at_a_save(monkeypatch, lambda values: values.get("days") == 9):
         click_logs.contiguous_ids(sources, outputs, Checkpoint(tmp_path / "scratch", {"x": 1}))
-    monkeypatch.setattr(Checkpoint, "save", real_save)
     resumed = Checkpoint(tmp_path / "scratch", {"x": 1})
     assert resumed.get("days") == 8
     summary = click_logs.contiguous_ids(sources, outputs, resumed)
@@ -249,17 +251,8 @@ def test_a_killed_scatter_resumes_after_its_last_chunk(tmp_path, monkeypatch):
         return [file.read_bytes() for file in files]
 
     whole = scatter("whole", Checkpoint(tmp_path / "w", {"x": 1}))
-    real_save = Checkpoint.save
-
-    def dying_save(self, **values):
-        if values.get("rows") == 24:
-            raise KeyboardInterrupt("killed")
-        real_save(self, **values)
-
-    monkeypatch.setattr(Checkpoint, "save", dying_save)
-    with pytest.raises(KeyboardInterrupt):
+    with killed_at_a_save(monkeypatch, lambda values: values.get("rows") == 24):
         scatter("part", Checkpoint(tmp_path / "p", {"x": 1}))
-    monkeypatch.setattr(Checkpoint, "save", real_save)
     resumed = Checkpoint(tmp_path / "p", {"x": 1})
     assert resumed.get("rows") == 16
     assert scatter("part", resumed) == whole

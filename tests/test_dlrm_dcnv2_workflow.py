@@ -6,6 +6,7 @@ the raw logs, every shard and the 10 reference runs without network."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -69,7 +70,7 @@ def test_tiny_runs_reach_the_real_auroc_target_and_pass_the_6_0_0_checker(dlrm_p
         assert accuracies[-1] >= 0.80275 > max(accuracies[:-1]), "the run stops at the first evaluation past the real target"
         assert events["run_stop"]["metadata"]["status"] == "success"
     tree = dlrm_project / DATASET
-    assert (tree / "day_0_sparse_multi_hot.npz").resolve().parent.name == "multihot_day_0", "the runs read the from-raw days"
+    assert Path(os.readlink(tree / "day_0_sparse_multi_hot.npz")).parent.name == "multihot_day_0", "the runs read the from-raw days"
 
 
 @pytest.mark.slow
@@ -78,8 +79,8 @@ def test_switching_back_to_the_published_dataset_keeps_every_shard_made(dlrm_pro
     snakemake(dlrm_project, "--cores", "2", DATASET, "--cache", *CONFIG, cache=output_cache)
     shards = {p.name for p in (dlrm_project / "resources/tiny/prepared/dlrm_dcnv2/shards").iterdir()}
     assert made_from_raw | set(prep.shards("tiny")) == shards, "both preparations' shards are kept"
-    assert (dlrm_project / DATASET / "day_0_sparse_multi_hot.npz").resolve().parent.name == "day_0"
-    assert set(p.name for p in (dlrm_project / DATASET).iterdir()) == set(prep.layout("tiny"))
+    assert Path(os.readlink(dlrm_project / DATASET / "day_0_sparse_multi_hot.npz")).parent.name == "day_0"
+    assert {p.name for p in (dlrm_project / DATASET).iterdir() if not p.name.startswith(".")} == set(prep.layout("tiny"))
 
 
 def test_full_scale_dry_run_lists_the_reference_dataset_shards_and_runs(tmp_path):
