@@ -186,7 +186,7 @@ def test_contiguous_ids_number_each_value_by_its_first_appearance_over_the_days_
         np.save(tmp_path / f"in_{d}.npy", day)
         sources.append(tmp_path / f"in_{d}.npy")
     expected = oracle_contiguous([day.reshape(-1, 1) for day in days])
-    monkeypatch.setattr(click_logs, "CHUNK_ROWS", 16)
+    monkeypatch.setattr(click_logs, "NUMBERING_CHUNK_ROWS", 16)
     outputs = [tmp_path / "out" / f"day_{d}.npy" for d in range(24)]
     (tmp_path / "out").mkdir()
     with killed_at_a_save(monkeypatch, lambda values: values.get("days") == 9):
@@ -355,4 +355,4 @@ def test_full_scale_resources_bound_each_kind_of_shard():
     kinds = {from_raw._kind(shard)[0] for shard in from_raw.shards("full")}
     assert kinds == set(from_raw.FULL_RESOURCES)
     assert max(r["mem_mb"] for r in from_raw.FULL_RESOURCES.values()) <= 48_000, "no shard needs the reference's 700 GB"
-    assert multihot.CHUNK_ROWS <= 1 << 22 and click_logs.CHUNK_ROWS <= 1 << 22
+    assert multihot.CHUNK_ROWS <= 1 << 22 and click_logs.CHUNK_ROWS <= 1 << 22 and click_logs.NUMBERING_CHUNK_ROWS <= 1 << 24

@@ -46,7 +46,10 @@ RAW_COLUMNS = 1 + DENSE_FEATURES + SPARSE_FEATURES
 BLOCK_BYTES = 1 << 26
 """Decompressed bytes of lines parsed at once (about 300,000 Criteo lines)."""
 CHUNK_ROWS = 1 << 22
-"""Rows mapped, scattered or placed at once."""
+"""Rows scattered or placed at once."""
+NUMBERING_CHUNK_ROWS = 1 << 24
+"""Values numbered at once: each chunk's new values are inserted into the sorted table (a copy of the table), so
+fewer, larger chunks (16 M values, a few hundred MB of sorting) keep that copying small next to the reading."""
 HEADER_BYTES = 128
 """Bytes reserved for the ``.npy`` header of a file whose row count is known only at its end."""
 MAX_HEX_DIGITS = 16
@@ -283,8 +286,8 @@ def contiguous_ids(day_files: list[Path], out_files: list[Path], scratch: Checkp
     for day in range(days_done, len(day_files)):
         values = np.load(day_files[day], mmap_mode="r")
         out = np.lib.format.open_memmap(out_files[day], mode="w+", dtype=np.int32, shape=values.shape)
-        for start in range(0, len(values), CHUNK_ROWS):
-            out[start : start + CHUNK_ROWS] = numbering.map(np.asarray(values[start : start + CHUNK_ROWS]))
+        for start in range(0, len(values), NUMBERING_CHUNK_ROWS):
+            out[start : start + NUMBERING_CHUNK_ROWS] = numbering.map(np.asarray(values[start : start + NUMBERING_CHUNK_ROWS]))
         out.flush()
         del out
         for file, array in ((table_file, numbering.values), (ids_file, numbering.ids)):
