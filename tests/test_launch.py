@@ -160,3 +160,31 @@ def test_rgat_mounts_the_prepared_folder_at_the_folder_it_creates_and_the_output
     assert "mlperf_gnn.log" not in line  # the round patch writes the log to $COMPLIANCE_FILE
     with pytest.raises(ConfigError, match=r"rgat: 2 nodes requested, but its reference command runs on one node"):
         full_scale(bench, 0, 1234, paths, Launch("pyxis", nodes=2))
+
+
+@pytest.mark.parametrize(
+    ("launcher", "amd", "nvidia"),
+    [
+        ("docker", "docker run --rm --device=/dev/kfd --device=/dev/dri --ipc=host --ulimit memlock=-1", "--gpus all"),
+        ("apptainer", "apptainer exec --rocm --cleanenv", "--nv"),
+        ("pyxis", ",/dev/kfd:/dev/kfd,/dev/dri:/dev/dri --container-writable", None),
+    ],
+)
+def test_an_amd_image_gets_the_rocm_devices_instead_of_nvidia_s_flags(tmp_path, launcher, amd, nvidia):
+    """dlrmv4's reference image is ROCm; its README starts it with --device=/dev/kfd --device=/dev/dri."""
+    bench = load_benchmark("dlrmv4")
+    assert bench.full.accelerator == "amd"
+    paths = RunPaths(prepared=tmp_path / "prep" / "dataset", inputs={}, result_file=tmp_path / "runs" / "0" / "result.txt")
+    line = full_scale(bench, 0, 1234, paths, Launch(launcher), image=PINNED)
+    assert amd in line
+    if nvidia:
+        assert f" {nvidia} " not in line
+    cuda = full_scale(
+        load_benchmark("llama2_70b_lora"),
+        3,
+        1237,
+        RunPaths(prepared=tmp_path / "p" / "dataset", inputs={"checkpoint": tmp_path / "c"}, result_file=tmp_path / "r.txt"),
+        Launch(launcher),
+        image=PINNED,
+    )
+    assert "/dev/kfd" not in cuda and "--rocm" not in cuda

@@ -10,6 +10,8 @@ The train rule runs one command per run; which command is chosen by the
 - ``docker``: ``docker run --gpus all --ipc=host`` of the pinned image, with the
   prepared data and every input role the runs read mounted read-only, the result
   folder read-write, and the named environment variables passed through. One node.
+  An AMD (ROCm) image (``full.accelerator: amd``) gets ``--device=/dev/kfd --device=/dev/dri`` instead of
+  ``--gpus all``, ``apptainer --rocm`` instead of ``--nv``, and those devices in pyxis's mounts.
 - ``apptainer``: ``apptainer exec --nv`` of ``docker://registry/repository@digest``
   (Apptainer refuses a tag and a digest together), the same mounts as ``--bind``,
   a writable tmpfs over the read-only image and a per-run home folder (the
@@ -121,7 +123,7 @@ def tiny_container(train_args: list[str], launch: Launch, image: str, workdir: P
         raise ConfigError(f"tiny-scale runs in a container use launcher docker, not {launch.launcher!r}")
     mounts = [(str(path), str(path), "ro") for path in host_mounts] + [(str(workdir), str(workdir), "rw")]
     env = {"PATH": f"{Path(host_mounts[0]) / 'bin'}:/usr/local/bin:/usr/bin:/bin", "HOME": str(workdir)}
-    return docker_argv(image, str(workdir), mounts, env, launch.env_passthrough, tiny_command(train_args, launch), gpus=False)
+    return docker_argv(image, str(workdir), mounts, env, launch.env_passthrough, tiny_command(train_args, launch), gpus=None)
 
 
 def reference_command(bench: BenchmarkDef, run: int, seed: int, paths: RunPaths, launch: Launch, where: dict[str, str] | None = None) -> list[str]:
@@ -211,18 +213,33 @@ def _make_folders(folders: list[Path], command: str) -> str:
     return f"mkdir -p {' '.join(shlex.quote(str(folder)) for folder in folders)} && {command}"
 
 
+AMD_DEVICES = ("/dev/kfd", "/dev/dri")
+"""What a ROCm container needs to see the GPUs (the ROCm kernel driver and the render nodes), as ROCm references
+start their images (dlrmv4's README.MD: ``docker run --device=/dev/kfd --device=/dev/dri``)."""
+
+
 def docker_argv(
-    image: str, workdir: str, mounts: list[tuple[str, str, str]], env: dict[str, str], passthrough: tuple[str, ...], command: list[str], gpus: bool
+    image: str,
+    workdir: str,
+    mounts: list[tuple[str, str, str]],
+    env: dict[str, str],
+    passthrough: tuple[str, ...],
+    command: list[str],
+    gpus: str | None,
 ) -> list[str]:
     """``docker run`` with mounts, environment and the command.
 
-    A GPU run gets every GPU, the host IPC namespace and the unlimited locked memory
-    and large stack NCCL and the reference containers expect; a CPU (tiny) run gets
-    no network and no raised limits (raising them needs CAP_SYS_RESOURCE).
+    A GPU run (``gpus``: ``nvidia`` or ``amd``) gets every GPU (``--gpus all``, or the ROCm devices), the host IPC
+    namespace and the unlimited locked memory and large stack NCCL/RCCL and the reference containers expect; a CPU
+    (tiny) run gets no network and no raised limits (raising them needs CAP_SYS_RESOURCE).
     """
     argv = ["docker", "run", "--rm"]
+    if gpus == "amd":
+        argv += [f"--device={device}" for device in AMD_DEVICES]
+    elif gpus:
+        argv += ["--gpus", "all"]
     if gpus:
-        argv += ["--gpus", "all", "--ipc=host", "--ulimit", "memlock=-1", "--ulimit", "stack=67108864"]
+        argv += ["--ipc=host", "--ulimit", "memlock=-1", "--ulimit", "stack=67108864"]
     else:
         argv += ["--network", "none"]
     for host, container, mode in mounts:
@@ -235,15 +252,22 @@ def docker_argv(
 
 
 def apptainer_argv(
-    image: str, workdir: str, mounts: list[tuple[str, str, str]], env: dict[str, str], passthrough: tuple[str, ...], command: list[str], home: str
+    image: str,
+    workdir: str,
+    mounts: list[tuple[str, str, str]],
+    env: dict[str, str],
+    passthrough: tuple[str, ...],
+    command: list[str],
+    home: str,
+    accelerator: str = "nvidia",
 ) -> list[str]:
-    """``apptainer exec --nv`` with binds, environment and the command.
+    """``apptainer exec --nv`` (``--rocm`` for an AMD image) with binds, environment and the command.
 
     The image is read-only: ``--writable-tmpfs`` takes the small writes a reference makes beside its
     own files, and ``home`` (a host folder of the run) is the container's home, where Hugging Face,
     DeepSpeed and Triton keep their caches.
     """
-    argv = ["apptainer", "exec", "--nv", "--cleanenv", "--writable-tmpfs", "--home", f"{home}:{CONTAINER_HOME}"]
+    argv = ["apptainer", "exec", "--rocm" if accelerator == "amd" else "--nv", "--cleanenv", "--writable-tmpfs", "--home", f"{home}:{CONTAINER_HOME}"]
     argv += ["--bind", ",".join(f"{host}:{container}:{mode}" for host, container, mode in mounts)]
     for key, value in sorted(env.items()):
         argv += ["--env", f"{key}={value}"]
@@ -265,6 +289,7 @@ def pyxis_script(
     """The srun line (with MASTER_ADDR/PORT from the allocation) that runs inside the SLURM job."""
     per_gpu = bench.full.process_model == "per_gpu"
     tasks_per_node = launch.gpus_per_node if per_gpu else 1
+    amd_devices = [f"{device}:{device}" for device in AMD_DEVICES] if bench.full.accelerator == "amd" else []
     # MASTER_ADDR is the allocation's first host, exported above: a benchmark's one-node default (its reference
     # config's localhost, for the docker and apptainer launchers) must not replace it.
     exports = {**{key: value for key, value in env.items() if key != "MASTER_ADDR"}, "MASTER_PORT": str(MASTER_PORT)}
@@ -278,7 +303,8 @@ def pyxis_script(
         # several tasks): --overlap lets this step share that step's CPUs, memory and GPUs instead of waiting.
         "--overlap",
         f"--container-image={image}",
-        "--container-mounts=" + ",".join(f"{host}:{container}:{mode}" for host, container, mode in mounts),
+        # enroot's hooks bring NVIDIA GPUs in; ROCm's devices are bound like any path.
+        "--container-mounts=" + ",".join([*(f"{host}:{container}:{mode}" for host, container, mode in mounts), *amd_devices]),
         "--container-writable",
         "--container-remap-root",
         "--no-container-mount-home",
@@ -318,10 +344,11 @@ def full_scale(bench: BenchmarkDef, run: int, seed: int, paths: RunPaths, launch
     image = image or bench.full.container
     scratch = list(scratch_by_name.values())
     if launch.launcher == "docker":
-        return _make_folders(scratch, shell_join(docker_argv(image.reference, workdir, mounts, env, launch.env_passthrough, command, gpus=True)))
+        argv = docker_argv(image.reference, workdir, mounts, env, launch.env_passthrough, command, gpus=bench.full.accelerator)
+        return _make_folders(scratch, shell_join(argv))
     if launch.launcher == "apptainer":
         home = paths.result_file.parent.resolve() / "home"
-        argv = apptainer_argv(image.apptainer_reference, workdir, mounts, env, launch.env_passthrough, command, str(home))
+        argv = apptainer_argv(image.apptainer_reference, workdir, mounts, env, launch.env_passthrough, command, str(home), bench.full.accelerator)
         return _make_folders([home, *scratch], _join_keep_variables(argv))
     return _make_folders(scratch, pyxis_script(bench, image.enroot_reference, mounts, env, launch.env_passthrough, command, launch, workdir))
 

@@ -326,6 +326,10 @@ class FullScale(_Strict):
     """Environment set inside the container."""
     scratch: dict[str, ScratchArea] = Field(default_factory=dict)
     """Name -> writable per-run folder mounted where the reference writes (index caches, its own output dirs)."""
+    accelerator: Literal["nvidia", "amd"] = "nvidia"
+    """The GPUs the reference image is built for, which decides how a container gets them: nvidia (CUDA: docker
+    ``--gpus all``, apptainer ``--nv``, pyxis through enroot's NVIDIA hook) or amd (ROCm: the devices ``/dev/kfd``
+    and ``/dev/dri``, apptainer ``--rocm``)."""
 
 
 class StandInTarget(_Strict):
