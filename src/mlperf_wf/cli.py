@@ -208,7 +208,7 @@ def cmd_train(
     """One tiny-scale training run of ``benchmark``, logging to ``result``."""
     import platform
 
-    from mlperf_wf import hyperparameters
+    from mlperf_wf import hyperparameters, mlperf_rules
     from mlperf_wf.harness import RunSpec, TinyRun
     from mlperf_wf.registry import benchmark_module, load_benchmark
 
@@ -218,7 +218,7 @@ def cmd_train(
     except json.JSONDecodeError as err:
         raise ConfigError(f"--hyperparameters {overrides!r}: not JSON ({err.msg})") from None
     hp = hyperparameters.resolve(bench, changes, source="--hyperparameters")
-    targets = run_targets(bench, ruleset, submission.division, "tiny")
+    targets = mlperf_rules.run_targets(bench, ruleset, submission.division, "tiny")
     target = targets[0]
     spec = RunSpec(
         benchmark=benchmark,
@@ -241,24 +241,6 @@ def cmd_train(
     log.info("run %d (seed %d): %s", run, seed, json.dumps({k: v for k, v in summary.items() if k != "history"}))
 
 
-def run_targets(bench, ruleset: str, division: str, scale: str) -> list:
-    """The targets runs stop at: at tiny scale the benchmark's declared stand-in thresholds where it measures its
-    metrics with stand-in encoders (``tiny.standin_targets``), else the rules' (one per metric where there are several)."""
-    from mlperf_wf import mlperf_rules
-
-    if scale == "tiny" and bench.tiny.standin_targets:
-        return [mlperf_rules.QualityTarget(t.comparison, t.value, t.metric) for t in bench.tiny.standin_targets]
-    return mlperf_rules.quality_targets(bench.submission_benchmark, ruleset, division)
-
-
-def report_target(targets: list) -> dict:
-    """The report's ``quality_target``: the one target, or the first with ``all`` listing every metric's."""
-    first = asdict(targets[0])
-    if not targets[0].metric:
-        return {"comparison": first["comparison"], "value": first["value"]}
-    return {**first, "all": [asdict(t) for t in targets]}
-
-
 def cmd_check(import_modules: bool) -> int:
     """Validate every benchmark and dataset definition; print each problem on one line."""
     from mlperf_wf import registry
@@ -271,15 +253,6 @@ def cmd_check(import_modules: bool) -> int:
     return 2 if problems else 0
 
 
-def declared_open_rules(benchmark: str | None, scale: str | None) -> dict[str, str] | None:
-    """The open rules a benchmark's tiny tier declares it does not meet (``tiny.open_rules_not_met``); None at full scale."""
-    from mlperf_wf.registry import load_benchmark
-
-    if benchmark is None or scale != "tiny":
-        return None
-    return dict(load_benchmark(benchmark).tiny.open_rules_not_met) or None
-
-
 def cmd_compliance(result: Path | str | None, ruleset: str, out: Path, benchmark: str | None = None, scale: str | None = None) -> None:
     """Run the official compliance checker on ``result``; fail unless it passed (or only missed the target, or
     failed only on the open rules the benchmark's tiny tier declares it does not meet: ``passed_except_declared``).
@@ -287,11 +260,12 @@ def cmd_compliance(result: Path | str | None, ruleset: str, out: Path, benchmark
     The verdict is written to ``out`` whatever happens, also when the checker itself crashed on the log.
     """
     from mlperf_wf import compliance as compliance_mod
+    from mlperf_wf import registry
 
     if result is None:
         raise UserError("compliance: give the result file (RESULT or --result RESULT)")
     result = Path(result)
-    verdict = compliance_mod.check(result, ruleset, declared=declared_open_rules(benchmark, scale))
+    verdict = compliance_mod.check(result, ruleset, declared=registry.declared_open_rules(benchmark, scale))
     compliance_mod.write(verdict, out)
     if verdict.verdict == "failed":
         detail = "; ".join(verdict.problems or verdict.messages[:3]) or f"checker exit code {verdict.returncode}"
@@ -306,7 +280,7 @@ def cmd_report(
     from mlperf_wf import compliance as compliance_mod
     from mlperf_wf import mlperf_rules as rules
     from mlperf_wf import report as report_mod
-    from mlperf_wf.registry import load_benchmark
+    from mlperf_wf.registry import declared_open_rules, load_benchmark
 
     if len(results) != len(verdicts):
         raise ConfigError(f"--result given {len(results)} times but --compliance {len(verdicts)} times")
@@ -318,7 +292,7 @@ def cmd_report(
         division=division,
         scale=scale,
         platform=platform,
-        quality_target=report_target(run_targets(bench, ruleset, division, scale)),
+        quality_target=rules.report_target(rules.run_targets(bench, ruleset, division, scale)),
         required=rules.required_runs(bench.submission_benchmark),
         results=results,
         verdicts=[compliance_mod.read(v).verdict for v in verdicts],

@@ -8,7 +8,7 @@ Run counts come from ``benchmark_meta``; the quality target from the
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from importlib import resources
 
 import yaml
@@ -189,3 +189,19 @@ def quality_targets(benchmark: str, ruleset: str, division: str = "closed") -> l
             if division != "closed":
                 return quality_targets(benchmark, ruleset, "closed")
     return [quality_target(benchmark, ruleset, division)]
+
+
+def run_targets(bench, ruleset: str, division: str, scale: str) -> list[QualityTarget]:
+    """The targets runs stop at: at tiny scale the benchmark's declared stand-in thresholds where it measures its
+    metrics with stand-in encoders (``tiny.standin_targets``), else the rules' (one per metric where there are several)."""
+    if scale == "tiny" and bench.tiny.standin_targets:
+        return [QualityTarget(t.comparison, t.value, t.metric) for t in bench.tiny.standin_targets]
+    return quality_targets(bench.submission_benchmark, ruleset, division)
+
+
+def report_target(targets: list[QualityTarget]) -> dict:
+    """The report's ``quality_target``: the one target, or the first with ``all`` listing every metric's."""
+    first = asdict(targets[0])
+    if not targets[0].metric:
+        return {"comparison": first["comparison"], "value": first["value"]}
+    return {**first, "all": [asdict(t) for t in targets]}

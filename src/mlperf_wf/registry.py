@@ -582,6 +582,13 @@ def benchmark_module(bench: BenchmarkDef, module: str):
     return importlib.import_module(f"{bench.module_prefix}.{module}")
 
 
+def declared_open_rules(benchmark: str | None, scale: str | None) -> dict[str, str] | None:
+    """The open rules a benchmark's tiny tier declares it does not meet (``tiny.open_rules_not_met``); None at full scale."""
+    if benchmark is None or scale != "tiny":
+        return None
+    return dict(load_benchmark(benchmark).tiny.open_rules_not_met) or None
+
+
 def users_of(dataset_id: str) -> list[str]:
     """Benchmarks whose inputs name ``dataset_id`` (computed, never kept by hand)."""
     users = []

@@ -567,13 +567,12 @@ def _planned_runs(plan: Plan, name: str, records: SnakemakeRecords, root: Path, 
 
 def benchmark_status(plan: Plan, name: str, root: Path, records: SnakemakeRecords, scheduler: SchedulerView, runs_given: bool, now: float) -> BenchmarkStatus:
     """The status of one benchmark of ``plan`` in the campaign folder ``root``."""
-    from mlperf_wf import mlperf_rules, scoring
-    from mlperf_wf.cli import declared_open_rules, report_target, run_targets
+    from mlperf_wf import mlperf_rules, registry, scoring
 
     bench = plan.bench(name)
     ruleset, division = plan.ruleset(name), plan.division(name)
-    targets = run_targets(bench, ruleset, division, plan.scale)
-    declared = declared_open_rules(name, plan.scale)
+    targets = mlperf_rules.run_targets(bench, ruleset, division, plan.scale)
+    declared = registry.declared_open_rules(name, plan.scale)
     planned = _planned_runs(plan, name, records, root, runs_given)
     runs = [
         run_status(
@@ -604,7 +603,7 @@ def benchmark_status(plan: Plan, name: str, root: Path, records: SnakemakeRecord
         submission_benchmark=bench.submission_benchmark,
         ruleset=ruleset,
         division=division,
-        quality_target=report_target(targets),
+        quality_target=mlperf_rules.report_target(targets),
         runs_planned=planned,
         runs_required=required,
         counts=counts,
