@@ -139,6 +139,17 @@ def test_a_gzip_day_cut_before_its_trailer_loses_only_its_unfinished_line(tmp_pa
     assert np.array_equal(np.load(tmp_path / "out/sparse_25.npy"), sparse[:, 25])
 
 
+def test_a_gzip_day_of_several_members_is_read_whole_in_small_blocks(tmp_path, monkeypatch):
+    text = raw_click_logs.lines(criteo.Teacher(3, SMALL), _hashes(3), np.random.default_rng(2), 90)
+    write_gz(tmp_path / "a.gz", text[:4000])
+    write_gz(tmp_path / "b.gz", text[4000:])
+    (tmp_path / "day_1.gz").write_bytes((tmp_path / "a.gz").read_bytes() + (tmp_path / "b.gz").read_bytes())
+    monkeypatch.setattr(click_logs, "BLOCK_BYTES", 1000)  # smaller than a line: blocks grow to whole lines
+    assert b"".join(block for block, _ in click_logs.DayLines(tmp_path / "day_1.gz")) == text
+    summary = click_logs.read_day(tmp_path / "day_1.gz", tmp_path / "out", Checkpoint(tmp_path / "out", {"x": 1}))
+    assert summary["rows"] == 90 and summary["cut_stream_dropped_bytes"] == 0
+
+
 def test_a_killed_day_resumes_after_its_last_block_to_the_same_files(tmp_path, monkeypatch):
     text = raw_click_logs.lines(criteo.Teacher(2, SMALL), _hashes(2), np.random.default_rng(1), 400)
     write_gz(tmp_path / "day_0.gz", text)

@@ -18,7 +18,7 @@ from tests.test_workflow import job_counts, new_workdir, output_cache, snakemake
 
 __all__ = ["output_cache"]  # the shared-cache fixture, used here too
 
-RUNS = 2
+RUNS = 1
 CONFIG = ("--config", "benchmarks=[dlrm_dcnv2]", f"runs={RUNS}")
 FROM_RAW = (*CONFIG, "preparation={dlrm_dcnv2: from_raw}")
 DATASET = "resources/tiny/prepared/dlrm_dcnv2/dataset"

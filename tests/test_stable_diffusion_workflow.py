@@ -12,7 +12,7 @@ from tests.test_workflow import new_workdir, output_cache, snakemake
 
 __all__ = ["output_cache"]
 
-RUNS = 2
+RUNS = 1
 CONFIG = ("--config", "benchmarks=[stable_diffusion]", f"runs={RUNS}")
 
 

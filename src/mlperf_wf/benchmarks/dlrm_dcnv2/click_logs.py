@@ -92,8 +92,8 @@ class DayLines:
                 while compressed:
                     if inflate.eof:  # the next gzip member of a concatenated file
                         inflate = zlib.decompressobj(zlib.MAX_WBITS | 32)
-                    yield inflate.decompress(compressed)
-                    compressed = inflate.unused_data if inflate.eof else b""
+                    yield inflate.decompress(compressed, self.size)  # at most a block: text inflates about 4x
+                    compressed = inflate.unused_data if inflate.eof else inflate.unconsumed_tail
             yield inflate.flush()
             self.truncated = not inflate.eof
 

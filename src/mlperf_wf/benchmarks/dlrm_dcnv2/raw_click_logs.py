@@ -11,6 +11,7 @@ are written as integers, and about 1 % of the fields are empty. As the Hub's cop
 
 from __future__ import annotations
 
+import io
 import zlib
 from pathlib import Path
 
@@ -33,24 +34,23 @@ def _hex8(values: np.ndarray) -> np.ndarray:
 
 
 def lines(teacher: Teacher, hashes: list[np.ndarray], rng: np.random.Generator, rows: int) -> bytes:
-    """``rows`` click-log lines drawn from the teacher."""
+    """``rows`` click-log lines drawn from the teacher (written by Arrow's CSV writer: empty fields for nulls)."""
+    import pyarrow as pa
+    from pyarrow import csv
+
     standard = rng.standard_normal((rows, DENSE_FEATURES))
     counts = np.floor(np.exp(1.5 * standard)).astype(np.int64)
     ids = teacher.ids(rng, rows)
     labels = (rng.random(rows) < 1 / (1 + np.exp(-teacher.logit(standard, ids)))).astype(np.int64)
-    columns: list[np.ndarray] = [labels.astype("S1")]
+    columns = {"label": pa.array(labels)}
     for j in range(DENSE_FEATURES):
-        column = counts[:, j].astype("S20")
-        column[rng.random(rows) < MISSING] = b""
-        columns.append(column)
+        columns[f"int_{j}"] = pa.array(counts[:, j], mask=rng.random(rows) < MISSING)
     for k in range(SPARSE_FEATURES):
-        column = _hex8(hashes[k][ids[:, k]])
-        column[rng.random(rows) < MISSING] = b""
-        columns.append(column)
-    joined = columns[0]
-    for column in columns[1:]:
-        joined = np.char.add(np.char.add(joined, b"\t"), column)
-    return b"\n".join(joined.tolist()) + b"\n"
+        digits = _hex8(hashes[k][ids[:, k]]).astype(object)
+        columns[f"cat_{k}"] = pa.array(digits, type=pa.binary(), mask=rng.random(rows) < MISSING).cast(pa.string())
+    out = io.BytesIO()
+    csv.write_csv(pa.table(columns), out, csv.WriteOptions(include_header=False, delimiter="\t", quoting_style="none"))
+    return out.getvalue()
 
 
 def generate(out_dir: Path, seed: int, shape: ClickLogShape | None = None) -> list[Path]:
