@@ -21,23 +21,14 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-SAMPLER = r"""
-import json, sys, threading, time
-peak = 0
-def sample():
-    global peak
-    while True:
-        for line in open("/proc/self/status"):
-            if line.startswith("RssAnon:"):
-                peak = max(peak, int(line.split()[1]) * 1024)
-        time.sleep(0.01)
-threading.Thread(target=sample, daemon=True).start()
+from peak_memory import SAMPLER, medians, print_ratio  # bench/ is the script's folder, first on sys.path
+
+STARTED = r"""
 started = time.perf_counter()
 """
 
@@ -91,7 +82,7 @@ print(json.dumps({"seconds": seconds, "peak_anon_bytes": peak}))
 
 
 def child(code: str, *args: str) -> dict:
-    proc = subprocess.run([sys.executable, "-c", SAMPLER + code + REPORT, *args], check=True, capture_output=True, text=True)
+    proc = subprocess.run([sys.executable, "-c", SAMPLER + STARTED + code + REPORT, *args], check=True, capture_output=True, text=True)
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
@@ -129,17 +120,14 @@ def main() -> int:
             if not np.array_equal(theirs, mine):
                 print(f"bench/criteo_from_raw.py: day {d}'s shuffled sparse ids differ between the two", file=sys.stderr)
                 return 1
-    median = {mode: {key: statistics.median(r[key] for r in runs) for key in ("seconds", "peak_anon_bytes")} for mode, runs in results.items()}
+    median = medians(results)
     mib = 1024**2
     rows = 24 * args.rows_per_day
     print(f"{rows:,} raw click-log rows (24 days), median of {args.repeat}")
     base = median["baseline"]
     print(f"baseline (every step in memory): {base['seconds']:.1f} s, peak anonymous memory {base['peak_anon_bytes'] / mib:.0f} MiB")
     print(f"ours (shards, one process each): {median['ours']['seconds']:.1f} s summed, largest shard's peak {median['ours']['peak_anon_bytes'] / mib:.0f} MiB")
-    print(
-        f"ratio ours/baseline: time {median['ours']['seconds'] / median['baseline']['seconds']:.2f}x,"
-        f" peak memory {median['ours']['peak_anon_bytes'] / median['baseline']['peak_anon_bytes']:.2f}x"
-    )
+    print_ratio(median)
     return 0
 
 

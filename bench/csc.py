@@ -19,26 +19,18 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-CHILD = r"""
-import json, sys, threading, time
+from peak_memory import SAMPLER, medians, print_ratio  # bench/ is the script's folder, first on sys.path
+
+CHILD = (
+    SAMPLER
+    + r"""
 from pathlib import Path
 import numpy as np
-
-peak = 0
-def sample():
-    global peak
-    while True:
-        for line in open("/proc/self/status"):
-            if line.startswith("RssAnon:"):
-                peak = max(peak, int(line.split()[1]) * 1024)
-        time.sleep(0.01)
-threading.Thread(target=sample, daemon=True).start()
 
 mode, edges_file, nodes, out = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3]), Path(sys.argv[4])
 started = time.perf_counter()
@@ -52,8 +44,8 @@ if mode == "baseline":
 else:
     from mlperf_wf.benchmarks.rgat import prepare as rgat
     edges = np.load(edges_file, mmap_mode="r")
-    def chunks():
-        for start in range(0, len(edges), rgat.CHUNK_ROWS):
+    def chunks(skip):  # the chunks after the first `skip` (coo_to_csc asks again from there after a kill)
+        for start in range(skip * rgat.CHUNK_ROWS, len(edges), rgat.CHUNK_ROWS):
             block = np.asarray(edges[start : start + rgat.CHUNK_ROWS])
             yield block[:, 0], block[:, 1]
     indptr, indices = rgat.coo_to_csc(chunks, nodes, rgat.Checkpoint(out / "scratch", {"bench": 1}))
@@ -63,6 +55,7 @@ np.save(out / f"{mode}_indptr.npy", indptr)
 np.save(out / f"{mode}_indices.npy", np.asarray(indices))
 print(json.dumps({"seconds": seconds, "peak_anon_bytes": peak}))
 """
+)
 
 
 def run(mode: str, edges_file: Path, nodes: int, out: Path) -> dict:
@@ -98,15 +91,12 @@ def main() -> int:
             if not np.array_equal(np.load(folder / "baseline" / f"baseline_{name}.npy"), np.load(folder / "ours" / f"ours_{name}.npy")):
                 print(f"bench/csc.py: {name} differs between the two conversions", file=sys.stderr)
                 return 1
-    median = {mode: {key: statistics.median(r[key] for r in runs) for key in ("seconds", "peak_anon_bytes")} for mode, runs in results.items()}
+    median = medians(results)
     gib = 1024**3
     print(f"{args.edges:,} edges over {args.nodes:,} destinations ({args.edges * 16 / gib:.2f} GiB of COO), median of {args.repeat}")
     print(f"baseline (in memory): {median['baseline']['seconds']:.2f} s, peak anonymous memory {median['baseline']['peak_anon_bytes'] / gib:.2f} GiB")
     print(f"ours (streamed):      {median['ours']['seconds']:.2f} s, peak anonymous memory {median['ours']['peak_anon_bytes'] / gib:.2f} GiB")
-    print(
-        f"ratio ours/baseline: time {median['ours']['seconds'] / median['baseline']['seconds']:.2f}x,"
-        f" peak memory {median['ours']['peak_anon_bytes'] / median['baseline']['peak_anon_bytes']:.2f}x"
-    )
+    print_ratio(median)
     return 0
 
 
