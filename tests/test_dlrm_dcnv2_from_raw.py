@@ -367,3 +367,16 @@ def test_full_scale_resources_bound_each_kind_of_shard():
     assert kinds == set(from_raw.FULL_RESOURCES)
     assert max(r["mem_mb"] for r in from_raw.FULL_RESOURCES.values()) <= 48_000, "no shard needs the reference's 700 GB"
     assert multihot.CHUNK_ROWS <= 1 << 22 and click_logs.CHUNK_ROWS <= 1 << 22 and click_logs.NUMBERING_CHUNK_ROWS <= 1 << 24
+
+
+def test_an_inversion_whose_output_was_lost_starts_again_rather_than_resume_into_an_empty_file(tmp_path, monkeypatch):
+    monkeypatch.setattr(click_logs, "CHUNK_ROWS", 8)
+    rows = [30, 25, 40]
+    click_logs.shuffle_destinations(rows, 0, tmp_path / "whole.npy", Checkpoint(tmp_path / "a", {"x": 1}))
+    with killed_at_a_save(monkeypatch, lambda values: values.get("inverted") == 24):
+        click_logs.shuffle_destinations(rows, 0, tmp_path / "lost.npy", Checkpoint(tmp_path / "b", {"x": 1}))
+    (tmp_path / "lost.npy").unlink()  # the checkpoint says 16 rows are inverted, but their file is gone
+    resumed = Checkpoint(tmp_path / "b", {"x": 1})
+    assert resumed.get("inverted") == 16
+    click_logs.shuffle_destinations(rows, 0, tmp_path / "lost.npy", resumed)
+    assert np.array_equal(np.load(tmp_path / "lost.npy"), np.load(tmp_path / "whole.npy"))

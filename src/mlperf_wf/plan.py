@@ -343,7 +343,9 @@ class Plan:
         args = [f"--input {role}={self.dataset_dir(dataset_id)}" for role, dataset_id in self.bench(name).roles_for("prepare", way).items()]
         if prepare.shard_inputs(self.bench(name), shard, self.scale, way):
             args.append(f"--input {SHARDS_ROLE}={self.shards_dir(name)}")
-        return " ".join([*args, *self.preparation_args(name).split()])
+        if way != DEFAULT_PREPARATION:
+            args.append(self.preparation_args(name))
+        return " ".join(args)
 
     def preparation_args(self, name: str) -> str:
         """``--preparation NAME`` for a preparation other than the default (none otherwise)."""

@@ -319,10 +319,8 @@ def shuffle_destinations(rows_per_day: list[int], seed: int, target: Path, scrat
         del order
         scratch.save(shuffled=1, inverted=0)
     order = np.load(order_file, mmap_mode="r")
-    done = scratch.get("inverted")
-    destination = np.lib.format.open_memmap(target, mode="r+" if done and target.is_file() else "w+", dtype=dtype, shape=(rows,))
-    if not target.is_file():
-        done = 0
+    done = scratch.get("inverted") if target.is_file() else 0
+    destination = np.lib.format.open_memmap(target, mode="r+" if done else "w+", dtype=dtype, shape=(rows,))
     for start in range(done, rows, CHUNK_ROWS):
         stop = min(start + CHUNK_ROWS, rows)
         destination[np.asarray(order[start:stop])] = np.arange(start, stop, dtype=dtype)
@@ -379,6 +377,10 @@ def scatter_day(
 def gather_day(rows: int, bucket_files: list[Path], out: dict[str, Path], scratch: Checkpoint) -> None:
     """Place every bucket's rows into destination day files ``out`` (``dense``, ``sparse``, ``labels``) as the
     reference writes them from its float32 array: sparse ids and labels through float32 back to int32."""
+    buckets = [np.load(file, mmap_mode="r") for file in bucket_files]
+    placed = sum(len(bucket) for bucket in buckets)
+    if placed != rows:
+        raise UserError(f"{out['dense'].parent}: the buckets hold {placed} rows for a day of {rows}; rerun the scatter shards")
     done = scratch.get("buckets")
     if done and not all(file.is_file() for file in out.values()):
         done = 0
@@ -386,9 +388,8 @@ def gather_day(rows: int, bucket_files: list[Path], out: dict[str, Path], scratc
     dense = np.lib.format.open_memmap(out["dense"], mode=mode, dtype=np.float32, shape=(rows, DENSE_FEATURES))
     sparse = np.lib.format.open_memmap(out["sparse"], mode=mode, dtype=np.int32, shape=(rows, SPARSE_FEATURES))
     labels = np.lib.format.open_memmap(out["labels"], mode=mode, dtype=np.int32, shape=(rows, 1))
-    placed = scratch.get("placed")
-    for index in range(done, len(bucket_files)):
-        bucket = np.load(bucket_files[index], mmap_mode="r")
+    for index in range(done, len(buckets)):
+        bucket = buckets[index]
         for start in range(0, len(bucket), CHUNK_ROWS):
             chunk = np.asarray(bucket[start : start + CHUNK_ROWS])
             where = chunk["row"].astype(np.int64)
@@ -397,7 +398,4 @@ def gather_day(rows: int, bucket_files: list[Path], out: dict[str, Path], scratc
             labels[where, 0] = chunk["label"].astype(np.float32).astype(np.int32)
         for array in (dense, sparse, labels):
             array.flush()
-        placed += len(bucket)
-        scratch.save(buckets=index + 1, placed=placed)
-    if placed != rows:
-        raise UserError(f"{out['dense'].parent}: the buckets hold {placed} rows for a day of {rows}; rerun the scatter shards")
+        scratch.save(buckets=index + 1)

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -257,10 +258,7 @@ def _multihot_day(day: int, shards_dir: Path, out_dir: Path, scale: str) -> dict
     link_or_copy(one_hot["dense"], out_dir / names["dense"])
     link_or_copy(one_hot["labels"], out_dir / names["labels"])
     summary = published.check_day(out_dir, day, sizes)
-    if scratch_root.exists():
-        import shutil
-
-        shutil.rmtree(scratch_root)
+    shutil.rmtree(scratch_root, ignore_errors=True)
     return summary
 
 
