@@ -151,6 +151,8 @@ def main(argv: list[str]) -> None:
         parts = item.split(":")
         host, container, mode = parts[0], parts[1] if len(parts) > 1 else parts[0], parts[2] if len(parts) > 2 else "rw"
         _bind(root, host, container, mode)
+    for folder in described.get("binds", []):
+        _bind(root, folder, folder, "rw")  # the rehearsal probe's record folder
     env = {**os.environ}
     env.pop(INSIDE_VARIABLE, None)
     env.update(described.get("env", {}))

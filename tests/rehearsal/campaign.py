@@ -1,0 +1,154 @@
+"""A rehearsal campaign (tests only): full-scale train jobs of several benchmarks on the cluster in a box.
+
+1. A workflow folder at full scale whose datasets are the published layout with tiny contents (each benchmark's
+   ``published``), as the downloader leaves them (the files and the ``.md5`` list it fetched); the workflow's own
+   ``verify`` and full-scale preparation rules run on them (locally: preparation is not what is rehearsed).
+2. The rehearsal images (``tests/rehearsal/images.py``) under the names the plan pins.
+3. ``snakemake --profile profiles/slurm`` (the official executor plugin) for each run's result and compliance
+   verdict, with the pyxis stand-in's ``srun`` first on the job's ``PATH``: the train job's command is the plan's,
+   unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from mlperf_wf import registry
+from mlperf_wf.verify import md5_file
+from tests.rehearsal import enroot, images
+from tests.rehearsal.cluster import ClusterBox
+from tests.rehearsal.spec import ROOT, Rehearsal, module
+
+PLATFORM = "box-rehearsal"
+ORG = "mlperf-workflow-rehearsal"
+SEED_BASE = 1234
+
+
+def write_published(workdir: Path, rehearsal: Rehearsal) -> list[str]:
+    """Every dataset the benchmark's preparation and runs read, in its published layout, as the downloader leaves it."""
+    bench = registry.load_benchmark(rehearsal.benchmark)
+    dataset_ids = sorted({*bench.roles_for("prepare").values(), *bench.roles_for("train").values()})
+    for dataset_id in dataset_ids:
+        folder = workdir / "resources" / "full" / "datasets" / dataset_id
+        if (folder / "manifest.md5").exists():
+            continue  # a dataset two benchmarks share
+        folder.mkdir(parents=True, exist_ok=True)
+        module(rehearsal.benchmark).published(dataset_id, folder)
+        files = sorted(p for p in folder.rglob("*") if p.is_file() and p.name != "manifest.md5")
+        (folder / "manifest.md5").write_text("".join(f"{md5_file(p)}  {p.relative_to(folder)}\n" for p in files))
+    return dataset_ids
+
+
+def config(rehearsals: list[Rehearsal], launcher: str, runs: int, digests: dict[str, str]) -> dict:
+    return {
+        "benchmarks": [r.benchmark for r in rehearsals],
+        "scale": "full",
+        "runs": runs,
+        "seed_base": SEED_BASE,
+        "launcher": launcher,
+        "submission": {"org": ORG, "platform": PLATFORM, "status": "onprem"},
+        "full_geometry": {r.benchmark: {"nodes": r.nodes if launcher == "pyxis" else 1, "gpus_per_node": r.gpus_per_node} for r in rehearsals},
+        "full_container": {r.benchmark: {"image": f"box.registry/mlperf-workflow/{r.benchmark}", "digest": digests[r.benchmark]} for r in rehearsals},
+        "full_arguments": {r.benchmark: dict(r.arguments) for r in rehearsals if r.arguments},
+    }
+
+
+@dataclass
+class Campaign:
+    """A rehearsal's workflow folder and what its Snakemake run printed."""
+
+    workdir: Path
+    launcher: str
+    rehearsals: dict[str, Rehearsal]
+    output: str = ""
+    returncode: int = -1
+
+    def records(self, benchmark: str, run: int) -> list[dict]:
+        folder = self.workdir / "rehearsal" / benchmark / f"seed-{SEED_BASE + run}"
+        return [json.loads(path.read_text()) for path in sorted(folder.glob("*.json"))] if folder.is_dir() else []
+
+    def ranks(self, benchmark: str, run: int) -> list[dict]:
+        return [record for record in self.records(benchmark, run) if "status" in record]
+
+    def run_folder(self, benchmark: str, run: int) -> Path:
+        return self.workdir / "results" / benchmark / "runs" / str(run)
+
+    def train_log(self, benchmark: str, run: int) -> str:
+        path = self.workdir / "logs" / "train" / benchmark / f"{run}.log"
+        return path.read_text() if path.exists() else ""
+
+
+def snakemake_env(extra: dict[str, str]) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
+    env.update({"HTTP_PROXY": "http://127.0.0.1:9", "HTTPS_PROXY": "http://127.0.0.1:9", "NO_PROXY": ""})
+    env.update(extra)
+    return env
+
+
+def prepare(workdir: Path, rehearsals: list[Rehearsal], launcher: str, runs: int, fail: dict[str, str] | None = None) -> Path:
+    """The workflow folder, its datasets verified and prepared by the workflow's own rules, and the images; returns
+    the config file."""
+    from tests.test_workflow import new_workdir
+
+    new_workdir(workdir)
+    system = yaml.safe_load((ROOT / "config" / "systems" / "cpu-tiny.yaml").read_text())
+    system.update({"system_name": "mlperf-workflow's cluster in a box (rehearsal)", "number_of_nodes": 2})
+    (workdir / "config" / "systems" / f"{PLATFORM}.yaml").write_text(yaml.safe_dump(system))
+    digests = {r.benchmark: images.layer_digest(r) for r in rehearsals}
+    configfile = workdir / "rehearsal.yaml"
+    configfile.write_text(yaml.safe_dump(config(rehearsals, launcher, runs, digests)))
+    for rehearsal in rehearsals:
+        write_published(workdir, rehearsal)
+    from mlperf_wf import plan as planning
+
+    plan = planning.Plan(planning.Settings.from_config(_full_config(configfile)), ROOT, workdir=workdir)
+    targets = []
+    for rehearsal in rehearsals:
+        targets.append(plan.prepared_dataset(rehearsal.benchmark))
+        bench = plan.bench(rehearsal.benchmark)
+        targets += [plan.verified_record(dataset_id) for dataset_id in bench.roles_for("train").values()]
+        container = plan.container(rehearsal.benchmark)
+        reference = container.enroot_reference if launcher == "pyxis" else container.reference
+        records = workdir / "rehearsal" / rehearsal.benchmark
+        images.build_image(rehearsal, reference, workdir / "box-images", records, (fail or {}).get(rehearsal.benchmark, ""))
+    (workdir / "box-images" / "mnt").mkdir(parents=True, exist_ok=True)
+    # targets before --allowed-rules, which takes every word after it
+    argv = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "workflow" / "Snakefile"), "-d", str(workdir), *targets, "--cores", "2"]
+    argv += ["--configfile", str(configfile), "--rerun-triggers", "mtime", "--allowed-rules", "verify", "preprocess_shard", "assemble_prepared"]
+    proc = subprocess.run(argv, capture_output=True, text=True, env=snakemake_env({}), check=False)
+    if proc.returncode != 0:
+        logs = "\n".join(f"--- {log}\n{log.read_text()[-2000:]}" for log in sorted((workdir / "logs").rglob("*.log")))
+        raise AssertionError(f"the rehearsal's preparation failed:\n{proc.stderr[-4000:]}\n{logs}")
+    return configfile
+
+
+def _full_config(configfile: Path) -> dict:
+    defaults = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    return {**defaults, **yaml.safe_load(configfile.read_text())}
+
+
+def run_on_box(box: ClusterBox, workdir: Path, configfile: Path, rehearsals: list[Rehearsal], launcher: str, runs: int, timeout: float = 900) -> Campaign:
+    """Every run's result and compliance verdict through ``--profile slurm`` on the box."""
+    stand_ins = workdir / "box-bin"
+    enroot.write_srun_stand_in(stand_ins)
+    targets = [f"results/{r.benchmark}/runs/{run}/compliance.json" for r in rehearsals for run in range(runs)]
+    argv = [
+        sys.executable, "-m", "snakemake", "-s", str(ROOT / "workflow" / "Snakefile"), "-d", str(workdir), *targets,
+        "--profile", str(ROOT / "profiles" / "slurm"), "--configfile", str(configfile),
+        # no slurmdbd in the box: poll with squeue, soon
+        "--slurm-status-command", "squeue", "--slurm-init-seconds-before-status-checks", "3",
+        "--latency-wait", "5", "--allowed-rules", "train", "check_compliance",
+    ]  # fmt: skip
+    env = snakemake_env({**box.env, enroot.IMAGES_VARIABLE: str(workdir / "box-images")})
+    env["PATH"] = f"{stand_ins}{os.pathsep}{env['PATH']}"
+    # Detached from the test's terminal and process group, as SLURM runs want (see the machine notes).
+    proc = subprocess.run(argv, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout, start_new_session=True, check=False)
+    return Campaign(workdir, launcher, {r.benchmark: r for r in rehearsals}, proc.stdout + proc.stderr, proc.returncode)

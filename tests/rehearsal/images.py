@@ -1,0 +1,122 @@
+"""The rehearsal's images (tests only): a folder per image for the enroot stand-in (``tests/rehearsal/enroot.py``).
+
+An image is what the benchmark's Dockerfile (``containers/<name>/Dockerfile``) puts over its base image: the
+reference's files where its ``RUN ... cp -r`` line puts them (:attr:`Rehearsal.image_files`), every ``COPY`` of the
+Dockerfile (the start-up hooks, the round patches: from ``containers/``, the build context), and every ``ENV``
+(expanded as Docker expands them at build time). The base image's software (CUDA, PyTorch, NeMo ...) is not there:
+this machine's userland and venv stand in for it. The rehearsal adds its probe's start-up hook last in
+``MLPERF_WF_HOOKS`` and the folder the probe writes its records into.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shlex
+import shutil
+from pathlib import Path
+
+from tests.rehearsal import probe
+from tests.rehearsal.enroot import image_key
+from tests.rehearsal.spec import REFERENCE_SOURCES, ROOT, Rehearsal
+
+HOOK_SHIM = '''"""The rehearsal probe's start-up hook (tests/rehearsal/probe.py), loaded first by sitecustomize."""
+import sys
+
+sys.path.insert(0, {root!r})
+from tests.rehearsal import probe  # noqa: E402
+
+probe.start()
+'''
+
+
+def _expand(value: str, env: dict[str, str]) -> str:
+    """Docker's build-time expansion of ``$VAR``, ``${VAR}``, ``${VAR:+word}`` and ``${VAR:-word}``."""
+
+    def replace(match: re.Match) -> str:
+        name, operator, word = match.group(1) or match.group(4), match.group(2), match.group(3)
+        current = env.get(name, "")
+        if operator == ":+":
+            return _expand(word, env) if current else ""
+        if operator == ":-":
+            return current or _expand(word, env)
+        return current
+
+    return re.sub(r"\$\{(\w+)(?:(:[+-])([^}]*))?\}|\$(\w+)", replace, value)
+
+
+def dockerfile_image(dockerfile: Path) -> tuple[list[tuple[str, str]], dict[str, str], str]:
+    """(COPY source, destination) pairs, the ENV an image ends with, and its last WORKDIR."""
+    text = re.sub(r"\\\n", " ", dockerfile.read_text())
+    copies, env, workdir = [], {}, "/"
+    for line in text.splitlines():
+        words = line.strip().split(None, 1)
+        if len(words) < 2:
+            continue
+        instruction, rest = words[0].upper(), words[1]
+        if instruction == "COPY":
+            parts = shlex.split(rest)
+            copies += [(source, parts[-1]) for source in parts[:-1] if not source.startswith("--")]
+        elif instruction == "ENV":
+            for assignment in shlex.split(rest):
+                name, _, value = assignment.partition("=")
+                env[name] = _expand(value, env)
+        elif instruction == "WORKDIR":
+            workdir = rest.strip()
+    return copies, env, workdir
+
+
+def _copy(source: Path, target: Path) -> None:
+    """Hard links where possible (the image is copy-on-write in the container)."""
+    if source.is_dir():
+        shutil.copytree(source, target, symlinks=True, dirs_exist_ok=True, copy_function=_link_or_copy)
+    else:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        _link_or_copy(source, target)
+
+
+def _link_or_copy(source: str | Path, target: str | Path) -> None:
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copy2(source, target)
+
+
+def build_image(rehearsal: Rehearsal, reference: str, images: Path, records: Path, fail: str = "") -> Path:
+    """The image folder for ``reference`` (the image name the plan starts), with the probe's records at ``records``."""
+    folder = images / image_key(reference)
+    if folder.exists():
+        shutil.rmtree(folder)
+    layer = folder / "layer"
+    layer.mkdir(parents=True)
+    for container_path, source in rehearsal.image_files.items():
+        _copy(REFERENCE_SOURCES / source, layer / container_path.lstrip("/"))
+    copies, dockerfile_env, workdir = dockerfile_image(ROOT / "containers" / rehearsal.benchmark / "Dockerfile")
+    for source, destination in copies:
+        _copy(ROOT / "containers" / source, layer / destination.lstrip("/"))
+    shim = layer / "opt" / "mlperf-wf" / "rehearsal" / "mlperf_wf_rehearsal.py"
+    shim.parent.mkdir(parents=True)
+    shim.write_text(HOOK_SHIM.format(root=str(ROOT)))
+    env = {**rehearsal.image_env, **dockerfile_env}
+    env["PYTHONPATH"] = ":".join(filter(None, [str(shim.parent).replace(str(layer), ""), env.get("PYTHONPATH", "")]))
+    # last: the round patches register their import hooks first, and the probe may end the process at its import
+    env["MLPERF_WF_HOOKS"] = ",".join(filter(None, [env.get("MLPERF_WF_HOOKS", ""), "mlperf_wf_rehearsal"]))
+    env[probe.BENCHMARK_VARIABLE] = rehearsal.benchmark
+    env[probe.RECORDS_VARIABLE] = str(records)
+    env[probe.ENTRY_VARIABLE] = ",".join(rehearsal.entry)
+    if fail:
+        env[probe.FAIL_VARIABLE] = fail
+    records.mkdir(parents=True, exist_ok=True)
+    described = {"env": env, "workdir": workdir, "binds": [str(records)]}
+    (folder / "image.json").write_text(json.dumps(described, indent=1))
+    return folder
+
+
+def layer_digest(rehearsal: Rehearsal) -> str:
+    """A digest naming the image (its sources and definition), as a registry's digest names a pushed image."""
+    digest = hashlib.sha256()
+    digest.update(json.dumps([rehearsal.benchmark, sorted(rehearsal.image_files.items()), sorted(rehearsal.image_env.items())]).encode())
+    digest.update((ROOT / "containers" / rehearsal.benchmark / "Dockerfile").read_bytes())
+    return f"sha256:{digest.hexdigest()}"

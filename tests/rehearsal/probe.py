@@ -1,0 +1,303 @@
+"""The rehearsal's probe, inside every Python process of a rehearsed train job (tests only).
+
+The rehearsal image puts this module's start-up hook last in ``MLPERF_WF_HOOKS`` (``containers/hooks/sitecustomize.py``
+imports it in every Python process of the container: the launcher, every rank, every worker). At start it writes a
+record of the process (host, argv, launcher variables) into the rehearsal's record folder. In the reference's entry
+process (the script the full-scale command starts, by its path) it then:
+
+1. runs the benchmark's own probe (``tests/rehearsal/benchmarks/<name>.py``: ``probe(ctx)``), which reads the
+   reference's files at its pinned commit (argument parser, configs, run scripts) with the job's arguments and
+   environment, and checks every path it opens against the mounted tree and every variable it interpolates
+   against the environment; where the reference's packages run here the benchmark's probe runs the reference itself
+   and takes over at its first GPU step (:meth:`ProbeContext.take_over_at_first_gpu_step`);
+2. forms the world as the reference's launcher formed it (gloo, from the launcher's variables) and gathers every
+   rank's host, rank, local rank and rendezvous address, so the test can check the geometry;
+3. exits 0 on every rank when every check held, 3 (with the problem on stderr and in the records) when one did not.
+
+A run can be told to fail on purpose (``MLPERF_WF_REHEARSAL_FAIL``: ``<seed>:<rank>``): that rank exits 5 after the
+world formed, so the test sees whether the launch line lets one failing rank fail the job.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import socket
+import sys
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+
+RECORDS_VARIABLE = "MLPERF_WF_REHEARSAL_RECORDS"
+"""Folder the probe writes its records into (bound read-write into the container at the same path)."""
+BENCHMARK_VARIABLE = "MLPERF_WF_REHEARSAL_BENCHMARK"
+ENTRY_VARIABLE = "MLPERF_WF_REHEARSAL_ENTRY"
+"""Comma-separated paths (as the command names them, e.g. ``scripts/train.py``) of the reference's entry scripts."""
+FAIL_VARIABLE = "MLPERF_WF_REHEARSAL_FAIL"
+FAILED_ON_PURPOSE = 5
+PROBLEM_FOUND = 3
+
+
+class ProbeFailure(Exception):
+    """A check of the rehearsal did not hold (the message names the path, variable or value)."""
+
+
+def host() -> str:
+    return socket.gethostname()
+
+
+def seed() -> str:
+    return os.environ.get("SEED", "unknown")
+
+
+def records() -> Path:
+    folder = Path(os.environ[RECORDS_VARIABLE]) / f"seed-{seed()}"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def _write(name: str, record: dict) -> None:
+    path = records() / name
+    path.write_text(json.dumps(record, indent=1, default=str))
+
+
+LAUNCH_VARIABLES = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "NODE_RANK", "MASTER_ADDR", "MASTER_PORT")
+SLURM_VARIABLES = ("SLURM_JOB_ID", "SLURM_NODEID", "SLURM_PROCID", "SLURM_LOCALID", "SLURM_NTASKS", "SLURM_JOB_NUM_NODES", "SLURMD_NODENAME")
+
+
+def _process_record() -> dict:
+    return {
+        "host": host(),
+        "pid": os.getpid(),
+        "ppid": os.getppid(),
+        "argv": sys.argv,
+        "executable": sys.executable,
+        "cwd": os.getcwd(),
+        "time": time.time(),
+        "launch": {name: os.environ[name] for name in LAUNCH_VARIABLES if name in os.environ},
+        "slurm": {name: os.environ[name] for name in SLURM_VARIABLES if name in os.environ},
+    }
+
+
+@dataclass
+class ProbeContext:
+    """What a benchmark's probe gets: the entry process's arguments, environment and working folder, and checks."""
+
+    benchmark: str
+    argv: list[str]
+    env: dict[str, str]
+    cwd: Path
+    checked: list[dict] = field(default_factory=list)
+    """Every check made (kind, what, why, held), for the test to read."""
+    log_file: str | None = None
+    """Where the reference writes its MLLOG lines, as the probe found it."""
+    world_from_launcher: bool = True
+    """False where the reference forms its world itself (e.g. it spawns its ranks): the probe then forms a world of 1."""
+
+    def argument(self, flag: str, default: str | None = None) -> str | None:
+        """The value of ``--flag value`` or ``--flag=value`` in the entry's arguments (the last one wins, as argparse)."""
+        value = default
+        for index, word in enumerate(self.argv):
+            if word == flag and index + 1 < len(self.argv):
+                value = self.argv[index + 1]
+            elif word.startswith(flag + "="):
+                value = word.split("=", 1)[1]
+        return value
+
+    def record(self, kind: str, what: str, why: str, held: bool, detail: str = "") -> None:
+        self.checked.append({"kind": kind, "what": what, "why": why, "held": held, "detail": detail})
+
+    def path(self, path: str | Path, why: str, kind: str = "any") -> Path:
+        """``path`` (relative to the working folder) must exist (``kind``: file, dir or any) as the reference opens it."""
+        resolved = (self.cwd / path) if not str(path).startswith("/") else Path(path)
+        held = resolved.is_file() if kind == "file" else resolved.is_dir() if kind == "dir" else resolved.exists()
+        self.record("path", str(path), why, held)
+        if not held:
+            raise ProbeFailure(f"{why}: {path} does not exist{'' if kind == 'any' else f' as a {kind}'} in the container")
+        return resolved
+
+    def opens(self, path: str | Path, why: str, size: int = 64) -> bytes:
+        """Open and read the start of a file the reference reads (the mount must make it readable)."""
+        resolved = self.path(path, why, kind="file")
+        with open(resolved, "rb") as stream:
+            return stream.read(size)
+
+    def glob(self, pattern: str, why: str) -> list[Path]:
+        """Files a glob the reference expands matches (at least one)."""
+        import glob as globbing
+
+        base = pattern if pattern.startswith("/") else str(self.cwd / pattern)
+        found = sorted(Path(p) for p in globbing.glob(base))
+        self.record("glob", pattern, why, bool(found), f"{len(found)} files")
+        if not found:
+            raise ProbeFailure(f"{why}: {pattern} matches no file in the container")
+        return found
+
+    def variable(self, name: str, why: str) -> str:
+        """An environment variable the reference reads without a default must be set."""
+        held = name in self.env
+        self.record("variable", name, why, held, self.env.get(name, ""))
+        if not held:
+            raise ProbeFailure(f"{why}: environment variable {name} is not set in the job")
+        return self.env[name]
+
+    def equal(self, what: str, found: object, expected: object, why: str) -> None:
+        held = found == expected
+        self.record("value", what, why, held, f"found {found!r}, expected {expected!r}")
+        if not held:
+            raise ProbeFailure(f"{why}: {what} is {found!r}, expected {expected!r}")
+
+    def reference_function(self, script: str, name: str, namespace: dict | None = None):
+        """A function of the reference's own file (``script``, relative to the working folder), compiled alone from its
+        source at the pinned commit, with ``namespace`` as its globals (the modules it uses that import here), e.g. the
+        argument parser of a script whose framework does not install here."""
+        import ast
+
+        path = self.path(script, f"the reference's {name}", kind="file")
+        tree = ast.parse(path.read_text(), str(path))
+        found = [node for node in tree.body if isinstance(node, ast.FunctionDef) and node.name == name]
+        if not found:
+            self.fail(f"{script} has no function {name} at the pinned commit")
+        code = compile(ast.Module(body=found, type_ignores=[]), str(path), "exec")
+        scope: dict = {"__name__": f"reference:{script}", **(namespace or {})}
+        exec(code, scope)  # noqa: S102 - the reference's own function, from its pinned source
+        return scope[name]
+
+    def fail(self, message: str) -> None:
+        self.record("problem", message, message, False)
+        raise ProbeFailure(message)
+
+    def mllog_to(self, path: str, why: str) -> None:
+        """Where the reference writes its MLLOG lines; the probe writes its own start-of-run lines there from rank 0,
+        through mlperf-logging, as the reference's logger would (the test reads them back in ``runs/<i>/result.txt``)."""
+        self.log_file = path
+        self.record("log", path, why, True)
+
+
+def _rank_info() -> tuple[int, int, int]:
+    env = os.environ
+    rank = int(env.get("RANK", env.get("SLURM_PROCID", "0")))
+    local = int(env.get("LOCAL_RANK", env.get("SLURM_LOCALID", "0")))
+    world = int(env.get("WORLD_SIZE", env.get("SLURM_NTASKS", "1")))
+    return rank, local, world
+
+
+def _form_world(ctx: ProbeContext) -> dict:
+    """Join the world the launcher set up (gloo) and gather every rank's view of it."""
+    rank, local, world = _rank_info()
+    mine = {
+        "host": host(),
+        "rank": rank,
+        "local_rank": local,
+        "world_size": world,
+        "master": f"{os.environ.get('MASTER_ADDR', '')}:{os.environ.get('MASTER_PORT', '')}",
+        "pid": os.getpid(),
+    }
+    if not ctx.world_from_launcher or world == 1:
+        return {"ranks": [mine], "world_size": 1 if not ctx.world_from_launcher else world}
+    import datetime
+
+    import torch.distributed as dist
+
+    if not dist.is_initialized():
+        dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=120))
+    gathered: list = [None] * dist.get_world_size()
+    dist.all_gather_object(gathered, mine)
+    return {"ranks": gathered, "world_size": dist.get_world_size()}
+
+
+def _write_mllog(ctx: ProbeContext) -> None:
+    if not ctx.log_file:
+        return
+    from mlperf_logging import mllog
+    from mlperf_logging.mllog import constants
+
+    mllog.config(filename=ctx.log_file)
+    logger = mllog.get_mllogger()
+    logger.event(key=constants.CACHE_CLEAR, value=os.environ.get("MLPERF_WF_CACHE_CLEARED", "") in ("1", "true"))
+    for key, variable in (
+        (constants.SUBMISSION_BENCHMARK, "MLPERF_SUBMISSION_BENCHMARK"),
+        (constants.SUBMISSION_DIVISION, "MLPERF_SUBMISSION_DIVISION"),
+        (constants.SUBMISSION_ORG, "MLPERF_SUBMISSION_ORG"),
+        (constants.SUBMISSION_PLATFORM, "MLPERF_SUBMISSION_PLATFORM"),
+        (constants.SUBMISSION_STATUS, "MLPERF_SUBMISSION_STATUS"),
+    ):
+        logger.event(key=key, value=os.environ.get(variable, ""))
+    logger.event(key=constants.SEED, value=int(seed()) if seed().isdigit() else seed())
+    logger.start(key=constants.INIT_START)
+
+
+def take_over(ctx: ProbeContext) -> None:
+    """Form the world, write the records and the log lines, and end this process (0: every check held)."""
+    status, problem = 0, ""
+    world: dict = {}
+    try:
+        world = _form_world(ctx)
+        rank = _rank_info()[0]
+        if rank == 0:
+            _write_mllog(ctx)
+        failing = os.environ.get(FAIL_VARIABLE, "")
+        if failing and failing == f"{seed()}:{rank}":
+            status, problem = FAILED_ON_PURPOSE, f"rank {rank} fails on purpose ({FAIL_VARIABLE}={failing})"
+        else:
+            # every rank waits until all have written, so that no rank's exit tears down a peer still gathering
+            import torch.distributed as dist
+
+            if dist.is_available() and dist.is_initialized():
+                dist.barrier()
+    except ProbeFailure as error:
+        status, problem = PROBLEM_FOUND, str(error)
+    except Exception:  # noqa: BLE001 - any error of the probe is a failed rehearsal, with its traceback kept
+        status, problem = PROBLEM_FOUND, traceback.format_exc()
+    rank, local, world_size = _rank_info()
+    _write(
+        f"rank-{host()}-{os.getpid()}.json",
+        {**_process_record(), "rank": rank, "local_rank": local, "world": world, "checked": ctx.checked, "status": status, "problem": problem, "log_file": ctx.log_file},
+    )
+    if problem:
+        print(f"rehearsal probe ({ctx.benchmark}, rank {rank} on {host()}): {problem}", file=sys.stderr, flush=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)
+
+
+def _is_entry() -> bool:
+    entries = [e for e in os.environ.get(ENTRY_VARIABLE, "").split(",") if e]
+    script = sys.argv[0] if sys.argv else ""
+    if not script or script == "-c":
+        return False
+    resolved = os.path.realpath(script)
+    return any(resolved == os.path.realpath(entry) or script == entry for entry in entries)
+
+
+def start() -> None:
+    """The start-up hook: record this process; in the reference's entry process, probe and take over."""
+    benchmark = os.environ.get(BENCHMARK_VARIABLE)
+    if not benchmark or RECORDS_VARIABLE not in os.environ:
+        return
+    _write(f"process-{host()}-{os.getpid()}.json", _process_record())
+    if not _is_entry():
+        return
+    ctx = ProbeContext(benchmark=benchmark, argv=list(sys.argv[1:]), env=dict(os.environ), cwd=Path.cwd())
+    try:
+        module = importlib.import_module(f"tests.rehearsal.benchmarks.{benchmark}")
+        module.probe(ctx)
+    except ProbeFailure as error:
+        ctx.checked.append({"kind": "problem", "what": str(error), "why": "", "held": False, "detail": ""})
+        _fail(ctx, str(error))
+    except Exception:  # noqa: BLE001
+        _fail(ctx, traceback.format_exc())
+    take_over(ctx)
+
+
+def _fail(ctx: ProbeContext, problem: str) -> None:
+    """A check failed before the world formed: record it and end this rank with its status."""
+    rank, local, _ = _rank_info()
+    _write(
+        f"rank-{host()}-{os.getpid()}.json",
+        {**_process_record(), "rank": rank, "local_rank": local, "world": {}, "checked": ctx.checked, "status": PROBLEM_FOUND, "problem": problem, "log_file": ctx.log_file},
+    )
+    print(f"rehearsal probe ({ctx.benchmark}, rank {rank} on {host()}): {problem}", file=sys.stderr, flush=True)
+    os._exit(PROBLEM_FOUND)

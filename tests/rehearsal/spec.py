@@ -1,0 +1,61 @@
+"""What a benchmark's rehearsal needs (tests only): one :class:`Rehearsal` per ``tests/rehearsal/benchmarks/<name>.py``.
+
+A benchmark's module defines ``REHEARSAL`` (below), ``published(dataset_id, folder)`` (writes one dataset of the
+benchmark in its published layout, tiny contents) and ``probe(ctx)`` (runs in the reference's entry process inside
+the rehearsed job: see ``tests/rehearsal/probe.py``).
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+
+ROOT = Path(__file__).resolve().parents[2]
+REFERENCE_SOURCES = Path(os.environ.get("MLPERF_WF_REFERENCE_SRC", ROOT.parent / "shared" / "reference-src"))
+"""Unmodified excerpts of the references at their pinned commits (``../shared/reference-src``)."""
+
+
+@dataclass(frozen=True)
+class Rehearsal:
+    """How a benchmark's full-scale job is rehearsed on the cluster in a box."""
+
+    benchmark: str
+    image_files: dict[str, str]
+    """Container path -> folder of ``REFERENCE_SOURCES`` (``<tree>/<path>``): where the benchmark's Dockerfile puts the
+    reference's files (its ``RUN git clone ... && cp -r`` lines), e.g. ``{"/workspace/ft-llm":
+    "mlcommons-training-aa344c7/llama2_70b_lora"}``. The Dockerfile's own ``COPY`` and ``ENV`` lines are read from it."""
+    entry: tuple[str, ...]
+    """The reference's entry scripts as the full-scale command names them (relative to the workdir or absolute):
+    the processes the probe takes over."""
+    nodes: int
+    """Nodes of the rehearsed run: 2 where the reference runs on several nodes, else 1."""
+    gpus_per_node: int = 2
+    """GPUs per node of the rehearsed run (a rank each: small, so the box's two cores can start them all)."""
+    launchers: tuple[str, ...] = ("pyxis",)
+    """Launchers rehearsed (``docker`` runs on one node)."""
+    image_env: dict[str, str] = field(default_factory=dict)
+    """``ENV`` of the real image that the Dockerfile's base image sets and the reference relies on."""
+    arguments: dict[str, str] = field(default_factory=dict)
+    """``full_arguments`` of the rehearsed run (only where the box needs them; each is named in the benchmark's README)."""
+
+
+def module(benchmark: str) -> ModuleType:
+    return importlib.import_module(f"tests.rehearsal.benchmarks.{benchmark}")
+
+
+def rehearsals() -> dict[str, Rehearsal]:
+    """Every benchmark that has a rehearsal module."""
+    folder = Path(__file__).parent / "benchmarks"
+    found = {}
+    for path in sorted(folder.glob("*.py")):
+        if path.stem.startswith("_"):
+            continue
+        found[path.stem] = module(path.stem).REHEARSAL
+    return found
+
+
+def missing_sources(rehearsal: Rehearsal) -> list[str]:
+    return [source for source in rehearsal.image_files.values() if not (REFERENCE_SOURCES / source).exists()]
