@@ -206,10 +206,7 @@ class ClusterBox:
     def in_namespace(self, host: str, argv: list[str]) -> list[str]:
         """``argv`` run as on ``host``: its network, its hostname, the box's /etc/hosts and /etc/slurm."""
         etc = self.conf.parent
-        setup = (
-            f"hostname {host} && mount --bind {self.folder / 'hosts'} /etc/hosts"
-            f" && mkdir -p /etc/slurm && mount --bind {etc} /etc/slurm && exec \"$@\""
-        )
+        setup = f'hostname {host} && mount --bind {self.folder / "hosts"} /etc/hosts && mkdir -p /etc/slurm && mount --bind {etc} /etc/slurm && exec "$@"'
         unshare = ["unshare", "--mount", "--uts", "--propagation", "private", "sh", "-c", setup, "sh", *argv]
         # nsenter, not `ip netns exec`: that remounts /sys, hiding the cgroup tree slurmd reads
         return ["nsenter", f"--net=/run/netns/{self.namespace(host)}", *unshare]

@@ -137,7 +137,8 @@ def _bind(root: Path, host: str, container: str, mode: str) -> None:
 def main(argv: list[str]) -> None:
     if os.environ.get(INSIDE_VARIABLE) != str(os.getpid()):
         # a private mount namespace: what this task mounts never reaches the node or the other tasks
-        os.execvp("unshare", ["unshare", "--mount", "--propagation", "private", "sh", "-c", f'{INSIDE_VARIABLE}=$$ exec "$@"', "sh", sys.executable, __file__, *argv])
+        enter = ["unshare", "--mount", "--propagation", "private", "sh", "-c", f'{INSIDE_VARIABLE}=$$ exec "$@"', "sh"]
+        os.execvp("unshare", [*enter, sys.executable, __file__, *argv])
     spec = json.loads(base64.b64decode(argv[0]))
     command = argv[1:]
     images = Path(os.environ[IMAGES_VARIABLE])

@@ -162,7 +162,7 @@ class ProbeContext:
             self.fail(f"{script} has no function {name} at the pinned commit")
         code = compile(ast.Module(body=found, type_ignores=[]), str(path), "exec")
         scope: dict = {"__name__": f"reference:{script}", **(namespace or {})}
-        exec(code, scope)  # noqa: S102 - the reference's own function, from its pinned source
+        exec(code, scope)  # the reference's own function, from its pinned source
         return scope[name]
 
     def fail(self, message: str) -> None:
@@ -249,15 +249,9 @@ def take_over(ctx: ProbeContext) -> None:
                 dist.barrier()
     except ProbeFailure as error:
         status, problem = PROBLEM_FOUND, str(error)
-    except Exception:  # noqa: BLE001 - any error of the probe is a failed rehearsal, with its traceback kept
+    except Exception:  # any error of the probe is a failed rehearsal, with its traceback kept
         status, problem = PROBLEM_FOUND, traceback.format_exc()
-    rank, local, world_size = _rank_info()
-    _write(
-        f"rank-{host()}-{os.getpid()}.json",
-        {**_process_record(), "rank": rank, "local_rank": local, "world": world, "checked": ctx.checked, "status": status, "problem": problem, "log_file": ctx.log_file},
-    )
-    if problem:
-        print(f"rehearsal probe ({ctx.benchmark}, rank {rank} on {host()}): {problem}", file=sys.stderr, flush=True)
+    _write_rank(ctx, world, status, problem)
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(status)
@@ -287,17 +281,21 @@ def start() -> None:
     except ProbeFailure as error:
         ctx.checked.append({"kind": "problem", "what": str(error), "why": "", "held": False, "detail": ""})
         _fail(ctx, str(error))
-    except Exception:  # noqa: BLE001
+    except Exception:
         _fail(ctx, traceback.format_exc())
     take_over(ctx)
 
 
 def _fail(ctx: ProbeContext, problem: str) -> None:
     """A check failed before the world formed: record it and end this rank with its status."""
-    rank, local, _ = _rank_info()
-    _write(
-        f"rank-{host()}-{os.getpid()}.json",
-        {**_process_record(), "rank": rank, "local_rank": local, "world": {}, "checked": ctx.checked, "status": PROBLEM_FOUND, "problem": problem, "log_file": ctx.log_file},
-    )
-    print(f"rehearsal probe ({ctx.benchmark}, rank {rank} on {host()}): {problem}", file=sys.stderr, flush=True)
+    _write_rank(ctx, {}, PROBLEM_FOUND, problem)
     os._exit(PROBLEM_FOUND)
+
+
+def _write_rank(ctx: ProbeContext, world: dict, status: int, problem: str) -> None:
+    """This rank's record: its process, place in the world, every check and how it ended."""
+    rank, local, _ = _rank_info()
+    record = {**_process_record(), "rank": rank, "local_rank": local, "world": world, "checked": ctx.checked}
+    _write(f"rank-{host()}-{os.getpid()}.json", {**record, "status": status, "problem": problem, "log_file": ctx.log_file})
+    if problem:
+        print(f"rehearsal probe ({ctx.benchmark}, rank {rank} on {host()}): {problem}", file=sys.stderr, flush=True)

@@ -68,9 +68,8 @@ def probe(ctx) -> None:
     if args.output_dir:
         ctx.path(args.output_dir, "--output-dir (utils.mkdir; checkpoints)", kind="dir")
     sys.path.insert(0, str(ctx.cwd))
-    from ssd_logger import mllogger  # the reference's logger, with the round patch applied at its import
-
     from mlperf_logging.mllog import constants
+    from ssd_logger import mllogger  # the reference's logger, with the round patch applied at its import
 
     if int(os.environ.get("RANK", "0")) == 0:
         mllogger.event(key=constants.SUBMISSION_BENCHMARK, value=constants.SSD)
