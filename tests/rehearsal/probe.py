@@ -176,6 +176,15 @@ class ProbeContext:
         self.record("log", path, why, True)
 
 
+LEFTOVER = ".rehearsal-failed-attempt"
+"""A file a rank that fails on purpose leaves in its run folder."""
+
+
+def _run_folder() -> Path:
+    """The run's folder as the container sees it (where the plan points ``COMPLIANCE_FILE``)."""
+    return Path(os.environ.get("COMPLIANCE_FILE", "/nonexistent/result.txt")).parent
+
+
 def _rank_info() -> tuple[int, int, int]:
     env = os.environ
     rank = int(env.get("RANK", env.get("SLURM_PROCID", "0")))
@@ -241,6 +250,10 @@ def take_over(ctx: ProbeContext) -> None:
         failing = os.environ.get(FAIL_VARIABLE, "")
         if failing and failing == f"{seed()}:{rank}":
             status, problem = FAILED_ON_PURPOSE, f"rank {rank} fails on purpose ({FAIL_VARIABLE}={failing})"
+            # what a failed attempt leaves in its run folder; a retry must not start beside it
+            leftover = _run_folder() / LEFTOVER
+            if leftover.parent.is_dir():
+                leftover.write_text(f"left by the attempt of process {os.getpid()} on {host()}\n")
         else:
             # every rank waits until all have written, so that no rank's exit tears down a peer still gathering
             import torch.distributed as dist
@@ -275,6 +288,9 @@ def start() -> None:
     if not _is_entry():
         return
     ctx = ProbeContext(benchmark=benchmark, argv=list(sys.argv[1:]), env=dict(os.environ), cwd=Path.cwd())
+    folder = _run_folder()
+    # recorded, not raised: the test reads it from a retried run's records
+    ctx.record("clean", str(folder), "a run starts in a run folder with nothing of an earlier attempt", not (folder / LEFTOVER).exists())
     try:
         module = importlib.import_module(f"tests.rehearsal.benchmarks.{benchmark}")
         module.probe(ctx)

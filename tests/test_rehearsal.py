@@ -1,0 +1,160 @@
+"""The full-scale rehearsal: every benchmark's real full-scale train job on a SLURM cluster in a box, up to the GPU.
+
+One campaign (``tests/rehearsal/campaign.py``) on a box of two nodes (``tests/rehearsal/cluster.py``) runs, for every
+benchmark with a rehearsal (``tests/rehearsal/benchmarks/<name>.py``), the plan's exact train-job command through
+``snakemake --profile slurm`` and the official executor plugin, with pyxis's container options honoured by the
+stand-in (``tests/rehearsal/enroot.py``), on data in its published layout prepared by the workflow's own full-scale
+preparation. Inside, the reference's entry process runs its benchmark's probe (``tests/rehearsal/probe.py``: the
+reference's own parser and files at the pinned commit, every path opened, every variable read), then forms the world
+with gloo. Run 0 of each benchmark must pass every check; run 1 has its last rank fail on purpose, so the job must
+fail (and, retried by the profile, start again from a clean run folder).
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+
+import pytest
+
+from mlperf_wf import compliance, registry
+from tests.rehearsal import campaign, cluster, spec
+from tests.rehearsal.probe import FAILED_ON_PURPOSE
+
+REHEARSALS = spec.rehearsals()
+NAMES = sorted(REHEARSALS)
+FAILING_RUN = 1
+
+
+def _skip_reason() -> str | None:
+    missing = cluster.missing_requirements()
+    if missing:
+        return missing
+    absent = {name: spec.missing_sources(r) for name, r in REHEARSALS.items() if spec.missing_sources(r)}
+    return f"the reference sources are not in {spec.REFERENCE_SOURCES}: {absent}" if absent else None
+
+
+pytestmark = pytest.mark.skipif(_skip_reason() is not None, reason=str(_skip_reason()))
+
+
+@pytest.fixture(scope="session")
+def box(tmp_path_factory):
+    started = cluster.start_box(tmp_path_factory.mktemp("box"), cpus_per_node=128, memory_mb=2_100_000)
+    try:
+        yield started
+    finally:
+        started.stop()
+
+
+@pytest.fixture(scope="module")
+def pyxis_campaign(box, tmp_path_factory) -> campaign.Campaign:
+    """Runs 0 and 1 of every benchmark: run 1's last rank fails on purpose."""
+    rehearsals = [REHEARSALS[name] for name in NAMES]
+    workdir = tmp_path_factory.mktemp("rehearsal") / "project"
+    fail = {r.benchmark: f"{campaign.SEED_BASE + FAILING_RUN}:{r.nodes * r.gpus_per_node - 1}" for r in rehearsals}
+    configfile = campaign.prepare(workdir, rehearsals, "pyxis", runs=2, fail=fail)
+    return campaign.run_on_box(box, workdir, configfile, rehearsals, "pyxis", runs=2)
+
+
+def _explain(ran: campaign.Campaign, name: str, run: int) -> str:
+    problems = [f"rank {r['rank']} on {r['host']}: {r['problem'][-2000:]}" for r in ran.ranks(name, run) if r["status"]]
+    return "\n".join(problems) + f"\n--- train log:\n{ran.train_log(name, run)[-3000:]}\n--- snakemake:\n{ran.output[-1500:]}"
+
+
+def first_attempt(records: list[dict]) -> list[dict]:
+    """The rank records of the first attempt of a run (a retried run has several)."""
+    by_job = defaultdict(list)
+    for record in records:
+        by_job[record["slurm"].get("SLURM_JOB_ID")].append(record)
+    return by_job[min(by_job, key=lambda job: int(job or 0))] if by_job else []
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_full_scale_job_reaches_the_gpu_with_every_path_and_the_world_as_planned(pyxis_campaign, name):
+    ran, rehearsal = pyxis_campaign, REHEARSALS[name]
+    result = ran.run_folder(name, 0) / "result.txt"
+    ranks = ran.ranks(name, 0)
+    assert result.exists() and ranks and all(r["status"] == 0 for r in ranks), _explain(ran, name, 0)
+    # every check the probe made held, and it made some: paths opened, variables read
+    checks = [check for r in ranks for check in r["checked"]]
+    assert all(check["held"] for check in checks), [c for c in checks if not c["held"]]
+    assert any(check["kind"] in ("path", "glob") for check in checks), "the probe opened no input of the reference"
+    # the world as the reference's launcher formed it
+    nodes, gpus = rehearsal.nodes, rehearsal.gpus_per_node
+    assert len(ranks) == nodes * gpus, [(r["host"], r["rank"]) for r in ranks]
+    assert sorted(r["rank"] for r in ranks) == list(range(nodes * gpus)), "every rank once"
+    per_host = Counter(r["host"] for r in ranks)
+    assert len(per_host) == nodes and set(per_host.values()) == {gpus}, per_host
+    for host in per_host:
+        assert sorted(r["local_rank"] for r in ranks if r["host"] == host) == list(range(gpus)), host
+    views = [r["world"] for r in ranks]
+    assert all(view.get("world_size") == nodes * gpus for view in views), "each rank sees the whole world"
+    assert len({rank["master"] for view in views for rank in view["ranks"]}) == 1, "one rendezvous address"
+    if registry.load_benchmark(name).full.process_model == "per_node":
+        for host in per_host:
+            launchers = {r["ppid"] for r in ranks if r["host"] == host}
+            assert len(launchers) == 1, f"one launcher per node, as the reference starts its ranks: {host} has {launchers}"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_reference_s_log_lines_reach_the_run_s_result_file_from_rank_0_and_the_checker_reads_them(pyxis_campaign, name):
+    ran = pyxis_campaign
+    result = ran.run_folder(name, 0) / "result.txt"
+    assert result.exists(), _explain(ran, name, 0)
+    facts = compliance.read_facts(result)
+    benchmark = registry.load_benchmark(name).submission_benchmark
+    assert facts.values.get("submission_benchmark") == benchmark, facts.values
+    lines = [line for line in result.read_text().splitlines() if '"key": "submission_benchmark"' in line]
+    assert len(lines) == 1, "one rank writes the log"
+    assert facts.values.get("submission_org") == campaign.ORG and facts.values.get("submission_platform") == campaign.PLATFORM
+    assert "cache_clear" in facts.values and "init_start" in facts.values
+    verdict = compliance.check(result, _ruleset(name))
+    # the log ends where the probe took over: the checker reads it and misses only what a run logs later
+    assert verdict.verdict == "failed" and any("run_stop" in problem for problem in verdict.problems), verdict
+    assert not any("submission_" in message for message in verdict.messages), verdict.messages
+
+
+def _ruleset(name: str) -> str:
+    from mlperf_wf import mlperf_rules
+
+    return mlperf_rules.resolve_ruleset(registry.load_benchmark(name).submission_benchmark, "latest")
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_a_failing_rank_fails_the_job_and_its_retry_starts_in_a_clean_run_folder(pyxis_campaign, name):
+    ran = pyxis_campaign
+    records = ran.ranks(name, FAILING_RUN)
+    assert any(r["status"] == FAILED_ON_PURPOSE for r in records), _explain(ran, name, FAILING_RUN)
+    assert not (ran.run_folder(name, FAILING_RUN) / "result.txt").exists(), "a run with a failed rank is not a finished run"
+    assert f"rank {REHEARSALS[name].nodes * REHEARSALS[name].gpus_per_node - 1}" in ran.train_log(name, FAILING_RUN) or "fails on purpose" in (
+        ran.train_log(name, FAILING_RUN)
+    ), "the job's own log says why it failed"
+    attempts = {r["slurm"].get("SLURM_JOB_ID") for r in records}
+    assert len(attempts) == 2, f"the profile retries a failed run once: attempts {attempts}"
+    first = first_attempt(records)
+    retried = [r for r in records if r not in first]
+    clean = [check for r in retried for check in r["checked"] if check["kind"] == "clean"]
+    assert clean and all(check["held"] for check in clean), f"the retry started beside the failed attempt's files: {clean}"
+
+
+def test_the_box_has_two_nodes_with_their_own_names(box):
+    import os
+    import subprocess
+
+    proc = subprocess.run(
+        ["srun", "--nodes=2", "--ntasks-per-node=1", "sh", "-c", 'echo "$(hostname) $SLURM_NODEID $(getent hosts n1 | cut -d" " -f1)"'],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **box.env},
+        timeout=60,
+        check=True,
+    )
+    lines = sorted(proc.stdout.split("\n"))[1:]
+    assert [line.split()[:2] for line in lines] == [["n1", "0"], ["n2", "1"]]
+    assert len({line.split()[2] for line in lines}) == 1 and not lines[0].split()[2].startswith("127.")
+
+
+@pytest.mark.skipif(bool(spec.os.environ.get(spec.ONLY_VARIABLE)), reason="a chosen subset is rehearsed")
+def test_every_benchmark_has_a_rehearsal():
+    assert NAMES == sorted(registry.benchmark_names()), (
+        f"benchmarks without tests/rehearsal/benchmarks/<name>.py: {set(registry.benchmark_names()) - set(NAMES)}"
+    )
