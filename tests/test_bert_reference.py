@@ -101,6 +101,17 @@ def test_dockerfile_ends_with_the_shared_patch_block():
     assert "From: tensorflow/tensorflow:2.4.0-gpu" in (CONTAINERS / "bert" / "Apptainer.def").read_text()
 
 
+def test_the_images_drop_the_base_images_cuda_apt_sources_before_apt_get_update():
+    """tensorflow/tensorflow:2.4.0-gpu (nvidia/cuda 11.0 on Ubuntu 18.04) lists NVIDIA's CUDA repositories in
+    cuda.list and nvidia-ml.list, signed with the key NVIDIA rotated in April 2022: apt-get update fails on them
+    (NO_PUBKEY A4B469963BF863CC), so both files go before it (git comes from Ubuntu's archive)."""
+    for definition in ("Dockerfile", "Apptainer.def"):
+        text = "\n".join(line for line in (CONTAINERS / "bert" / definition).read_text().splitlines() if not line.lstrip().startswith("#"))
+        update = text.index("apt-get update")
+        for source in ("/etc/apt/sources.list.d/cuda.list", "/etc/apt/sources.list.d/nvidia-ml.list"):
+            assert source in text[:update], f"containers/bert/{definition}: {source} is not removed before apt-get update"
+
+
 FLAG_VALUES = dict(
     train_batch_size=256,
     max_seq_length=512,
