@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from mlperf_wf import hyperparameters, mlperf_rules, registry
-from mlperf_wf.benchmarks.gpt3 import c4_corpus, starting_checkpoint, tokenizer, trainer
+from mlperf_wf.benchmarks.gpt3 import c4_corpus, prepare, starting_checkpoint, tokenizer, trainer
 from mlperf_wf.benchmarks.gpt3.hyperparameters import Hyperparameters
 from mlperf_wf.errors import UserError
 from mlperf_wf.language_models import causal_trainer, markov_corpus
@@ -42,18 +42,32 @@ def test_target_and_floor_lie_between_the_entropy_rate_and_the_unigram_entropy()
 
 
 @pytest.fixture(scope="module")
-def mirrors(tmp_path_factory) -> dict[str, Path]:
+def published_mirrors(tmp_path_factory) -> dict[str, Path]:
     """The three tiny inputs, generated into R2-layout mirrors as the workflow does (the checkpoint pretrains: ~1 min)."""
     root = tmp_path_factory.mktemp("gpt3")
     bench = registry.load_benchmark("gpt3")
     return {role: generate_tiny_mirror(registry.load_dataset(item.dataset), root / role).data for role, item in bench.inputs.items()}
 
 
-def test_corpus_has_the_published_names_and_format(mirrors):
+@pytest.fixture(scope="module")
+def mirrors(published_mirrors, tmp_path_factory) -> dict[str, Path]:
+    """The mirrors' tarballs unpacked by gpt3's preparation: the folders the runs read."""
+    shards = tmp_path_factory.mktemp("gpt3-prepared") / "shards"
+    for shard in prepare.shards("tiny"):
+        prepare.prepare_shard(shard, published_mirrors, shards / shard, "tiny")
+    return {
+        "data": shards / "c4" / c4_corpus.FOLDER,
+        "checkpoint": shards / "checkpoint" / starting_checkpoint.FOLDER,
+        "tokenizer": published_mirrors["tokenizer"],
+    }
+
+
+def test_corpus_has_the_published_names_and_format(published_mirrors, mirrors):
     from megatron.core.datasets.indexed_dataset import IndexedDataset
 
     published = sorted(f.path for f in registry.load_dataset("c4_gpt3_spm_preprocessed").files)
-    assert sorted(p.name for p in mirrors["data"].iterdir()) == published
+    assert sorted(p.name for p in published_mirrors["data"].iterdir()) == published == [c4_corpus.TARBALL]
+    assert sorted(p.name for p in mirrors["data"].iterdir()) == sorted(prepare.PUBLISHED_MD5)
     shards = [IndexedDataset(str(mirrors["data"] / prefix)) for prefix in c4_corpus.TRAIN_PREFIXES]
     assert sum(len(shard) for shard in shards) == c4_corpus.SHAPE.train_documents
     validation = IndexedDataset(str(mirrors["data"] / c4_corpus.VALIDATION_PREFIX))
@@ -208,14 +222,15 @@ def test_round_patch_wraps_megatrons_logger_at_import(round_patch, tmp_path, mon
     assert calls == [str(tmp_path / "runs" / "result.txt")]
 
 
-def test_catalog_md5s_are_the_references_checksums():
+def test_unpacked_md5s_are_the_references_checksums():
+    """The md5s preparation checks the dataset tarball's members against are the reference's checksums."""
     from tests.conftest import reference_source
 
     folder = reference_source("retired_benchmarks/gpt3/megatron-lm")
     if folder is None:
         pytest.skip("the gpt3 reference source is not on this machine")
     listed = dict(reversed(line.split()) for line in (folder / "checksums" / "dataset_checksum.log").read_text().splitlines() if line.strip())
-    assert {f.path: f.md5 for f in registry.load_dataset("c4_gpt3_spm_preprocessed").files} == listed
+    assert prepare.PUBLISHED_MD5 == listed
 
 
 def test_state_file_errors_name_the_file(tmp_path):

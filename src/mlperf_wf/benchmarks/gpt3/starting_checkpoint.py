@@ -13,7 +13,8 @@ to get near the target within a minute, as the reference's checkpoint needed 6 M
 
 The folder is a Hugging Face checkpoint (``config.json``, ``model.safetensors``) plus ``checkpoint.json``
 (iteration, consumed samples, global batch, the validation log perplexity measured after saving), published
-into an R2-layout mirror and downloaded and verified like the real checkpoint.
+as the real one is, one tarball ``checkpoint_megatron_fp32.tar`` whose members sit under ``ckpt4000_fp32/``, into
+an R2-layout mirror; it is downloaded and verified like the real one and unpacked by preparation.
 """
 
 from __future__ import annotations
@@ -25,12 +26,16 @@ from pathlib import Path
 
 import torch
 
-from mlperf_wf.benchmarks.gpt3 import c4_corpus, tokenizer
+from mlperf_wf.benchmarks.gpt3 import c4_corpus, tarball, tokenizer
 from mlperf_wf.errors import UserError
 from mlperf_wf.language_models import causal_trainer
 
 log = logging.getLogger(__name__)
 
+TARBALL = "checkpoint_megatron_fp32.tar"
+"""The one file the R2 ``.md5`` of gpt-3-megatron-fp32-checkpoint lists (README.md:66-69, 175-178)."""
+FOLDER = "ckpt4000_fp32"
+"""The folder it unpacks to, ``EXTERNAL_MODEL_CHECKPOINT_DIR`` (README.md:68)."""
 STATE_FILE = "checkpoint.json"
 """Iteration, consumed samples and global batch of the checkpoint (the reference's ``common.pt`` holds these)."""
 CORPUS_ID = "c4_gpt3_spm_preprocessed"
@@ -92,11 +97,21 @@ def load_model(folder: Path) -> torch.nn.Module:
 
 def write_corpus_files(out_dir: Path, seed: int) -> tuple[tuple[str, ...], str]:
     """The corpus's indexed datasets in ``out_dir`` (the same files its own generator writes)."""
-    c4_corpus.generate(out_dir, seed)
+    c4_corpus.write_files(out_dir, seed)
     return tuple(str(out_dir / prefix) for prefix in c4_corpus.TRAIN_PREFIXES), str(out_dir / c4_corpus.VALIDATION_PREFIX)
 
 
 def generate(out_dir: Path, seed: int) -> list[Path]:
+    """Pretrain the tiny GPT and publish the checkpoint folder as ``checkpoint_megatron_fp32.tar``."""
+    import tempfile
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as scratch:
+        write_folder(Path(scratch), seed)
+        return [tarball.write(out_dir / TARBALL, Path(scratch), FOLDER)]
+
+
+def write_folder(out_dir: Path, seed: int) -> list[Path]:
     """Pretrain the tiny GPT and write the checkpoint folder."""
     import tempfile
 

@@ -56,10 +56,11 @@ def train(run: TinyRun, hp: Hyperparameters) -> dict:
     """Resume the checkpoint and run to the target (or max_steps); the harness logs the preamble and hyperparameters."""
     torch.manual_seed(run.spec.seed)
     vocab = tokenizer.load(run.spec.input("tokenizer"))
-    model, samples_at_start = load_checkpoint(run.spec.input("checkpoint"), hp)
+    checkpoint = run.spec.data_dir / starting_checkpoint.FOLDER  # the checkpoint shard unpacked its tarball there
+    model, samples_at_start = load_checkpoint(checkpoint, hp)
     if model.config.vocab_size != tokenizer.padded_vocabulary_size(len(vocab)):
         raise UserError(
-            f"{run.spec.input('checkpoint')}/config.json: vocab_size {model.config.vocab_size}; allowed: "
+            f"{checkpoint}/config.json: vocab_size {model.config.vocab_size}; allowed: "
             f"{tokenizer.padded_vocabulary_size(len(vocab))} (the tokenizer's {len(vocab)} entries padded as Megatron pads them)"
         )
     run.config({f"lowest_numerical_precision_in_{part}": "fp32" for part in ("linear", "attn", "comm")})
