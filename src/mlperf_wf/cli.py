@@ -369,24 +369,67 @@ def cmd_provenance(out: Path, scale: str, launcher: str, image: str | None, comm
     provenance.write(out, provenance.collect(scale, launcher, image or None, command, Path(__file__).resolve().parents[2]))
 
 
-def cmd_preflight(benchmark: str, image: str | None, platform: str | None) -> None:
-    """Checks before a full-scale run takes its GPUs: the container image (none with the local
-    launcher) is pinned by digest, and the logs will not name the tiny tier's system."""
-    import re
+def cmd_preflight(benchmarks: list[str], image: str | None, platform: str | None, config_overrides: list[str], configfiles: list[Path]) -> int:
+    """Every problem of a full-scale plan at once (``mlperf_wf.preflight``), one line each; 2 when there is any.
 
-    from mlperf_wf.plan import TINY_PLATFORM
-    from mlperf_wf.registry import IMAGE_DIGEST
+    With ``--image`` or ``--platform``: the checks of one train job on its node (the plan's own job line runs them), for
+    its one ``--benchmark``. Otherwise the full-scale plan of the config (``config/config.yaml``, each ``--configfile``,
+    then ``--config`` values, as Snakemake merges them) for the ``--benchmark`` given, or the config's benchmarks.
+    """
+    from mlperf_wf import preflight, status
 
-    if platform == TINY_PLATFORM:
-        raise ConfigError(
-            f"{benchmark}: submission.platform is {platform!r}, the tiny tier's CPU system; a full-scale run logs it as "
-            "submission_platform: set submission.platform to the name of this system (its description: config/systems/<name>.yaml)"
-        )
-    if image is not None and not re.search(f"@{IMAGE_DIGEST}$", image):
-        raise ConfigError(
-            f"{benchmark}: the container image {image!r} is not pinned; after pushing it, set its sha256 digest in the workflow config "
-            f"(full_container: {{{benchmark}: {{digest: 'sha256:...'}}}}; docker inspect --format '{{{{index .RepoDigests 0}}}}' IMAGE shows it)"
-        )
+    if image is not None or platform is not None:
+        if len(benchmarks) != 1:
+            raise ConfigError("preflight: --image/--platform check one train job: give exactly one --benchmark")
+        problems = preflight.run_problems(benchmarks[0], image, platform)
+        what = f"the train job of {benchmarks[0]}"
+    else:
+        logging.getLogger().setLevel(logging.WARNING)
+        config = status.load_config(Path.cwd(), [])
+        for configfile in configfiles:
+            _merge(config, _read_configfile(configfile))
+        _merge(config, _overrides(config_overrides))
+        names = benchmarks or list(config["benchmarks"])
+        problems = preflight.config_problems(config, Path(__file__).resolve().parents[2], Path.cwd(), names)
+        what = f"the full-scale plan of {', '.join(names)}"
+    if problems:
+        print(f"mlperf-wf: error: {preflight.describe(problems, what)}", file=sys.stderr)
+        return 2
+    print(f"preflight: no problem in {what}")
+    return 0
+
+
+def _read_configfile(path: Path) -> dict:
+    from mlperf_wf.registry import read_yaml
+
+    if not path.is_file():
+        raise ConfigError(f"--configfile {path}: no such file")
+    data = read_yaml(path)
+    if not isinstance(data, dict):
+        raise ConfigError(f"--configfile {path}: expected a mapping of config keys")
+    return data
+
+
+def _overrides(items: list[str]) -> dict:
+    """``KEY=VALUE`` words as Snakemake's ``--config`` reads them (values as YAML)."""
+    import yaml
+
+    values = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"--config {item!r}: expected KEY=VALUE, as given to snakemake --config")
+        values[key] = yaml.safe_load(value)
+    return values
+
+
+def _merge(config: dict, update: dict) -> None:
+    """``update`` into ``config``, mappings key by key (as Snakemake merges a ``--configfile``)."""
+    for key, value in update.items():
+        if isinstance(value, dict) and isinstance(config.get(key), dict):
+            _merge(config[key], value)
+        else:
+            config[key] = value
 
 
 def cmd_score(path: Path, ruleset: str, json_out: Path | None, csv_out: Path | None, jobs: int | None, rcp_bypass: bool) -> int:
@@ -575,6 +618,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("archive", type=Path)
     p.add_argument("--dest", type=Path, required=True)
 
+    p = sub.add_parser("fresh-run-folder", help="empty a run's folder before an attempt (nothing of an earlier attempt is resumed)")
+    p.add_argument("folder", type=Path)
     p = sub.add_parser("provenance", help="record what a run was made with (backend, image, host, GPUs, git commit, versions)")
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--scale", choices=["tiny", "full"], required=True)
@@ -582,10 +627,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--image", default="")
     p.add_argument("--command", default="", dest="command_line", help="the run's command line")
 
-    p = sub.add_parser("preflight", help="checks before a full-scale run: image pinned by digest, a real platform name")
-    p.add_argument("--benchmark", required=True)
-    p.add_argument("--image", help="the image reference the run uses (name@sha256:...); none with the local launcher")
-    p.add_argument("--platform", help="submission.platform of the run (the tiny tier's is refused)")
+    p = sub.add_parser(
+        "preflight",
+        help="every problem of a full-scale plan before anything is queued (one line each; exit 2 if any)",
+        description="Checks the full-scale plan of the config for every benchmark given (default: the config's): the ruleset "
+        "holds it, images pinned by digest, a real platform with its system description, credentials for data still to "
+        "download, data the workflow does not fetch in place, free space for the runs' scratch areas. With --image or "
+        "--platform: the checks of one train job (its job line runs them on the node).",
+    )
+    p.add_argument("--benchmark", action="append", default=[], help="a benchmark to check (repeatable; default: the config's benchmarks)")
+    p.add_argument("--config", nargs="*", default=[], metavar="KEY=VALUE", help="the --config values Snakemake is given (e.g. launcher=pyxis)")
+    p.add_argument("--configfile", type=Path, action="append", default=[], help="a config file Snakemake is given (--configfile), merged in order")
+    p.add_argument("--image", help="one train job: the image reference it uses (name@sha256:...); none with the local launcher")
+    p.add_argument("--platform", help="one train job: its submission.platform (the tiny tier's is refused)")
 
     p = sub.add_parser("compliance", help="official compliance check of one result file")
     # No type= on the positional: argparse would turn its SUPPRESS default into a path and hide --result.
@@ -684,10 +738,15 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_package(args.reports, args.org, args.system, args.ruleset, args.division, args.out, args.check_out)
         elif args.command == "extract":
             cmd_extract(args.archive, args.dest)
+        elif args.command == "fresh-run-folder":
+            from mlperf_wf.run_folder import clear_for_new_attempt
+
+            removed = clear_for_new_attempt(args.folder)
+            print(f"{args.folder}: removed what an earlier attempt left: {', '.join(removed)}" if removed else f"{args.folder}: empty")
         elif args.command == "provenance":
             cmd_provenance(args.out, args.scale, args.launcher, args.image, args.command_line)
         elif args.command == "preflight":
-            cmd_preflight(args.benchmark, args.image, args.platform)
+            return cmd_preflight(args.benchmark, args.image, args.platform, args.config, args.configfile)
         elif args.command == "compliance":
             cmd_compliance(args.result, args.ruleset, args.out, args.benchmark, args.scale)
         elif args.command == "score":

@@ -84,6 +84,9 @@ class Settings:
     """Per-benchmark folder the reference command starts in (with ``local``: this host's checkout of the reference)."""
     full_mounts: dict[str, list] = field(default_factory=dict)
     """Per-benchmark extra container mounts, ``HOST:CONTAINER[:ro|rw]``."""
+    full_scratch: dict[str, dict] = field(default_factory=dict)
+    """Per-benchmark size (GB) a scratch area needs per run instead of its definition's ``size_gb``, e.g.
+    ``{llama31_8b: {npy_index: 50}}`` (checked against the run folder's free space by the preflight)."""
     reference_logs: dict[str, str] = field(default_factory=dict)
     """Per-benchmark folder of reference convergence logs (e.g. the reference's RCP runs) the convergence figure
     draws beside the runs."""
@@ -116,6 +119,7 @@ class Settings:
             full_arguments=dict(config.get("full_arguments") or {}),
             full_workdir=dict(config.get("full_workdir") or {}),
             full_mounts=dict(config.get("full_mounts") or {}),
+            full_scratch=dict(config.get("full_scratch") or {}),
             reference_logs=dict(config.get("reference_logs") or {}),
             power=dict(config.get("power") or {}),
             preparation=dict(config.get("preparation") or {}),
@@ -192,6 +196,7 @@ class Plan:
             "full_arguments",
             "full_workdir",
             "full_mounts",
+            "full_scratch",
             "reference_logs",
             "preparation",
         ):
@@ -206,6 +211,7 @@ class Plan:
         for name, way in s.preparation.items():
             prepare.check_preparation(self.bench(name), way, key=f"config: preparation.{name}")
         for name in self.benchmarks:
+            self.scratch_sizes(name)
             self.container(name)
             self.hyperparameters(name)
             self.extra_mounts(name)
@@ -261,6 +267,22 @@ class Plan:
             return Container.model_validate({**base.model_dump(), **override})
         except ValidationError as err:
             raise ConfigError(describe_validation_error(f"config: full_container.{name}", err, separator=".")) from None
+
+    def scratch_sizes(self, name: str) -> dict[str, float]:
+        """GB each scratch area of a run needs: the definition's ``size_gb``, or the config's ``full_scratch``."""
+        areas = self.bench(name).full.scratch
+        override = self.settings.full_scratch.get(name) or {}
+        unknown = sorted(set(override) - set(areas))
+        if unknown:
+            known = ", ".join(areas) or "none"
+            raise ConfigError(f"config: full_scratch.{name}: {unknown} names no scratch area of its definition (full.scratch: {known})")
+        sizes = {}
+        for area, spec in areas.items():
+            try:
+                sizes[area] = float(override.get(area, spec.size_gb))
+            except (TypeError, ValueError):
+                raise ConfigError(f"config: full_scratch.{name}.{area}: {override[area]!r} is not a size in GB") from None
+        return sizes
 
     # ---- paths ----
 
@@ -491,7 +513,9 @@ class Plan:
         on_host = settings.launcher == "local"
         image = "" if on_host else image
         check = f"mlperf-wf preflight --benchmark {name}{'' if on_host else f' --image {image}'} --platform {shlex.quote(self.settings.platform)}"
-        command = f"{check} || exit 2; {command}"
+        # every attempt starts in an empty run folder: a retried run must not resume the failed attempt's checkpoints
+        fresh = f"mlperf-wf fresh-run-folder {shlex.quote(str(paths.result_file.parent))}"
+        command = f"{check} || exit 2; {fresh} || exit 2; {command}"
         tasks_per_node = settings.gpus_per_node if bench.full.process_model == "per_gpu" else 1
         tasks = settings.nodes * tasks_per_node
         resources = TrainResources(
