@@ -143,7 +143,13 @@ def probe(ctx) -> None:
     ctx.equal("args.world_size", args.world_size, int(ctx.variable("WORLD_SIZE", "megatron/arguments.py:57 reads the world size")), "parse_args")
     ctx.variable("RANK", "megatron/arguments.py:56 reads the rank")
     arguments.validate_args(args, {"tokenizer_type": "GPT2BPETokenizer"})  # pretrain_gpt.py's args_defaults
-    ctx.record("value", "parallelism", "validate_args: TP x PP x DP = world", True, f"TP {args.tensor_model_parallel_size} PP {args.pipeline_model_parallel_size} DP {args.data_parallel_size}")
+    ctx.record(
+        "value",
+        "parallelism",
+        "validate_args: TP x PP x DP = world",
+        True,
+        f"TP {args.tensor_model_parallel_size} PP {args.pipeline_model_parallel_size} DP {args.data_parallel_size}",
+    )
     for flag, blend in (("--train-data-path", args.train_data_path), ("--valid-data-path", args.valid_data_path)):
         for prefix in blend[1::2]:
             header = ctx.opens(f"{prefix}.idx", f"{flag}: megatron/data/indexed_dataset.py reads the index", size=9)
