@@ -97,6 +97,18 @@ class Launch:
     """Site mounts ``(host, container, ro|rw)`` added to every container run (``full_mounts``)."""
     hooks: HostHooks | None = None
     """Where this host's copy of the round patches is, for the ``local`` launcher."""
+    walltime_minutes: int = 240
+    """Time limit of the run's job (the definition's ``walltime_minutes``): the command's ``{walltime_minutes}``."""
+
+
+class Minutes(int):
+    """A placeholder's minutes; the format spec ``-N`` gives N minutes fewer, e.g. ``{walltime_minutes:-15}`` for a
+    reference that must stop itself 15 minutes before its job's time limit (gpt3's ``--exit-duration-in-mins``)."""
+
+    def __format__(self, spec: str) -> str:
+        if spec.startswith("-") and spec[1:].isdigit():
+            return str(int(self) - int(spec[1:]))
+        return format(int(self), spec)
 
 
 @dataclass(frozen=True)
@@ -142,6 +154,7 @@ def reference_command(bench: BenchmarkDef, run: int, seed: int, paths: RunPaths,
         "master_addr": "${MASTER_ADDR}",
         "master_port": "${MASTER_PORT}",
         "node_rank": "${SLURM_NODEID}",
+        "walltime_minutes": Minutes(launch.walltime_minutes),
     }
     command = override_arguments(bench, [part.format(**values) for part in bench.full.command], launch.arguments)
     if launch.nodes > 1:

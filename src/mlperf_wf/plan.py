@@ -458,6 +458,7 @@ class Plan:
             workdir=self.settings.full_workdir.get(name),
             extra_mounts=self.extra_mounts(name),
             hooks=self.host_hooks(name),
+            walltime_minutes=geometry.walltime_minutes,
         )
 
     @cache  # noqa: B019 - one Plan per workflow; each rule asks for several fields of the same job
@@ -519,7 +520,7 @@ class Plan:
         tasks_per_node = settings.gpus_per_node if bench.full.process_model == "per_gpu" else 1
         tasks = settings.nodes * tasks_per_node
         resources = TrainResources(
-            runtime=bench.full.geometry.walltime_minutes,
+            runtime=settings.walltime_minutes,
             nodes=settings.nodes,
             gres=f"gpu:{settings.gpus_per_node}",
             tasks=tasks,

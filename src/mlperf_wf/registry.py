@@ -177,6 +177,7 @@ RESERVED_PLACEHOLDERS = (
     "master_addr",
     "master_port",
     "node_rank",
+    "walltime_minutes",
 )
 """Placeholders every full-scale command may use; a role read by the runs adds its own name."""
 SHARDS_ROLE = "shards"
