@@ -45,9 +45,9 @@ def box(tmp_path_factory):
         started.stop()
 
 
-def _failing(rehearsals: list[spec.Rehearsal]) -> dict[str, str]:
+def _failing(rehearsals: list[spec.Rehearsal], nodes: int | None = None) -> dict[str, str]:
     """Run 1's last rank fails on purpose."""
-    return {r.benchmark: f"{campaign.SEED_BASE + FAILING_RUN}:{r.nodes * r.gpus_per_node - 1}" for r in rehearsals}
+    return {r.benchmark: f"{campaign.SEED_BASE + FAILING_RUN}:{(nodes or r.nodes) * r.gpus_per_node - 1}" for r in rehearsals}
 
 
 @pytest.fixture(scope="module")
@@ -87,7 +87,12 @@ def first_attempt(records: list[dict]) -> list[dict]:
 
 @pytest.mark.parametrize("name", NAMES)
 def test_the_full_scale_job_reaches_the_gpu_with_every_path_and_the_world_as_planned(pyxis_campaign, name):
-    ran, rehearsal = pyxis_campaign, REHEARSALS[name]
+    check_reached_the_gpu(pyxis_campaign, name, REHEARSALS[name].nodes)
+
+
+def check_reached_the_gpu(ran: campaign.Campaign, name: str, nodes: int) -> None:
+    """Run 0 exited 0 on every node with every probe check held, and the world is ``nodes`` x GPUs per node."""
+    rehearsal = REHEARSALS[name]
     result = ran.run_folder(name, 0) / "result.txt"
     ranks = ran.ranks(name, 0)
     assert result.exists() and ranks and all(r["status"] == 0 for r in ranks), _explain(ran, name, 0)
@@ -96,7 +101,7 @@ def test_the_full_scale_job_reaches_the_gpu_with_every_path_and_the_world_as_pla
     assert all(check["held"] for check in checks), [c for c in checks if not c["held"]]
     assert any(check["kind"] in ("path", "glob") for check in checks), "the probe opened no input of the reference"
     # the world as the reference's launcher formed it
-    nodes, gpus = rehearsal.nodes, rehearsal.gpus_per_node
+    gpus = rehearsal.gpus_per_node
     assert len(ranks) == nodes * gpus, [(r["host"], r["rank"]) for r in ranks]
     assert sorted(r["rank"] for r in ranks) == list(range(nodes * gpus)), "every rank once"
     per_host = Counter(r["host"] for r in ranks)
@@ -114,7 +119,11 @@ def test_the_full_scale_job_reaches_the_gpu_with_every_path_and_the_world_as_pla
 
 @pytest.mark.parametrize("name", NAMES)
 def test_the_reference_s_log_lines_reach_the_run_s_result_file_from_rank_0_and_the_checker_reads_them(pyxis_campaign, name):
-    ran = pyxis_campaign
+    check_log_lines(pyxis_campaign, name)
+
+
+def check_log_lines(ran: campaign.Campaign, name: str) -> None:
+    """Run 0's result file holds the reference's start-of-run lines, written once, and the checker reads them."""
     result = ran.run_folder(name, 0) / "result.txt"
     assert result.exists(), _explain(ran, name, 0)
     facts = compliance.read_facts(result)
@@ -138,7 +147,11 @@ def _ruleset(name: str) -> str:
 
 @pytest.mark.parametrize("name", NAMES)
 def test_a_failing_rank_fails_the_job_and_the_job_s_log_says_so(pyxis_campaign, name):
-    ran = pyxis_campaign
+    check_failing_rank_fails(pyxis_campaign, name)
+
+
+def check_failing_rank_fails(ran: campaign.Campaign, name: str) -> None:
+    """Run 1, whose last rank exits non-zero, is a failed job whose own log says why."""
     records = ran.ranks(name, FAILING_RUN)
     assert any(r["status"] == FAILED_ON_PURPOSE for r in records), _explain(ran, name, FAILING_RUN)
     assert not (ran.run_folder(name, FAILING_RUN) / "result.txt").exists(), "a run with a failed rank is not a finished run"
@@ -158,6 +171,31 @@ def test_a_retried_run_starts_in_a_clean_run_folder(retried_campaign):
     clean = [check for r in retried for check in r["checked"] if check["kind"] == "clean"]
     assert clean and all(check["held"] for check in clean), f"the retry started beside the failed attempt's files: {clean}"
     assert "removed what an earlier attempt left: .rehearsal-failed-attempt" in retried_campaign.train_log(RETRIED, FAILING_RUN)
+
+
+DOCKER_NAMES = sorted(name for name, r in REHEARSALS.items() if "docker" in r.launchers or registry.load_benchmark(name).full.geometry.nodes == 1)
+"""Benchmarks rehearsed with the docker launcher too: the full-scale default of every one-node benchmark."""
+
+
+@pytest.fixture(scope="module")
+def docker_campaign(box, docker_host, tmp_path_factory) -> campaign.Campaign:
+    """Runs 0 and 1 (failing rank) of every one-node benchmark, each in its image pushed to a loopback registry and
+    pinned by digest, through the plan's `docker run` on the box's Docker node."""
+    from tests.oci_registry import LoopbackRegistry
+
+    rehearsals = [REHEARSALS[name] for name in DOCKER_NAMES]
+    workdir = tmp_path_factory.mktemp("docker_rehearsal") / "project"
+    with LoopbackRegistry() as registry_server:
+        docker = campaign.DockerRegistry(docker_host, registry_server.host)
+        configfile = campaign.prepare(workdir, rehearsals, "docker", runs=2, fail=_failing(rehearsals, nodes=1), docker=docker)
+        yield campaign.run_on_box(box, workdir, configfile, rehearsals, "docker", runs=2, retries=0, docker_env=docker_host)
+
+
+@pytest.mark.parametrize("name", DOCKER_NAMES)
+def test_the_docker_job_reaches_the_gpu_with_every_path_and_its_log_lines(docker_campaign, name):
+    check_reached_the_gpu(docker_campaign, name, nodes=1)
+    check_log_lines(docker_campaign, name)
+    check_failing_rank_fails(docker_campaign, name)
 
 
 def test_the_box_has_two_nodes_with_their_own_names(box):

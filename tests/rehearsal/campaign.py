@@ -46,7 +46,8 @@ def write_published(workdir: Path, rehearsal: Rehearsal) -> list[str]:
     return dataset_ids
 
 
-def config(rehearsals: list[Rehearsal], launcher: str, runs: int, digests: dict[str, str]) -> dict:
+def config(rehearsals: list[Rehearsal], launcher: str, runs: int, pinned: dict[str, tuple[str, str]], mounts: dict[str, list[str]]) -> dict:
+    """The rehearsal's workflow config: full scale, the box's platform, small geometry, the images pinned."""
     return {
         "benchmarks": [r.benchmark for r in rehearsals],
         "scale": "full",
@@ -55,8 +56,9 @@ def config(rehearsals: list[Rehearsal], launcher: str, runs: int, digests: dict[
         "launcher": launcher,
         "submission": {"org": ORG, "platform": PLATFORM, "status": "onprem"},
         "full_geometry": {r.benchmark: {"nodes": r.nodes if launcher == "pyxis" else 1, "gpus_per_node": r.gpus_per_node} for r in rehearsals},
-        "full_container": {r.benchmark: {"image": f"box.registry/mlperf-workflow/{r.benchmark}", "digest": digests[r.benchmark]} for r in rehearsals},
+        "full_container": {r.benchmark: {"image": pinned[r.benchmark][0], "digest": pinned[r.benchmark][1]} for r in rehearsals},
         "full_arguments": {r.benchmark: dict(r.arguments) for r in rehearsals if r.arguments},
+        "full_mounts": {name: list(items) for name, items in mounts.items() if items},
         # the box's tiny data needs little scratch: 1 GB per declared area, so the preflight's free-space check holds
         "full_scratch": {r.benchmark: {area: 1 for area in _scratch_areas(r.benchmark)} for r in rehearsals if _scratch_areas(r.benchmark)},
     }
@@ -100,18 +102,39 @@ def snakemake_env(extra: dict[str, str]) -> dict[str, str]:
     return env
 
 
-def prepare(workdir: Path, rehearsals: list[Rehearsal], launcher: str, runs: int, fail: dict[str, str] | None = None) -> Path:
+@dataclass(frozen=True)
+class DockerRegistry:
+    """The Docker engine (``DOCKER_HOST``) and the loopback registry (``host:port``) a docker rehearsal pushes to."""
+
+    env: dict[str, str]
+    host: str
+
+
+def prepare(
+    workdir: Path, rehearsals: list[Rehearsal], launcher: str, runs: int, fail: dict[str, str] | None = None, docker: DockerRegistry | None = None
+) -> Path:
     """The workflow folder, its datasets verified and prepared by the workflow's own rules, and the images; returns
-    the config file."""
+    the config file. With ``docker``, each image is built on the Debian userland, pushed and pinned by its digest,
+    and this machine's Python and the project (the venv, the probe) are site mounts (``full_mounts``) of the runs."""
     from tests.test_workflow import new_workdir
 
     new_workdir(workdir)
     system = yaml.safe_load((ROOT / "config" / "systems" / "cpu-tiny.yaml").read_text())
     system.update({"system_name": "mlperf-workflow's cluster in a box (rehearsal)", "number_of_nodes": 2})
     (workdir / "config" / "systems" / f"{PLATFORM}.yaml").write_text(yaml.safe_dump(system))
-    digests = {r.benchmark: images.layer_digest(r) for r in rehearsals}
+    pinned = {r.benchmark: (f"box.registry/mlperf-workflow/{r.benchmark}", images.layer_digest(r)) for r in rehearsals}
+    mounts: dict[str, list[str]] = {}
+    if launcher == "docker":
+        if docker is None:
+            raise ValueError("a docker rehearsal needs the Docker engine and a registry")
+        for rehearsal in rehearsals:
+            records = workdir / "rehearsal" / rehearsal.benchmark
+            folder = images.build_image(rehearsal, f"docker-{rehearsal.benchmark}", workdir / "box-images", records, (fail or {}).get(rehearsal.benchmark, ""))
+            pinned[rehearsal.benchmark] = images.push_docker_image(folder, f"{docker.host}/mlperf-workflow/{rehearsal.benchmark}", docker.env)
+            software = sorted({str(Path(sys.base_prefix).resolve()), str(ROOT)})
+            mounts[rehearsal.benchmark] = [*(f"{path}:{path}:ro" for path in software), f"{records}:{records}:rw"]
     configfile = workdir / "rehearsal.yaml"
-    configfile.write_text(yaml.safe_dump(config(rehearsals, launcher, runs, digests)))
+    configfile.write_text(yaml.safe_dump(config(rehearsals, launcher, runs, pinned, mounts)))
     for rehearsal in rehearsals:
         write_published(workdir, rehearsal)
     from mlperf_wf import plan as planning
@@ -126,10 +149,10 @@ def prepare(workdir: Path, rehearsals: list[Rehearsal], launcher: str, runs: int
             targets.append(plan.prepared_dataset(rehearsal.benchmark))
         bench = plan.bench(rehearsal.benchmark)
         targets += [plan.verified_record(dataset_id) for dataset_id in bench.roles_for("train").values()]
-        container = plan.container(rehearsal.benchmark)
-        reference = container.enroot_reference if launcher == "pyxis" else container.reference
-        records = workdir / "rehearsal" / rehearsal.benchmark
-        images.build_image(rehearsal, reference, workdir / "box-images", records, (fail or {}).get(rehearsal.benchmark, ""))
+        if launcher == "pyxis":
+            records = workdir / "rehearsal" / rehearsal.benchmark
+            reference = plan.container(rehearsal.benchmark).enroot_reference
+            images.build_image(rehearsal, reference, workdir / "box-images", records, (fail or {}).get(rehearsal.benchmark, ""))
     (workdir / "box-images" / "mnt").mkdir(parents=True, exist_ok=True)
     # targets before --allowed-rules, which takes every word after it
     argv = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "workflow" / "Snakefile"), "-d", str(workdir), *targets, "--cores", "2"]
@@ -147,7 +170,15 @@ def _full_config(configfile: Path) -> dict:
 
 
 def run_on_box(
-    box: ClusterBox, workdir: Path, configfile: Path, rehearsals: list[Rehearsal], launcher: str, runs: int, retries: int | None = None, timeout: float = 1200
+    box: ClusterBox,
+    workdir: Path,
+    configfile: Path,
+    rehearsals: list[Rehearsal],
+    launcher: str,
+    runs: int,
+    retries: int | None = None,
+    docker_env: dict[str, str] | None = None,
+    timeout: float = 1200,
 ) -> Campaign:
     """Every run's result through ``--profile slurm`` on the box (the test checks it with the compliance checker: the
     log ends where the probe took over, so the workflow's compliance rule would stop at the missing run_stop)."""
@@ -163,7 +194,9 @@ def run_on_box(
     ]  # fmt: skip
     if retries is not None:
         argv += ["--retries", str(retries)]
-    env = snakemake_env({**box.env, enroot.IMAGES_VARIABLE: str(workdir / "box-images")})
+    if launcher == "docker":
+        argv += ["--set-resources", "train:constraint=docker"]  # the node the Docker engine runs on
+    env = snakemake_env({**box.env, enroot.IMAGES_VARIABLE: str(workdir / "box-images"), **(docker_env or {})})
     env["PATH"] = f"{stand_ins}{os.pathsep}{env['PATH']}"
     # Detached from the test's terminal and process group, as SLURM runs want (see the machine notes).
     proc = subprocess.run(argv, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout, start_new_session=True, check=False)

@@ -16,6 +16,7 @@ import os
 import re
 import shlex
 import shutil
+import sys
 from pathlib import Path
 
 from tests.rehearsal import probe
@@ -120,3 +121,26 @@ def layer_digest(rehearsal: Rehearsal) -> str:
     digest.update(json.dumps([rehearsal.benchmark, sorted(rehearsal.image_files.items()), sorted(rehearsal.image_env.items())]).encode())
     digest.update((ROOT / "containers" / rehearsal.benchmark / "Dockerfile").read_bytes())
     return f"sha256:{digest.hexdigest()}"
+
+
+def push_docker_image(folder: Path, name: str, docker_env: dict[str, str]) -> tuple[str, str]:
+    """A Docker image of an image folder (the Debian userland of the tests' engine + the layer + the image's ENV and
+    WORKDIR, with the project's venv first on PATH), pushed to ``name``'s registry; returns (name, digest)."""
+    import subprocess
+
+    from tests.conftest import DOCKER_IMAGE
+
+    described = json.loads((folder / "image.json").read_text())
+    env = {**described["env"], "PATH": f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin"}
+    lines = [f"FROM {DOCKER_IMAGE}", "COPY layer/ /"]
+    lines += [f"ENV {key}={json.dumps(value)}" for key, value in sorted(env.items())]
+    lines.append(f"WORKDIR {described['workdir']}")
+    (folder / "Dockerfile").write_text("\n".join(lines) + "\n")
+    tagged = f"{name}:rehearsal"
+    for command in (["docker", "build", "-q", "-t", tagged, str(folder)], ["docker", "push", tagged]):
+        done = subprocess.run(command, env=docker_env, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise RuntimeError(f"{' '.join(command)}: {done.stdout[-2000:]}{done.stderr[-2000:]}")
+    inspect = ["docker", "inspect", "--format", "{{index .RepoDigests 0}}", tagged]
+    digest = subprocess.run(inspect, env=docker_env, capture_output=True, text=True, check=True).stdout.strip().split("@")[1]
+    return name, digest
