@@ -25,9 +25,8 @@ def check(benchmark: str, dataset_id: str, folder: Path) -> tuple[list[str], lis
     return catalog, top_level(folder)
 
 
-R2_ENTRIES = [
-    dataset_id for dataset_id in registry.load_benchmark("gpt3").roles_for("prepare").values() if registry.load_dataset(dataset_id).source.protocol == "r2"
-]
+GPT3_DATASETS = registry.load_benchmark("gpt3").roles_for("prepare").values()
+R2_ENTRIES = [dataset_id for dataset_id in GPT3_DATASETS if registry.load_dataset(dataset_id).source.protocol == "r2"]
 
 
 @pytest.mark.parametrize("dataset_id", R2_ENTRIES)
