@@ -1,0 +1,222 @@
+"""What the llama31_405b and llama31_8b rehearsals share (tests only): both references are a ``pretrain_llama31.py``
+that builds NeMo-Run tasks (``build_data_index``, then the training) and runs them through torchrun.
+
+The script's process (one per node) is NeMo-Run's launcher, not a rank: the probe runs the reference's own parser
+and executor functions there, makes each task's torchrun command with NeMo-Run's code at its pinned commit (with
+the image's round patches applied, :mod:`tests.rehearsal.benchmarks._nemo_run`), and starts the real torchrun with
+it. torchrun's children are ``python -m nemo_run.core.runners.fdl_runner -n <task> ...``: the probe takes over in
+them (the rehearsal's entry ``-m``), checks what the task opens (datasets, index folder, tokenizer, checkpoint), and
+the training task's processes are the ranks whose world the rehearsal checks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+import typing
+from pathlib import Path
+from types import ModuleType, SimpleNamespace
+
+from tests.rehearsal import probe as probing
+from tests.rehearsal.benchmarks import _nemo_run
+
+LAUNCHER_VARIABLE = "MLPERF_WF_REHEARSAL_NEMO_RUN_LAUNCHER"
+"""JSON the launcher hands its tasks: its argv, host and the checks it made (the tasks' records carry them)."""
+INDEX_BUILT_BY = "rehearsal-index-built-by"
+"""What the data-index stand-in writes in ``index_mapping_dir``: which host built the index there."""
+DATA_INDEX_TASK = "build_data_index"
+"""The task name both scripts give the data-index builder (``exp.add(..., name="build_data_index")``)."""
+
+
+def is_task_process() -> bool:
+    """A process torchrun started for a NeMo-Run task (``python -m nemo_run.core.runners.fdl_runner ...``)."""
+    original = getattr(sys, "orig_argv", [])
+    return bool(sys.argv) and sys.argv[0] == "-m" and _nemo_run.RUNNER_MODULE in original
+
+
+def parse(ctx, argv: list[str]) -> argparse.Namespace:
+    """The reference's own ``get_parser()`` (compiled from pretrain_llama31.py at the pinned commit) on ``argv``."""
+    get_parser = ctx.reference_function("pretrain_llama31.py", "get_parser", {"argparse": argparse})
+    sys.argv = ["pretrain_llama31.py", *argv]
+    return get_parser().parse_args(argv)
+
+
+def run_tasks(ctx, nemo_run: SimpleNamespace, tasks: list[tuple[str, object]]) -> typing.NoReturn:
+    """Start each task's torchrun as NeMo-Run's local scheduler would (sequential=True: one after the other, the
+    experiment failing at the first failed task), then end the launcher with the experiment's status."""
+    handed = json.dumps({"argv": ctx.argv, "host": probing.host(), "checked": ctx.checked})
+    for name, executor in tasks:
+        argv, env = _nemo_run.task_command(nemo_run, name, executor)
+        print(f"rehearsal ({ctx.benchmark}) on {probing.host()}: NeMo-Run starts task {name}: {' '.join(argv)}", flush=True)
+        _write_launcher(ctx, name, argv, env)
+        status = subprocess.run(argv, env={**os.environ, **env, LAUNCHER_VARIABLE: handed}, check=False).returncode
+        if status != 0:
+            print(f"rehearsal ({ctx.benchmark}) on {probing.host()}: task {name} failed (torchrun exited {status})", file=sys.stderr, flush=True)
+            os._exit(status)
+    os._exit(0)
+
+
+def _write_launcher(ctx, task: str, argv: list[str], env: dict[str, str]) -> None:
+    record = {"host": probing.host(), "pid": os.getpid(), "task": task, "torchrun": argv, "env": env, "checked": ctx.checked}
+    (probing.records() / f"launcher-{probing.host()}-{os.getpid()}-{task}.json").write_text(json.dumps(record, indent=1))
+
+
+def launcher_handed(ctx) -> dict:
+    """What the launcher handed its tasks; its checks join this process's (the rank record carries them)."""
+    handed = json.loads(ctx.variable(LAUNCHER_VARIABLE, "the NeMo-Run launcher's hand-over to its tasks"))
+    for check in handed["checked"]:
+        ctx.checked.append({**check, "why": f"launcher on {handed['host']}: {check['why']}"})
+    return handed
+
+
+def data_classes(ctx) -> ModuleType:
+    """``nemo.collections.llm.gpt.data.pre_training`` as far as the task uses it, with the image's import hooks
+    applied (the round patches wrap ``PreTrainingDataModule.__init__`` and ``build_pretraining_datamodule``).
+
+    ``PreTrainingDataModule`` keeps its arguments; ``build_pretraining_datamodule`` stands for NeMo's function
+    (one process builds megatron-core's sample index into ``index_mapping_dir``): it opens every dataset the
+    module names and writes the index folder, refusing one that another host has already built (two builders of
+    one shared folder write the same files at once, non-atomically)."""
+
+    class PreTrainingDataModule:
+        def __init__(self, **kwargs: object) -> None:
+            self.__dict__.update(kwargs)
+
+    def build_pretraining_datamodule(datamodule: PreTrainingDataModule, **trainer: object) -> None:
+        for prefix in dataset_prefixes(datamodule.paths):
+            ctx.opens(f"{prefix}.idx", "megatron-core IndexedDataset index (build_data_index)")
+            ctx.opens(f"{prefix}.bin", "megatron-core IndexedDataset data (build_data_index)")
+        folder = Path(datamodule.index_mapping_dir)
+        folder.mkdir(parents=True, exist_ok=True)
+        try:
+            descriptor = os.open(folder / INDEX_BUILT_BY, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        except FileExistsError:
+            other = (folder / INDEX_BUILT_BY).read_text().strip()
+            ctx.fail(
+                f"the data index is built twice into one folder: {folder} was built by {other}, and {probing.host()} builds it again "
+                "(every node's build_data_index writes the same index files, non-atomically, while others may read them)"
+            )
+        with os.fdopen(descriptor, "w") as stream:
+            stream.write(f"{probing.host()} (seed {datamodule.seed})\n")
+        ctx.record("path", str(folder), "build_data_index wrote the sample index (index_mapping_dir)", True, f"on {probing.host()}")
+
+    made = _nemo_run.module(
+        "nemo.collections.llm.gpt.data.pre_training",
+        PreTrainingDataModule=PreTrainingDataModule,
+        build_pretraining_datamodule=build_pretraining_datamodule,
+    )
+    return _nemo_run.fire_import_hooks("nemo.collections.llm.gpt.data.pre_training", made)
+
+
+def dataset_prefixes(paths: dict) -> list[str]:
+    """The dataset prefixes of NeMo's ``paths`` (train: weight, prefix, weight, prefix ...; validation; test)."""
+    found: list[str] = []
+    for split in ("train", "validation", "test"):
+        values = list(paths.get(split) or [])
+        if split == "train" and len(values) > 1 and _is_number(values[0]):
+            values = values[1::2]
+        found += [str(value) for value in values if str(value) not in found]
+    return found
+
+
+def _is_number(value: object) -> bool:
+    try:
+        float(str(value))
+    except ValueError:
+        return False
+    return True
+
+
+def run_config_namespace(data_module: ModuleType) -> dict:
+    """What ``get_data`` reads from the modules the reference imports (``run.Config``, ``llm``, ``AutoTokenizer``)."""
+    return {
+        "run": SimpleNamespace(Config=lambda target, **kwargs: SimpleNamespace(target=target, kwargs=kwargs)),
+        "llm": SimpleNamespace(PreTrainingDataModule=data_module.PreTrainingDataModule),
+        "AutoTokenizer": "nemo.collections.common.tokenizers.AutoTokenizer",
+        "Optional": typing.Optional,
+        "os": os,
+    }
+
+
+def data_index_task(ctx, built) -> typing.NoReturn:
+    """The ``build_data_index`` task's process: builds (or, patched, waits for) the index; it is not a rank."""
+    data_module = data_classes(ctx)
+    module = built(data_module)
+    data_module.build_pretraining_datamodule(datamodule=module, trainer_max_steps=1)
+    record = {"host": probing.host(), "pid": os.getpid(), "task": DATA_INDEX_TASK, "checked": ctx.checked}
+    (probing.records() / f"task-{probing.host()}-{os.getpid()}-{DATA_INDEX_TASK}.json").write_text(json.dumps(record, indent=1))
+    sys.stdout.flush()
+    os._exit(0)
+
+
+def index_was_built(ctx, folder: str) -> None:
+    """The training task reads the index build_data_index left in ``index_mapping_dir`` (a cache hit)."""
+    marker = Path(folder) / INDEX_BUILT_BY
+    ctx.path(marker, "the sample index build_data_index wrote (index_mapping_dir), read by the training task", kind="file")
+    ctx.record("value", str(folder), "index builder", True, marker.read_text().strip())
+
+
+def tokenizer(ctx, path: str) -> None:
+    """NeMo's ``AutoTokenizer(pretrained_model_name=path)`` loads ``transformers.AutoTokenizer.from_pretrained(path)``."""
+    ctx.path(path, "the tokenizer folder (AutoTokenizer pretrained_model_name)", kind="dir")
+    from transformers import AutoTokenizer
+
+    loaded = AutoTokenizer.from_pretrained(path)
+    ctx.record("path", path, "transformers.AutoTokenizer.from_pretrained loads it", True, type(loaded).__name__)
+
+
+def world(ctx, nodes: int, gpus_per_node: int) -> None:
+    """Lightning's check (TorchElasticEnvironment.validate_settings): the recipe's trainer ``devices x num_nodes``
+    (pretrain_recipe(num_nodes=--nodes, num_gpus_per_node=--gpus_per_node)) must equal torchrun's world size."""
+    found = int(ctx.variable("WORLD_SIZE", "torchrun's world size"))
+    ctx.equal(
+        "WORLD_SIZE",
+        found,
+        nodes * gpus_per_node,
+        f"Lightning refuses devices={gpus_per_node} x num_nodes={nodes} in a torchrun world of {found} (one world per node?)",
+    )
+    ctx.equal("LOCAL_WORLD_SIZE", int(ctx.variable("LOCAL_WORLD_SIZE", "torchrun's processes on this node")), gpus_per_node, "devices per node")
+
+
+def reference_logger(ctx, script_dir: Path) -> ModuleType:
+    """The reference's ``callbacks.py`` up to its MLLogger (lines 1-62: what imports here; the rest needs Lightning
+    and NeMo), as module ``callbacks`` with the image's hooks (the round patches' log file and submission values)."""
+    import ast
+
+    path = ctx.path(script_dir / "callbacks.py", "the reference's MLLogger (callbacks.py)", kind="file")
+    tree = ast.parse(path.read_text(), str(path))
+    head = []
+    for node in tree.body:
+        if isinstance(node, (ast.Import, ast.ImportFrom)) and node.lineno > 60:
+            break
+        head.append(node)
+    made = _nemo_run.module("callbacks")
+    sys.modules["callbacks"] = made
+    exec(compile(ast.Module(body=head, type_ignores=[]), str(path), "exec"), made.__dict__)  # the reference's own logger
+    return _nemo_run.fire_import_hooks("callbacks", made)
+
+
+def log_init(ctx, callbacks: ModuleType) -> None:
+    """What the reference logs before its first step: ``MLPerfCallback.__init__`` (cache_clear, init_start), made
+    as the trainer is built in the task (callbacks.py:165-166); rank 0 only here (see the README on every rank)."""
+    from mlperf_logging.mllog import constants
+
+    if int(os.environ.get("RANK", "0")) == 0:
+        callbacks.mllogger.event(key=constants.CACHE_CLEAR, value=True)
+        callbacks.mllogger.start(key=constants.INIT_START)
+        callbacks.mllogger.submission_info()
+    target = os.environ.get("COMPLIANCE_FILE", "")
+    ctx.record("log", target, "callbacks.py's MLLogger writes $COMPLIANCE_FILE (round patch)", bool(target))
+
+
+def wait_for(path: Path, seconds: float) -> bool:
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        if path.exists():
+            return True
+        time.sleep(0.5)
+    return path.exists()
