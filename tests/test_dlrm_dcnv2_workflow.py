@@ -91,14 +91,14 @@ def test_full_scale_dry_run_lists_the_reference_dataset_shards_and_runs(tmp_path
     out = proc.stdout
     assert "--uri https://training.mlcommons-storage.org/metadata/dlrmv2-preprocessed-criteo-click-logs-reference.uri" in out
     assert sorted(shards_run(out)) == sorted(prep.shards("full"))
-    train_lines = [line for line in out.splitlines() if line.startswith("Shell command: mlperf-wf preflight --benchmark dlrm_dcnv2")]
+    train_lines = [line for line in out.splitlines() if line.startswith("Shell command: { mlperf-wf preflight --benchmark dlrm_dcnv2")]
     assert len(train_lines) == 10
     for line in train_lines:
         assert f"{workdir}/resources/full/prepared/dlrm_dcnv2:/data/criteo_multihot:ro" in line
         assert "torchrun --nproc_per_node 8 dlrm_main.py" in line and "--synthetic_multi_hot_criteo_path /data/criteo_multihot/dataset" in line
         assert "--interaction_type=dcn --dcn_num_layers=3 --dcn_low_rank_dim=512 --adagrad --learning_rate 0.005" in line
     for seed in range(1234, 1244):
-        assert f"--seed {seed} > logs/full/train/dlrm_dcnv2/{seed - 1234}.log" in out
+        assert f"--seed {seed}; }} > logs/full/train/dlrm_dcnv2/{seed - 1234}.log" in out
     assert "mlperf-wf compliance results/dlrm_dcnv2/runs/0/result.txt --ruleset 6.0.0" in out
     assert not (workdir / "resources").exists() and not (workdir / "results").exists()
 

@@ -17,7 +17,7 @@ def test_full_scale_dry_run_lists_the_ten_train_jobs(tmp_path):
     assert counts["preprocess_shard"] == 3
     out = proc.stdout
     assert "--uri https://training.mlcommons-storage.org/metadata/dlrmv4_dataset.uri" in out
-    train_lines = [line for line in out.splitlines() if line.startswith(f"Shell command: mlperf-wf preflight --benchmark {NAME}")]
+    train_lines = [line for line in out.splitlines() if line.startswith(f"Shell command: {{ mlperf-wf preflight --benchmark {NAME}")]
     assert len(train_lines) == 10
     for line in train_lines:
         assert "python -m generative_recommenders.dlrm_v4.train.train_ranker --dataset yambda-5b --mode streaming-train-eval" in line

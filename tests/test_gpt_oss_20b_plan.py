@@ -38,5 +38,5 @@ def test_full_scale_dry_run_lists_the_ten_train_jobs(tmp_path):
     out = proc.stdout
     assert "--uri https://training.mlcommons-storage.org/metadata/llama-3-1-8b-preprocessed-c4-dataset.uri" in out
     assert "--uri https://training.mlcommons-storage.org/metadata/llama-3-1-8b-tokenizer.uri" in out
-    train_lines = [line for line in out.splitlines() if line.startswith(f"Shell command: mlperf-wf preflight --benchmark {NAME}")]
+    train_lines = [line for line in out.splitlines() if line.startswith(f"Shell command: {{ mlperf-wf preflight --benchmark {NAME}")]
     assert len(train_lines) == 10 and all("./run_and_time.sh" in line for line in train_lines)

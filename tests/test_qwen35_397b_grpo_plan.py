@@ -42,7 +42,7 @@ def test_full_scale_dry_run_lists_the_three_train_jobs(tmp_path):
     proc = snakemake(folder, "-n", f"results/{NAME}/report.json", "--config", "scale=full")
     counts = job_counts(proc.stdout)
     assert counts["train"] == 3 and counts["check_compliance"] == 3
-    train_lines = [line for line in proc.stdout.splitlines() if line.startswith(f"Shell command: mlperf-wf preflight --benchmark {NAME}")]
+    train_lines = [line for line in proc.stdout.splitlines() if line.startswith(f"Shell command: {{ mlperf-wf preflight --benchmark {NAME}")]
     assert len(train_lines) == 3
     seeds = {re.search(r"\+\+grpo\.seed=(\d+)", line).group(1) for line in train_lines}
     assert len(seeds) == 3

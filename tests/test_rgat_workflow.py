@@ -138,7 +138,7 @@ def test_full_scale_rgat_dry_run_lists_the_real_urls_shards_and_container(tmp_pa
     out = proc.stdout
     assert "--uri https://training.mlcommons-storage.org/metadata/gnn-igbh-dataset-full.uri" in out
     assert sorted(shards_run(out)) == sorted(prep.shards("full"))
-    train_lines = [line for line in out.splitlines() if line.startswith("Shell command: mlperf-wf preflight --benchmark rgat")]
+    train_lines = [line for line in out.splitlines() if line.startswith("Shell command: { mlperf-wf preflight --benchmark rgat")]
     assert len(train_lines) == 10
     for line in train_lines:
         assert "docker run --rm --gpus all" in line and f"{workdir}/resources/full/prepared/rgat:/data/igbh:ro" in line
@@ -146,7 +146,7 @@ def test_full_scale_rgat_dry_run_lists_the_real_urls_shards_and_container(tmp_pa
         assert "--layout CSC --use_fp16" in line and "-e COMPLIANCE_FILE=/results/result.txt" in line
         assert "-e MLPERF_SUBMISSION_BENCHMARK=rgat" in line and "mlperf_gnn.log" not in line
     for seed in range(1234, 1244):
-        assert f"--random_seed {seed} > logs/full/train/rgat/{seed - 1234}.log" in out
+        assert f"--random_seed {seed}; }} > logs/full/train/rgat/{seed - 1234}.log" in out
     assert "mlperf-wf compliance results/rgat/runs/0/result.txt --ruleset 5.1.0" in out
     assert not (workdir / "resources").exists() and not (workdir / "results").exists()
 

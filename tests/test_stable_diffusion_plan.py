@@ -28,7 +28,7 @@ def test_full_scale_dry_run_lists_the_ten_train_jobs(tmp_path):
     for name in ("laion-400m-filtered-moments-dataset", "coco2014-validation-prompts-dataset", "coco2014-validation-stats-dataset",
                  "sd-checkpoint", "inception-checkpoint", "clip-checkpoint"):  # fmt: skip
         assert f"--uri https://training.mlcommons-storage.org/metadata/stable-diffusion-{name}.uri" in out
-    train_lines = [line for line in out.splitlines() if line.startswith(f"Shell command: mlperf-wf preflight --benchmark {NAME}")]
+    train_lines = [line for line in out.splitlines() if line.startswith(f"Shell command: {{ mlperf-wf preflight --benchmark {NAME}")]
     assert len(train_lines) == 10
     for line in train_lines:
         assert "-b configs/train_32x08x08.yaml" in line and "--fid_threshold 90 --clip_threshold 0.15" in line

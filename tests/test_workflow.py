@@ -275,7 +275,7 @@ def test_full_scale_dry_run_lists_the_real_plan(tmp_path):
     out = proc.stdout
     assert "--uri https://llama2.mlcommons-storage.org/metadata/scrolls-gov-report-8k.uri" in out
     assert "--uri https://llama2.mlcommons-storage.org/metadata/llama-2-70b-fused-qkv-mlperf.uri" in out
-    train_lines = [line for line in out.splitlines() if line.startswith("Shell command: mlperf-wf preflight")]
+    train_lines = [line for line in out.splitlines() if line.startswith("Shell command: { mlperf-wf preflight")]
     assert len(train_lines) == 10
     for line in train_lines:
         assert "|| exit 2; docker run --rm --gpus all --ipc=host" in line

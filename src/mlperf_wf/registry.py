@@ -97,6 +97,12 @@ class DatasetSource(_Strict):
     """fiftyone: split folder -> number of images a complete fetch holds (in its COCO labels file and its ``data/``)."""
     labels_file: str | None = None
     """fiftyone: each split's COCO labels file under ``<split>/labels/`` (the reference script's ``--output-labels``)."""
+    credentials_required: bool = False
+    """The download needs credentials the environment gives (never the command line): r2, a Cloudflare Access service
+    token (``MLPERF_WF_CF_ACCESS_CLIENT_ID`` and ``MLPERF_WF_CF_ACCESS_CLIENT_SECRET``) or access token
+    (``MLPERF_WF_CF_ACCESS_TOKEN``), as members-only data is; huggingface, ``HF_TOKEN`` for a gated or private
+    repository. ``mlperf-wf preflight`` (and a full-scale Snakemake run) reports such a dataset still to download when
+    they are not set; false: public, a token is sent only where one is set."""
 
     @field_validator("revision")
     @classmethod
@@ -115,6 +121,8 @@ class DatasetSource(_Strict):
             raise ValueError("protocol fiftyone needs instructions (the fetch command), splits (images per split) and labels_file")
         if self.protocol == "external" and not self.instructions:
             raise ValueError("protocol external needs instructions")
+        if self.credentials_required and self.protocol not in ("r2", "huggingface"):
+            raise ValueError(f"credentials_required: protocol {self.protocol} is not downloaded by the workflow; say in instructions what access it needs")
         return self
 
 

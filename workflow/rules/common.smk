@@ -2,6 +2,7 @@
 # every path, command and resource and is tested without Snakemake.
 # Only cheap work here: this file is evaluated again inside every cluster job.
 
+import atexit
 import sys
 from pathlib import Path
 
@@ -11,18 +12,70 @@ from snakemake.utils import validate
 sys.path.insert(0, str(Path(workflow.basedir).parent / "src"))
 
 from mlperf_wf import plan as planning  # noqa: E402
+from mlperf_wf import preflight  # noqa: E402
 from mlperf_wf.errors import ConfigError  # noqa: E402
 
 validate(config, schema="../schemas/config.schema.yaml")
 
+
 try:
     PLAN = planning.load(config, project_root=Path(workflow.basedir).parent)
 except ConfigError as err:
-    raise WorkflowError(str(err)) from None
+    # at full scale with every other preflight problem at once (a ruleset a benchmark is not part of stops the plan)
+    message = preflight.unloadable_config(
+        config, Path(workflow.basedir).parent, Path.cwd(), err
+    )
+    raise WorkflowError(message) from None
 
 SCALE = PLAN.scale
 RESULTS = PLAN.results_root
 LOGS = PLAN.logs_root
+
+
+# ---- preflight (mlperf_wf.preflight) ----
+# At full scale every problem of what this invocation plans is found before anything is queued: a dry run renders the
+# whole plan and ends with the problems as one warning block; a real run refuses in `onstart` (after the DAG is built,
+# before any job is submitted), one line per problem. Only in the main process: jobs re-read this file on their nodes.
+PREFLIGHT = preflight.tracker(PLAN, workflow.is_main_process)
+
+
+def jobs_to_run():
+    """(rule, wildcards) of every job the DAG will run; None before the DAG is built."""
+    dag = workflow.dag
+    if dag is None:
+        return None
+    return [(job.rule.name, dict(job.wildcards_dict)) for job in dag.needrun_jobs()]
+
+
+def refuse_preflight_problems():
+    """`onstart` of a real full-scale run: stop before any job is submitted when the preflight finds problems."""
+    if PREFLIGHT is None:
+        return
+    PREFLIGHT.reported = True
+    problems, what = PREFLIGHT.problems(jobs_to_run())
+    if problems:
+        raise WorkflowError(
+            preflight.describe(problems, what)
+            + "\nNo job was submitted; `snakemake -n ...` shows the plan, `mlperf-wf preflight` these checks."
+        )
+
+
+def warn_preflight_problems():
+    """At exit of a full-scale invocation that did not run (a dry run, nothing to do, or a DAG that failed): the
+    preflight problems of what it planned, as one warning block."""
+    if PREFLIGHT is None or PREFLIGHT.reported:
+        return
+    jobs = jobs_to_run()
+    problems, what = PREFLIGHT.problems(jobs or None)
+    if problems:
+        print(
+            f"\nWARNING: mlperf-wf {preflight.describe(problems, what)}\n"
+            "A run without -n refuses to start until they are fixed.",
+            file=sys.stderr,
+        )
+
+
+atexit.register(warn_preflight_problems)
 
 
 wildcard_constraints:
@@ -37,6 +90,8 @@ wildcard_constraints:
 
 def download_inputs(wildcards):
     """The generated mirror at tiny scale; nothing at full scale."""
+    if PREFLIGHT:
+        PREFLIGHT.saw_dataset(wildcards.dataset)
     return PLAN.download_inputs(wildcards.dataset)
 
 
@@ -82,6 +137,8 @@ def shard_resource(name):
 
 def train_inputs(wildcards):
     """The prepared tree and every dataset the runs read directly."""
+    if PREFLIGHT:
+        PREFLIGHT.saw_benchmark(wildcards.benchmark)
     return PLAN.train_inputs(wildcards.benchmark)
 
 

@@ -27,8 +27,10 @@ rule train:
         launcher=train_field("launcher"),
         image=train_field("image"),
         scale=SCALE,
+    # The whole command line in one group, so that everything it prints (the job's own preflight, the page-cache drop,
+    # each srun step) goes to the job's log, and a refusal (`exit 2`) ends the job with its reason there.
     shell:
-        "{params.command} > {log} 2>&1;"
+        "{{ {params.command}; }} > {log} 2>&1;"
         " mlperf-wf provenance --out {output.provenance} --scale {params.scale}"
         " --launcher {params.launcher} --image={params.image:q}"
         " --command={params.command:q} >> {log} 2>&1"

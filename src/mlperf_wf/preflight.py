@@ -1,0 +1,274 @@
+"""Preflight: every problem of a full-scale plan at once, before anything is queued.
+
+A full-scale campaign fails late and one problem at a time if nothing looks first: an unpinned image or the tiny
+tier's platform stops each train job on its node, missing credentials stop a download after the jobs before it ran,
+a scratch area too big for its filesystem stops a run hours in. :func:`plan_problems` looks at everything a plan
+will need, for the benchmarks and datasets it targets, and returns every problem found:
+
+- ``ruleset``: the configured round does not hold the benchmark (mlperf-logging's ``benchmark_meta``);
+- ``platform``: ``submission.platform`` is the tiny tier's (``cpu-tiny``), or names no system description
+  (``config/systems/<platform>.yaml``, which the submission package needs);
+- ``image``: the container image is not pinned by a digest (any launcher but ``local``);
+- ``credentials``: a dataset still to download whose catalog entry says its source needs credentials
+  (``source.credentials_required``) while the environment gives none (R2: ``MLPERF_WF_CF_ACCESS_CLIENT_ID`` and
+  ``..._SECRET``, or ``MLPERF_WF_CF_ACCESS_TOKEN``; Hugging Face: ``HF_TOKEN``);
+- ``data``: a dataset the workflow does not download (``external``, or ``fiftyone`` whose fetch has not run) is
+  not in place;
+- ``scratch``: a run's scratch areas (``full.scratch``, sizes overridable with ``full_scratch``) need more than the
+  free space of the run folder's filesystem.
+
+Datasets already downloaded or verified need nothing more. ``mlperf-wf preflight`` prints the list for a config;
+``snakemake`` at full scale prints it after a dry run and refuses to start a real one (``workflow/rules/common.smk``).
+Each train job still checks its own image and platform on its node (:func:`run_problems`), against a plan edited
+after submission.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from mlperf_wf import mlperf_rules, registry
+from mlperf_wf.errors import ConfigError
+from mlperf_wf.plan import FETCHED_DIR, TINY_PLATFORM, Plan
+from mlperf_wf.registry import IMAGE_DIGEST
+
+R2_CREDENTIALS = (("MLPERF_WF_CF_ACCESS_CLIENT_ID", "MLPERF_WF_CF_ACCESS_CLIENT_SECRET"), ("MLPERF_WF_CF_ACCESS_TOKEN",))
+"""Either set of variables gives R2 access (``download.AUTH_ENV``: a service token, or an access token)."""
+HUB_CREDENTIALS = "HF_TOKEN"
+"""The hub's token (``hub.TOKEN_ENV``)."""
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing that would stop the campaign, and what to do about it."""
+
+    kind: str
+    """ruleset, platform, image, credentials, data or scratch."""
+    subject: str
+    """The benchmark or dataset it concerns, or ``config`` (the platform)."""
+    message: str
+    """What is wrong and how to mend it (one line)."""
+
+    def __str__(self) -> str:
+        return f"{self.subject}: {self.message}"
+
+
+def run_problems(benchmark: str, image: str | None, platform: str | None) -> list[Problem]:
+    """The checks of one train job on its node: its image (none with the local launcher) is pinned by digest,
+    and its logs will not name the tiny tier's system."""
+    problems = []
+    if platform == TINY_PLATFORM:
+        problems.append(_tiny_platform(benchmark))
+    if image is not None and not re.search(f"@{IMAGE_DIGEST}$", image):
+        problems.append(_unpinned(benchmark, image))
+    return problems
+
+
+def _tiny_platform(subject: str) -> Problem:
+    return Problem(
+        "platform",
+        subject,
+        f"submission.platform is {TINY_PLATFORM!r}, the tiny tier's CPU system; a full-scale run logs it as submission_platform: "
+        "set submission.platform to the name of this system (its description: config/systems/<name>.yaml)",
+    )
+
+
+def _unpinned(benchmark: str, image: str) -> Problem:
+    return Problem(
+        "image",
+        benchmark,
+        f"the container image {image!r} is not pinned; after pushing it, set its sha256 digest in the workflow config "
+        f"(full_container: {{{benchmark}: {{digest: 'sha256:...'}}}}; docker inspect --format '{{{{index .RepoDigests 0}}}}' IMAGE shows it)",
+    )
+
+
+def plan_problems(plan: Plan, benchmarks: Iterable[str], datasets: Iterable[str] | None = None, environ: Mapping[str, str] | None = None) -> list[Problem]:
+    """Every problem of the full-scale ``plan`` for the runs of ``benchmarks`` and the
+    downloads of ``datasets`` (default: every dataset those benchmarks read), in a stable order."""
+    env = os.environ if environ is None else environ
+    names = list(dict.fromkeys(benchmarks))
+    if datasets is None:
+        datasets = [dataset for name in names for dataset in _datasets_of(plan, name)]
+    problems: list[Problem] = []
+    if names:
+        problems += _platform_problems(plan)
+    for name in names:
+        problems += _benchmark_problems(plan, name)
+    for dataset_id in dict.fromkeys(datasets):
+        problems += _dataset_problems(plan, dataset_id, env)
+    return list(dict.fromkeys(problems))
+
+
+def _datasets_of(plan: Plan, name: str) -> list[str]:
+    bench = plan.bench(name)
+    return [*bench.roles_for("prepare", plan.preparation(name)).values(), *bench.roles_for("train").values()]
+
+
+def _platform_problems(plan: Plan) -> list[Problem]:
+    platform = plan.settings.platform
+    if platform == TINY_PLATFORM:
+        return [_tiny_platform("config")]
+    if not (registry.config_dir(plan.workdir) / "systems" / f"{platform}.yaml").is_file():
+        return [
+            Problem(
+                "platform",
+                "config",
+                f"submission.platform {platform!r} has no system description config/systems/{platform}.yaml (the submission package needs it): "
+                f"copy config/systems/{TINY_PLATFORM}.yaml there and describe this system",
+            )
+        ]
+    return []
+
+
+def _benchmark_problems(plan: Plan, name: str) -> list[Problem]:
+    problems = []
+    try:
+        plan.ruleset(name)
+    except ConfigError as err:
+        problems.append(Problem("ruleset", name, str(err)))
+    if plan.launch_settings(name).launcher != "local":
+        container = plan.container(name)
+        if not container.digest:
+            problems.append(_unpinned(name, container.reference))
+    problems += _scratch_problems(plan, name)
+    return problems
+
+
+def _scratch_problems(plan: Plan, name: str) -> list[Problem]:
+    sizes = plan.scratch_sizes(name)
+    need = sum(sizes.values())
+    if not need:
+        return []
+    runs = plan.workdir / Path(plan.run_file(name, 0, "result.txt")).parent.parent
+    existing = next(folder for folder in (runs, *runs.parents) if folder.exists())
+    free = shutil.disk_usage(existing).free / 1e9
+    if free >= need:
+        return []
+    areas = ", ".join(f"{area} {size:g} GB" for area, size in sizes.items())
+    return [
+        Problem(
+            "scratch",
+            name,
+            f"each run's scratch areas need {need:g} GB ({areas}) under {runs}, but its filesystem has {free:.1f} GB free: "
+            f"free space, or set the sizes this site needs in full_scratch ({{{name}: {{AREA: GB}}}})",
+        )
+    ]
+
+
+def _dataset_problems(plan: Plan, dataset_id: str, env: Mapping[str, str]) -> list[Problem]:
+    if (plan.workdir / plan.dataset_dir(dataset_id)).exists() or (plan.workdir / plan.verified_record(dataset_id)).exists():
+        return []  # downloaded (or verified): nothing more to fetch
+    dataset = registry.load_dataset(dataset_id, plan.workdir)
+    source = dataset.source
+    if source.protocol == "r2" and source.credentials_required and not any(all(env.get(var) for var in group) for group in R2_CREDENTIALS):
+        return [
+            Problem(
+                "credentials",
+                dataset_id,
+                "to download it, MLCommons R2 needs access (members only): export MLPERF_WF_CF_ACCESS_CLIENT_ID and "
+                "MLPERF_WF_CF_ACCESS_CLIENT_SECRET (a Cloudflare Access service token) or MLPERF_WF_CF_ACCESS_TOKEN "
+                f"(config/datasets/{dataset_id}.yaml license says how to get it)",
+            )
+        ]
+    if source.protocol == "huggingface" and source.credentials_required and not env.get(HUB_CREDENTIALS):
+        return [
+            Problem(
+                "credentials",
+                dataset_id,
+                f"to download it, the Hugging Face repository {source.repository} needs a token: export {HUB_CREDENTIALS} "
+                "(an account that accepted the repository's terms)",
+            )
+        ]
+    if source.protocol == "external":
+        return [Problem("data", dataset_id, f"not downloaded by the workflow and not in {plan.dataset_dir(dataset_id)}: {source.instructions}")]
+    if source.protocol == "fiftyone":
+        if not (plan.workdir / FETCHED_DIR / dataset_id).exists():
+            return [Problem("data", dataset_id, f"its fetch has not written {FETCHED_DIR}/{dataset_id}: {source.instructions}")]
+    return []
+
+
+def config_problems(
+    config: dict, project_root: Path, workdir: Path, benchmarks: Iterable[str] | None = None, environ: Mapping[str, str] | None = None
+) -> list[Problem]:
+    """Every problem of ``config``'s full-scale plan for ``benchmarks`` (default: the config's), also when a benchmark's
+    ruleset does not resolve (which stops the plan from loading: the other problems are still found)."""
+    from mlperf_wf import plan as planning
+
+    config = {**config, "scale": "full"}
+    settings = planning.Settings.from_config(config)
+    names = list(dict.fromkeys(benchmarks or settings.benchmarks))
+    known = registry.benchmark_names()
+    unknown = [name for name in names if name not in known]
+    if unknown:
+        raise ConfigError(f"preflight: {unknown} names no benchmark; known: {', '.join(known)}")
+    loadable = tuple(name for name in settings.benchmarks if _ruleset_resolves(name, settings.ruleset))
+    plan = planning.load({**config, "benchmarks": list(loadable)}, project_root=project_root, workdir=workdir)
+    return plan_problems(plan, names, environ=environ)
+
+
+def _ruleset_resolves(name: str, ruleset: str) -> bool:
+    try:
+        mlperf_rules.resolve_ruleset(registry.load_benchmark(name).submission_benchmark, ruleset)
+    except ConfigError:
+        return False
+    return True
+
+
+def unloadable_config(config: dict, project_root: Path, workdir: Path, error: ConfigError) -> str:
+    """What to say when the plan refuses ``config``: at full scale, when the preflight can still look (a ruleset a
+    benchmark is not part of stops the plan), every problem at once; otherwise the plan's one line."""
+    if config.get("scale") == "full":
+        try:
+            problems = config_problems(config, project_root, workdir)
+        except ConfigError:
+            problems = []
+        if problems:
+            return describe(problems)
+    return str(error)
+
+
+def tracker(plan: Plan, main_process: bool) -> Tracker | None:
+    """A :class:`Tracker` for a full-scale Snakemake invocation's main process; None at tiny scale (nothing to check)
+    and in jobs (they read the Snakefile again on their nodes)."""
+    return Tracker(plan) if plan.scale == "full" and main_process else None
+
+
+def describe(problems: list[Problem], what: str = "the full-scale plan") -> str:
+    """The problems as one block: a heading line, then one line each."""
+    count = f"{len(problems)} problem{'s' if len(problems) != 1 else ''}"
+    return "\n".join([f"preflight: {count} in {what}:", *(f"  - {problem}" for problem in problems)])
+
+
+class Tracker:
+    """What one Snakemake invocation plans: the benchmarks of its train jobs and the datasets of its download jobs, as
+    the input functions see them while the DAG is built, or as the DAG's jobs to run name them."""
+
+    def __init__(self, plan: Plan) -> None:
+        self.plan = plan
+        self.benchmarks: dict[str, None] = {}
+        self.datasets: dict[str, None] = {}
+        self.reported = False
+        """Set once the problems were shown (or the run refused), so that they are not shown twice."""
+
+    def saw_benchmark(self, name: str) -> None:
+        self.benchmarks[name] = None
+
+    def saw_dataset(self, dataset_id: str) -> None:
+        self.datasets[dataset_id] = None
+
+    def problems(self, jobs: Iterable[tuple[str, Mapping[str, str]]] | None = None) -> tuple[list[Problem], str]:
+        """The problems, and what was checked: the ``(rule, wildcards)`` of the jobs to run when given (train jobs name
+        a benchmark, download jobs a dataset), else everything the input functions saw."""
+        if jobs is not None:
+            benchmarks = [wildcards["benchmark"] for rule, wildcards in jobs if rule == "train"]
+            datasets = [wildcards["dataset"] for rule, wildcards in jobs if rule == "download"]
+        else:
+            benchmarks, datasets = list(self.benchmarks), list(self.datasets)
+        benchmarks, datasets = list(dict.fromkeys(benchmarks)), list(dict.fromkeys(datasets))
+        named = ", ".join(benchmarks) or ", ".join(datasets)
+        return plan_problems(self.plan, benchmarks, datasets), f"the full-scale plan of {named}"
