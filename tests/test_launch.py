@@ -7,7 +7,7 @@ import shlex
 import pytest
 
 from mlperf_wf.errors import ConfigError
-from mlperf_wf.launch import HostHooks, Launch, RunPaths, full_scale, tiny_command
+from mlperf_wf.launch import HostHooks, Launch, RunPaths, drop_page_cache, full_scale, tiny_command
 from mlperf_wf.registry import Container, load_benchmark
 
 IMAGE = "mlperf-workflow/llama2_70b_lora:ref-aa344c7-pytorch24.01-patches1"
@@ -31,16 +31,18 @@ def run(tmp_path):
 
 
 SUBMISSION = (("MLPERF_SUBMISSION_ORG", "acme"), ("MLPERF_SUBMISSION_PLATFORM", "dgx-h100"))
+DROP = drop_page_cache()
+"""Every full-scale line starts by dropping the page cache on this host (tests/test_page_cache.py runs it)."""
 
 
 def test_docker(run):
     bench, paths, tmp = run
     line = full_scale(bench, 3, 1237, paths, Launch("docker", env_passthrough=("NCCL_DEBUG",), env=SUBMISSION))
     assert line == (
-        "docker run --rm --gpus all --ipc=host --ulimit memlock=-1 --ulimit stack=67108864"
+        f"{DROP}; docker run --rm --gpus all --ipc=host --ulimit memlock=-1 --ulimit stack=67108864"
         f" -v {tmp}/prep:/data:ro -v {tmp}/ckpt:/ckpt:ro -v {tmp}/runs/3:/results"
         " -e COMPLIANCE_FILE=/results/result.txt -e HF_HUB_OFFLINE=1 -e MLPERF_SUBMISSION_ORG=acme -e MLPERF_SUBMISSION_PLATFORM=dgx-h100"
-        " -e SEED=1237 -e NCCL_DEBUG"
+        " -e SEED=1237 -e NCCL_DEBUG -e MLPERF_WF_CACHE_CLEARED"
         f" -w /workspace/ft-llm {IMAGE} {REFERENCE}"
     )
     pinned = full_scale(bench, 3, 1237, paths, Launch("docker"), image=PINNED)
@@ -51,10 +53,11 @@ def test_apptainer_pulls_by_digest_alone_and_gives_the_read_only_image_somewhere
     bench, paths, tmp = run
     line = full_scale(bench, 3, 1237, paths, Launch("apptainer", env_passthrough=("NCCL_DEBUG",)), image=PINNED)
     assert line == (
-        f"mkdir -p {tmp}/runs/3/home && "
+        f"{DROP}; mkdir -p {tmp}/runs/3/home && "
         f"apptainer exec --nv --cleanenv --writable-tmpfs --home {tmp}/runs/3/home:/home/mlperf-wf"
         f" --bind {tmp}/prep:/data:ro,{tmp}/ckpt:/ckpt:ro,{tmp}/runs/3:/results:rw"
         ' --env COMPLIANCE_FILE=/results/result.txt --env HF_HUB_OFFLINE=1 --env SEED=1237 --env "NCCL_DEBUG=${NCCL_DEBUG}"'
+        ' --env "MLPERF_WF_CACHE_CLEARED=${MLPERF_WF_CACHE_CLEARED}"'
         f" --pwd /workspace/ft-llm docker://registry.example:5000/mlperf/llama2_70b_lora@{DIGEST} {REFERENCE}"
     )
     assert "--no-home" not in line and ":ref-1@" not in line  # Apptainer refuses a tag beside a digest
@@ -75,12 +78,13 @@ def test_pyxis_single_node(run):
     bench, paths, tmp = run
     line = full_scale(bench, 3, 1237, paths, Launch("pyxis"), image=PINNED)
     assert line == (
+        f"{drop_page_cache(1, srun=True)}; "
         'export MASTER_ADDR="$(scontrol show hostnames "${SLURM_JOB_NODELIST:-$(squeue -h -j "$SLURM_JOB_ID" -o %N)}" | head -n 1)";'
         " export COMPLIANCE_FILE=/results/result.txt; export HF_HUB_OFFLINE=1; export MASTER_PORT=29500; export SEED=1237;"
         f" srun --nodes=1 --ntasks-per-node=1 --mpi=none --overlap '--container-image=registry.example:5000#mlperf/llama2_70b_lora:{DIGEST}'"
         f" --container-mounts={tmp}/prep:/data:ro,{tmp}/ckpt:/ckpt:ro,{tmp}/runs/3:/results:rw"
         " --container-writable --container-remap-root --no-container-mount-home --container-workdir=/workspace/ft-llm"
-        f" --container-env=COMPLIANCE_FILE,HF_HUB_OFFLINE,MASTER_ADDR,MASTER_PORT,SEED bash -c '{REFERENCE}'"
+        f" --container-env=COMPLIANCE_FILE,HF_HUB_OFFLINE,MASTER_ADDR,MASTER_PORT,MLPERF_WF_CACHE_CLEARED,SEED bash -c '{REFERENCE}'"
     )
 
 
@@ -88,7 +92,7 @@ def test_pyxis_multi_node_gives_accelerate_the_machine_layout_and_the_standard_d
     bench, paths, _ = run
     line = full_scale(bench, 3, 1237, paths, Launch("pyxis", nodes=4, gpus_per_node=8))
     assert "srun --nodes=4 --ntasks-per-node=1 " in line
-    inner = shlex.split(line.split(" bash -c ", 1)[1])[0]
+    inner = shlex.split(line.rsplit(" bash -c ", 1)[1])[0]
     assert inner.startswith(
         'accelerate launch --num_machines 4 --num_processes 32 --machine_rank "${SLURM_NODEID}"'
         ' --main_process_ip "${MASTER_ADDR}" --main_process_port "${MASTER_PORT}"'
@@ -108,7 +112,7 @@ def test_local_full_scale_uses_host_paths_in_a_subshell_with_the_round_patches(r
     hooks = HostHooks(folders=("/p/containers/hooks", "/p/containers/llama2_70b_lora/patches"), modules=("mlperf_wf_llama2_70b_lora",))
     line = full_scale(bench, 3, 1237, paths, Launch("local", workdir="/opt/training/llama2_70b_lora", hooks=hooks))
     # a subshell, so the job's `> log` and later commands stay in the workflow's folder
-    assert line.startswith(f"(cd /opt/training/llama2_70b_lora && exec env COMPLIANCE_FILE={tmp}/runs/3/result.txt HF_HUB_OFFLINE=1 SEED=1237")
+    assert line.startswith(f"{DROP}; (cd /opt/training/llama2_70b_lora && exec env COMPLIANCE_FILE={tmp}/runs/3/result.txt HF_HUB_OFFLINE=1 SEED=1237")
     assert line.endswith(")")
     assert ' "PYTHONPATH=/p/containers/hooks:/p/containers/llama2_70b_lora/patches${PYTHONPATH:+:$PYTHONPATH}"' in line
     assert ' "MLPERF_WF_HOOKS=mlperf_wf_llama2_70b_lora${MLPERF_WF_HOOKS:+,$MLPERF_WF_HOOKS}" accelerate launch' in line

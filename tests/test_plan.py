@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from mlperf_wf import launch, registry
 from mlperf_wf import plan as planning
-from mlperf_wf import registry
 from mlperf_wf.errors import ConfigError
 from tests.conftest import reference_source
 
@@ -122,6 +122,8 @@ def test_full_plan_mounts_every_role_the_runs_read_and_requests_the_geometry(nam
         assert f"{tmp_path}/resources/full/datasets/{dataset_id}:{bench.full.mounts[role]}:ro" in job.command
     assert f"{tmp_path}/resources/full/prepared/{name}:{bench.full.mounts['prepared']}:ro" in job.command
     preflight = f"mlperf-wf preflight --benchmark {name} --image {bench.full.container.reference} --platform cpu-tiny || exit 2; "
+    preflight += f"mlperf-wf fresh-run-folder results/{name}/runs/0 || exit 2; "
+    preflight += f"{launch.drop_page_cache()}; "  # then the page cache, on this host
     assert job.command.startswith(preflight)
     scratch = [f"{tmp_path}/results/{name}/runs/0/scratch/{area}" for area in bench.full.scratch]
     assert job.command.removeprefix(preflight).startswith(f"mkdir -p {' '.join(scratch)} && docker run" if scratch else "docker run")
@@ -182,7 +184,8 @@ def test_site_image_pins_the_run(workdir):
     plan = make_plan(tmp_path, scale="full", full_container={"rgat": {"image": "registry.example/rgat:ref", "digest": digest}})
     job = plan.train_job("rgat", 0)
     assert job.image == f"registry.example/rgat:ref@{digest}"
-    assert f"--image registry.example/rgat:ref@{digest} --platform cpu-tiny || exit 2; docker run" in job.command
+    assert f"--image registry.example/rgat:ref@{digest} --platform cpu-tiny || exit 2; " in job.command
+    assert f"/runs/0 || exit 2; {launch.drop_page_cache()}; docker run" in job.command
 
 
 def test_pyxis_srun_overlaps_the_jobstep_on_one_node_and_runs_straight_from_the_job_on_several(workdir):

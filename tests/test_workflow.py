@@ -278,7 +278,8 @@ def test_full_scale_dry_run_lists_the_real_plan(tmp_path):
     train_lines = [line for line in out.splitlines() if line.startswith("Shell command: { mlperf-wf preflight")]
     assert len(train_lines) == 10
     for line in train_lines:
-        assert "|| exit 2; docker run --rm --gpus all --ipc=host" in line
+        assert "|| exit 2; if { sync && " in line  # the job's own preflight, then the page cache
+        assert "; fi; docker run --rm --gpus all --ipc=host" in line
         assert "accelerate launch --config_file configs/default_config.yaml scripts/train.py" in line
     for seed in range(1234, 1244):
         assert f"--seed {seed} " in out

@@ -25,6 +25,8 @@ from types import ModuleType
 from typing import Callable, Dict, List, Optional
 
 HOOKS_VARIABLE = "MLPERF_WF_HOOKS"
+CACHE_CLEARED_VARIABLE = "MLPERF_WF_CACHE_CLEARED"
+"""Set by the workflow's full-scale launch line: whether it dropped the page cache (``mlperf_wf_mllog``)."""
 _PENDING: Dict[str, List[Callable[[ModuleType], None]]] = {}
 
 
@@ -90,6 +92,17 @@ def _load_hooks() -> None:
             os._exit(3)  # SystemExit here would add Python's own start-up traceback
 
 
+def _log_cache_clear_as_launched() -> None:
+    """Where the launch line says whether it dropped the page cache, mlperf-logging's ``cache_clear`` says the same,
+    for every benchmark (the references log a hard-coded true)."""
+    if os.environ.get(CACHE_CLEARED_VARIABLE) is None:
+        return
+    from mlperf_wf_mllog import log_cache_clear_as_launched
+
+    after_import("mlperf_logging.mllog.mllog", log_cache_clear_as_launched)
+
+
 sys.meta_path.insert(0, _AfterImportFinder())
 _chain_next_sitecustomize()
+_log_cache_clear_as_launched()
 _load_hooks()

@@ -28,6 +28,14 @@ The train rule runs one command per run; which command is chosen by the
   torchrun) started once per node; with ``per_gpu`` srun starts one task per
   GPU and each task gets ``RANK``/``LOCAL_RANK``/``WORLD_SIZE`` from SLURM.
 
+Before every full-scale run the line drops the page cache, as the rules ask where the reference logs
+``cache_clear``, the same way for every benchmark and launcher (:func:`drop_page_cache`): on each node of the
+run (pyxis: one ``srun`` task per node, beside the job's own steps) or on this host (docker, apptainer, local),
+``sync`` then ``echo 3 > /proc/sys/vm/drop_caches`` (``sudo -n sysctl vm.drop_caches=3`` where only that is
+allowed, as NVIDIA's run.sub). Whether it worked goes to the run as ``MLPERF_WF_CACHE_CLEARED`` (``true`` or
+``false``), which the round hooks log as ``cache_clear`` instead of the references' hard-coded true; a drop that
+fails does not fail the run, it says so in the job's log.
+
 At full scale the reference's mllog writer is pointed at the run's result file
 through ``COMPLIANCE_FILE``, the workflow's submission values reach the run as
 ``MLPERF_SUBMISSION_*``, and the benchmark's round patches (``containers/<name>/patches``,
@@ -49,6 +57,13 @@ LAUNCHERS = ("local", "docker", "apptainer", "pyxis")
 MASTER_PORT = 29500
 CONTAINER_HOME = "/home/mlperf-wf"
 """Home folder of an Apptainer run (bound from the run's own folder: caches, compiled kernels)."""
+DROP_CACHES_FILE = "/proc/sys/vm/drop_caches"
+"""Writing 3 here drops the page cache, dentries and inodes (after ``sync``, nothing dirty is lost)."""
+DROP_CACHES_SUDO = "sudo -n /sbin/sysctl -q vm.drop_caches=3"
+"""The same through sudo, never asking for a password (NVIDIA's run.sub: ``sudo /sbin/sysctl vm.drop_caches=3``)."""
+CACHE_CLEARED_VARIABLE = "MLPERF_WF_CACHE_CLEARED"
+"""``true`` when the page cache was dropped on every node of the run before it started, else ``false``; the round
+hooks (``containers/hooks``) log it as ``cache_clear``."""
 
 
 @dataclass(frozen=True)
@@ -349,21 +364,23 @@ def full_scale(bench: BenchmarkDef, run: int, seed: int, paths: RunPaths, launch
         raise ConfigError(f"{bench.name}: the run needs the folders of input roles {missing}")
     env = _container_env(bench, paths, seed, launch)
     workdir = launch.workdir or bench.full.workdir
+    drop = drop_page_cache(launch.nodes, srun=launch.launcher == "pyxis")
     if launch.launcher == "local":
-        return _local(bench, run, seed, paths, launch, env, workdir)
+        return f"{drop}; {_local(bench, run, seed, paths, launch, env, workdir)}"
     command = reference_command(bench, run, seed, paths, launch)
     scratch_by_name = scratch_folders(bench, paths)
     mounts = _mounts(bench, paths, launch, scratch_by_name)
     image = image or bench.full.container
     scratch = list(scratch_by_name.values())
+    passthrough = (*launch.env_passthrough, CACHE_CLEARED_VARIABLE)  # the drop's outcome, set by the line above
     if launch.launcher == "docker":
-        argv = docker_argv(image.reference, workdir, mounts, env, launch.env_passthrough, command, gpus=bench.full.accelerator)
-        return _make_folders(scratch, shell_join(argv))
+        argv = docker_argv(image.reference, workdir, mounts, env, passthrough, command, gpus=bench.full.accelerator)
+        return f"{drop}; {_make_folders(scratch, shell_join(argv))}"
     if launch.launcher == "apptainer":
         home = paths.result_file.parent.resolve() / "home"
-        argv = apptainer_argv(image.apptainer_reference, workdir, mounts, env, launch.env_passthrough, command, str(home), bench.full.accelerator)
-        return _make_folders([home, *scratch], _join_keep_variables(argv))
-    return _make_folders(scratch, pyxis_script(bench, image.enroot_reference, mounts, env, launch.env_passthrough, command, launch, workdir))
+        argv = apptainer_argv(image.apptainer_reference, workdir, mounts, env, passthrough, command, str(home), bench.full.accelerator)
+        return f"{drop}; {_make_folders([home, *scratch], _join_keep_variables(argv))}"
+    return f"{drop}; {_make_folders(scratch, pyxis_script(bench, image.enroot_reference, mounts, env, passthrough, command, launch, workdir))}"
 
 
 def _local(bench: BenchmarkDef, run: int, seed: int, paths: RunPaths, launch: Launch, env: dict[str, str], workdir: str) -> str:
@@ -380,6 +397,22 @@ def _local(bench: BenchmarkDef, run: int, seed: int, paths: RunPaths, launch: La
         words.append(f'"MLPERF_WF_HOOKS={",".join(launch.hooks.modules)}${{MLPERF_WF_HOOKS:+,$MLPERF_WF_HOOKS}}"')
     # a subshell: the job's own redirections and later commands stay in the workflow's folder
     return f"(cd {shlex.quote(workdir)} && exec env {' '.join(words)} {shell_join(local)})"
+
+
+def drop_page_cache(nodes: int = 1, srun: bool = False, target: str = DROP_CACHES_FILE) -> str:
+    """Shell that drops the page cache on every node of the run and exports ``MLPERF_WF_CACHE_CLEARED`` (``true`` only
+    when every node did), saying in the job's log what happened; it never fails the line.
+
+    ``srun``: one task per node of the allocation (``--overlap``, as the power sampler's), on the host, not in the
+    container; else on this host. ``target``: the file written (a shell word, expanded on the node; the tests give a
+    stand-in).
+    """
+    node = f'sync && {{ echo 3 > {target} || {DROP_CACHES_SUDO}; }} || {{ echo "mlperf-wf: could not drop the page cache on $(hostname)" >&2; false; }}'
+    where = f"srun --nodes={nodes} --ntasks-per-node=1 --overlap bash -c {shlex.quote(node)}" if srun else f"{{ {node}; }}"
+    every = f"on every node of the run ({nodes})" if srun else "on this host"
+    done = f'echo "mlperf-wf: page cache dropped {every}: the run logs cache_clear: true" >&2'
+    failed = f'echo "mlperf-wf: the page cache was not dropped {every} (no permission?): the run logs cache_clear: false" >&2'
+    return f"if {where}; then export {CACHE_CLEARED_VARIABLE}=true; {done}; else export {CACHE_CLEARED_VARIABLE}=false; {failed}; fi"
 
 
 def shell_join(argv: list[str]) -> str:

@@ -11,8 +11,8 @@ asks for more than the reference logs:
 3. **Keys closed_bert.yaml requires that the reference does not log**, with the run's own flag values:
    ``opt_lamb_weight_decay_rate`` (the reference logs it as ``opt_weight_decay``),
    ``opt_learning_rate_training_steps`` (logged as the misspelt ``opt_learning_rate_trainnig_steps``),
-   ``num_warmup_steps``; ``cache_clear`` (common.yaml: the patch drops the page cache as NVIDIA's run.sub
-   does, and logs whether that worked, which needs root on the host); and ``seed``.
+   ``num_warmup_steps``; ``cache_clear`` (common.yaml), whether the workflow's launch line dropped the page
+   cache on the host as NVIDIA's run.sub does (``MLPERF_WF_CACHE_CLEARED``, which needs root there); and ``seed``.
 4. **A seed that is used**: the reference takes none; ``SEED`` (set by the workflow for each run) becomes
    the estimator's ``tf_random_seed`` and is logged.
 5. **Progress metadata the checker reads**: the reference gives ``step_num``/``first_step_num``; block,
@@ -32,7 +32,7 @@ import functools
 import os
 import time
 
-from mlperf_wf_mllog import result_file
+from mlperf_wf_mllog import cache_cleared, result_file
 from mlperf_wf_submission import submission_values
 from sitecustomize import after_import
 
@@ -50,17 +50,6 @@ def run_seed():
 class _State:
     pending_eval_start_ms = None
     stopped = False
-
-
-def clear_caches():
-    """Flush and drop the page cache (``sync; echo 3 > /proc/sys/vm/drop_caches``); whether it happened."""
-    try:
-        os.sync()
-        with open("/proc/sys/vm/drop_caches", "w") as handle:
-            handle.write("3\n")
-        return True
-    except OSError:
-        return False
 
 
 def _run_stop_logged():
@@ -130,7 +119,7 @@ def _patch_mlp_logging(module):
     @functools.wraps(original_run_params)
     def mlperf_run_param_log():
         original_run_params()
-        module.mllog_event(key=constants.CACHE_CLEAR, value=clear_caches())
+        module.mllog_event(key=constants.CACHE_CLEAR, value=cache_cleared())
         module.mllog_event(key="opt_lamb_weight_decay_rate", value=flags.lamb_weight_decay_rate)
         module.mllog_event(key="opt_learning_rate_training_steps", value=flags.num_train_steps)
         module.mllog_event(key="num_warmup_steps", value=flags.num_warmup_steps)

@@ -11,6 +11,10 @@ inside the image only) writes through mlperf-logging's ``MLLogger``; this module
    in BF16, README.md:583-588), the config file from ``MLPERF_CONFIG_FILENAME`` (the GBS recipe the run uses).
 2. **The submission values** come from the workflow's config through ``MLPERF_SUBMISSION_*`` instead of the
    reference's own (``MLPERF_SUBMITTER``/``MLPERF_SYSTEM_NAME``... of the site data config).
+3. **cache_clear** (AT_LEAST_ONE) is logged by NeMo-RL's ``run.sub`` in a separate process after its page-cache drop
+   (docker/mlperf/run.sub:477-493), which the workflow's per-node launcher does not start: the workflow's launch line
+   drops the cache on every node, and this module logs whether that worked (``MLPERF_WF_CACHE_CLEARED``) just
+   before the reference's ``init_start``, unless something logged it already.
 
 The log file is the run's result file already: the command passes ``++logger.mlperf.log_file`` (the Hydra
 override run_and_time.sh sets, qwen35_grpo_rcp_launch_instructions.md:200). Not patched, and failing the 6.1.0
@@ -21,6 +25,7 @@ rules want 251).
 import os
 from types import ModuleType
 
+from mlperf_wf_mllog import cache_cleared
 from mlperf_wf_submission import submission_values
 from sitecustomize import after_import
 
@@ -45,6 +50,9 @@ def _patch_mllog(module: ModuleType) -> None:
         logged: set[str] = self.__dict__.setdefault("_mlperf_wf_logged", set())
         if event_type == constants.POINT_IN_TIME and key in submission_values():
             value = submission_values()[key]
+        if event_type == constants.INTERVAL_START and key == constants.INIT_START and constants.CACHE_CLEAR not in logged:
+            logged.add(constants.CACHE_CLEAR)
+            original(self, constants.POINT_IN_TIME, constants.CACHE_CLEAR, cache_cleared(), namespace=namespace, stack_offset=stack_offset)
         if event_type == constants.INTERVAL_END and key == constants.INIT_STOP:
             for extra_key, extra_value in missing_values().items():
                 if extra_key not in logged:

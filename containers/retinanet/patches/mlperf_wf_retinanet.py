@@ -13,8 +13,8 @@ because rulesets 5.0.0 and 5.1.0 ask for more than the reference logs:
 3. **Keys common.yaml requires that the reference never logs**: ``submission_org`` and
    ``submission_platform`` (EXACTLY_ONE), logged right after ``submission_status`` from
    ``MLPERF_SUBMISSION_ORG``/``_PLATFORM`` ("reference_implementation" without them, as the other references
-   say); ``cache_clear`` (AT_LEAST_ONE), logged before ``init_start`` with ``MLPERF_WF_CACHE_CLEARED`` (1 when
-   the launch dropped the page cache, else false: the value says what happened).
+   say); ``cache_clear`` (AT_LEAST_ONE), logged before ``init_start`` with ``MLPERF_WF_CACHE_CLEARED`` (true when
+   the launch line dropped the page cache, else false: the value says what happened).
 
 Written for the image's Python (3.7 in pytorch/pytorch:1.10.0-cuda11.3-cudnn8-devel).
 """
@@ -22,15 +22,14 @@ Written for the image's Python (3.7 in pytorch/pytorch:1.10.0-cuda11.3-cudnn8-de
 from __future__ import annotations
 
 import functools
-import os
 from types import ModuleType
 
+from mlperf_wf_mllog import cache_cleared
 from mlperf_wf_submission import submission_values
 from sitecustomize import after_import
 
 BENCHMARK = "retinanet"
 """The submission_benchmark value of rulesets 5.0.0 and 5.1.0."""
-CACHE_CLEARED_VARIABLE = "MLPERF_WF_CACHE_CLEARED"
 UNNAMED = "reference_implementation"
 """What the other references log for an organisation or platform nobody named."""
 
@@ -59,7 +58,7 @@ def _patch_ssd_logger(module: ModuleType) -> None:
     def start(*args: object, **kwargs: object) -> object:
         if kwargs.get("key") == "init_start" and not state["cache_clear"]:
             state["cache_clear"] = True
-            original_event(key="cache_clear", value=os.environ.get(CACHE_CLEARED_VARIABLE) == "1")
+            original_event(key="cache_clear", value=cache_cleared())
         return original_start(*args, **kwargs)
 
     logger.event = event

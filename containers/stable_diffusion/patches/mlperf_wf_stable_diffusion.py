@@ -14,8 +14,9 @@ What it changes in ``mlperf_logging_utils``, and why:
    each ``submission_*`` key given through ``MLPERF_SUBMISSION_*`` replaces it.
 3. **cache_clear** (common.yaml: AT_LEAST_ONE) is logged by run_and_time.sh in a separate ``python -c`` before
    main.py, which the workflow starts directly (one task per GPU, as srun.sh); the patch logs it right before
-   ``submission_info`` (main.py:374, just before ``init_start``), after dropping the page cache once per node
-   (local rank 0) and saying whether that worked (it needs root on the host).
+   ``submission_info`` (main.py:374, just before ``init_start``), saying whether the workflow's launch line dropped
+   the page cache on every node (``MLPERF_WF_CACHE_CLEARED``; it needs root on the host), as run_and_time.sh does
+   after its own drop.
 4. **One process logs**: ``SDLogger.rank`` is ``torch.distributed``'s rank, 0 in every task until Lightning
    initialises the process group, so every GPU task of a per-GPU launch would log the preamble (``seed``,
    ``submission_*``, ``init_start``...) and the checker's EXACTLY_ONE rules fail. Before the group exists the
@@ -29,6 +30,7 @@ import functools
 import os
 import sys
 
+from mlperf_wf_mllog import cache_cleared
 from mlperf_wf_submission import submission_values
 from sitecustomize import after_import
 
@@ -49,17 +51,6 @@ def status_of(metrics, fid_threshold, clip_threshold, constants):
     fid_ok = fid_threshold is None or ("validation/fid" in metrics and fid_threshold >= float(metrics["validation/fid"]))
     clip_ok = clip_threshold is None or ("validation/clip" in metrics and clip_threshold <= float(metrics["validation/clip"]))
     return constants.SUCCESS if fid_ok and clip_ok else constants.ABORTED
-
-
-def clear_caches():
-    """Flush and drop the page cache (``sync; echo 3 > /proc/sys/vm/drop_caches``); whether it happened."""
-    try:
-        os.sync()
-        with open("/proc/sys/vm/drop_caches", "w") as handle:
-            handle.write("3\n")
-        return True
-    except OSError:
-        return False
 
 
 def launch_rank(variable_names=("RANK", "SLURM_PROCID")):
@@ -90,9 +81,7 @@ def _patch_logging_utils(module):
 
     @functools.wraps(original_submission_info)
     def submission_info(mllogger, **values):
-        local_rank = os.environ.get("LOCAL_RANK", os.environ.get("SLURM_LOCALID", "0"))
-        cleared = clear_caches() if local_rank == "0" else False
-        mllogger.event(key=constants.CACHE_CLEAR, value=cleared)
+        mllogger.event(key=constants.CACHE_CLEAR, value=cache_cleared())
         configured = submission_values()
         for key, value in configured.items():
             if key in values:
