@@ -44,7 +44,7 @@ import mlperf_logging.mllog.constants as mllog_constants
 import mlperf_logging_utils
 from mlperf_logging_utils import mllogger
 
-sys.argv = ["main.py", "-m", "train", "--fid_threshold", "90", "--clip_threshold", "0.15"]
+sys.argv = ["main.py", "-m", "train"]  # as the plan runs it: main.py's default thresholds (90, 0.15)
 mlperf_logging_utils.submission_info(mllogger=mllogger, submission_benchmark=mllog_constants.STABLE_DIFFUSION,
     submission_division=mllog_constants.CLOSED, submission_org="reference_implementation", submission_platform="DGX-A100",
     submission_poc_name="Ahmad Kiswani", submission_poc_email="akiswani@nvidia.com", submission_status=mllog_constants.ONPREM)
@@ -112,3 +112,38 @@ def test_without_the_patch_the_reference_logs_run_stop_without_a_status(tmp_path
     assert own["submission_org"]["value"] == "reference_implementation" and "cache_clear" not in own
     # ... and every GPU task logs the preamble again
     assert any(e["key"] == "submission_org" for e in run(tmp_path, 85.0, hooked=False, extra_env={"SLURM_PROCID": "3"}))
+
+
+OPEN_CLIP_STAND_IN = {
+    # open_clip 2.7.0's factory resolves laion2b_s32b_b79k through the hub (pretrained.py:138, :303-312); offline and
+    # with the checkpoint folder read-only, the hub download fails, as this stand-in does
+    "open_clip/__init__.py": "from .factory import create_model_and_transforms\n",
+    "open_clip/factory.py": (
+        "def download_pretrained(cfg, force_hf_hub=False, cache_dir=None):\n"
+        "    raise OSError(f'hf_hub_download: no {cfg[\"hf_hub\"]} in the hub cache of {cache_dir} and no connection')\n\n\n"
+        "def create_model_and_transforms(name, pretrained=None, cache_dir=None):\n"
+        "    return download_pretrained({'hf_hub': 'laion/CLIP-ViT-H-14-laion2B-s32B-b79K/'}, cache_dir=cache_dir)\n"
+    ),
+}
+
+
+@pytest.mark.parametrize("hooked", [True, False])
+def test_open_clip_loads_the_downloaded_weights_from_the_checkpoint_folder(tmp_path, hooked):
+    """FrozenOpenCLIPEmbedder's and CLIPEncoder's create_model_and_transforms(..., cache_dir=/checkpoints/clip) take
+    download_clip.sh's open_clip_pytorch_model.bin in that folder (with the patch), not the hub (without it)."""
+    shims, weights = tmp_path / "shims", tmp_path / "clip"
+    for name, text in OPEN_CLIP_STAND_IN.items():
+        (shims / name).parent.mkdir(parents=True, exist_ok=True)
+        (shims / name).write_text(text)
+    weights.mkdir()
+    (weights / "open_clip_pytorch_model.bin").write_bytes(b"weights")
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "MLPERF_WF_HOOKS")}
+    paths = [str(HOOKS), str(PATCHES), str(shims)] if hooked else [str(shims)]
+    env.update(PYTHONPATH=os.pathsep.join(paths), PYTHONDONTWRITEBYTECODE="1", **({"MLPERF_WF_HOOKS": "mlperf_wf_stable_diffusion"} if hooked else {}))
+    script = f"import open_clip; print(open_clip.create_model_and_transforms('ViT-H-14', pretrained='laion2b_s32b_b79k', cache_dir={str(weights)!r}))"
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    if hooked:
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.strip() == str(weights / "open_clip_pytorch_model.bin")
+    else:
+        assert done.returncode != 0 and "no connection" in done.stderr
