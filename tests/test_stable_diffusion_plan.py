@@ -15,7 +15,10 @@ def test_the_references_32_node_plan_matches_its_golden_file(workdir):  # noqa: 
     got = reference_geometry_plan(NAME, workdir)
     pyxis = got["run_3/pyxis/32_node"]
     assert pyxis["resources"]["nodes"] == 32 and pyxis["resources"]["gres"] == "gpu:8"
-    assert "python main.py lightning.trainer.num_nodes=32 lightning.trainer.devices=8 -m train" in pyxis["command"]
+    assert "python main.py lightning.trainer.num_nodes=32 lightning.trainer.devices=8 " in pyxis["command"]
+    # the config's data paths under the mounted prepared tree (/datasets/dataset), as main.py's dotlist overrides
+    assert "'data.params.train.params.urls=/datasets/dataset/laion-400m/webdataset-moments-filtered/{00000..00831}.tar'" in pyxis["command"]
+    assert "model.params.validation_config.fid.gt_path=/datasets/dataset/coco2014/val2014_30k_stats.npz -m train" in pyxis["command"]
     assert all("refused" in got[f"run_3/{launcher}/32_node"] for launcher in ("local", "docker", "apptainer"))
 
 
