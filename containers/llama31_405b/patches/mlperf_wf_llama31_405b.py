@@ -13,19 +13,30 @@ The reference's files are not edited. What changes, and why:
 3. **The run executes here, not through an SSH tunnel to a Slurm login node.** ``pretrain_llama31.py:29-91``
    builds a NeMo-Run ``SlurmExecutor`` over an ``SSHTunnel`` and submits detached jobs (``exp.run(...,
    detach=True)``, line 536). The workflow already holds the allocation and starts the container on each node,
-   so ``SlurmExecutor`` becomes NeMo-Run's ``LocalExecutor`` with the torchrun launcher and the same tasks per
-   node (the script's ``launcher = None`` keeps torchrun), and ``Experiment.run`` waits for the jobs
-   (``detach=False``) so the result file is complete when the command returns. On several nodes (the workflow
-   starts one container per node and sets ``MLPERF_WF_NNODES``/``_NODE_RANK``/``_MASTER_ADDR``/``_MASTER_PORT``),
-   torchrun gets them through its own environment variables (``PET_NNODES``, ``PET_NODE_RANK``,
-   ``PET_MASTER_ADDR``, ``PET_MASTER_PORT``), and the executor the node count.
+   so ``SlurmExecutor`` becomes NeMo-Run's ``LocalExecutor`` with the torchrun launcher, the same tasks per node
+   and the node count (the script's ``launcher = None`` keeps torchrun), and ``Experiment.run`` waits for the jobs
+   (``detach=False``) so the result file is complete when the command returns.
 4. **Paths the reference hard-codes point into the run's mounts.** ``/preproc_data`` (the dataset,
    ``pretrain_llama31.py:215-226``) becomes ``MLPERF_WF_PREPROC_DATA``; ``/npy_index`` (NeMo's run-time sample
    index, line 237, ">400GB" per config.sh:40-42) becomes ``MLPERF_WF_NPY_INDEX``; the recipe's ``/outputs``
    (lines 110-136) becomes ``MLPERF_WF_NEMO_OUTPUTS``. Each only when its variable is set.
+5. **One world over all nodes.** NeMo-Run's ``LocalExecutor.nnodes()`` is 1 (core/execution/local.py at
+   34259bd, the commit NeMo 24.12 pins), so its torchrun component writes ``--nnodes 1 --rdzv-endpoint
+   localhost:0 --node-rank 0`` and a random ``--rdzv-id`` per node: each node formed its own world (torchrun's
+   flags win over ``PET_*`` variables) and Lightning refuses the trainer's ``num_nodes``. The executor here
+   reports its ``nodes``; for a task on several nodes the component's multi-node arguments (shell macros of
+   NeMo-Run's Slurm executor, which the local scheduler never expands) become the workflow's values
+   (``MLPERF_WF_NNODES``, ``_NODE_RANK``, ``_MASTER_ADDR``/``_PORT``) and one rendezvous id shared by all nodes.
+6. **The data index is built once.** The script adds ``build_data_index`` (one process on one node) before the
+   training, and the reference's Slurm executor runs it once in its own job. Here every node's container runs the
+   script, so every node would build the index into the one shared ``index_mapping_dir`` at once (NeMo's builder
+   writes its files in place). On several nodes node 0 builds it and leaves a marker; the other nodes wait for the
+   marker (``MLPERF_WF_INDEX_WAIT_SECONDS``, default the script's 1 h for that task) or node 0's failure note.
+   One copy, not one per node: the reference's own index is over 400 GB (config.sh:40-42) and it reads one.
 
 Parts 1, 2 and 4's path rewriting are tested on CPU against mlperf-logging and stand-in classes
-(tests/test_llama31_405b_patches.py); part 3 and the NeMo attachment points need the NeMo 24.12 image.
+(tests/test_llama31_405b_reference.py); parts 3, 5 and 6 on the two-node rehearsal with NeMo-Run's own executor and
+torchrun component compiled from its pinned source (tests/rehearsal/benchmarks/llama31_405b.py).
 """
 
 from __future__ import annotations
@@ -33,6 +44,9 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
+import re
+import time
+from pathlib import Path
 from types import ModuleType
 
 from mlperf_wf_mllog import redirect_log
@@ -92,47 +106,89 @@ def patch_callbacks(callbacks: ModuleType) -> None:
 
 
 def local_executor(nemo_run: ModuleType):
-    """A ``SlurmExecutor`` stand-in: NeMo-Run's ``LocalExecutor`` with torchrun and the tasks per node asked for."""
+    """A ``SlurmExecutor`` stand-in: NeMo-Run's ``LocalExecutor`` with torchrun, the tasks per node and the nodes asked for."""
     base = nemo_run.LocalExecutor
 
+    @dataclasses.dataclass(kw_only=True)
     class WorkflowExecutor(base):
-        """Keeps torchrun when the script sets ``launcher = None`` (its Slurm executor let srun start the tasks)."""
+        """Keeps torchrun when the script sets ``launcher = None`` (its Slurm executor let srun start the tasks), and
+        tells NeMo-Run's torchrun component its nodes (``LocalExecutor.nnodes()`` is always 1)."""
+
+        nodes: int = 1
+
+        def nnodes(self) -> int:
+            return self.nodes
 
         def __setattr__(self, name: str, value: object) -> None:
             super().__setattr__(name, "torchrun" if name == "launcher" and value is None else value)
 
-    fields = {field.name for field in dataclasses.fields(base)} if dataclasses.is_dataclass(base) else set()
+    # importable by name, as fiddle's serialization of the experiment's tasks needs
+    WorkflowExecutor.__module__, WorkflowExecutor.__qualname__ = __name__, "WorkflowExecutor"
+    globals()["WorkflowExecutor"] = WorkflowExecutor
 
     def make(**kwargs: object):
-        executor = WorkflowExecutor(**{k: v for k, v in kwargs.items() if k in fields and k in ("ntasks_per_node", "nodes")})
+        executor = WorkflowExecutor(**{k: v for k, v in kwargs.items() if k in ("ntasks_per_node", "nodes")})
         executor.launcher = "torchrun"
-        for name in ("ntasks_per_node", "nodes"):
-            if name in kwargs:
-                setattr(executor, name, kwargs[name])
-        if hasattr(executor, "env_vars") and isinstance(executor.env_vars, dict):
-            executor.env_vars.update(torchrun_environment())
         return executor
 
     return make
 
 
-MULTI_NODE_VARIABLES = {
-    "MLPERF_WF_NNODES": "PET_NNODES",
-    "MLPERF_WF_NODE_RANK": "PET_NODE_RANK",
-    "MLPERF_WF_MASTER_ADDR": "PET_MASTER_ADDR",
-    "MLPERF_WF_MASTER_PORT": "PET_MASTER_PORT",
-}
-"""The workflow's multi-node values -> the torchrun environment variables that carry them."""
+def multi_node_values() -> dict[str, str]:
+    """This node's place in the run (``MLPERF_WF_*`` of the workflow's multi_node_args); empty on one node."""
+    names = ("MLPERF_WF_NNODES", "MLPERF_WF_NODE_RANK", "MLPERF_WF_MASTER_ADDR", "MLPERF_WF_MASTER_PORT")
+    return {name: os.environ[name] for name in names if os.environ.get(name)}
 
 
-def torchrun_environment() -> dict[str, str]:
-    """torchrun's ``PET_*`` variables for this node, from the workflow's multi-node values (empty on one node)."""
-    return {pet: os.environ[ours] for ours, pet in MULTI_NODE_VARIABLES.items() if os.environ.get(ours)}
+def node_rank() -> int:
+    return int(os.environ.get("MLPERF_WF_NODE_RANK") or 0)
+
+
+def nodes_started() -> int:
+    return int(os.environ.get("MLPERF_WF_NNODES") or 1)
+
+
+def multi_node_arguments(args: list[str], nnodes: int) -> list[str]:
+    """torchrun's arguments with the rendezvous of the workflow's nodes instead of the component's macros and its
+    per-node random id (part 5)."""
+    values = multi_node_values()
+    if nodes_started() != nnodes or len(values) < 4:
+        raise RuntimeError(
+            f"llama31_405b: a task on --nodes {nnodes} needs the workflow's multi-node values on each node; "
+            f"found {values or 'none'} (MLPERF_WF_NNODES must be {nnodes})"
+        )
+    address, port = values["MLPERF_WF_MASTER_ADDR"], values["MLPERF_WF_MASTER_PORT"]
+    replaced = {
+        "--rdzv-endpoint": f"{address}:{port}",
+        "--nnodes": str(nnodes),
+        "--node-rank": values["MLPERF_WF_NODE_RANK"],
+        "--rdzv-id": re.sub(r"[^A-Za-z0-9_-]", "-", f"mlperf-wf-{address}-{port}"),
+    }
+    out = list(args)
+    for index, word in enumerate(out[:-1]):
+        if word in replaced:
+            out[index + 1] = type(out[index + 1])(replaced[word])
+    return out
+
+
+def patch_torchrun_component(component: ModuleType) -> None:
+    """NeMo-Run's torchrun component (run/torchx_backend/components/torchrun.py) on several nodes: part 5."""
+    original = component.torchrun
+
+    @functools.wraps(original)
+    def torchrun(*args: object, j: str = "1x2", **kwargs: object) -> object:
+        app = original(*args, j=j, **kwargs)
+        nnodes = int(j.split("x")[0].split(":")[-1])
+        if nnodes > 1:
+            for role in app.roles:
+                role.args = multi_node_arguments(role.args, nnodes)
+        return app
+
+    component.torchrun = torchrun
 
 
 def patch_nemo_run(nemo_run: ModuleType) -> None:
     """Local execution in the workflow's allocation (part 3 of the module docstring)."""
-    os.environ.update(torchrun_environment())  # inherited by the torchrun NeMo-Run starts
     nemo_run.SlurmExecutor = local_executor(nemo_run)
     nemo_run.SSHTunnel = lambda **kwargs: None
     original_run = nemo_run.Experiment.run
@@ -145,8 +201,48 @@ def patch_nemo_run(nemo_run: ModuleType) -> None:
     nemo_run.Experiment.run = run
 
 
+INDEX_BUILT = ".mlperf-wf-index-built"
+"""Node 0's marker in ``index_mapping_dir``: the index is complete (part 6)."""
+INDEX_FAILED = ".mlperf-wf-index-failed"
+"""Node 0's note in ``index_mapping_dir``: building the index failed (the waiting nodes stop too)."""
+INDEX_WAIT_VARIABLE = "MLPERF_WF_INDEX_WAIT_SECONDS"
+INDEX_WAIT_SECONDS = 3600
+"""pretrain_llama31.py:426 gives the data-index task one hour."""
+
+
+def build_once(original):
+    """``build_pretraining_datamodule`` that runs on node 0 only; the other nodes wait for its marker (part 6)."""
+
+    @functools.wraps(original)
+    def build_pretraining_datamodule(*args: object, **kwargs: object) -> object:
+        if nodes_started() <= 1:
+            return original(*args, **kwargs)
+        datamodule = kwargs["datamodule"] if "datamodule" in kwargs else args[0]
+        folder = Path(datamodule.index_mapping_dir)
+        if node_rank() == 0:
+            folder.mkdir(parents=True, exist_ok=True)
+            try:
+                result = original(*args, **kwargs)
+            except BaseException as error:
+                (folder / INDEX_FAILED).write_text(f"{error!r}\n")
+                raise
+            (folder / INDEX_BUILT).write_text("node 0\n")
+            return result
+        limit = float(os.environ.get(INDEX_WAIT_VARIABLE) or INDEX_WAIT_SECONDS)
+        deadline = time.monotonic() + limit
+        while time.monotonic() < deadline:
+            if (folder / INDEX_BUILT).exists():
+                return None
+            if (folder / INDEX_FAILED).exists():
+                raise RuntimeError(f"llama31_405b: node 0 failed to build the data index in {folder}: {(folder / INDEX_FAILED).read_text().strip()}")
+            time.sleep(2)
+        raise RuntimeError(f"llama31_405b: node {node_rank()} waited {limit:.0f} s ({INDEX_WAIT_VARIABLE}) for node 0's data index in {folder}")
+
+    return build_pretraining_datamodule
+
+
 def patch_data_module(module: ModuleType) -> None:
-    """``PreTrainingDataModule(paths=..., index_mapping_dir=...)`` reads the moved paths."""
+    """``PreTrainingDataModule(paths=..., index_mapping_dir=...)`` reads the moved paths; the index is built once."""
     cls = module.PreTrainingDataModule
     original = cls.__init__
 
@@ -158,6 +254,8 @@ def patch_data_module(module: ModuleType) -> None:
         original(self, *args, **kwargs)
 
     cls.__init__ = init
+    if hasattr(module, "build_pretraining_datamodule"):
+        module.build_pretraining_datamodule = build_once(module.build_pretraining_datamodule)
 
 
 def patch_recipe(recipe: ModuleType) -> None:
@@ -176,5 +274,6 @@ def patch_recipe(recipe: ModuleType) -> None:
 after_import("mlperf_logging.mllog", redirect_log(REFERENCE_LOG))
 after_import("callbacks", patch_callbacks)
 after_import("nemo_run", patch_nemo_run)
+after_import("nemo_run.run.torchx_backend.components.torchrun", patch_torchrun_component)
 after_import("nemo.collections.llm.gpt.data.pre_training", patch_data_module)
 after_import("nemo.collections.llm.recipes.llama31_405b", patch_recipe)

@@ -48,6 +48,8 @@ def parse(ctx, argv: list[str]) -> argparse.Namespace:
 def run_tasks(ctx, nemo_run: SimpleNamespace, tasks: list[tuple[str, object]]) -> typing.NoReturn:
     """Start each task's torchrun as NeMo-Run's local scheduler would (sequential=True: one after the other, the
     experiment failing at the first failed task), then end the launcher with the experiment's status."""
+    for name, executor in tasks:
+        serializable(ctx, name, executor)
     handed = json.dumps({"argv": ctx.argv, "host": probing.host(), "checked": ctx.checked})
     for name, executor in tasks:
         argv, env = _nemo_run.task_command(nemo_run, name, executor)
@@ -58,6 +60,17 @@ def run_tasks(ctx, nemo_run: SimpleNamespace, tasks: list[tuple[str, object]]) -
             print(f"rehearsal ({ctx.benchmark}) on {probing.host()}: task {name} failed (torchrun exited {status})", file=sys.stderr, flush=True)
             os._exit(status)
     os._exit(0)
+
+
+def serializable(ctx, task: str, executor: object) -> None:
+    """``Experiment.run`` saves each task with fiddle (run/experiment.py:534 ``_save_tasks``, run/task.py:113-118),
+    which names the executor's class by its import path: the class must be importable under that name."""
+    cls = type(executor)
+    found: object = sys.modules.get(cls.__module__)
+    for part in cls.__qualname__.split("."):
+        found = getattr(found, part, None)
+    what = f"{cls.__module__}.{cls.__qualname__}"
+    ctx.equal(f"executor class of {task}", found is cls, True, f"fiddle serializes the task's executor by its import path {what}")
 
 
 def _write_launcher(ctx, task: str, argv: list[str], env: dict[str, str]) -> None:
