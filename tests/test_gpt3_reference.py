@@ -34,7 +34,8 @@ def test_every_file_the_full_command_names_exists_in_the_reference(reference):
     script = next(word for word in command if word.endswith(".py"))
     assert (reference / script).is_file()
     assert (reference / "megatron" / "arguments.py").is_file() and (reference / "megatron" / "training.py").is_file()
-    data = [word.removeprefix("{prepared}/") for word in command if word.startswith("{prepared}/")]
+    data = [word.removeprefix("{prepared}/") for word in command if word.startswith("{prepared}/") and word != "{prepared}/ckpt4000_fp32"]
+    assert command[command.index("--load") + 1] == "{prepared}/ckpt4000_fp32" and "`ckpt4000_fp32` directory" in (reference / "README.md").read_text()
     run_script = (reference / "run_gpt3.sh").read_text()
     for prefix in data:
         assert prefix in run_script, f"{prefix} is not a data path of run_gpt3.sh"
