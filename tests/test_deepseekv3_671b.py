@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from mlperf_wf import compliance, mlperf_rules
-from mlperf_wf.benchmarks.deepseekv3_671b import load_balancing, prepare, starting_checkpoint, trainer
+from mlperf_wf.benchmarks.deepseekv3_671b import converted_checkpoint, load_balancing, prepare, trainer
 from mlperf_wf.benchmarks.deepseekv3_671b.hyperparameters import Hyperparameters
 from mlperf_wf.benchmarks.llama31_8b import c4_corpus, tokenizer
 from mlperf_wf.errors import UserError
@@ -74,7 +74,7 @@ def test_the_balance_loss_is_one_when_balanced_and_grows_with_imbalance():
 @pytest.fixture(scope="module")
 def mirrors(tmp_path_factory):
     root = tmp_path_factory.mktemp("mirror")
-    datasets = ("c4_llama31_8b_preprocessed", "llama31_8b_tokenizer", "deepseekv3_checkpoint_bf16")
+    datasets = ("c4_llama31_8b_preprocessed", "llama31_8b_tokenizer", "deepseekv3_checkpoint_bf16_megatron_bridge")
     return {dataset: generate_tiny_mirror(load_dataset(dataset), root / dataset) for dataset in datasets}
 
 
@@ -90,33 +90,43 @@ def prepared(mirrors, tmp_path_factory):
     return tree
 
 
-def test_the_checkpoint_is_a_bfloat16_hugging_face_deepseek_v3_that_fits_the_tokenizer(mirrors, tmp_path):
-    from safetensors import safe_open
+def test_the_checkpoint_is_a_bfloat16_deepseek_v3_in_the_published_megatron_bridge_layout_that_fits_the_tokenizer(mirrors, tmp_path):
+    import json
+
+    from torch.distributed.checkpoint import FileSystemReader
     from transformers import AutoTokenizer
 
-    folder = mirrors["deepseekv3_checkpoint_bf16"].data
-    with safe_open(str(folder / "model.safetensors"), "pt") as weights:
-        assert weights.get_tensor("model.embed_tokens.weight").dtype == torch.bfloat16
-    model = starting_checkpoint.load(folder)
+    folder = mirrors["deepseekv3_checkpoint_bf16_megatron_bridge"].data
+    iteration = folder / "iter_0000000"
+    assert (folder / "latest_checkpointed_iteration.txt").read_text() == "0\n"  # as R2's (md5 8973169...)
+    assert json.loads((iteration / "metadata.json").read_text())["sharded_backend"] == "torch_dist"
+    for name in (".metadata", "__0_0.distcp", "common.pt", "train_state.pt", "run_config.yaml", "tokenizer/tokenizer.json"):
+        assert (iteration / name).is_file(), name
+    shards = FileSystemReader(str(iteration)).read_metadata().state_dict_metadata
+    assert shards["model.embed_tokens.weight"].properties.dtype == torch.bfloat16
+    model = converted_checkpoint.load(folder)
     assert model.config.vocab_size == len(AutoTokenizer.from_pretrained(mirrors["llama31_8b_tokenizer"].data)) == tokenizer.SYMBOLS + 2
     assert len(load_balancing.moe_routers(model)) == 1 and next(model.parameters()).dtype == torch.float32
-    (tmp_path / "config.json").write_text('{"model_type": "llama", "num_hidden_layers": 2}')
-    with pytest.raises(UserError, match=r"config\.json"):
-        starting_checkpoint.load(tmp_path)
+    with pytest.raises(UserError, match=r"iter_0000000: no such folder.*megatron_bridge"):
+        converted_checkpoint.load(tmp_path)  # e.g. the Hugging Face checkpoint
+    (tmp_path / "iter_0000000").mkdir()
+    (tmp_path / "iter_0000000" / "metadata.json").write_text('{"sharded_backend": "zarr"}')
+    with pytest.raises(UserError, match=r"metadata\.json: sharded_backend 'zarr'; allowed: 'torch_dist'"):
+        converted_checkpoint.load(tmp_path)
 
 
 def test_the_auxiliary_loss_is_in_the_gradient_scaled_by_the_coefficient(mirrors, prepared):
     batch = markov_corpus.windows(str(prepared / c4_corpus.TRAIN_PREFIX), HP.sequence_length)[:4]
 
     def router_gradient(coefficient: float) -> torch.Tensor:
-        model = starting_checkpoint.load(mirrors["deepseekv3_checkpoint_bf16"].data)
+        model = converted_checkpoint.load(mirrors["deepseekv3_checkpoint_bf16_megatron_bridge"].data)
         load_balancing.training_loss_with_balance(coefficient)(model, batch).backward()
         return load_balancing.moe_routers(model)[0].weight.grad.clone()
 
     plain, with_aux, double = router_gradient(0.0), router_gradient(0.01), router_gradient(0.02)
     assert not torch.allclose(plain, with_aux)
     torch.testing.assert_close(double - plain, 2 * (with_aux - plain), rtol=1e-3, atol=1e-9)  # linear in the coefficient
-    model = starting_checkpoint.load(mirrors["deepseekv3_checkpoint_bf16"].data)
+    model = converted_checkpoint.load(mirrors["deepseekv3_checkpoint_bf16_megatron_bridge"].data)
     with load_balancing.captured_routing(model) as captured:
         cross_entropy = causal_trainer.next_token_loss(model, batch)
     aux = load_balancing.balance_loss(captured)
@@ -138,15 +148,15 @@ def test_baselines_do_not_reach_the_target_and_training_on_the_real_order_does(m
     train = markov_corpus.windows(corpus.train_prefixes[0], HP.sequence_length)
     validation = markov_corpus.windows(corpus.validation_prefix, HP.sequence_length)[:256]  # a quarter of the runs' 1024: cheaper, as stable
     steps = 24  # the demo's runs stop at 19
-    checkpoint = mirrors["deepseekv3_checkpoint_bf16"].data
-    untrained = causal_trainer.log_perplexity(starting_checkpoint.load(checkpoint), validation)
+    checkpoint = mirrors["deepseekv3_checkpoint_bf16_megatron_bridge"].data
+    untrained = causal_trainer.log_perplexity(converted_checkpoint.load(checkpoint), validation)
     assert untrained == pytest.approx(math.log(tokenizer.SYMBOLS + 2), abs=0.1) and not TARGET.reached(untrained)
     shuffled = train.flatten()[torch.randperm(train.numel(), generator=torch.Generator().manual_seed(1))].reshape(train.shape)
-    model = starting_checkpoint.load(checkpoint)
+    model = converted_checkpoint.load(checkpoint)
     _train(model, shuffled, steps)
     on_shuffled = causal_trainer.log_perplexity(model, validation)
     assert not TARGET.reached(on_shuffled) and on_shuffled > 4.8  # near the unigram entropy, 5.14
-    model = starting_checkpoint.load(checkpoint)
+    model = converted_checkpoint.load(checkpoint)
     _train(model, train, steps)
     assert TARGET.reached(causal_trainer.log_perplexity(model, validation))
 
@@ -162,7 +172,7 @@ def test_a_run_reaches_the_target_and_passes_the_checker_except_the_declared_rul
         ruleset="6.1.0",
         submission=Submission(org="t", platform="t", division="open", status="research"),
         config_filename="mlperf_wf/benchmarks/deepseekv3_671b/hyperparameters.py",
-        inputs={"checkpoint": mirrors["deepseekv3_checkpoint_bf16"].data, "tokenizer": mirrors["llama31_8b_tokenizer"].data},
+        inputs={"checkpoint": mirrors["deepseekv3_checkpoint_bf16_megatron_bridge"].data, "tokenizer": mirrors["llama31_8b_tokenizer"].data},
     )
     with TinyRun(spec, HP) as run:
         summary = trainer.train(run, HP)

@@ -31,7 +31,7 @@ def test_full_scale_dry_run_lists_the_three_train_jobs(tmp_path):
     assert counts["train"] == 3 and counts["check_compliance"] == 3
     out = proc.stdout
     assert "--uri https://training.mlcommons-storage.org/metadata/llama-3-1-8b-preprocessed-c4-dataset.uri" in out
-    assert "--uri https://training.mlcommons-storage.org/metadata/deepseekv3_checkpoint_bf16.uri" in out
+    assert "--uri https://training.mlcommons-storage.org/metadata/deepseekv3_checkpoint_bf16_megatron_bridge.uri" in out
     train_lines = [line for line in out.splitlines() if line.startswith(f"Shell command: {{ mlperf-wf preflight --benchmark {NAME}")]
     assert len(train_lines) == 3
     for line in train_lines:

@@ -322,7 +322,7 @@ def test_a_first_evaluation_off_the_closed_rule_stops_a_closed_run(monkeypatch, 
     assert "START_EVAL_AT_ITER" in capsys.readouterr().err
 
 
-def test_the_hugging_face_checkpoint_is_replaced_by_its_mounted_conversion_or_refused(monkeypatch, tmp_path, capsys):
+def test_a_hugging_face_checkpoint_at_the_load_folder_is_refused_and_the_conversion_is_loaded_as_it_is(monkeypatch, tmp_path):
     from types import SimpleNamespace
 
     monkeypatch.syspath_prepend(str(HOOKS))
@@ -333,14 +333,11 @@ def test_the_hugging_face_checkpoint_is_replaced_by_its_mounted_conversion_or_re
     hf.mkdir()
     (hf / "config.json").write_text("{}")
     (hf / "model-00001-of-00163.safetensors").write_bytes(b"")
-    converted = tmp_path / "megatron_checkpoint"
-    config = SimpleNamespace(checkpoint=SimpleNamespace(load=str(hf)))
-    with pytest.raises(SystemExit, match=r"run_conversion\.sh"):
-        patch.use_converted_checkpoint(config, str(converted))
-    converted.mkdir()
-    patch.use_converted_checkpoint(config, str(converted))
-    assert config.checkpoint.load == str(converted) and "loading its conversion" in capsys.readouterr().err
-    (hf / "latest_checkpointed_iteration.txt").write_text("0")  # already a Megatron checkpoint: left alone
-    megatron = SimpleNamespace(checkpoint=SimpleNamespace(load=str(hf)))
-    patch.use_converted_checkpoint(megatron, str(converted))
-    assert megatron.checkpoint.load == str(hf)
+    with pytest.raises(SystemExit, match=r"deepseekv3_checkpoint_bf16_megatron_bridge"):
+        patch.refuse_hugging_face_checkpoint(SimpleNamespace(checkpoint=SimpleNamespace(load=str(hf))))
+    converted = tmp_path / "converted"
+    (converted / "iter_0000000").mkdir(parents=True)
+    (converted / "latest_checkpointed_iteration.txt").write_text("0\n")
+    config = SimpleNamespace(checkpoint=SimpleNamespace(load=str(converted)))
+    patch.refuse_hugging_face_checkpoint(config)  # R2's conversion: left alone
+    assert config.checkpoint.load == str(converted)

@@ -18,12 +18,12 @@ GPU); the reference's files are not edited. What it changes, and why:
    read by the script, :170-172) = floor(42 + 24576/GBS), which 6.1.0's FIRST_CHECK turns into samples. A mismatch
    is said on stderr; in the closed division (``MLPERF_SUBMISSION_DIVISION=closed``) the run stops before
    training, since its log would fail the checker after hours (a site that changes ``--gbs`` must change both).
-4. **The starting checkpoint is the converted one.** The catalog's checkpoint (mounted at ``/checkpoint``, where the
-   script loads from, :200) is MLCommons' Hugging Face checkpoint; the reference loads a Megatron-format
-   conversion of it, made once with ``run_conversion.sh`` (README.md:187-196). When ``/checkpoint`` holds the
-   Hugging Face folder and a conversion is mounted at ``/megatron_checkpoint`` (``full_mounts``), the run loads
-   that; when there is none, it stops before training with one line saying so (instead of Megatron's
-   missing-checkpoint exit after start-up).
+4. **The starting checkpoint is R2's published conversion.** The script loads ``/checkpoint`` at ``ckpt_step`` 0
+   (:198-205), so Megatron-Bridge opens ``/checkpoint/iter_0000000``. The reference README has MLCommons' Hugging Face
+   checkpoint converted by hand (``run_conversion.sh``, README.md:187-196); the workflow mounts R2's conversion
+   (``deepseekv3_checkpoint_bf16_megatron_bridge``) there instead. When ``/checkpoint`` holds a Hugging Face folder
+   (a site mounting the unconverted checkpoint), the run stops before training with one line saying so, instead of
+   Megatron-Bridge's FileNotFoundError after start-up.
 5. **The submission values** come from the workflow's config through ``MLPERF_SUBMISSION_*`` instead of
    mlperf-common's hard-coded closed/onprem and ``<nodes>x<platform>``.
 
@@ -46,8 +46,8 @@ CONFIG_FILENAME_VARIABLE = "MLPERF_CONFIG_FILENAME"
 """The reference config (``config_<system>.sh``) whose values the run uses."""
 CLOSED_PEAK_LR = 2.4e-5
 """The closed rule's learning rate at GBS 16384 (closed_deepseekv3_671b.yaml: 2.4e-5 x sqrt(GBS/16384), within 1e-9)."""
-CONVERTED_CHECKPOINT = "/megatron_checkpoint"
-"""Where a site mounts the Megatron-format conversion of the Hugging Face checkpoint (``full_mounts``)."""
+CONVERTED_CHECKPOINT_ID = "deepseekv3_checkpoint_bf16_megatron_bridge"
+"""The catalog entry of R2's Megatron-Bridge conversion of the starting checkpoint."""
 _logged_keys: set[str] = set()
 
 
@@ -151,20 +151,14 @@ def is_hugging_face_checkpoint(folder: str) -> bool:
     return os.path.isfile(os.path.join(folder, "config.json")) and any(name.endswith(".safetensors") for name in os.listdir(folder))
 
 
-def use_converted_checkpoint(config: object, converted: str = CONVERTED_CHECKPOINT) -> None:
-    """Point ``checkpoint.load`` at the Megatron conversion when the configured folder is the Hugging Face one."""
-    checkpoint = getattr(config, "checkpoint", None)
-    load = getattr(checkpoint, "load", None)
-    if not load or not is_hugging_face_checkpoint(load):
-        return
-    if not os.path.isdir(converted):
+def refuse_hugging_face_checkpoint(config: object) -> None:
+    """Stop before training when ``checkpoint.load`` is the Hugging Face checkpoint rather than its Megatron-Bridge conversion."""
+    load = getattr(getattr(config, "checkpoint", None), "load", None)
+    if load and is_hugging_face_checkpoint(load):
         raise SystemExit(
-            f"mlperf-wf deepseekv3_671b patch: {load} holds the Hugging Face checkpoint; the reference trains from its Megatron-format "
-            f"conversion: convert it once with the reference's run_conversion.sh (README.md:187-196) and mount the result at {converted} "
-            "(config full_mounts)"
+            f"mlperf-wf deepseekv3_671b patch: {load} holds the Hugging Face checkpoint; the reference loads its Megatron-Bridge conversion "
+            f"at iter_0000000 (pretrain_deepseek_v3_671b.py:198-205): mount R2's {CONVERTED_CHECKPOINT_ID} there (the benchmark's checkpoint input)"
         )
-    sys.stderr.write(f"mlperf-wf deepseekv3_671b patch: {load} is the Hugging Face checkpoint; loading its conversion from {converted}\n")
-    checkpoint.load = converted
 
 
 def _patch_callback(module: ModuleType) -> None:
@@ -192,7 +186,7 @@ def _patch_pretrain(module: ModuleType) -> None:
     @functools.wraps(original)
     def pretrain(config: object, *args: object, **kwargs: object) -> object:
         check_learning_rate(config)
-        use_converted_checkpoint(config)
+        refuse_hugging_face_checkpoint(config)
         if rank() == 0:
             reference_logger = sys.modules["callback"].mllogger
             for key, value in run_values(config, sys.argv).items():
