@@ -21,6 +21,7 @@ NeMo-Run writes, and the real torchrun starts it on each node:
 
 from __future__ import annotations
 
+import math
 import os
 import typing
 from pathlib import Path
@@ -142,4 +143,13 @@ def _training_rank(ctx, args) -> None:
         ctx.opens(checkpoint / "weights" / "metadata.json", "NeMo 2 checkpoint weights (torch_dist metadata)")
     ctx.variable("MLPERF_WF_NEMO_OUTPUTS", "the recipe's dir=/outputs, moved into the run folder by the round patch")
     callbacks = _llama31.reference_logger(ctx, Path(os.getcwd()))
-    _llama31.log_init(ctx, callbacks)
+    _llama31.log_init(  # the MLPerfCallback the script adds (its keyword arguments)
+        ctx,
+        callbacks,
+        global_batch_size=args.gbs,
+        micro_batch_size=args.mbs,
+        sequence_length=8192,
+        init_global_step=args.ckpt_start_step,
+        eval_every=math.ceil(args.eval_every / args.gbs),
+        configs={},
+    )
