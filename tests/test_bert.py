@@ -162,7 +162,26 @@ def test_unknown_shard_and_missing_archive_are_one_line_errors(tmp_path):
     input_files.write_vocabulary_and_config(tmp_path)
     with pytest.raises(UserError, match=r"results_text.zip: missing; the verified bert_wikipedia_preprocessed dataset should contain it"):
         prep.prepare_shard("eval", {"data": tmp_path, "checkpoint": tmp_path}, tmp_path / "out", "tiny")
-    assert len(prep.shards("full")) == 501 and prep.layout("full")["tfrecords/part-00499-of-00500"] == "part-00499-of-00500/part-00499-of-00500"
+    assert len(prep.shards("full")) == 502 and prep.layout("full")["tfrecords/part-00499-of-00500"] == "part-00499-of-00500/part-00499-of-00500"
+
+
+def test_the_init_checkpoint_shard_names_the_published_files_as_the_checkpoint_reader_opens_them(tmp_path):
+    """The published tf1_ckpt data file is model.ckpt-28252-003.data-00000-of-00001 (the R2 .md5 list): no
+    --init_checkpoint prefix reaches it, since TensorFlow opens <prefix>.index and <prefix>.data-00000-of-00001."""
+    published = {f.path for f in load_dataset("bert_wikipedia_input_files", ROOT).files}
+    assert "tf1_ckpt/model.ckpt-28252-003.data-00000-of-00001" in published and "tf1_ckpt/model.ckpt-28252.index" in published
+    inputs = tmp_path / "input_files"
+    for name in published:
+        (inputs / name).parent.mkdir(parents=True, exist_ok=True)
+        (inputs / name).write_text(name)
+    summary = prep.prepare_shard(prep.CHECKPOINT_SHARD, {"checkpoint": inputs, "data": tmp_path}, tmp_path / "out", "full")
+    assert (tmp_path / "out" / "model.ckpt-28252.data-00000-of-00001").read_text() == "tf1_ckpt/model.ckpt-28252-003.data-00000-of-00001"
+    assert (tmp_path / "out" / "model.ckpt-28252.index").read_text() == "tf1_ckpt/model.ckpt-28252.index"
+    assert set(summary["linked"]) == {"model.ckpt-28252.index", "model.ckpt-28252.data-00000-of-00001", "model.ckpt-28252.meta"}
+    assert {f"init_checkpoint/{name}" for name in summary["linked"]} <= set(prep.layout("full")) and prep.CHECKPOINT_SHARD not in prep.shards("tiny")
+    (inputs / "tf1_ckpt/model.ckpt-28252.index").unlink()
+    with pytest.raises(UserError, match=r"none of tf1_ckpt/model.ckpt-28252.index; the verified bert_wikipedia_input_files should contain one"):
+        prep.prepare_shard(prep.CHECKPOINT_SHARD, {"checkpoint": inputs, "data": tmp_path}, tmp_path / "out2", "full")
 
 
 # ---- LAMB and the logged hyperparameters ----

@@ -39,18 +39,15 @@ needs_reference = pytest.mark.skipif(reference_dir() is None, reason="shared ref
 
 
 def python_invocations() -> list[list[str]]:
-    """The run_pretraining.py command lines inside the definition's ``bash -c`` script."""
+    """The run_pretraining.py command lines inside the definition's ``bash -c`` script (without their environment
+    prefix, e.g. the evaluation's ``CUDA_VISIBLE_DEVICES=...``)."""
     command = load_benchmark("bert").full.command
     assert command[:2] == ["bash", "-c"]
-    words = shlex.split(command[2].replace("&", " & ").replace(";", " ; "))
-    invocations, current = [], []
-    for word in [*words, ";"]:
-        if word in ("&", ";"):
-            if current:
-                invocations.append(current)
-            current = []
-        elif word != "wait":
-            current.append(word)
+    invocations = []
+    for segment in re.split(r"[;&]", command[2]):
+        words = shlex.split(segment)
+        if "run_pretraining.py" in words:
+            invocations.append(words[words.index("python3") :])
     return invocations
 
 
@@ -81,6 +78,9 @@ def test_every_script_flag_and_input_the_full_command_names_exists():
                 assert relative in inputs or f"{relative}.index" in inputs, f"{value}: not in bert_wikipedia_input_files"
             if value.startswith("{prepared}/"):
                 pattern = value.removeprefix("{prepared}/")
+                if name == "init_checkpoint":  # a checkpoint prefix: the reader opens <prefix>.index and its data file
+                    assert {f"{pattern}.index", f"{pattern}.data-00000-of-00001"} <= set(tree), f"{value}: not a prepared checkpoint"
+                    continue
                 assert any(Path(path).match(pattern) for path in tree), f"{value}: nothing in the prepared layout matches"
     train, evaluate = ({w.partition("=")[0]: w.partition("=")[2] for w in words[2:]} for words in invocations)
     # the closed settings of the reference's commands (README.md:194-196, 218-222) and 10,000 eval records

@@ -8,6 +8,12 @@ the eval text into ``eval_intermediate``, from which ``pick_eval_samples.py`` ke
 reference's steps), so 501 independent jobs at full scale, and a killed preparation reruns only the
 parts it had not finished. Parts are read from the zip, which, unlike the tar.gz, opens one member
 without reading the ones before it. The vocabulary is the input files' ``vocab.txt``.
+
+At full scale one more shard, ``init_checkpoint``, gives the phase-1 checkpoint the names TensorFlow's checkpoint
+reader opens for ``--init_checkpoint=<dir>/model.ckpt-28252``: ``<prefix>.index`` and
+``<prefix>.data-00000-of-00001``. The published input files name the data file
+``tf1_ckpt/model.ckpt-28252-003.data-00000-of-00001`` (the R2 ``.md5`` list), which no prefix reaches; the shard
+hard-links the published files under the reader's names (either data name is accepted).
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from mlperf_wf.benchmarks.bert import pretraining_data
 from mlperf_wf.benchmarks.bert.wikipedia_text import ARCHIVE_ROOT, part_name
 from mlperf_wf.benchmarks.bert.wikipedia_text import EVAL_FILE as EVAL_TEXT
 from mlperf_wf.errors import UserError
+from mlperf_wf.prepare import link_or_copy
 
 TEXT_ARCHIVE = "results_text.zip"
 TRAIN_FOLDER = "tfrecords"
@@ -28,6 +35,15 @@ TRAIN_FOLDER = "tfrecords"
 EVAL_FILE = "eval_10k"
 """The picked evaluation records (the reference's name)."""
 EVAL_SHARD = "eval"
+CHECKPOINT_SHARD = "init_checkpoint"
+"""Full scale: the phase-1 checkpoint under the names TensorFlow's reader opens (run_pretraining.py --init_checkpoint)."""
+CHECKPOINT_PREFIX = "model.ckpt-28252"
+CHECKPOINT_FILES = {
+    f"{CHECKPOINT_PREFIX}.index": (f"tf1_ckpt/{CHECKPOINT_PREFIX}.index",),
+    f"{CHECKPOINT_PREFIX}.data-00000-of-00001": (f"tf1_ckpt/{CHECKPOINT_PREFIX}.data-00000-of-00001", f"tf1_ckpt/{CHECKPOINT_PREFIX}-003.data-00000-of-00001"),
+    f"{CHECKPOINT_PREFIX}.meta": (f"tf1_ckpt/{CHECKPOINT_PREFIX}.meta",),
+}
+"""Reader's name -> the published names it may have in bert_wikipedia_input_files (first found wins)."""
 PARTS = {"tiny": 4, "full": 500}
 """Text parts of the published archive at each scale."""
 SETTINGS = {
@@ -46,15 +62,18 @@ def _scale(scale: str) -> str:
 
 
 def shards(scale: str) -> list[str]:
-    """One shard per text part, and the evaluation file."""
+    """One shard per text part, the evaluation file, and (full scale) the initial checkpoint."""
     count = PARTS[_scale(scale)]
-    return [part_name(i, count) for i in range(count)] + [EVAL_SHARD]
+    return [part_name(i, count) for i in range(count)] + [EVAL_SHARD] + ([CHECKPOINT_SHARD] if scale == "full" else [])
 
 
 def layout(scale: str) -> dict[str, str]:
-    """The tree run_pretraining.py's --input_file globs read: ``tfrecords/part-*`` and ``eval_10k``."""
-    tree = {f"{TRAIN_FOLDER}/{name}": f"{name}/{name}" for name in shards(scale) if name != EVAL_SHARD}
+    """The tree run_pretraining.py reads: ``tfrecords/part-*`` and ``eval_10k`` (--input_file), and at full scale
+    ``init_checkpoint/model.ckpt-28252.*`` (--init_checkpoint)."""
+    tree = {f"{TRAIN_FOLDER}/{name}": f"{name}/{name}" for name in shards(scale) if name not in (EVAL_SHARD, CHECKPOINT_SHARD)}
     tree[EVAL_FILE] = f"{EVAL_SHARD}/{EVAL_FILE}"
+    if scale == "full":
+        tree.update({f"{CHECKPOINT_SHARD}/{name}": f"{CHECKPOINT_SHARD}/{name}" for name in CHECKPOINT_FILES})
     return tree
 
 
@@ -83,6 +102,8 @@ def prepare_shard(shard: str, inputs: dict[str, Path], out_dir: Path, scale: str
         raise UserError(f"bert: unknown shard {shard!r} at scale {scale}; known: part-NNNNN-of-{PARTS[_scale(scale)]:05d}, {EVAL_SHARD}")
     settings = SETTINGS[scale]
     out_dir.mkdir(parents=True, exist_ok=True)
+    if shard == CHECKPOINT_SHARD:
+        return _link_checkpoint(inputs["checkpoint"], out_dir, scale)
     vocabulary = pretraining_data.Vocabulary(inputs["checkpoint"] / "vocab.txt", settings.do_lower_case)
     member = f"{ARCHIVE_ROOT}/{EVAL_TEXT if shard == EVAL_SHARD else shard}"
     instances = pretraining_data.create_instances(_read_text(inputs["data"] / TEXT_ARCHIVE, member), vocabulary, settings)
@@ -94,5 +115,21 @@ def prepare_shard(shard: str, inputs: dict[str, Path], out_dir: Path, scale: str
     else:
         records = pretraining_data.write_tfrecord(out_dir / shard, instances, vocabulary, settings)
     summary = {"shard": shard, "scale": scale, "source": member, "records": records, "settings": asdict(settings)}
+    (out_dir / "shard.json").write_text(json.dumps(summary, indent=2) + "\n")
+    return summary
+
+
+def _link_checkpoint(input_files: Path, out_dir: Path, scale: str) -> dict:
+    """The published phase-1 checkpoint files, hard-linked under the names TensorFlow's reader opens."""
+    linked = {}
+    for name, candidates in CHECKPOINT_FILES.items():
+        found = next((input_files / c for c in candidates if (input_files / c).is_file()), None)
+        if found is None:
+            raise UserError(f"{input_files}: none of {', '.join(candidates)}; the verified bert_wikipedia_input_files should contain one")
+        target = out_dir / name
+        target.unlink(missing_ok=True)
+        link_or_copy(found, target)
+        linked[name] = str(found.relative_to(input_files))
+    summary = {"shard": CHECKPOINT_SHARD, "scale": scale, "linked": linked}
     (out_dir / "shard.json").write_text(json.dumps(summary, indent=2) + "\n")
     return summary
