@@ -1,0 +1,61 @@
+"""llama31_405b on two nodes of the cluster in a box: one torchrun world over both nodes, the data index built once.
+
+The plan starts ``pretrain_llama31.py`` in one container per node; the round patch runs its NeMo-Run tasks through
+``LocalExecutor``. At NeMo-Run 34259bd (the commit the nemo:24.12 image pins) that executor's torchrun command is
+``--nnodes 1 --rdzv-endpoint localhost:0 --node-rank 0``: each node formed its own world and Lightning refuses the
+trainer's geometry; and every node built the data index into the one shared folder. The rehearsal
+(tests/rehearsal/benchmarks/llama31_405b.py) makes each task's torchrun command with NeMo-Run's own code at that
+commit plus the image's patch, starts the real torchrun, and checks the world and the index in every process.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import pytest
+
+from tests.rehearsal import campaign, cluster, spec
+
+REHEARSAL = spec.module("llama31_405b").REHEARSAL
+
+
+def _skip_reason() -> str | None:
+    return cluster.missing_requirements() or (f"reference sources absent: {spec.missing_sources(REHEARSAL)}" if spec.missing_sources(REHEARSAL) else None)
+
+
+pytestmark = pytest.mark.skipif(_skip_reason() is not None, reason=str(_skip_reason()))
+
+
+@pytest.fixture(scope="module")
+def ran(tmp_path_factory) -> campaign.Campaign:
+    work = tmp_path_factory.mktemp("llama31_405b")
+    box = cluster.start_box(work / "box", cpus_per_node=128, memory_mb=2_100_000)
+    try:
+        configfile = campaign.prepare(work / "project", [REHEARSAL], "pyxis", runs=1)
+        return campaign.run_on_box(box, work / "project", configfile, [REHEARSAL], "pyxis", runs=1, retries=0)
+    finally:
+        box.stop()
+
+
+def test_the_training_ranks_form_one_world_over_both_nodes(ran):
+    ranks = ran.ranks(REHEARSAL.benchmark, 0)
+    problems = [f"rank {r['rank']} on {r['host']}: {r['problem'][-600:]}" for r in ranks if r["status"]]
+    assert ran.returncode == 0 and not problems, "\n".join(problems) + ran.train_log(REHEARSAL.benchmark, 0)[-3000:]
+    world = REHEARSAL.nodes * REHEARSAL.gpus_per_node
+    assert sorted(r["rank"] for r in ranks) == list(range(world))
+    assert Counter(r["host"] for r in ranks) == {"n1": REHEARSAL.gpus_per_node, "n2": REHEARSAL.gpus_per_node}
+    assert all(r["world"]["world_size"] == world for r in ranks if r["world"])
+    launchers = [json.loads(p.read_text()) for p in sorted((ran.workdir / "rehearsal" / REHEARSAL.benchmark).rglob("launcher-*.json"))]
+    training = [record["torchrun"] for record in launchers if record["task"] != "build_data_index"]
+    assert len(training) == REHEARSAL.nodes
+    for argv in training:  # NeMo-Run's command with the workflow's rendezvous, the same id on every node
+        assert argv[argv.index("--nnodes") + 1] == str(REHEARSAL.nodes) and argv[argv.index("--rdzv-endpoint") + 1] != "localhost:0"
+    assert len({argv[argv.index("--rdzv-id") + 1] for argv in training}) == 1
+    assert sorted(argv[argv.index("--node-rank") + 1] for argv in training) == [str(n) for n in range(REHEARSAL.nodes)]
+
+
+def test_the_data_index_is_built_once_into_the_shared_folder(ran):
+    index = ran.run_folder(REHEARSAL.benchmark, 0) / "npy_index"
+    assert (index / ".mlperf-wf-index-built").is_file()
+    assert (index / "rehearsal-index-built-by").read_text().startswith("n1")  # node 0 built it; node 1 waited
