@@ -38,7 +38,7 @@ pytestmark = pytest.mark.skipif(_skip_reason() is not None, reason=str(_skip_rea
 
 @pytest.fixture(scope="session")
 def box(tmp_path_factory):
-    started = cluster.start_box(tmp_path_factory.mktemp("box"), cpus_per_node=128, memory_mb=2_100_000)
+    started = cluster.start_box(tmp_path_factory.mktemp("box"), cpus_per_node=512, memory_mb=2_100_000)
     try:
         yield started
     finally:
@@ -188,7 +188,7 @@ def docker_campaign(box, docker_host, tmp_path_factory) -> campaign.Campaign:
     with LoopbackRegistry() as registry_server:
         docker = campaign.DockerRegistry(docker_host, registry_server.host)
         configfile = campaign.prepare(workdir, rehearsals, "docker", runs=2, fail=_failing(rehearsals, nodes=1), docker=docker)
-        yield campaign.run_on_box(box, workdir, configfile, rehearsals, "docker", runs=2, retries=0, docker_env=docker_host)
+        yield campaign.run_on_box(box, workdir, configfile, rehearsals, "docker", runs=2, retries=0, docker_env={"DOCKER_HOST": docker_host["DOCKER_HOST"]})
 
 
 @pytest.mark.parametrize("name", DOCKER_NAMES)

@@ -32,7 +32,7 @@ def main() -> None:
     started = time.time()
     configfile = campaign.prepare(work / "project", rehearsals, args.launcher, args.runs, fail)
     print(f"prepared in {time.time() - started:.1f} s: {work / 'project'}", flush=True)
-    box = start_box(work / "box", cpus_per_node=128, memory_mb=2_100_000)
+    box = start_box(work / "box", cpus_per_node=512, memory_mb=2_100_000)
     try:
         started = time.time()
         ran = campaign.run_on_box(box, work / "project", configfile, rehearsals, args.launcher, args.runs)

@@ -271,10 +271,16 @@ def take_over(ctx: ProbeContext) -> None:
 
 
 def _is_entry() -> bool:
+    """Whether this process is one of the reference's entry scripts (a path as the command names it), or a module it
+    starts with ``python -m`` (named ``-m <module>``; ``-m`` alone: any module)."""
     entries = [e for e in os.environ.get(ENTRY_VARIABLE, "").split(",") if e]
     script = sys.argv[0] if sys.argv else ""
     if not script or script == "-c":
         return False
+    if script == "-m":  # while site runs, argv[0] is still "-m"; the module's name is in the original arguments
+        words = list(getattr(sys, "orig_argv", []))
+        module = words[words.index("-m") + 1] if "-m" in words[:-1] else ""
+        return any(entry == "-m" or entry == f"-m {module}" for entry in entries)
     resolved = os.path.realpath(script)
     return any(resolved == os.path.realpath(entry) or script == entry for entry in entries)
 
