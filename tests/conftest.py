@@ -146,3 +146,19 @@ def docker_host(tmp_path_factory):
             daemon.wait(timeout=30)
         except subprocess.TimeoutExpired:
             daemon.kill()
+
+
+@pytest.fixture(scope="session")
+def rehearsal_box(tmp_path_factory):
+    """The cluster in a box of the full-scale rehearsals (``tests/rehearsal/cluster.py``): a controller and two compute
+    nodes, started once for the session and stopped at its end; skips where it cannot start."""
+    from tests.rehearsal import cluster
+
+    missing = cluster.missing_requirements()
+    if missing:
+        pytest.skip(missing)
+    started = cluster.start_box(tmp_path_factory.mktemp("box"), cpus_per_node=512, memory_mb=2_100_000)
+    try:
+        yield started
+    finally:
+        started.stop()

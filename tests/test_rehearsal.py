@@ -36,13 +36,9 @@ def _skip_reason() -> str | None:
 pytestmark = pytest.mark.skipif(_skip_reason() is not None, reason=str(_skip_reason()))
 
 
-@pytest.fixture(scope="session")
-def box(tmp_path_factory):
-    started = cluster.start_box(tmp_path_factory.mktemp("box"), cpus_per_node=512, memory_mb=2_100_000)
-    try:
-        yield started
-    finally:
-        started.stop()
+@pytest.fixture(scope="module")
+def box(rehearsal_box):
+    return rehearsal_box
 
 
 def _failing(rehearsals: list[spec.Rehearsal], nodes: int | None = None) -> dict[str, str]:
