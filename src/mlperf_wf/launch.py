@@ -350,15 +350,26 @@ def pyxis_script(
     return "; ".join(lines)
 
 
+def geometry_problem(bench: BenchmarkDef, launch: Launch) -> str | None:
+    """Why the run's nodes cannot be launched this way (one line), or None."""
+    # per_gpu: srun starts every rank on every node and each reads its rank from SLURM, so no launcher flags are needed
+    if launch.nodes > 1 and not bench.full.multi_node_args and bench.full.process_model != "per_gpu":
+        return f"{bench.name}: {launch.nodes} nodes requested, but its reference command runs on one node (no full.multi_node_args); set nodes: 1"
+    if launch.nodes > 1 and launch.launcher in ("docker", "apptainer", "local"):
+        return (
+            f"{bench.name}: {launch.nodes} nodes need the pyxis launcher; {launch.launcher} runs on one node "
+            f"(set launcher: pyxis, or full_geometry: {{{bench.name}: {{nodes: 1}}}})"
+        )
+    return None
+
+
 def full_scale(bench: BenchmarkDef, run: int, seed: int, paths: RunPaths, launch: Launch, image: Container | None = None) -> str:
     """The shell command of one full-scale run with the chosen backend (``image``: default the definition's)."""
     if launch.launcher not in LAUNCHERS:
         raise ConfigError(f"launcher is {launch.launcher!r}; allowed: {', '.join(LAUNCHERS)}")
-    # per_gpu: srun starts every rank on every node and each reads its rank from SLURM, so no launcher flags are needed
-    if launch.nodes > 1 and not bench.full.multi_node_args and bench.full.process_model != "per_gpu":
-        raise ConfigError(f"{bench.name}: {launch.nodes} nodes requested, but its reference command runs on one node (no full.multi_node_args); set nodes: 1")
-    if launch.nodes > 1 and launch.launcher in ("docker", "apptainer", "local"):
-        raise ConfigError(f"{bench.name}: {launch.nodes} nodes need the pyxis launcher; {launch.launcher} runs on one node")
+    problem = geometry_problem(bench, launch)
+    if problem:
+        raise ConfigError(problem)
     missing = sorted(set(bench.roles_for("train")) - set(paths.inputs))
     if missing:
         raise ConfigError(f"{bench.name}: the run needs the folders of input roles {missing}")

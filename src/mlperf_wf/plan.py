@@ -533,6 +533,12 @@ class Plan:
         return TrainJob(command=command, launcher=settings.launcher, image=image, threads=1, resources=resources)
 
 
+def unplannable_job(problem: str) -> TrainJob:
+    """The train job of a run the config cannot plan (``problem``, one line): the DAG still renders, so that a dry run
+    shows the whole plan and the preflight lists this problem with every other one; run, it fails with the line."""
+    return TrainJob(command=f"echo {shlex.quote(problem)} >&2; exit 2", launcher="none", image="", threads=1, resources=TrainResources(runtime=1))
+
+
 def load(config: dict, project_root: Path, workdir: Path | None = None) -> Plan:
     """Check every benchmark and dataset definition, then plan ``config``; any problem is one ``ConfigError`` line."""
     problems = registry.check_all()

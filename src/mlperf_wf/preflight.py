@@ -9,6 +9,7 @@ will need, for the benchmarks and datasets it targets, and returns every problem
 - ``platform``: ``submission.platform`` is the tiny tier's (``cpu-tiny``), or names no system description
   (``config/systems/<platform>.yaml``, which the submission package needs);
 - ``image``: the container image is not pinned by a digest (any launcher but ``local``);
+- ``geometry``: the run's nodes cannot be launched that way (several nodes with a one-node launcher or command);
 - ``credentials``: a dataset still to download whose catalog entry says its source needs credentials
   (``source.credentials_required``) while the environment gives none (R2: ``MLPERF_WF_CF_ACCESS_CLIENT_ID`` and
   ``..._SECRET``, or ``MLPERF_WF_CF_ACCESS_TOKEN``; Hugging Face: ``HF_TOKEN``);
@@ -32,7 +33,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from mlperf_wf import mlperf_rules, registry
+from mlperf_wf import launch, mlperf_rules, registry
 from mlperf_wf.errors import ConfigError
 from mlperf_wf.plan import FETCHED_DIR, TINY_PLATFORM, Plan
 from mlperf_wf.registry import IMAGE_DIGEST
@@ -48,7 +49,7 @@ class Problem:
     """One thing that would stop the campaign, and what to do about it."""
 
     kind: str
-    """ruleset, platform, image, credentials, data or scratch."""
+    """ruleset, platform, image, geometry, credentials, data or scratch."""
     subject: str
     """The benchmark or dataset it concerns, or ``config`` (the platform)."""
     message: str
@@ -131,6 +132,9 @@ def _benchmark_problems(plan: Plan, name: str) -> list[Problem]:
         plan.ruleset(name)
     except ConfigError as err:
         problems.append(Problem("ruleset", name, str(err)))
+    geometry = launch.geometry_problem(plan.bench(name), plan.launch_settings(name))
+    if geometry:
+        problems.append(Problem("geometry", name, geometry.split(": ", 1)[1]))
     if plan.launch_settings(name).launcher != "local":
         container = plan.container(name)
         if not container.digest:

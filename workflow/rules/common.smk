@@ -142,11 +142,24 @@ def train_inputs(wildcards):
     return PLAN.train_inputs(wildcards.benchmark)
 
 
+def planned_train_job(wildcards):
+    """The run's plan; where the config cannot make it (a geometry its launcher refuses), in the main process a job
+    that only fails, so the DAG renders and the preflight lists the problem with every other one (a real run refuses
+    before submitting anything); inside a job, the one-line error."""
+    try:
+        return PLAN.train_job(wildcards.benchmark, int(wildcards.run))
+    except ConfigError as err:
+        if PREFLIGHT is None:
+            raise WorkflowError(str(err)) from None
+        PREFLIGHT.saw_benchmark(wildcards.benchmark)
+        return planning.unplannable_job(str(err))
+
+
 def train_field(name):
     """Input function giving field `name` (command, launcher, image, threads) of the run's plan."""
 
     def field(wildcards):
-        return getattr(PLAN.train_job(wildcards.benchmark, int(wildcards.run)), name)
+        return getattr(planned_train_job(wildcards), name)
 
     return field
 
@@ -155,8 +168,7 @@ def train_resource(name):
     """Input function giving scheduler resource `name` of the run's plan."""
 
     def resource(wildcards):
-        job = PLAN.train_job(wildcards.benchmark, int(wildcards.run))
-        return getattr(job.resources, name)
+        return getattr(planned_train_job(wildcards).resources, name)
 
     return resource
 
