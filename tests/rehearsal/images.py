@@ -48,10 +48,11 @@ def _expand(value: str, env: dict[str, str]) -> str:
     return re.sub(r"\$\{(\w+)(?:(:[+-])([^}]*))?\}|\$(\w+)", replace, value)
 
 
-def dockerfile_image(dockerfile: Path) -> tuple[list[tuple[str, str]], dict[str, str], str]:
-    """(COPY source, destination) pairs, the ENV an image ends with, and its last WORKDIR."""
+def dockerfile_image(dockerfile: Path, base_env: dict[str, str] | None = None) -> tuple[list[tuple[str, str]], dict[str, str], str]:
+    """(COPY source, destination) pairs, the ENV an image ends with (starting from its base image's ``base_env``, which
+    the ENV lines expand, e.g. ``${PYTHONPATH:+:$PYTHONPATH}``), and its last WORKDIR."""
     text = re.sub(r"\\\n", " ", dockerfile.read_text())
-    copies, env, workdir = [], {}, "/"
+    copies, env, workdir = [], dict(base_env or {}), "/"
     for line in text.splitlines():
         words = line.strip().split(None, 1)
         if len(words) < 2:
@@ -94,13 +95,14 @@ def build_image(rehearsal: Rehearsal, reference: str, images: Path, records: Pat
     layer.mkdir(parents=True)
     for container_path, source in rehearsal.image_files.items():
         _copy(REFERENCE_SOURCES / source, layer / container_path.lstrip("/"))
-    copies, dockerfile_env, workdir = dockerfile_image(ROOT / "containers" / rehearsal.benchmark / "Dockerfile")
+    for container_path, source in rehearsal.image_tools.items():
+        _copy(ROOT / source, layer / container_path.lstrip("/"))
+    copies, env, workdir = dockerfile_image(ROOT / "containers" / rehearsal.benchmark / "Dockerfile", rehearsal.image_env)
     for source, destination in copies:
         _copy(ROOT / "containers" / source, layer / destination.lstrip("/"))
     shim = layer / "opt" / "mlperf-wf" / "rehearsal" / "mlperf_wf_rehearsal.py"
     shim.parent.mkdir(parents=True)
     shim.write_text(HOOK_SHIM.format(root=str(ROOT)))
-    env = {**rehearsal.image_env, **dockerfile_env}
     env["PYTHONPATH"] = ":".join(filter(None, [str(shim.parent).replace(str(layer), ""), env.get("PYTHONPATH", "")]))
     # last: the round patches register their import hooks first, and the probe may end the process at its import
     env["MLPERF_WF_HOOKS"] = ",".join(filter(None, [env.get("MLPERF_WF_HOOKS", ""), "mlperf_wf_rehearsal"]))
@@ -118,7 +120,8 @@ def build_image(rehearsal: Rehearsal, reference: str, images: Path, records: Pat
 def layer_digest(rehearsal: Rehearsal) -> str:
     """A digest naming the image (its sources and definition), as a registry's digest names a pushed image."""
     digest = hashlib.sha256()
-    digest.update(json.dumps([rehearsal.benchmark, sorted(rehearsal.image_files.items()), sorted(rehearsal.image_env.items())]).encode())
+    sources = [sorted(rehearsal.image_files.items()), sorted(rehearsal.image_tools.items()), sorted(rehearsal.image_env.items())]
+    digest.update(json.dumps([rehearsal.benchmark, *sources]).encode())
     digest.update((ROOT / "containers" / rehearsal.benchmark / "Dockerfile").read_bytes())
     return f"sha256:{digest.hexdigest()}"
 

@@ -40,6 +40,10 @@ class Rehearsal:
     """``ENV`` of the real image that the Dockerfile's base image sets and the reference relies on."""
     arguments: dict[str, str] = field(default_factory=dict)
     """``full_arguments`` of the rehearsed run (only where the box needs them; each is named in the benchmark's README)."""
+    image_tools: dict[str, str] = field(default_factory=dict)
+    """Container path -> folder of this project (relative to its root, e.g. ``tests/rehearsal/benchmarks/<name>_image/bin``):
+    the box's stand-ins for programs of the real image that cannot run here (a GPU-less ``nvidia-smi``, ``uv run``
+    without a synced environment), copied into the image after ``image_files``; each is named in the benchmark's README."""
 
 
 def module(benchmark: str) -> ModuleType:

@@ -40,25 +40,25 @@ from tests.rehearsal.probe import PROBLEM_FOUND, ProbeFailure
 from tests.rehearsal.spec import Rehearsal
 
 NEMO_RL = "nemo-rl-3fca04c9"
-VENV = Path(os.environ.get("MLPERF_WF_QWEN35_REHEARSAL_VENV", "/tmp/venv-qwen35"))
-"""The rehearsal's Python: a venv with ray==2.55.1, omegaconf==2.3.0, hydra-core==1.3.2 (NeMo-RL's uv.lock) and a
-``.pth`` adding the project's venv (see the README's rehearsal section)."""
-IMAGE_TOOLS = Path(__file__).parent / "qwen35_397b_grpo_image" / "bin"
+PYTHON = Path(sys.executable)
+"""The image's Python in the rehearsal: the project's venv, which holds the Ray, OmegaConf and Hydra versions NeMo-RL's
+``uv.lock`` pins (requirements-dev.txt) besides torch and mlperf-logging."""
 DRIVER = "/workspace/llm/run_grpo_nemo_gym.py"
 
 REHEARSAL = Rehearsal(
     benchmark="qwen35_397b_grpo",
     # NeMo-RL's docker/mlperf/Dockerfile: the source tree at /opt/nemo-rl (:256), the MLPerf logger, driver and recipes
-    # copied into it (:150-152), docker/mlperf itself at /workspace/llm (:639-640); the image's tool folder (an
-    # absolute source: the box's stand-ins for uv and nvidia-smi, the rehearsal venv's Python and Ray).
+    # copied into it (:150-152), docker/mlperf itself at /workspace/llm (:639-640).
     image_files={
         "/opt/nemo-rl": NEMO_RL,
         "/opt/nemo-rl/nemo_rl/algorithms/mlperf_grpo_logging.py": f"{NEMO_RL}/docker/mlperf/mlperf_grpo_logging.py",
         "/opt/nemo-rl/examples/nemo_gym/run_grpo_nemo_gym.py": f"{NEMO_RL}/docker/mlperf/run_grpo_nemo_gym.py",
         "/opt/nemo-rl/qwen_35/configs": f"{NEMO_RL}/docker/mlperf/conf",
         "/workspace/llm": f"{NEMO_RL}/docker/mlperf",
-        "/opt/nemo_rl_venv/bin": str(IMAGE_TOOLS),
     },
+    # the synced venv's tools (Dockerfile:238 puts /opt/nemo_rl_venv/bin first on PATH): the box's stand-ins for uv and
+    # nvidia-smi, and the project venv's Python and Ray
+    image_tools={"/opt/nemo_rl_venv/bin": "tests/rehearsal/benchmarks/qwen35_397b_grpo_image/bin"},
     entry=(DRIVER,),
     nodes=2,
     image_env={
@@ -67,7 +67,7 @@ REHEARSAL = Rehearsal(
         "RAY_USAGE_STATS_ENABLED": "0",
         "RAY_ENABLE_UV_RUN_RUNTIME_ENV": "0",
         "PATH": "/opt/nemo_rl_venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-        "MLPERF_WF_REHEARSAL_PYTHON": str(VENV / "bin" / "python"),
+        "MLPERF_WF_REHEARSAL_PYTHON": str(PYTHON),
     },
 )
 
