@@ -39,7 +39,7 @@ def test_docker(run):
     bench, paths, tmp = run
     line = full_scale(bench, 3, 1237, paths, Launch("docker", env_passthrough=("NCCL_DEBUG",), env=SUBMISSION))
     assert line == (
-        f"{DROP}; docker run --rm --gpus all --ipc=host --ulimit memlock=-1 --ulimit stack=67108864"
+        f"{DROP}; docker run --rm --gpus all --network=host --ipc=host --ulimit memlock=-1 --ulimit stack=67108864"
         f" -v {tmp}/prep:/data:ro -v {tmp}/ckpt:/ckpt:ro -v {tmp}/runs/3:/results"
         " -e COMPLIANCE_FILE=/results/result.txt -e HF_HUB_OFFLINE=1 -e MLPERF_SUBMISSION_ORG=acme -e MLPERF_SUBMISSION_PLATFORM=dgx-h100"
         " -e SEED=1237 -e NCCL_DEBUG -e MLPERF_WF_CACHE_CLEARED"
@@ -169,7 +169,7 @@ def test_rgat_mounts_the_prepared_folder_at_the_folder_it_creates_and_the_output
 @pytest.mark.parametrize(
     ("launcher", "amd", "nvidia"),
     [
-        ("docker", "docker run --rm --device=/dev/kfd --device=/dev/dri --ipc=host --ulimit memlock=-1", "--gpus all"),
+        ("docker", "docker run --rm --device=/dev/kfd --device=/dev/dri --network=host --ipc=host --ulimit memlock=-1", "--gpus all"),
         ("apptainer", "apptainer exec --rocm --cleanenv", "--nv"),
         ("pyxis", ",/dev/kfd:/dev/kfd,/dev/dri:/dev/dri --container-writable", None),
     ],

@@ -11,7 +11,9 @@ The train rule runs one command per run; which command is chosen by the
   prepared data and every input role the runs read mounted read-only, the result
   folder read-write, and the named environment variables passed through. One node.
   An AMD (ROCm) image (``full.accelerator: amd``) gets ``--device=/dev/kfd --device=/dev/dri`` instead of
-  ``--gpus all``, ``apptainer --rocm`` instead of ``--nv``, and those devices in pyxis's mounts.
+  ``--gpus all``, ``apptainer --rocm`` instead of ``--nv``, and those devices in pyxis's mounts. Other host
+  devices a reference needs (``full.devices``, e.g. ``/dev/fuse``) are ``--device`` for docker, ``--bind`` for
+  apptainer and a mount for pyxis.
 - ``apptainer``: ``apptainer exec --nv`` of ``docker://registry/repository@digest``
   (Apptainer refuses a tag and a digest together), the same mounts as ``--bind``,
   a writable tmpfs over the read-only image and a per-run home folder (the
@@ -254,20 +256,26 @@ def docker_argv(
     passthrough: tuple[str, ...],
     command: list[str],
     gpus: str | None,
+    devices: tuple[str, ...] = (),
 ) -> list[str]:
     """``docker run`` with mounts, environment and the command.
 
-    A GPU run (``gpus``: ``nvidia`` or ``amd``) gets every GPU (``--gpus all``, or the ROCm devices), the host IPC
-    namespace and the unlimited locked memory and large stack NCCL/RCCL and the reference containers expect; a CPU
-    (tiny) run gets no network and no raised limits (raising them needs CAP_SYS_RESOURCE).
+    A GPU run (``gpus``: ``nvidia`` or ``amd``) gets every GPU (``--gpus all``, or the ROCm devices), the host network
+    and IPC namespaces and the unlimited locked memory and large stack NCCL/RCCL and the reference containers expect; a CPU
+    (tiny) run gets no network and no raised limits (raising them needs CAP_SYS_RESOURCE). ``devices``: other host
+    devices the container sees (``full.devices``).
     """
     argv = ["docker", "run", "--rm"]
     if gpus == "amd":
         argv += [f"--device={device}" for device in AMD_DEVICES]
     elif gpus:
         argv += ["--gpus", "all"]
+    argv += [f"--device={device}" for device in devices]
     if gpus:
-        argv += ["--ipc=host", "--ulimit", "memlock=-1", "--ulimit", "stack=67108864"]
+        # the host's network, as the references' own `docker run` lines (--network=host): NCCL reaches the node's
+        # NICs, and a rank's rendezvous address resolves as the host's (in a bridge-less engine a container's own
+        # hostname does not resolve, and torchrun waits for its store forever)
+        argv += ["--network=host", "--ipc=host", "--ulimit", "memlock=-1", "--ulimit", "stack=67108864"]
     else:
         argv += ["--network", "none"]
     for host, container, mode in mounts:
@@ -288,15 +296,16 @@ def apptainer_argv(
     command: list[str],
     home: str,
     accelerator: str = "nvidia",
+    devices: tuple[str, ...] = (),
 ) -> list[str]:
     """``apptainer exec --nv`` (``--rocm`` for an AMD image) with binds, environment and the command.
 
     The image is read-only: ``--writable-tmpfs`` takes the small writes a reference makes beside its
     own files, and ``home`` (a host folder of the run) is the container's home, where Hugging Face,
-    DeepSpeed and Triton keep their caches.
+    DeepSpeed and Triton keep their caches. ``devices`` (``full.devices``) are bound at their own paths.
     """
     argv = ["apptainer", "exec", "--rocm" if accelerator == "amd" else "--nv", "--cleanenv", "--writable-tmpfs", "--home", f"{home}:{CONTAINER_HOME}"]
-    argv += ["--bind", ",".join(f"{host}:{container}:{mode}" for host, container, mode in mounts)]
+    argv += ["--bind", ",".join([*(f"{host}:{container}:{mode}" for host, container, mode in mounts), *devices])]
     for key, value in sorted(env.items()):
         argv += ["--env", f"{key}={value}"]
     for name in passthrough:
@@ -317,7 +326,7 @@ def pyxis_script(
     """The srun line (with MASTER_ADDR/PORT from the allocation) that runs inside the SLURM job."""
     per_gpu = bench.full.process_model == "per_gpu"
     tasks_per_node = launch.gpus_per_node if per_gpu else 1
-    amd_devices = [f"{device}:{device}" for device in AMD_DEVICES] if bench.full.accelerator == "amd" else []
+    devices = [*(AMD_DEVICES if bench.full.accelerator == "amd" else ()), *bench.full.devices]
     # MASTER_ADDR is the allocation's first host, exported above: a benchmark's one-node default (its reference
     # config's localhost, for the docker and apptainer launchers) must not replace it.
     exports = {**{key: value for key, value in env.items() if key != "MASTER_ADDR"}, "MASTER_PORT": str(MASTER_PORT)}
@@ -331,8 +340,8 @@ def pyxis_script(
         # several tasks): --overlap lets this step share that step's CPUs, memory and GPUs instead of waiting.
         "--overlap",
         f"--container-image={image}",
-        # enroot's hooks bring NVIDIA GPUs in; ROCm's devices are bound like any path.
-        "--container-mounts=" + ",".join([*(f"{host}:{container}:{mode}" for host, container, mode in mounts), *amd_devices]),
+        # enroot's hooks bring NVIDIA GPUs in; ROCm's and other devices are bound like any path.
+        "--container-mounts=" + ",".join([*(f"{host}:{container}:{mode}" for host, container, mode in mounts), *(f"{d}:{d}" for d in devices)]),
         "--container-writable",
         "--container-remap-root",
         "--no-container-mount-home",
@@ -385,11 +394,13 @@ def full_scale(bench: BenchmarkDef, run: int, seed: int, paths: RunPaths, launch
     scratch = list(scratch_by_name.values())
     passthrough = (*launch.env_passthrough, CACHE_CLEARED_VARIABLE)  # the drop's outcome, set by the line above
     if launch.launcher == "docker":
-        argv = docker_argv(image.reference, workdir, mounts, env, passthrough, command, gpus=bench.full.accelerator)
+        argv = docker_argv(image.reference, workdir, mounts, env, passthrough, command, gpus=bench.full.accelerator, devices=tuple(bench.full.devices))
         return f"{drop}; {_make_folders(scratch, shell_join(argv))}"
     if launch.launcher == "apptainer":
         home = paths.result_file.parent.resolve() / "home"
-        argv = apptainer_argv(image.apptainer_reference, workdir, mounts, env, passthrough, command, str(home), bench.full.accelerator)
+        argv = apptainer_argv(
+            image.apptainer_reference, workdir, mounts, env, passthrough, command, str(home), bench.full.accelerator, tuple(bench.full.devices)
+        )
         return f"{drop}; {_make_folders([home, *scratch], _join_keep_variables(argv))}"
     return f"{drop}; {_make_folders(scratch, pyxis_script(bench, image.enroot_reference, mounts, env, passthrough, command, launch, workdir))}"
 
