@@ -270,6 +270,34 @@ def take_over(ctx: ProbeContext) -> None:
     os._exit(status)
 
 
+def _spawned_rank(local_rank: int, ctx: ProbeContext, first_rank: int, world_size: int, master_addr: str, master_port: str) -> None:
+    os.environ.update(
+        RANK=str(first_rank + local_rank), LOCAL_RANK=str(local_rank), WORLD_SIZE=str(world_size), MASTER_ADDR=master_addr, MASTER_PORT=str(master_port)
+    )
+    ctx.world_from_launcher = True
+    take_over(ctx)
+
+
+def spawn_world(ctx: ProbeContext, nprocs: int, world_size: int, first_rank: int, master_addr: str, master_port: str | int) -> None:
+    """For a reference whose entry process spawns its ranks itself (``torch.multiprocessing``, one per GPU): spawn
+    ``nprocs`` processes as it does (global ranks ``first_rank``.., local ranks 0..nprocs-1, the reference's own
+    rendezvous address); each forms the world and writes its rank record (:func:`take_over`). This process then ends
+    with the first failing child's status (as ``spawn(join=True)`` raises), else 0."""
+    import torch.multiprocessing as mp
+
+    status = 0
+    try:
+        mp.spawn(_spawned_rank, args=(ctx, first_rank, world_size, master_addr, str(master_port)), nprocs=nprocs, join=True)
+    except mp.ProcessExitedException as error:
+        status = error.exit_code or PROBLEM_FOUND
+    except Exception:  # a child's error spawn re-raises here
+        traceback.print_exc()
+        status = PROBLEM_FOUND
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)
+
+
 def _is_entry() -> bool:
     """Whether this process is one of the reference's entry scripts (a path as the command names it), or a module it
     starts with ``python -m`` (named ``-m <module>``; ``-m`` alone: any module)."""
