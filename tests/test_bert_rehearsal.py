@@ -27,15 +27,11 @@ pytestmark = [pytest.mark.slow, pytest.mark.skipif(_skip_reason() is not None, r
 
 
 @pytest.fixture(scope="module")
-def failing_training(tmp_path_factory) -> campaign.Campaign:
+def failing_training(rehearsal_box, tmp_path_factory) -> campaign.Campaign:
     work = tmp_path_factory.mktemp("bert-rehearsal")
-    bert_rehearsal.prepare_in_process(work / "project")
+    bert_rehearsal.prepare_in_process(work / "project")  # the 502 shards as Snakemake jobs take ~40 min here
     configfile = campaign.prepare(work / "project", [REHEARSAL], "pyxis", runs=1, fail={"bert": f"{campaign.SEED_BASE}:0"})
-    box = cluster.start_box(work / "box", cpus_per_node=128, memory_mb=2_100_000)
-    try:
-        return campaign.run_on_box(box, work / "project", configfile, [REHEARSAL], "pyxis", runs=1)
-    finally:
-        box.stop()
+    return campaign.run_on_box(rehearsal_box, work / "project", configfile, [REHEARSAL], "pyxis", runs=1)
 
 
 def _processes(ran: campaign.Campaign, role: str) -> list[dict]:
