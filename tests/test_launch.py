@@ -192,3 +192,32 @@ def test_an_amd_image_gets_the_rocm_devices_instead_of_nvidia_s_flags(tmp_path, 
         image=PINNED,
     )
     assert "/dev/kfd" not in cuda and "--rocm" not in cuda
+
+
+@pytest.mark.parametrize(
+    ("launcher", "expected"),
+    [
+        ("docker", "docker run --rm --gpus all --device=/dev/fuse "),
+        ("apptainer", ":/results:rw,/dev/fuse --env"),
+        ("pyxis", ":/results:rw,/dev/fuse:/dev/fuse --container-writable"),
+    ],
+)
+def test_full_devices_reach_the_container_with_every_launcher(run, launcher, expected):
+    """qwen35_397b_grpo's reference mounts /dev/fuse (its task sandboxes are Apptainer inside the container)."""
+    bench, paths, _ = run
+    assert "/dev/fuse" not in full_scale(bench, 3, 1237, paths, Launch(launcher), image=PINNED)
+    with_fuse = bench.model_copy(update={"full": bench.full.model_copy(update={"devices": ["/dev/fuse"]})})
+    line = full_scale(with_fuse, 3, 1237, paths, Launch(launcher), image=PINNED)
+    assert expected in line and line.count("/dev/fuse") == (2 if launcher == "pyxis" else 1)  # once, at its own path
+    amd = load_benchmark("dlrmv4")
+    amd_with_fuse = amd.model_copy(update={"full": amd.full.model_copy(update={"devices": ["/dev/fuse"]})})
+    amd_paths = RunPaths(prepared=paths.prepared, inputs={}, result_file=paths.result_file)
+    amd_line = full_scale(amd_with_fuse, 3, 1237, amd_paths, Launch(launcher), image=PINNED)
+    assert "/dev/fuse" in amd_line and ("/dev/kfd" in amd_line or launcher == "apptainer")
+
+
+def test_full_devices_must_be_device_paths():
+    full = load_benchmark("qwen35_397b_grpo").full
+    assert full.devices == ["/dev/fuse"]
+    with pytest.raises(ValueError, match=r"full.devices: 'fuse' is not a device path; allowed: an absolute path under /dev/"):
+        type(full).model_validate({**full.model_dump(), "devices": ["fuse"]})

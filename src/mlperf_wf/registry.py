@@ -339,6 +339,20 @@ class FullScale(_Strict):
     """The GPUs the reference image is built for, which decides how a container gets them: nvidia (CUDA: docker
     ``--gpus all``, apptainer ``--nv``, pyxis through enroot's NVIDIA hook) or amd (ROCm: the devices ``/dev/kfd``
     and ``/dev/dri``, apptainer ``--rocm``)."""
+    devices: list[str] = Field(default_factory=list)
+    """Host devices the container must see besides the GPUs (``/dev/...``), e.g. ``/dev/fuse`` where the reference
+    starts Apptainer sandboxes inside its container: docker ``--device=DEV``, apptainer ``--bind DEV``, pyxis
+    ``DEV:DEV`` in ``--container-mounts`` (as an AMD image's ROCm devices are)."""
+
+    @field_validator("devices")
+    @classmethod
+    def _devices_are_under_dev(cls, value: list[str]) -> list[str]:
+        for device in value:
+            if not device.startswith("/dev/") or "," in device or ":" in device or " " in device:
+                raise ValueError(
+                    f"full.devices: {device!r} is not a device path; allowed: an absolute path under /dev/ without ',', ':' or spaces (e.g. /dev/fuse)"
+                )
+        return value
 
 
 class StandInTarget(_Strict):
