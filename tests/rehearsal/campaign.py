@@ -137,6 +137,9 @@ def prepare(
     configfile.write_text(yaml.safe_dump(config(rehearsals, launcher, runs, pinned, mounts)))
     for rehearsal in rehearsals:
         write_published(workdir, rehearsal)
+        make_shards = getattr(module(rehearsal.benchmark), "make_shards", None)
+        if make_shards:  # hundreds of shards, made in one process by the rules' own function (bert)
+            make_shards(workdir)
     from mlperf_wf import plan as planning
 
     plan = planning.Plan(planning.Settings.from_config(_full_config(configfile)), ROOT, workdir=workdir)

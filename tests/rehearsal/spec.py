@@ -38,6 +38,10 @@ class Rehearsal:
     """Launchers rehearsed (``docker`` runs on one node)."""
     image_env: dict[str, str] = field(default_factory=dict)
     """``ENV`` of the real image that the Dockerfile's base image sets and the reference relies on."""
+    one_world: bool = True
+    """The reference's processes form one world of a rank per GPU (a launcher's, or its own spawn). False where they do
+    not (bert: one TensorFlow process drives every GPU of the node, and its evaluation is a second process): the
+    benchmark's probe then checks the geometry the reference uses, and the generic test only every process's end."""
     arguments: dict[str, str] = field(default_factory=dict)
     """``full_arguments`` of the rehearsed run (only where the box needs them; each is named in the benchmark's README)."""
     image_tools: dict[str, str] = field(default_factory=dict)

@@ -42,6 +42,7 @@ REHEARSAL = Rehearsal(
     entry=("run_pretraining.py",),
     nodes=1,
     launchers=("pyxis", "docker"),
+    one_world=False,
 )
 
 EVALUATION_WAIT_S = 90
@@ -116,6 +117,19 @@ def prepare_in_process(workdir: Path) -> None:
     function the ``preprocess_shard`` rule runs, after the workflow's own ``verify`` rule checked the published
     files. ``campaign.prepare`` then finds the shards done and assembles the tree."""
     import shutil
+
+    from tests.rehearsal import campaign
+    from tests.test_workflow import new_workdir
+
+    new_workdir(workdir)
+    campaign.write_published(workdir, REHEARSAL)
+    make_shards(workdir)
+    shutil.rmtree(workdir / "config")  # campaign.prepare copies it again
+
+
+def make_shards(workdir: Path) -> None:
+    """The published files verified by the workflow's own ``verify`` rule, then every shard made in this process by
+    ``prepare.prepare_shard`` (see :func:`prepare_in_process`); ``campaign.prepare`` calls it for a combined campaign."""
     import subprocess
     import sys
 
@@ -124,10 +138,7 @@ def prepare_in_process(workdir: Path) -> None:
     from mlperf_wf.benchmarks.bert import prepare as preparation
     from tests.rehearsal import campaign
     from tests.rehearsal.spec import ROOT
-    from tests.test_workflow import new_workdir
 
-    new_workdir(workdir)
-    campaign.write_published(workdir, REHEARSAL)
     configfile = workdir / "verify.yaml"
     configfile.write_text(yaml.safe_dump({"benchmarks": ["bert"], "scale": "full"}))
     datasets = ["bert_wikipedia_preprocessed", "bert_wikipedia_input_files"]
@@ -141,7 +152,6 @@ def prepare_in_process(workdir: Path) -> None:
     inputs = {"data": folder / datasets[0], "checkpoint": folder / datasets[1]}
     for shard in preparation.shards("full"):
         preparation.prepare_shard(shard, inputs, workdir / "resources" / "full" / "prepared" / "bert" / "shards" / shard, "full")
-    shutil.rmtree(workdir / "config")  # campaign.prepare copies it again
 
 
 # --- absl flags, from the reference's own definitions -------------------------------------------------------------
