@@ -162,3 +162,17 @@ def rehearsal_box(tmp_path_factory):
         yield started
     finally:
         started.stop()
+
+
+@pytest.fixture(scope="session")
+def rehearsal_campaign(rehearsal_box, tmp_path_factory):
+    """The full-scale rehearsal of every benchmark (``tests/rehearsal/benchmarks/``, or those of ``$MLPERF_WF_REHEARSE``)
+    through the pyxis launcher on the box, in one Snakemake invocation with ``--profile slurm``: run 0 as planned, run 1
+    with its last rank failing on purpose (``campaign.FAILING_RUN``), no retry. Shared by test_rehearsal.py and the
+    benchmarks' own rehearsal tests, which read its records."""
+    from tests.rehearsal import campaign, spec
+
+    rehearsals = list(spec.rehearsals().values())
+    workdir = tmp_path_factory.mktemp("rehearsal") / "project"
+    configfile = campaign.prepare(workdir, rehearsals, "pyxis", runs=2, fail=campaign.failing_ranks(rehearsals))
+    return campaign.run_on_box(rehearsal_box, workdir, configfile, rehearsals, "pyxis", runs=2, retries=0)

@@ -28,20 +28,17 @@ pytestmark = pytest.mark.skipif(_skip_reason() is not None, reason=str(_skip_rea
 
 
 @pytest.fixture(scope="module")
-def ran(tmp_path_factory) -> campaign.Campaign:
-    work = tmp_path_factory.mktemp("llama31_405b")
-    box = cluster.start_box(work / "box", cpus_per_node=128, memory_mb=2_100_000)
-    try:
-        configfile = campaign.prepare(work / "project", [REHEARSAL], "pyxis", runs=1)
-        return campaign.run_on_box(box, work / "project", configfile, [REHEARSAL], "pyxis", runs=1, retries=0)
-    finally:
-        box.stop()
+def ran(rehearsal_campaign) -> campaign.Campaign:
+    """Run 0 of the session's rehearsal campaign (every benchmark on the box)."""
+    if REHEARSAL.benchmark not in rehearsal_campaign.rehearsals:
+        pytest.skip(f"{REHEARSAL.benchmark} is not rehearsed in this session")
+    return rehearsal_campaign
 
 
 def test_the_training_ranks_form_one_world_over_both_nodes(ran):
     ranks = ran.ranks(REHEARSAL.benchmark, 0)
     problems = [f"rank {r['rank']} on {r['host']}: {r['problem'][-600:]}" for r in ranks if r["status"]]
-    assert ran.returncode == 0 and not problems, "\n".join(problems) + ran.train_log(REHEARSAL.benchmark, 0)[-3000:]
+    assert ranks and not problems, "\n".join(problems) + ran.train_log(REHEARSAL.benchmark, 0)[-3000:]
     world = REHEARSAL.nodes * REHEARSAL.gpus_per_node
     assert sorted(r["rank"] for r in ranks) == list(range(world))
     assert Counter(r["host"] for r in ranks) == {"n1": REHEARSAL.gpus_per_node, "n2": REHEARSAL.gpus_per_node}

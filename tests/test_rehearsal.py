@@ -22,7 +22,7 @@ from tests.rehearsal.probe import FAILED_ON_PURPOSE
 
 REHEARSALS = spec.rehearsals()
 NAMES = sorted(REHEARSALS)
-FAILING_RUN = 1
+FAILING_RUN = campaign.FAILING_RUN
 
 
 def _skip_reason() -> str | None:
@@ -41,18 +41,10 @@ def box(rehearsal_box):
     return rehearsal_box
 
 
-def _failing(rehearsals: list[spec.Rehearsal], nodes: int | None = None) -> dict[str, str]:
-    """Run 1's last rank fails on purpose."""
-    return {r.benchmark: f"{campaign.SEED_BASE + FAILING_RUN}:{(nodes or r.nodes) * r.gpus_per_node - 1}" for r in rehearsals}
-
-
 @pytest.fixture(scope="module")
-def pyxis_campaign(box, tmp_path_factory) -> campaign.Campaign:
+def pyxis_campaign(rehearsal_campaign) -> campaign.Campaign:
     """Runs 0 and 1 of every benchmark (run 1 has a failing rank), without the profile's retry (shown once, below)."""
-    rehearsals = [REHEARSALS[name] for name in NAMES]
-    workdir = tmp_path_factory.mktemp("rehearsal") / "project"
-    configfile = campaign.prepare(workdir, rehearsals, "pyxis", runs=2, fail=_failing(rehearsals))
-    return campaign.run_on_box(box, workdir, configfile, rehearsals, "pyxis", runs=2, retries=0)
+    return rehearsal_campaign
 
 
 RETRIED = "retinanet"
@@ -64,7 +56,7 @@ def retried_campaign(box, tmp_path_factory) -> campaign.Campaign:
     """Run 1 of one benchmark fails on purpose, with the SLURM profile's own retry."""
     rehearsals = [REHEARSALS[RETRIED]]
     workdir = tmp_path_factory.mktemp("retried") / "project"
-    configfile = campaign.prepare(workdir, rehearsals, "pyxis", runs=2, fail=_failing(rehearsals))
+    configfile = campaign.prepare(workdir, rehearsals, "pyxis", runs=2, fail=campaign.failing_ranks(rehearsals))
     return campaign.run_on_box(box, workdir, configfile, rehearsals, "pyxis", runs=2)
 
 
@@ -186,7 +178,7 @@ def docker_campaign(box, docker_host, tmp_path_factory) -> campaign.Campaign:
     workdir = tmp_path_factory.mktemp("docker_rehearsal") / "project"
     with LoopbackRegistry() as registry_server:
         docker = campaign.DockerRegistry(docker_host, registry_server.host)
-        configfile = campaign.prepare(workdir, rehearsals, "docker", runs=2, fail=_failing(rehearsals, nodes=1), docker=docker)
+        configfile = campaign.prepare(workdir, rehearsals, "docker", runs=2, fail=campaign.failing_ranks(rehearsals, nodes=1), docker=docker)
         yield campaign.run_on_box(box, workdir, configfile, rehearsals, "docker", runs=2, retries=0, docker_env={"DOCKER_HOST": docker_host["DOCKER_HOST"]})
 
 

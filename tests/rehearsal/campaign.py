@@ -26,6 +26,8 @@ from tests.rehearsal import enroot, images
 from tests.rehearsal.cluster import ClusterBox
 from tests.rehearsal.spec import ROOT, Rehearsal, module
 
+FAILING_RUN = 1
+"""The run of each benchmark whose last rank fails on purpose in a campaign (:func:`failing_ranks`)."""
 PLATFORM = "box-rehearsal"
 ORG = "mlperf-workflow-rehearsal"
 SEED_BASE = 1234
@@ -204,3 +206,9 @@ def run_on_box(
     # Detached from the test's terminal and process group, as SLURM runs want (see the machine notes).
     proc = subprocess.run(argv, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout, start_new_session=True, check=False)
     return Campaign(workdir, launcher, {r.benchmark: r for r in rehearsals}, proc.stdout + proc.stderr, proc.returncode)
+
+
+def failing_ranks(rehearsals: list[Rehearsal], nodes: int | None = None) -> dict[str, str]:
+    """``fail`` for :func:`prepare`: run :data:`FAILING_RUN`'s last rank of each benchmark (``nodes``: the run's, when
+    the launcher runs on fewer nodes than the rehearsal's)."""
+    return {r.benchmark: f"{SEED_BASE + FAILING_RUN}:{(nodes or r.nodes) * r.gpus_per_node - 1}" for r in rehearsals}
