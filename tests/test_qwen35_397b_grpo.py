@@ -18,7 +18,7 @@ import pytest
 import torch
 
 from mlperf_wf import compliance, mlperf_rules
-from mlperf_wf.benchmarks.qwen35_397b_grpo import arithmetic, base_policy, grpo, policy, prepare, r2e_gym_subset, task_images
+from mlperf_wf.benchmarks.qwen35_397b_grpo import arithmetic, base_policy, grpo, megatron_checkpoint, policy, prepare, r2e_gym_subset, task_images
 from mlperf_wf.benchmarks.qwen35_397b_grpo.hyperparameters import Hyperparameters
 from mlperf_wf.errors import UserError
 from mlperf_wf.registry import load_benchmark, load_dataset
@@ -173,6 +173,13 @@ def base_checkpoint(tmp_path_factory):
     return folder
 
 
+def _converted(tmp_path) -> Path:
+    folder = tmp_path / "megatron_checkpoint"
+    if not folder.exists():
+        megatron_checkpoint.generate(folder, load_dataset("qwen35_397b_megatron_checkpoint").tiny.seed)
+    return folder
+
+
 def _run(tmp_path, tiny_data, checkpoint, seed: int, **overrides):
     from mlperf_wf.benchmarks.qwen35_397b_grpo import trainer
     from mlperf_wf.harness import RunSpec, TinyRun
@@ -192,7 +199,7 @@ def _run(tmp_path, tiny_data, checkpoint, seed: int, **overrides):
         ruleset=RULESET,
         submission=Submission(org="test", platform="cpu", division="open", status="onprem"),
         config_filename="hyperparameters.py",
-        inputs={"checkpoint": checkpoint, "task_images": root / "images"},
+        inputs={"checkpoint": checkpoint, "task_images": root / "images", "megatron_checkpoint": _converted(tmp_path)},
     )
     with TinyRun(spec, hp) as run:
         return trainer.train(run, hp), spec.result_file

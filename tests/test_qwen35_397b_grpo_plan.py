@@ -127,9 +127,9 @@ def test_the_round_patch_logs_the_missing_6_1_0_keys_once_before_init_stop_and_t
     assert values["config_filename"] == "own.yaml" and keys.count("config_filename") == 1  # the reference's own is kept
 
 
-def test_tiny_dry_run_generates_downloads_and_verifies_the_three_inputs_then_runs_three(tmp_path):
+def test_tiny_dry_run_generates_downloads_and_verifies_the_four_inputs_then_runs_three(tmp_path):
     folder = new_workdir(tmp_path / "tiny")
     proc = snakemake(folder, "-n", "--config", f"benchmarks=[{NAME}]")
     counts = job_counts(proc.stdout)
     assert counts["train"] == 3 and counts["check_compliance"] == 3
-    assert counts["generate_tiny_mirror"] == counts["download"] == counts["verify"] == 3
+    assert counts["generate_tiny_mirror"] == counts["download"] == counts["verify"] == 4

@@ -36,6 +36,7 @@ import re
 import sys
 from pathlib import Path
 
+from mlperf_wf.benchmarks.qwen35_397b_grpo import megatron_checkpoint
 from tests.rehearsal.probe import PROBLEM_FOUND, ProbeFailure
 from tests.rehearsal.spec import Rehearsal
 
@@ -86,7 +87,8 @@ def _sif_name(instance_id: str) -> str:
 
 
 def published(dataset_id: str, folder: Path) -> None:
-    """The three inputs as published: the HF snapshot, the R2E-Gym-Subset repository, the task SIF folder."""
+    """The four inputs as published: the HF snapshot, the R2E-Gym-Subset repository, the task SIF folder and the
+    Megatron conversion (external: convert_ckpt.sh's output, as the catalog's instructions make it)."""
     if dataset_id == "qwen35_397b_a17b_checkpoint":
         for name in HF_FILES:
             (folder / name).write_text(json.dumps({"rehearsal": name}) + "\n")
@@ -98,6 +100,14 @@ def published(dataset_id: str, folder: Path) -> None:
         (folder / "data").mkdir()
         (folder / "README.md").write_text("R2E-Gym-Subset (rehearsal stand-in)\n")
         (folder / "data" / "train-00000-of-00001.parquet").write_bytes(b"PAR1 rehearsal PAR1")
+    elif dataset_id == "qwen35_397b_megatron_checkpoint":
+        # as convert_ckpt.sh's one-step run leaves NRL_MEGATRON_CHECKPOINT_DIR (a Megatron-Bridge torch_dist save)
+        converted = folder / megatron_checkpoint.CONVERTED_FOLDER
+        (converted / megatron_checkpoint.ITERATION_FOLDER).mkdir(parents=True)
+        for relative in megatron_checkpoint.required_paths():
+            (folder / relative).write_text(json.dumps({"rehearsal": relative}) + "\n")
+        (converted / megatron_checkpoint.ITERATION_FOLDER / "__0_0.distcp").write_bytes(b"\0" * 16)
+        (converted / "latest_checkpointed_iteration.txt").write_text("0\n")
     elif dataset_id == "r2e_gym_task_images":
         (folder / "r2egym").mkdir()
         for instance_id in (*TRAIN_IDS, *VALIDATION_IDS):
@@ -214,15 +224,22 @@ def _geometry(ctx, config: dict) -> None:
 
 def _megatron_checkpoint(ctx, config: dict) -> None:
     """nemo_rl/models/megatron/setup.py:405-419: NeMo-RL converts the HF checkpoint into
-    ``$NRL_MEGATRON_CHECKPOINT_DIR/model_<path>/iter_0000000`` unless it is there; a 397B conversion inside the
-    timed run must not happen, so the converted checkpoint must be there, read-only, shared by every run."""
+    ``$NRL_MEGATRON_CHECKPOINT_DIR/model_<path>/iter_0000000`` unless it is there (handle_model_import, :1390); a
+    397B conversion inside the timed run must not happen, so the conversion convert_ckpt.sh makes once must be there,
+    read-only, shared by every run."""
     policy = config["policy"]
     root = ctx.variable("NRL_MEGATRON_CHECKPOINT_DIR", "nemo_rl/models/policy/utils.py:247 get_megatron_checkpoint_dir")
-    subdir = f"model_{policy['model_name'].replace('/', '_')}" if os.path.exists(policy["model_name"]) else policy["model_name"]
+    subdir = policy["model_name"]
+    if os.path.exists(subdir):  # setup.py:410-412
+        subdir = f"model_{subdir.replace('/', '_')}"
+    ctx.equal("policy.hf_config_overrides", bool(policy.get("hf_config_overrides")), False, "setup.py:414-416 adds __hfovr_<hash> to the folder otherwise")
+    ctx.equal("policy.megatron_cfg.force_reconvert_from_hf", bool(policy["megatron_cfg"].get("force_reconvert_from_hf")), False, "no reconversion in the run")
+    ctx.equal("the converted folder's name", subdir, megatron_checkpoint.CONVERTED_FOLDER, "the folder the catalog entry holds")
     converted = Path(root) / subdir / "iter_0000000"
-    ctx.path(converted / "run_config.yaml", "the converted Megatron checkpoint NeMo-RL loads instead of converting (setup.py:416-419)", kind="file")
+    for name in megatron_checkpoint.REQUIRED_FILES:
+        ctx.path(converted / name, f"the converted Megatron checkpoint NeMo-RL loads instead of converting (setup.py:416-419, 450): {name}", kind="file")
     writable = os.access(root, os.W_OK)
-    ctx.record("mount", root, "the Megatron checkpoint is a shared, read-only preparation output (not a per-run scratch)", not writable)
+    ctx.record("mount", root, "the Megatron checkpoint is a shared, read-only input (not a per-run scratch)", not writable)
     if writable:
         ctx.fail(f"NRL_MEGATRON_CHECKPOINT_DIR={root} is writable in the run: a per-run scratch, not the shared converted checkpoint")
 

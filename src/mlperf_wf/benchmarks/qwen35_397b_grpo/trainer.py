@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 from mlperf_logging.mllog import constants
 
-from mlperf_wf.benchmarks.qwen35_397b_grpo import grpo, policy, task_images
+from mlperf_wf.benchmarks.qwen35_397b_grpo import grpo, megatron_checkpoint, policy, task_images
 from mlperf_wf.benchmarks.qwen35_397b_grpo.hyperparameters import Hyperparameters
 from mlperf_wf.benchmarks.qwen35_397b_grpo.prepare import TRAIN_FILENAME, VALIDATION_FILENAME
 from mlperf_wf.harness import TinyRun
@@ -81,6 +81,8 @@ def train(run: TinyRun, hp: Hyperparameters) -> dict:
     """Run to the target (or max_steps); the harness logs the preamble and hyperparameters."""
     torch.manual_seed(run.spec.seed)
     generator = torch.Generator().manual_seed(run.spec.seed)
+    # the full-scale runs start from the conversion made once (nothing to convert at tiny size: see megatron_checkpoint)
+    megatron_checkpoint.check(run.spec.input("megatron_checkpoint"))
     model, tokenizer = policy.load(run.spec.input("checkpoint"))
     model.train()
     reference_policy = None
