@@ -14,7 +14,7 @@ IMAGE = "mlperf-workflow/llama2_70b_lora:ref-aa344c7-pytorch24.01-patches1"
 DIGEST = "sha256:" + "ab" * 32
 PINNED = Container(image="registry.example:5000/mlperf/llama2_70b_lora:ref-1", digest=DIGEST)
 REFERENCE = (
-    "accelerate launch --config_file configs/default_config.yaml scripts/train.py"
+    "accelerate launch --num_processes 8 --config_file configs/default_config.yaml scripts/train.py"
     " --dataset_path /data/dataset --model_path /ckpt --max_seq_len 8192 --bf16 True --logging_steps 24 --eval_steps 48"
     " --output_dir /results/run_3 --per_device_train_batch_size 1 --gradient_accumulation_steps 1"
     " --lr_scheduler_type cosine --learning_rate 4e-4 --weight_decay 0.0001 --warmup_ratio 0 --max_grad_norm 0.3"
@@ -94,9 +94,9 @@ def test_pyxis_multi_node_gives_accelerate_the_machine_layout_and_the_standard_d
     assert "srun --nodes=4 --ntasks-per-node=1 " in line
     inner = shlex.split(line.rsplit(" bash -c ", 1)[1])[0]
     assert inner.startswith(
-        'accelerate launch --num_machines 4 --num_processes 32 --machine_rank "${SLURM_NODEID}"'
+        'accelerate launch --num_machines 4 --machine_rank "${SLURM_NODEID}"'
         ' --main_process_ip "${MASTER_ADDR}" --main_process_port "${MASTER_PORT}"'
-        " --deepspeed_multinode_launcher standard --config_file configs/default_config.yaml"
+        " --deepspeed_multinode_launcher standard --num_processes 32 --config_file configs/default_config.yaml"
     )
 
 

@@ -42,6 +42,7 @@ PLATFORM = "reference-cpu"
 ORG = "mlperf-workflow-ci"
 SMALL = {
     "--config_file": "configs/demo_config.yaml",
+    "--num_processes": "1",  # the demo config's one process (the plan passes nodes x gpus_per_node: 8)
     "--max_seq_len": "512",
     "--eval_steps": "10",
     "--logging_steps": "5",

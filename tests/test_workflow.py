@@ -280,7 +280,7 @@ def test_full_scale_dry_run_lists_the_real_plan(tmp_path):
     for line in train_lines:
         assert "|| exit 2; if { sync && " in line  # the job's own preflight, then the page cache
         assert "; fi; docker run --rm --gpus all --ipc=host" in line
-        assert "accelerate launch --config_file configs/default_config.yaml scripts/train.py" in line
+        assert "accelerate launch --num_processes 8 --config_file configs/default_config.yaml scripts/train.py" in line
     for seed in range(1234, 1244):
         assert f"--seed {seed} " in out
     assert not (workdir / "resources").exists() and not (workdir / "results").exists()
@@ -335,7 +335,7 @@ def test_named_slurm_profile_requests_the_benchmark_geometry(tmp_path):
     for expected in ("nodes=2", "gres=gpu:8", "tasks=2", "mpi=srun"):
         assert expected in line, (expected, line)
     assert "srun --nodes=2 --ntasks-per-node=1 --mpi=none --overlap --container-image=" in multi.stdout
-    assert "accelerate launch --num_machines 2 --num_processes 16" in multi.stdout
+    assert "accelerate launch --num_machines 2 --machine_rank" in multi.stdout and "--num_processes 16 --config_file" in multi.stdout
 
 
 @pytest.mark.slow

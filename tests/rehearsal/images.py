@@ -134,7 +134,9 @@ def push_docker_image(folder: Path, name: str, docker_env: dict[str, str]) -> tu
     from tests.conftest import DOCKER_IMAGE
 
     described = json.loads((folder / "image.json").read_text())
-    env = {**described["env"], "PATH": f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin"}
+    userland = f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin"
+    # the image's own PATH first (its image_env: the Python the base image's tools run with)
+    env = {**described["env"], "PATH": ":".join(filter(None, [described["env"].get("PATH", ""), userland]))}
     lines = [f"FROM {DOCKER_IMAGE}", "COPY layer/ /"]
     lines += [f"ENV {key}={json.dumps(value)}" for key, value in sorted(env.items())]
     lines.append(f"WORKDIR {described['workdir']}")
