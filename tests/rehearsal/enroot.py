@@ -119,8 +119,16 @@ def build_root(mnt: Path, layer: Path) -> Path:
     return root
 
 
+AMD_DEVICES = ("/dev/kfd", "/dev/dri")
+"""The ROCm devices an AMD image's line mounts (mlperf_wf.launch.AMD_DEVICES)."""
+
+
 def _bind(root: Path, host: str, container: str, mode: str) -> None:
     source = Path(host)
+    if not source.exists() and host in AMD_DEVICES and host == container:
+        # the box's GPUs are count-only: a ROCm device the node lacks is not bound (as the NVIDIA hook stand-in binds none)
+        print(f"enroot stand-in: {host} does not exist on this node (count-only GPUs): not bound", file=sys.stderr)
+        return
     if not source.exists():
         raise SystemExit(f"enroot stand-in: mount source {host} does not exist (container path {container})")
     target = root / container.lstrip("/")
