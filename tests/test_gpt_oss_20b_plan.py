@@ -15,7 +15,7 @@ PINNED = {NAME: {"image": f"registry.example:5000/mlperf/{NAME}:ref-1", "digest"
 
 def test_one_node_runs_run_and_time_with_the_configs_rendezvous(workdir):  # noqa: F811
     job = make_plan(workdir, scale="full", launcher="docker", full_container=PINNED).train_job(NAME, 0)
-    assert job.command.endswith(" env ./run_and_time.sh")
+    assert job.command.endswith(" env GPUS_PER_NODE=8 PRIMUS_EP=8 ./run_and_time.sh")
     for setting in ("GPUS_PER_NODE=8", "NNODES=1", "NODE_RANK=0", "MASTER_ADDR=localhost", "MASTER_PORT=29501", "PRIMUS_EP=8"):
         assert f"-e {setting} " in job.command
     assert f"{workdir}/resources/full/prepared/{NAME}:/data:ro" in job.command and "-e MLPERF_WF_DATA_DIR=/data/dataset " in job.command
@@ -27,7 +27,15 @@ def test_several_nodes_get_the_allocations_master_and_their_own_rank(workdir):  
     assert job.command.count("export MASTER_ADDR=") == 1 and 'export MASTER_ADDR="$(scontrol show hostnames' in job.command
     assert "MASTER_ADDR=localhost" not in job.command
     assert "--nodes=4 --ntasks-per-node=1" in job.command
-    assert job.command.endswith("""bash -c 'env NNODES=4 "NODE_RANK=${SLURM_NODEID}" ./run_and_time.sh'""")
+    assert job.command.endswith("""bash -c 'env NNODES=4 "NODE_RANK=${SLURM_NODEID}" GPUS_PER_NODE=8 PRIMUS_EP=8 ./run_and_time.sh'""")
+
+
+def test_torchrun_and_expert_parallelism_follow_the_gpus_per_node(workdir):  # noqa: F811
+    """config_B200_1x8x1.sh's GPUS_PER_NODE=8 and PRIMUS_EP=8 are its 1x8 node: on 2-GPU nodes torchrun started 8 ranks
+    (the rehearsal: LOCAL_WORLD_SIZE 8, expected 2) and EP 8 does not divide the world."""
+    geometry = {NAME: {"nodes": 1, "gpus_per_node": 2}}
+    job = make_plan(workdir, scale="full", launcher="pyxis", full_geometry=geometry, full_container=PINNED).train_job(NAME, 0)
+    assert job.command.endswith(" GPUS_PER_NODE=2 PRIMUS_EP=2 ./run_and_time.sh'") and job.resources.gres == "gpu:2"
 
 
 def test_full_scale_dry_run_lists_the_ten_train_jobs(tmp_path):
