@@ -223,8 +223,11 @@ def _write_mllog(ctx: ProbeContext) -> None:
     from mlperf_logging import mllog
     from mlperf_logging.mllog import constants
 
-    mllog.config(filename=ctx.log_file)
     logger = mllog.get_mllogger()
+    handlers = getattr(getattr(logger, "logger", None), "handlers", [])
+    # a round patch may have pointed mllog at the file already: a second handler would write every line twice
+    if not any(getattr(handler, "baseFilename", None) == os.path.abspath(ctx.log_file) for handler in handlers):
+        mllog.config(filename=ctx.log_file)
     logger.event(key=constants.CACHE_CLEAR, value=os.environ.get("MLPERF_WF_CACHE_CLEARED", "") in ("1", "true"))
     for key, variable in (
         (constants.SUBMISSION_BENCHMARK, "MLPERF_SUBMISSION_BENCHMARK"),
