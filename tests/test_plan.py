@@ -325,3 +325,22 @@ def test_the_submission_variables_the_plan_sets_are_the_ones_the_round_patches_r
     hooks = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(hooks)
     assert set(make_plan(workdir, scale="full").submission_env("rgat")) == set(hooks.VARIABLES.values())
+
+
+@pytest.mark.parametrize("succeeds", [True, False])
+def test_per_run_scratch_goes_once_the_run_succeeded_and_stays_after_a_failure(workdir, succeeds):
+    """llama31_8b's runs write a data index and NeMo's outputs to per-run scratch (hundreds of GB at full scale): the
+    train job removes it after a successful run; a failed run keeps it (the next attempt starts from an emptied run
+    folder). The plan's own line, with the launcher replaced by a stand-in that writes into the scratch and ends."""
+    import subprocess
+
+    plan = make_plan(workdir, scale="full", launcher="local", full_container={}, submission={**DEFAULTS["submission"], "platform": "cpu-tiny"})
+    command = plan.train_job("llama31_8b", 0).command
+    scratch = workdir / "results/llama31_8b/runs/0/scratch"
+    assert f"&& rm -rf {Path('results/llama31_8b/runs/0/scratch')}" in command
+    launcher = command[command.index("(cd ") : command.rindex(") && rm -rf")]
+    stand_in = f"(mkdir -p {scratch}/npy_index && touch {scratch}/npy_index/index.npy && {'true' if succeeds else 'false'})"
+    line = command.split(" || exit 2; ", 2)[2].replace(launcher, stand_in, 1)  # without the preflight and the emptying
+    ran = subprocess.run(["bash", "-c", f"set -euo pipefail; {line}"], cwd=workdir, capture_output=True, text=True)
+    assert (ran.returncode == 0) == succeeds, ran.stderr
+    assert scratch.exists() != succeeds

@@ -507,6 +507,11 @@ class Plan:
             output_cache=self.output_cache,
         )
         command = launch.full_scale(bench, run, self.seed(run), paths, settings, image=container)
+        if bench.full.scratch:
+            # per-run scratch (data indexes, converted caches: hundreds of GB a run) goes once the run succeeded; a
+            # failed run keeps it to be looked at, and the next attempt starts from an emptied run folder anyway
+            scratch = shlex.quote(str(paths.result_file.parent / "scratch"))
+            command = f"({command}) && rm -rf {scratch}"
         if self.power.enabled:
             # a sampler on every node of the run: srun places one per node under pyxis, else one on this host
             command = power.with_sampler(command, self.power, paths.result_file, settings.nodes, srun=settings.launcher == "pyxis")
