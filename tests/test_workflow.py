@@ -279,7 +279,7 @@ def test_full_scale_dry_run_lists_the_real_plan(tmp_path):
     assert len(train_lines) == 10
     for line in train_lines:
         assert "|| exit 2; if { sync && " in line  # the job's own preflight, then the page cache
-        assert "; fi; docker run --rm --gpus all --ipc=host" in line
+        assert "; fi; docker run --rm --gpus all --network=host --ipc=host" in line
         assert "accelerate launch --num_processes 8 --config_file configs/default_config.yaml scripts/train.py" in line
     for seed in range(1234, 1244):
         assert f"--seed {seed} " in out
