@@ -150,14 +150,16 @@ def docker_host(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def rehearsal_box(tmp_path_factory):
-    """The cluster in a box of the full-scale rehearsals (``tests/rehearsal/cluster.py``): a controller and two compute
+    """The cluster in a box of the full-scale rehearsals (``tests/rehearsal/cluster.py``): a controller and four compute
     nodes, started once for the session and stopped at its end; skips where it cannot start."""
     from tests.rehearsal import cluster
 
     missing = cluster.missing_requirements()
     if missing:
         pytest.skip(missing)
-    started = cluster.start_box(tmp_path_factory.mktemp("box"), cpus_per_node=512, memory_mb=2_100_000)
+    # four nodes: two two-node jobs at once, so that one job's scheduling and start-up overlap another's work
+    nodes = ("n1", "n2", "n3", "n4")
+    started = cluster.start_box(tmp_path_factory.mktemp("box"), nodes=nodes, cpus_per_node=512, memory_mb=2_100_000)
     try:
         yield started
     finally:

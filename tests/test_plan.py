@@ -339,8 +339,10 @@ def test_per_run_scratch_goes_once_the_run_succeeded_and_stays_after_a_failure(w
     scratch = workdir / "results/llama31_8b/runs/0/scratch"
     assert f"&& rm -rf {Path('results/llama31_8b/runs/0/scratch')}" in command
     launcher = command[command.index("(cd ") : command.rindex(") && rm -rf")]
+    assert command.endswith(" || exit $?")
     stand_in = f"(mkdir -p {scratch}/npy_index && touch {scratch}/npy_index/index.npy && {'true' if succeeds else 'false'})"
     line = command.split(" || exit 2; ", 2)[2].replace(launcher, stand_in, 1)  # without the preflight and the emptying
-    ran = subprocess.run(["bash", "-c", f"set -euo pipefail; {line}"], cwd=workdir, capture_output=True, text=True)
-    assert (ran.returncode == 0) == succeeds, ran.stderr
+    # as the train rule runs it: the rule's next command (provenance) must not run after a failed run
+    ran = subprocess.run(["bash", "-c", f"set -euo pipefail; {{ {line}; }} 2>&1; echo next-command"], cwd=workdir, capture_output=True, text=True)
+    assert (ran.returncode == 0) == succeeds and ("next-command" in ran.stdout) == succeeds, ran.stdout + ran.stderr
     assert scratch.exists() != succeeds

@@ -12,6 +12,7 @@ fail (and, retried by the profile, start again from a clean run folder).
 
 from __future__ import annotations
 
+import re
 from collections import Counter, defaultdict
 
 import pytest
@@ -146,7 +147,9 @@ def check_failing_rank_fails(ran: campaign.Campaign, name: str) -> None:
     records = ran.ranks(name, FAILING_RUN)
     assert any(r["status"] == FAILED_ON_PURPOSE for r in records), _explain(ran, name, FAILING_RUN)
     assert not (ran.run_folder(name, FAILING_RUN) / "result.txt").exists(), "a run with a failed rank is not a finished run"
-    assert "fails on purpose" in ran.train_log(name, FAILING_RUN), "the job's own log says why it failed"
+    log = ran.train_log(name, FAILING_RUN)
+    # the rank's own words, or its launcher's account of it (flux1's torchrun shows local rank 0's output only)
+    assert "fails on purpose" in log or re.search(r"exitcode\s*:\s*5|exit code 5", log), f"the job's own log says why it failed:\n{log[-2000:]}"
     assert f"results/{name}/runs/{FAILING_RUN}/result.txt" in ran.output and "Error in rule train" in ran.output
 
 
@@ -164,7 +167,12 @@ def test_a_retried_run_starts_in_a_clean_run_folder(retried_campaign):
     assert "removed what an earlier attempt left: .rehearsal-failed-attempt" in retried_campaign.train_log(RETRIED, FAILING_RUN)
 
 
-DOCKER_NAMES = sorted(name for name, r in REHEARSALS.items() if "docker" in r.launchers or registry.load_benchmark(name).full.geometry.nodes == 1)
+DOCKER_NAMES = sorted(
+    name
+    for name, r in REHEARSALS.items()
+    # an AMD image needs /dev/kfd and /dev/dri, which Docker checks on the host before any runtime starts: not in the box
+    if "docker" in r.launchers or (registry.load_benchmark(name).full.geometry.nodes == 1 and registry.load_benchmark(name).full.accelerator != "amd")
+)
 """Benchmarks rehearsed with the docker launcher too: the full-scale default of every one-node benchmark."""
 
 

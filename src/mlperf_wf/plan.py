@@ -511,7 +511,9 @@ class Plan:
             # per-run scratch (data indexes, converted caches: hundreds of GB a run) goes once the run succeeded; a
             # failed run keeps it to be looked at, and the next attempt starts from an emptied run folder anyway
             scratch = shlex.quote(str(paths.result_file.parent / "scratch"))
-            command = f"({command}) && rm -rf {scratch}"
+            # `|| exit $?`: a failure in front of `&&` does not stop a `set -e` shell, and the rule's next command
+            # (provenance) would make the failed run's job succeed
+            command = f"({command}) && rm -rf {scratch} || exit $?"
         if self.power.enabled:
             # a sampler on every node of the run: srun places one per node under pyxis, else one on this host
             command = power.with_sampler(command, self.power, paths.result_file, settings.nodes, srun=settings.launcher == "pyxis")
