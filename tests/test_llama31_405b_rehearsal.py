@@ -43,7 +43,8 @@ def test_the_training_ranks_form_one_world_over_both_nodes(ran):
     assert sorted(r["rank"] for r in ranks) == list(range(world))
     assert Counter(r["host"] for r in ranks) == {"n1": REHEARSAL.gpus_per_node, "n2": REHEARSAL.gpus_per_node}
     assert all(r["world"]["world_size"] == world for r in ranks if r["world"])
-    launchers = [json.loads(p.read_text()) for p in sorted((ran.workdir / "rehearsal" / REHEARSAL.benchmark / f"seed-{campaign.SEED_BASE}").glob("launcher-*.json"))]
+    run_0 = ran.workdir / "rehearsal" / REHEARSAL.benchmark / f"seed-{campaign.SEED_BASE}"
+    launchers = [json.loads(p.read_text()) for p in sorted(run_0.glob("launcher-*.json"))]
     training = [record["torchrun"] for record in launchers if record["task"] != "build_data_index"]
     assert len(training) == REHEARSAL.nodes
     for argv in training:  # NeMo-Run's command with the workflow's rendezvous, the same id on every node
