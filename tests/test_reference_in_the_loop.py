@@ -204,7 +204,8 @@ def test_the_reference_runs_through_the_docker_launcher(tiny_inputs, reference_i
     docker = {"launcher": "docker", "full_container": {BENCH: reference_image}, "full_mounts": {BENCH: mounts}}
     first = campaign(workdir, 1, CONVERGES, env, **docker)
     pinned = f"{reference_image['image']}@{reference_image['digest']}"
-    assert f"--gpus all --network=host --ipc=host --ulimit memlock=-1 --ulimit stack=67108864 -v {workdir.resolve()}/resources/full/prepared/{BENCH}:/data:ro" in first.stderr
+    flags = "--gpus all --network=host --ipc=host --ulimit memlock=-1 --ulimit stack=67108864"
+    assert f"{flags} -v {workdir.resolve()}/resources/full/prepared/{BENCH}:/data:ro" in first.stderr
     assert f"-w /workspace/ft-llm {pinned} accelerate launch --config_file configs/demo_config.yaml scripts/train.py" in first.stderr
     campaign(workdir, 2, STOPS_SHORT, env, **docker)
     check_campaign(workdir, "docker")
