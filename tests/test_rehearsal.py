@@ -176,10 +176,15 @@ DOCKER_NAMES = sorted(
 """Benchmarks rehearsed with the docker launcher too: the full-scale default of every one-node benchmark."""
 
 
+DOCKER_FAILING = ("bert", "retinanet")
+"""One-node benchmarks whose failing run is made with docker too: `docker run` hands back the container's status the
+same way for every image (the pyxis campaign fails a rank of every benchmark); bert's two processes, retinanet's torchrun."""
+
+
 @pytest.fixture(scope="module")
 def docker_campaign(box, docker_host, tmp_path_factory) -> campaign.Campaign:
-    """Runs 0 and 1 (failing rank) of every one-node benchmark, each in its image pushed to a loopback registry and
-    pinned by digest, through the plan's `docker run` on the box's Docker node."""
+    """Run 0 of every one-node benchmark (and run 1, with a failing rank, of ``DOCKER_FAILING``), each in its image
+    pushed to a loopback registry and pinned by digest, through the plan's `docker run` on the box's Docker node."""
     from tests.oci_registry import LoopbackRegistry
 
     rehearsals = [REHEARSALS[name] for name in DOCKER_NAMES]
@@ -187,14 +192,17 @@ def docker_campaign(box, docker_host, tmp_path_factory) -> campaign.Campaign:
     with LoopbackRegistry() as registry_server:
         docker = campaign.DockerRegistry(docker_host, registry_server.host)
         configfile = campaign.prepare(workdir, rehearsals, "docker", runs=2, fail=campaign.failing_ranks(rehearsals, nodes=1), docker=docker)
-        yield campaign.run_on_box(box, workdir, configfile, rehearsals, "docker", runs=2, retries=0, docker_env={"DOCKER_HOST": docker_host["DOCKER_HOST"]})
+        runs_of = {name: [0, FAILING_RUN] if name in DOCKER_FAILING else [0] for name in DOCKER_NAMES}
+        docker_env = {"DOCKER_HOST": docker_host["DOCKER_HOST"]}
+        yield campaign.run_on_box(box, workdir, configfile, rehearsals, "docker", runs=2, retries=0, docker_env=docker_env, runs_of=runs_of)
 
 
 @pytest.mark.parametrize("name", DOCKER_NAMES)
 def test_the_docker_job_reaches_the_gpu_with_every_path_and_its_log_lines(docker_campaign, name):
     check_reached_the_gpu(docker_campaign, name, nodes=1)
     check_log_lines(docker_campaign, name)
-    check_failing_rank_fails(docker_campaign, name)
+    if name in DOCKER_FAILING:
+        check_failing_rank_fails(docker_campaign, name)
 
 
 def test_the_box_has_two_nodes_with_their_own_names(box):

@@ -183,13 +183,16 @@ def run_on_box(
     runs: int,
     retries: int | None = None,
     docker_env: dict[str, str] | None = None,
+    runs_of: dict[str, list[int]] | None = None,
     timeout: float = 1200,
 ) -> Campaign:
-    """Every run's result through ``--profile slurm`` on the box (the test checks it with the compliance checker: the
+    """Every run's result (``runs_of``: only these runs of a benchmark) through ``--profile slurm`` on the box (the
+    test checks it with the compliance checker: the
     log ends where the probe took over, so the workflow's compliance rule would stop at the missing run_stop)."""
     stand_ins = workdir / "box-bin"
     enroot.write_srun_stand_in(stand_ins)
-    targets = [f"results/{r.benchmark}/runs/{run}/result.txt" for r in rehearsals for run in range(runs)]
+    chosen = {r.benchmark: (runs_of or {}).get(r.benchmark, range(runs)) for r in rehearsals}
+    targets = [f"results/{name}/runs/{run}/result.txt" for name, picked in chosen.items() for run in picked]
     argv = [
         sys.executable, "-m", "snakemake", "-s", str(ROOT / "workflow" / "Snakefile"), "-d", str(workdir), *targets,
         "--profile", str(ROOT / "profiles" / "slurm"), "--configfile", str(configfile),
