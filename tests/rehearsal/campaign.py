@@ -187,8 +187,8 @@ def run_on_box(
     timeout: float = 1200,
 ) -> Campaign:
     """Every run's result (``runs_of``: only these runs of a benchmark) through ``--profile slurm`` on the box (the
-    test checks it with the compliance checker: the
-    log ends where the probe took over, so the workflow's compliance rule would stop at the missing run_stop)."""
+    test checks it with the compliance checker: the log ends where the probe took over, so the workflow's compliance
+    rule would stop at the missing run_stop)."""
     stand_ins = workdir / "box-bin"
     enroot.write_srun_stand_in(stand_ins)
     chosen = {r.benchmark: (runs_of or {}).get(r.benchmark, range(runs)) for r in rehearsals}
