@@ -98,8 +98,8 @@ def test_full_scale_plan_renders_for_every_launcher(name, launcher, tmp_path):
 
 
 def invocations_of(command: list[str]) -> list[list[str]]:
-    """The command's program invocations: the command itself, or each one of a ``bash -c`` script
-    (bert runs the reference's training and evaluation processes side by side)."""
+    """The command's program invocations: the command itself, or each Python invocation of a ``bash -c`` script
+    (bert runs the reference's training and evaluation processes side by side, and the shell that watches both)."""
     if command[:2] != ["bash", "-c"]:
         return [command]
     words = shlex.split(command[2].replace("&", " & ").replace(";", " ; "))
@@ -109,7 +109,7 @@ def invocations_of(command: list[str]) -> list[list[str]]:
             out.append([])
         elif word != "wait":
             out[-1].append(word)
-    return [words for words in out if words]
+    return [words for words in out if any(word.endswith(".py") for word in words)]
 
 
 def declares(source: str, option: str) -> bool:
