@@ -10,12 +10,14 @@ from tests.test_plan import make_plan, workdir  # noqa: F401 - workdir is a fixt
 from tests.test_workflow import job_counts, new_workdir, snakemake
 
 NAME = "gpt_oss_20b"
+SCRATCH_REMOVAL = ") && rm -rf results/gpt_oss_20b/runs/0/scratch || exit $?"
+"""The end of a run's line: its per-run scratch (Megatron's index cache) goes once the run succeeded."""
 PINNED = {NAME: {"image": f"registry.example:5000/mlperf/{NAME}:ref-1", "digest": "sha256:" + "ab" * 32}}
 
 
 def test_one_node_runs_run_and_time_with_the_configs_rendezvous(workdir):  # noqa: F811
     job = make_plan(workdir, scale="full", launcher="docker", full_container=PINNED).train_job(NAME, 0)
-    assert job.command.endswith(" env GPUS_PER_NODE=8 PRIMUS_EP=8 ./run_and_time.sh")
+    assert job.command.endswith(" env GPUS_PER_NODE=8 PRIMUS_EP=8 ./run_and_time.sh" + SCRATCH_REMOVAL)
     for setting in ("GPUS_PER_NODE=8", "NNODES=1", "NODE_RANK=0", "MASTER_ADDR=localhost", "MASTER_PORT=29501", "PRIMUS_EP=8"):
         assert f"-e {setting} " in job.command
     assert f"{workdir}/resources/full/prepared/{NAME}:/data:ro" in job.command and "-e MLPERF_WF_DATA_DIR=/data/dataset " in job.command
@@ -27,7 +29,7 @@ def test_several_nodes_get_the_allocations_master_and_their_own_rank(workdir):  
     assert job.command.count("export MASTER_ADDR=") == 1 and 'export MASTER_ADDR="$(scontrol show hostnames' in job.command
     assert "MASTER_ADDR=localhost" not in job.command
     assert "--nodes=4 --ntasks-per-node=1" in job.command
-    assert job.command.endswith("""bash -c 'env NNODES=4 "NODE_RANK=${SLURM_NODEID}" GPUS_PER_NODE=8 PRIMUS_EP=8 ./run_and_time.sh'""")
+    assert job.command.endswith("""bash -c 'env NNODES=4 "NODE_RANK=${SLURM_NODEID}" GPUS_PER_NODE=8 PRIMUS_EP=8 ./run_and_time.sh'""" + SCRATCH_REMOVAL)
 
 
 def test_torchrun_and_expert_parallelism_follow_the_gpus_per_node(workdir):  # noqa: F811
@@ -35,7 +37,7 @@ def test_torchrun_and_expert_parallelism_follow_the_gpus_per_node(workdir):  # n
     (the rehearsal: LOCAL_WORLD_SIZE 8, expected 2) and EP 8 does not divide the world."""
     geometry = {NAME: {"nodes": 1, "gpus_per_node": 2}}
     job = make_plan(workdir, scale="full", launcher="pyxis", full_geometry=geometry, full_container=PINNED).train_job(NAME, 0)
-    assert job.command.endswith(" GPUS_PER_NODE=2 PRIMUS_EP=2 ./run_and_time.sh'") and job.resources.gres == "gpu:2"
+    assert job.command.endswith(" GPUS_PER_NODE=2 PRIMUS_EP=2 ./run_and_time.sh'" + SCRATCH_REMOVAL) and job.resources.gres == "gpu:2"
 
 
 def test_full_scale_dry_run_lists_the_ten_train_jobs(tmp_path):

@@ -123,9 +123,11 @@ def test_full_plan_mounts_every_role_the_runs_read_and_requests_the_geometry(nam
     assert f"{tmp_path}/resources/full/prepared/{name}:{bench.full.mounts['prepared']}:ro" in job.command
     preflight = f"mlperf-wf preflight --benchmark {name} --image {bench.full.container.reference} --platform cpu-tiny || exit 2; "
     preflight += f"mlperf-wf fresh-run-folder results/{name}/runs/0 || exit 2; "
-    preflight += f"{launch.drop_page_cache()}; "  # then the page cache, on this host
-    assert job.command.startswith(preflight)
     scratch = [f"{tmp_path}/results/{name}/runs/0/scratch/{area}" for area in bench.full.scratch]
+    # per-run scratch is removed once the run succeeded: the launch is then a subshell followed by the removal
+    removal = f") && rm -rf results/{name}/runs/0/scratch || exit $?" if scratch else ""
+    preflight += f"{'(' if scratch else ''}{launch.drop_page_cache()}; "  # then the page cache, on this host
+    assert job.command.startswith(preflight) and job.command.endswith(removal)
     assert job.command.removeprefix(preflight).startswith(f"mkdir -p {' '.join(scratch)} && docker run" if scratch else "docker run")
     for area, folder in zip(bench.full.scratch.values(), scratch, strict=True):
         assert f"-v {folder}:{area.mount} " in job.command
