@@ -61,7 +61,8 @@ def in_image(path: str) -> Path:
 
 def test_every_file_the_full_command_and_environment_name_is_in_the_reference_tree():
     command = BENCH.full.command
-    assert command == ["env", "./run_and_time.sh"] and BENCH.full.workdir == "/workspace/code"
+    # the node's GPUs and the expert parallelism follow the run's geometry (README: the rehearsal's fix)
+    assert command == ["env", "GPUS_PER_NODE={gpus_per_node}", "PRIMUS_EP={gpus_per_node}", "./run_and_time.sh"] and BENCH.full.workdir == "/workspace/code"
     script = REFERENCE / "run_and_time.sh"
     assert script.is_file() and os.access(script, os.X_OK)  # run.sub:52 runs it as ./run_and_time.sh
     env = BENCH.full.env

