@@ -41,7 +41,8 @@ def test_the_training_ranks_form_one_world_over_both_nodes(ran):
     assert ranks and not problems, "\n".join(problems) + ran.train_log(REHEARSAL.benchmark, 0)[-3000:]
     world = REHEARSAL.nodes * REHEARSAL.gpus_per_node
     assert sorted(r["rank"] for r in ranks) == list(range(world))
-    assert Counter(r["host"] for r in ranks) == {"n1": REHEARSAL.gpus_per_node, "n2": REHEARSAL.gpus_per_node}
+    per_host = Counter(r["host"] for r in ranks)  # any two of the box's nodes
+    assert len(per_host) == REHEARSAL.nodes and set(per_host.values()) == {REHEARSAL.gpus_per_node}
     assert all(r["world"]["world_size"] == world for r in ranks if r["world"])
     run_0 = ran.workdir / "rehearsal" / REHEARSAL.benchmark / f"seed-{campaign.SEED_BASE}"
     launchers = [json.loads(p.read_text()) for p in sorted(run_0.glob("launcher-*.json"))]
@@ -56,4 +57,5 @@ def test_the_training_ranks_form_one_world_over_both_nodes(ran):
 def test_the_data_index_is_built_once_into_the_shared_folder(ran):
     index = ran.run_folder(REHEARSAL.benchmark, 0) / "npy_index"
     assert (index / ".mlperf-wf-index-built").is_file()
-    assert (index / "rehearsal-index-built-by").read_text().startswith("n1")  # node 0 built it; node 1 waited
+    node_0 = next(r["host"] for r in ran.ranks(REHEARSAL.benchmark, 0) if r["rank"] == 0)
+    assert (index / "rehearsal-index-built-by").read_text().startswith(node_0)  # node 0 built it; node 1 waited

@@ -11,6 +11,8 @@ logged, (e) ``/dev/fuse`` not mounted, (f) the Megatron conversion a per-run scr
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from tests.rehearsal import campaign, cluster, spec
@@ -59,9 +61,10 @@ def test_a_finished_run_exits_0_on_both_nodes_with_the_ray_worker(ran):
     result = ran.run_folder(NAME, 0) / "result.txt"
     ranks = ran.ranks(NAME, 0)
     assert result.exists() and ranks and all(r["status"] == 0 for r in ranks), _explain(ran, 0)
-    assert {r["host"] for r in ranks} == {"n1", "n2"}  # Ray placed actors on the worker node too
+    hosts = {r["host"] for r in ranks}
+    assert len(hosts) == 2  # Ray placed actors on the worker node too (the box has four nodes: any two)
     workers = [r for r in ran.records(NAME, 0) if "--block" in r.get("argv", []) and r["slurm"].get("SLURM_NODEID") == "1"]
-    assert workers and workers[0]["host"] == "n2", "the worker node's ray start --block"
+    assert workers and workers[0]["host"] in hosts, "the worker node's ray start --block"
     assert "srun: error" not in ran.train_log(NAME, 0), _explain(ran, 0)
     # (d) the run logs cache_clear once, from the reference's own logger, with what the job's drop did
     assert result.read_text().count('"key": "cache_clear"') == 1
@@ -88,5 +91,5 @@ def test_a_failing_driver_fails_the_job(ran):
     assert any(r["status"] == FAILED_ON_PURPOSE for r in ran.ranks(NAME, run)), _explain(ran, run)
     assert not (ran.run_folder(NAME, run) / "result.txt").exists()
     log = ran.train_log(NAME, run)
-    assert "srun: error: n1: task 0: Exited with exit code" in log, log[-3000:]
+    assert re.search(r"srun: error: n\d: task 0: Exited with exit code", log), log[-3000:]
     assert f"results/{NAME}/runs/{run}/result.txt" in ran.output and "Error in rule train" in ran.output
