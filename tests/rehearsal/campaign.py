@@ -48,6 +48,14 @@ def write_published(workdir: Path, rehearsal: Rehearsal) -> list[str]:
     return dataset_ids
 
 
+def check_catalog_names(dataset_id: str, folder: Path) -> None:
+    """Where the catalog lists a dataset's files, ``published`` wrote exactly those names (and nothing else)."""
+    listed = sorted(entry.path for entry in (registry.load_dataset(dataset_id).files or []))
+    written = sorted(str(path.relative_to(folder)) for path in folder.rglob("*") if path.is_file())
+    if listed and written != listed:
+        raise AssertionError(f"{dataset_id}: the published layout lists {listed}, the rehearsal wrote {written}")
+
+
 def config(rehearsals: list[Rehearsal], launcher: str, runs: int, pinned: dict[str, tuple[str, str]], mounts: dict[str, list[str]]) -> dict:
     """The rehearsal's workflow config: full scale, the box's platform, small geometry, the images pinned."""
     return {

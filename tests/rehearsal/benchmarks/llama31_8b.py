@@ -18,6 +18,7 @@ import math
 import typing
 from pathlib import Path
 
+from tests.rehearsal import campaign
 from tests.rehearsal.benchmarks import _llama31, _nemo_run
 from tests.rehearsal.spec import Rehearsal
 
@@ -51,10 +52,7 @@ def published(dataset_id: str, folder: Path) -> None:
                 path.write_text(texts.get(entry.path, "{}\n" if entry.path.endswith(".json") else "rehearsal\n"))
     else:
         raise ValueError(f"llama31_8b does not read {dataset_id}")
-    listed = sorted(f.path for f in (registry.load_dataset(dataset_id).files or []))
-    written = sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
-    if listed and written != listed:
-        raise AssertionError(f"{dataset_id}: the published layout lists {listed}, the rehearsal wrote {written}")
+    campaign.check_catalog_names(dataset_id, folder)
 
 
 def probe(ctx) -> None:
