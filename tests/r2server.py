@@ -48,6 +48,8 @@ class R2Server:
         self.corrupt: set[str] = set()
         self.md5_text: str | None = None
         """Serve this as the .md5 list instead of the computed one."""
+        self.data_base: str | None = None
+        """The base URL the .uri names (default: this server's own data folder)."""
         self.faults: dict[str, list[str]] = {}
         """Per data path, faults to inject on the next requests, one per request:
         reset (half the body, then the connection is dropped), truncate (full Content-Length
@@ -165,7 +167,7 @@ class R2Server:
     def _resolve(self, path: str) -> bytes | None:
         folder = self.root / "data" / self.name
         if path == f"/metadata/{self.name}.uri":
-            return f"{self.base}/data/{self.name}\n".encode()
+            return f"{self.data_base or f'{self.base}/data/{self.name}'}\n".encode()
         if path == f"/metadata/{self.name}.md5" and self.md5_text is not None:
             return self.md5_text.encode()
         if path == f"/metadata/{self.name}.md5":

@@ -85,8 +85,29 @@ def test_pinned_md5_mismatch_in_published_list_is_refused(tmp_path):
 
 def test_auth_headers_come_from_environment_only():
     env = {"MLPERF_WF_CF_ACCESS_CLIENT_ID": "id.access", "MLPERF_WF_CF_ACCESS_CLIENT_SECRET": "s3cret"}
-    assert auth_headers(env) == {"CF-Access-Client-Id": "id.access", "CF-Access-Client-Secret": "s3cret"}
-    assert auth_headers({}) == {}
+    assert auth_headers(env).headers == {"CF-Access-Client-Id": "id.access", "CF-Access-Client-Secret": "s3cret"}
+    assert auth_headers({}).headers == {}
+    assert auth_headers(env).for_url("https://llama2.mlcommons-storage.org/data/x") == auth_headers(env).headers
+    assert auth_headers(env).for_url("https://mlcommons-storage.org.evil.example/x") == {}
+    assert auth_headers({**env, "MLPERF_WF_CF_ACCESS_HOSTS": "mirror.site:8443"}).for_url("https://mirror.site:8443/d") != {}
+
+
+def test_r2_credentials_never_reach_a_host_only_the_uri_file_names(tmp_path, caplog):
+    """The .uri is fetched content: a base URL on another host (here another loopback port) gets the files'
+    requests without the service-token headers, and the log says so in one line; the catalog's host gets them."""
+    contents = make_bucket(tmp_path / "bucket", "ds", {"a.bin": 3000})
+    secret = "s3cret-value"
+    env = {"MLPERF_WF_CF_ACCESS_CLIENT_ID": "id.access", "MLPERF_WF_CF_ACCESS_CLIENT_SECRET": secret, "MLPERF_WF_CF_ACCESS_TOKEN": "tok3n"}
+    dest = tmp_path / "out" / "ds"
+    with R2Server(tmp_path / "bucket", "ds") as catalog_host, R2Server(tmp_path / "bucket", "ds") as other_host:
+        catalog_host.data_base = f"{other_host.base}/data/ds"
+        download_dataset(catalog_host.uri_url, catalog_host.md5_url, dest, headers=auth_headers(env))
+    assert (dest / "a.bin").read_bytes() == contents["a.bin"]
+    assert other_host.requests and all(not {"CF-Access-Client-Id", "CF-Access-Client-Secret", "cf-access-token"} & set(r.headers) for r in other_host.requests)
+    assert all(r.headers.get("CF-Access-Client-Secret") == secret for r in catalog_host.requests)
+    warnings = [r.getMessage() for r in caplog.records if "not sending" in r.getMessage()]
+    assert len(warnings) == 1 and "MLPERF_WF_CF_ACCESS_HOSTS" in warnings[0] and secret not in warnings[0]
+    assert not any(secret in path.read_text(errors="replace") for path in dest.rglob("*") if path.is_file())
 
 
 def test_kill_mid_file_then_rerun_resumes_from_bytes_on_disk(tmp_path):

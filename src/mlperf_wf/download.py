@@ -31,6 +31,7 @@ from pathlib import Path
 import requests
 from tqdm import tqdm
 
+from mlperf_wf.credentials import Credentials, headers_for, hosts_from
 from mlperf_wf.errors import ChecksumError, DownloadError
 from mlperf_wf.manifest import CHUNK, MANIFEST_NAME, parse_manifest
 from mlperf_wf.verify import git_blob_hash, hash_file, quarantine_file
@@ -44,12 +45,17 @@ AUTH_ENV = {
     "cf-access-token": "MLPERF_WF_CF_ACCESS_TOKEN",
 }
 """Cloudflare Access headers taken from these environment variables; never logged."""
+AUTH_HOSTS_ENV = "MLPERF_WF_CF_ACCESS_HOSTS"
+"""Comma-separated hosts the Cloudflare Access headers may go to, besides those of the catalog's ``.uri``/``.md5`` URLs."""
+AUTH_HOSTS = ("*.mlcommons-storage.org",)
+"""Where MLCommons serves its R2 datasets (the default of ``AUTH_HOSTS_ENV``)."""
 
 
-def auth_headers(environ: dict[str, str] | None = None) -> dict[str, str]:
-    """Non-interactive R2 auth headers from the environment."""
+def auth_headers(environ: dict[str, str] | None = None) -> Credentials:
+    """Non-interactive R2 auth headers from the environment, for the hosts they are for."""
     env = os.environ if environ is None else environ
-    return {header: env[var] for header, var in AUTH_ENV.items() if env.get(var)}
+    headers = {header: env[var] for header, var in AUTH_ENV.items() if env.get(var)}
+    return Credentials("MLPERF_WF_CF_ACCESS_*", headers, hosts_from(env, AUTH_HOSTS_ENV, AUTH_HOSTS), AUTH_HOSTS_ENV)
 
 
 def _is_file_url(url: str) -> bool:
@@ -60,7 +66,7 @@ def _file_url_path(url: str) -> Path:
     return Path(urllib.parse.unquote(urllib.parse.urlparse(url).path))
 
 
-def fetch_text(url: str, headers: dict[str, str], timeout: float = 60.0, follow_redirects: bool = False) -> str:
+def fetch_text(url: str, headers: Credentials | dict[str, str], timeout: float = 60.0, follow_redirects: bool = False) -> str:
     """Read a small metadata file over https:// or file:// (a file URL's query string is not part of its path)."""
     if _is_file_url(url):
         path = _file_url_path(url)
@@ -68,7 +74,7 @@ def fetch_text(url: str, headers: dict[str, str], timeout: float = 60.0, follow_
             raise DownloadError(f"{url}: no such file")
         return path.read_text()
     try:
-        response = requests.get(url, headers=headers, timeout=timeout, allow_redirects=follow_redirects)
+        response = requests.get(url, headers=headers_for(url, headers), timeout=timeout, allow_redirects=follow_redirects)
     except requests.RequestException as err:
         raise DownloadError(f"{url}: {type(err).__name__}: {err}") from None
     if response.status_code != 200:
@@ -76,14 +82,14 @@ def fetch_text(url: str, headers: dict[str, str], timeout: float = 60.0, follow_
     return response.text
 
 
-def fetch_pages(url: str, headers: dict[str, str], timeout: float = 60.0) -> Iterator[str]:
+def fetch_pages(url: str, headers: Credentials | dict[str, str], timeout: float = 60.0) -> Iterator[str]:
     """The pages of a paginated answer, following ``Link: <url>; rel="next"`` (a file:// URL is one page)."""
     while url:
         if _is_file_url(url):
             yield fetch_text(url, headers, timeout)
             return
         try:
-            response = requests.get(url, headers=headers, timeout=timeout)
+            response = requests.get(url, headers=headers_for(url, headers), timeout=timeout)
         except requests.RequestException as err:
             raise DownloadError(f"{url}: {type(err).__name__}: {err}") from None
         if response.status_code != 200:
@@ -156,8 +162,8 @@ class Progress:
 class Transport:
     """How files are requested: headers, retries and what a response must show before its body is kept."""
 
-    headers: dict[str, str]
-    """Request headers (auth from the environment; never logged)."""
+    headers: Credentials | dict[str, str]
+    """Request headers (auth from the environment, sent only to the hosts it is for; never logged)."""
     retries: int = 5
     """Retries of a transient failure, each resuming after the bytes on disk."""
     backoff: float = 1.0
@@ -215,7 +221,7 @@ def _transfer(url: str, partial: _Partial, transport: Transport, progress: Progr
         with source.open("rb") as src:
             src.seek(partial.size)
             return partial.append(iter(lambda: src.read(CHUNK), b""), progress)
-    request_headers = dict(transport.headers)
+    request_headers = headers_for(url, transport.headers)
     if partial.size:
         request_headers["Range"] = f"bytes={partial.size}-"
     try:
@@ -366,15 +372,20 @@ def download_dataset(
     dest: Path,
     wanted: Callable[[str], bool] = lambda _path: True,
     pinned_md5: dict[str, str] | None = None,
-    headers: dict[str, str] | None = None,
+    headers: Credentials | dict[str, str] | None = None,
     jobs: int = 4,
     retries: int = 5,
     backoff: float = 1.0,
     timeout: float = 60.0,
 ) -> DownloadRecord:
-    """Download an R2 dataset into ``dest`` with ``jobs`` files at a time, resuming from the staging folder."""
+    """Download an R2 dataset into ``dest`` with ``jobs`` files at a time, resuming from the staging folder.
+
+    The credentials go to the hosts of ``uri_url`` and ``md5_url`` and their allowlist, not to another host the
+    ``.uri`` file names."""
     started = time.time()
     headers = auth_headers() if headers is None else headers
+    if isinstance(headers, Credentials):
+        headers = headers.allowing(uri_url, md5_url)
     base_url = fetch_text(uri_url, headers).strip().rstrip("/")
     manifest_text = fetch_text(md5_url, headers)
     entries = [e for e in parse_manifest(manifest_text, md5_url) if wanted(e.path)]
@@ -425,7 +436,7 @@ def parse_url_list(text: str, source: str) -> list[tuple[str, str | None, str]]:
 
 
 def download_url_list(
-    list_file: Path, dest: Path, headers: dict[str, str] | None = None, jobs: int = 4, retries: int = 5, backoff: float = 1.0
+    list_file: Path, dest: Path, headers: Credentials | dict[str, str] | None = None, jobs: int = 4, retries: int = 5, backoff: float = 1.0
 ) -> DownloadRecord:
     """Download every URL of a plain list into ``dest`` (staged and resumable like an R2 dataset)."""
     started = time.time()

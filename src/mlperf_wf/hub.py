@@ -31,6 +31,7 @@ from pathlib import Path
 
 import requests
 
+from mlperf_wf.credentials import Credentials, hosts_from
 from mlperf_wf.download import DownloadRecord, Expected, RemoteFile, Transport, fetch_files, fetch_pages, fetch_text, place_dataset, staging_dir_for
 from mlperf_wf.errors import ChecksumError, ConfigError, DownloadError
 from mlperf_wf.registry import DatasetFile
@@ -44,10 +45,18 @@ LARGE_LISTING = 1000
 (huggingface_hub PRs #3122, #3565): the file list is then read from the commit's paginated tree instead."""
 
 
-def hub_auth_headers(environ: dict[str, str] | None = None) -> dict[str, str]:
-    """``Authorization: Bearer $HF_TOKEN`` where the variable is set."""
-    token = (os.environ if environ is None else environ).get(TOKEN_ENV)
-    return {"Authorization": f"Bearer {token}"} if token else {}
+TOKEN_HOSTS_ENV = "MLPERF_WF_HF_TOKEN_HOSTS"
+"""Comma-separated hosts ``HF_TOKEN`` may go to, besides the catalog's endpoint."""
+TOKEN_HOSTS = ("huggingface.co", "*.huggingface.co", "hf.co", "*.hf.co")
+"""The hub's own hosts (the default of ``TOKEN_HOSTS_ENV``)."""
+
+
+def hub_auth_headers(environ: dict[str, str] | None = None) -> Credentials:
+    """``Authorization: Bearer $HF_TOKEN`` where the variable is set, for the hub's hosts."""
+    env = os.environ if environ is None else environ
+    token = env.get(TOKEN_ENV)
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    return Credentials(TOKEN_ENV, headers, hosts_from(env, TOKEN_HOSTS_ENV, TOKEN_HOSTS), TOKEN_HOSTS_ENV)
 
 
 @dataclass(frozen=True)
@@ -143,7 +152,7 @@ def parse_listing(text: str, repo: HubRepo, dataset: str) -> list[HubFile]:
     return [_hub_file(entry, where, ("rfilename", "blobId", "sha256")) for entry in siblings]
 
 
-def tree_files(repo: HubRepo, headers: dict[str, str], timeout: float = 60.0) -> list[HubFile]:
+def tree_files(repo: HubRepo, headers: Credentials | dict[str, str], timeout: float = 60.0) -> list[HubFile]:
     """Every file of the commit's tree, page by page (the hub sends up to 1000 entries a page)."""
     url = f"{repo.endpoint.rstrip('/')}/{repo.tree_path}?recursive=true"
     files = []
@@ -203,7 +212,7 @@ def download_hub_dataset(
     dest: Path,
     wanted: Callable[[str], bool] = lambda _path: True,
     pinned: list[DatasetFile] | None = None,
-    headers: dict[str, str] | None = None,
+    headers: Credentials | dict[str, str] | None = None,
     jobs: int = 4,
     retries: int = 5,
     backoff: float = 1.0,
@@ -212,6 +221,8 @@ def download_hub_dataset(
     """Download a hub repository at its pinned commit into ``dest``, ``jobs`` files at a time, resuming from the staging folder."""
     started = time.time()
     headers = hub_auth_headers() if headers is None else headers
+    if isinstance(headers, Credentials):
+        headers = headers.allowing(repo.endpoint)
     try:
         text = fetch_text(repo.listing_url, headers, timeout, follow_redirects=True)
     except DownloadError as err:
