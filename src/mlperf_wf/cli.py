@@ -253,7 +253,16 @@ def cmd_check(import_modules: bool) -> int:
     return 2 if problems else 0
 
 
-def cmd_compliance(result: Path | str | None, ruleset: str, out: Path, benchmark: str | None = None, scale: str | None = None) -> None:
+def cmd_compliance(
+    result: Path | str | None,
+    ruleset: str,
+    out: Path,
+    benchmark: str | None = None,
+    scale: str | None = None,
+    seed: int | None = None,
+    division: str | None = None,
+    provenance: Path | None = None,
+) -> None:
     """Run the official compliance checker on ``result``; fail unless it passed (or only missed the target, or
     failed only on the open rules the benchmark's tiny tier declares it does not meet: ``passed_except_declared``).
 
@@ -265,7 +274,13 @@ def cmd_compliance(result: Path | str | None, ruleset: str, out: Path, benchmark
     if result is None:
         raise UserError("compliance: give the result file (RESULT or --result RESULT)")
     result = Path(result)
-    verdict = compliance_mod.check(result, ruleset, declared=registry.declared_open_rules(benchmark, scale))
+    identity = None
+    if seed is not None or division is not None or provenance is not None:
+        if benchmark is None:
+            raise UserError("compliance: --seed, --division and --provenance need --benchmark")
+        written = json.loads(provenance.read_text()).get("result_sha256") if provenance is not None else None
+        identity = compliance_mod.RunIdentity(registry.load_benchmark(benchmark).submission_benchmark, division, seed, written)
+    verdict = compliance_mod.check(result, ruleset, declared=registry.declared_open_rules(benchmark, scale), identity=identity)
     compliance_mod.write(verdict, out)
     if verdict.verdict == "failed":
         detail = "; ".join(verdict.problems or verdict.messages[:3]) or f"checker exit code {verdict.returncode}"
@@ -284,6 +299,15 @@ def cmd_report(
 
     if len(results) != len(verdicts):
         raise ConfigError(f"--result given {len(results)} times but --compliance {len(verdicts)} times")
+    checked = [compliance_mod.read(v) for v in verdicts]
+    for result, verdict_file, verdict in zip(results, verdicts, checked, strict=True):
+        now = compliance_mod.file_sha256(result)
+        if now != verdict.sha256:
+            then = f"sha256 {verdict.sha256[:12]} was checked" if verdict.sha256 else "its verdict records no digest"
+            raise UserError(
+                f"{result}: not the log its compliance check read (sha256 {now[:12]} now, {then}); nothing is scored: "
+                f"delete {verdict_file} and rerun to check it again, or delete the run's folder to redo the run"
+            )
     bench = load_benchmark(benchmark)
     report = report_mod.build(
         benchmark=benchmark,
@@ -295,7 +319,7 @@ def cmd_report(
         quality_target=rules.report_target(rules.run_targets(bench, ruleset, division, scale)),
         required=rules.required_runs(bench.submission_benchmark),
         results=results,
-        verdicts=[compliance_mod.read(v).verdict for v in verdicts],
+        verdicts=[v.verdict for v in checked],
         declared=declared_open_rules(benchmark, scale),
         provenance=[json.loads(p.read_text()) for p in provenance] if provenance else None,
     )
@@ -362,11 +386,13 @@ def cmd_extract(archive: Path, dest: Path) -> None:
     log.info("%s: %d members extracted into %s", archive.name, len(names), dest)
 
 
-def cmd_provenance(out: Path, scale: str, launcher: str, image: str | None, command: str) -> None:
-    """Write what a run was made with next to its log."""
+def cmd_provenance(out: Path, scale: str, launcher: str, image: str | None, command: str, result: Path | None = None) -> None:
+    """Write what a run was made with next to its log (and the digest of the log, which compliance and report check)."""
     from mlperf_wf import provenance
 
-    provenance.write(out, provenance.collect(scale, launcher, image or None, command, Path(__file__).resolve().parents[2]))
+    if result is not None and not result.is_file():
+        raise UserError(f"provenance: --result {result}: no such file (the run wrote no log)")
+    provenance.write(out, provenance.collect(scale, launcher, image or None, command, Path(__file__).resolve().parents[2], result))
 
 
 def cmd_preflight(benchmarks: list[str], image: str | None, platform: str | None, config_overrides: list[str], configfiles: list[Path]) -> int:
@@ -626,6 +652,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--launcher", required=True)
     p.add_argument("--image", default="")
     p.add_argument("--command", default="", dest="command_line", help="the run's command line")
+    p.add_argument("--result", type=Path, help="the run log the job wrote: its sha256 is recorded")
 
     p = sub.add_parser(
         "preflight",
@@ -649,6 +676,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--benchmark", help="workflow benchmark name: with --scale tiny, its tiny tier's declared open rules apply")
     p.add_argument("--scale", choices=["tiny", "full"])
+    p.add_argument("--seed", type=int, help="the run's seed: the log must be this run's (with --benchmark and --division)")
+    p.add_argument("--division", choices=["closed", "open"], help="the run's division, which the log must name")
+    p.add_argument("--provenance", type=Path, help="the run's provenance.json: the log must be the bytes its train job wrote")
 
     p = sub.add_parser("score", help="official time-to-train scores of any log folder")
     p.add_argument(
@@ -744,11 +774,11 @@ def main(argv: list[str] | None = None) -> int:
             removed = clear_for_new_attempt(args.folder)
             print(f"{args.folder}: removed what an earlier attempt left: {', '.join(removed)}" if removed else f"{args.folder}: empty")
         elif args.command == "provenance":
-            cmd_provenance(args.out, args.scale, args.launcher, args.image, args.command_line)
+            cmd_provenance(args.out, args.scale, args.launcher, args.image, args.command_line, args.result)
         elif args.command == "preflight":
             return cmd_preflight(args.benchmark, args.image, args.platform, args.config, args.configfile)
         elif args.command == "compliance":
-            cmd_compliance(args.result, args.ruleset, args.out, args.benchmark, args.scale)
+            cmd_compliance(args.result, args.ruleset, args.out, args.benchmark, args.scale, args.seed, args.division, args.provenance)
         elif args.command == "score":
             return cmd_score(args.path, args.ruleset, args.json_out, args.csv_out, args.jobs, args.rcp_bypass)
         elif args.command == "power-sample":

@@ -25,6 +25,7 @@ what in the log is missing or wrong.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import subprocess
@@ -64,6 +65,33 @@ class ComplianceResult:
     checker: str
     problems: list[str] = field(default_factory=list)
     """What is missing or wrong, a few words each (empty when passed)."""
+    sha256: str = ""
+    """sha256 of the bytes checked: the report refuses a log that changed after its check."""
+
+
+@dataclass(frozen=True)
+class RunIdentity:
+    """The run a log must belong to: what its train job was started as."""
+
+    submission_benchmark: str
+    """The benchmark name the log must log as ``submission_benchmark``."""
+    division: str | None = None
+    """``closed`` or ``open``: the log's ``submission_division`` (None: not checked)."""
+    seed: int | None = None
+    """The seed the run was started with: the log's ``seed`` (None: not checked)."""
+    written_sha256: str | None = None
+    """sha256 of the log as its train job left it (provenance.json); None: not checked."""
+
+    def problems(self, facts: LogFacts, sha256: str) -> list[str]:
+        """Why the log is not this run's (empty when it is)."""
+        found = []
+        if self.written_sha256 is not None and sha256 != self.written_sha256:
+            found.append(f"the log is not the one its train job wrote (sha256 {sha256[:12]}, the job recorded {self.written_sha256[:12]})")
+        expected = {"submission_benchmark": self.submission_benchmark, "submission_division": self.division, "seed": self.seed}
+        for key, value in expected.items():
+            if value is not None and key in facts.values and facts.values[key] != value:
+                found.append(f"the log is another run's: {key} {_show(facts.values[key])}, this run's is {_show(value)}")
+        return found
 
 
 # ---- what the log itself holds, read without mlperf-logging ----
@@ -332,10 +360,39 @@ def explain(messages: list[str], facts: LogFacts, ruleset: str, crash: str | Non
     return list(dict.fromkeys(problems))
 
 
-def check(result_file: Path, ruleset: str, log_output: Path | None = None, declared: dict[str, str] | None = None) -> ComplianceResult:
+def file_sha256(path: Path) -> str:
+    """sha256 of a file's bytes ("" when it cannot be read)."""
+    digest = hashlib.sha256()
+    try:
+        with open(path, "rb") as handle:
+            while chunk := handle.read(1 << 20):
+                digest.update(chunk)
+    except OSError:
+        return ""
+    return digest.hexdigest()
+
+
+def check(
+    result_file: Path, ruleset: str, log_output: Path | None = None, declared: dict[str, str] | None = None, identity: RunIdentity | None = None
+) -> ComplianceResult:
     """Run the official checker (closed/open is read from the log itself); its crashes become a failed verdict.
 
-    ``declared``: the tiny tier's ``open_rules_not_met`` (key -> why), or None; see the module docstring."""
+    ``declared``: the tiny tier's ``open_rules_not_met`` (key -> why), or None; see the module docstring.
+    ``identity``: the run the log must be (benchmark, division, seed, the bytes its job wrote); a log that is
+    another's fails whatever the checker says. The verdict records the sha256 of the bytes checked."""
+    sha256 = file_sha256(result_file)
+    verdict = _check(result_file, ruleset, log_output, declared)
+    verdict.sha256 = sha256
+    mismatch = identity.problems(read_facts(result_file), sha256) if identity is not None else []
+    if file_sha256(result_file) != sha256:
+        mismatch.append("the log changed while it was being checked")
+    if mismatch:
+        verdict.verdict = "failed"
+        verdict.problems = [*mismatch, *verdict.problems]
+    return verdict
+
+
+def _check(result_file: Path, ruleset: str, log_output: Path | None, declared: dict[str, str] | None) -> ComplianceResult:
     checker = f"mlperf_logging.compliance_checker {version('mlperf-logging')}"
     command = [sys.executable, "-m", "mlperf_logging.compliance_checker", "--usage", USAGE, "--ruleset", ruleset]
     try:

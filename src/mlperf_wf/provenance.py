@@ -7,6 +7,7 @@ Python and the versions of the packages that shape a result.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import platform
@@ -42,8 +43,17 @@ def git_state(root: Path) -> dict:
     return {"commit": commit, "dirty": bool(status) if status is not None else None}
 
 
-def collect(scale: str, launcher: str, image: str | None, command: str, root: Path) -> dict:
-    """Everything the record holds."""
+def file_sha256(path: Path) -> str:
+    """sha256 of a file's bytes (the digest that chains a run log from its job to its score)."""
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        while chunk := handle.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def collect(scale: str, launcher: str, image: str | None, command: str, root: Path, result: Path | None = None) -> dict:
+    """Everything the record holds (with ``result``: the sha256 of the run log the job wrote)."""
     versions = {}
     for name in PACKAGES:
         try:
@@ -62,6 +72,7 @@ def collect(scale: str, launcher: str, image: str | None, command: str, root: Pa
         "python": sys.version.split()[0],
         "workflow_git": git_state(root),
         "packages": versions,
+        **({"result_sha256": file_sha256(result)} if result is not None else {}),
     }
 
 

@@ -183,6 +183,11 @@ def wildcard_division(wildcards):
     return PLAN.division(wildcards.benchmark)
 
 
+def wildcard_seed(wildcards):
+    """Seed the job's run was started with."""
+    return PLAN.seed(int(wildcards.run))
+
+
 # ---- report ----
 
 

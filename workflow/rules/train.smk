@@ -31,6 +31,6 @@ rule train:
     # each srun step) goes to the job's log, and a refusal (`exit 2`) ends the job with its reason there.
     shell:
         "{{ {params.command}; }} > {log} 2>&1;"
-        " mlperf-wf provenance --out {output.provenance} --scale {params.scale}"
+        " mlperf-wf provenance --out {output.provenance} --result {output.result} --scale {params.scale}"
         " --launcher {params.launcher} --image={params.image:q}"
         " --command={params.command:q} >> {log} 2>&1"

@@ -1,0 +1,96 @@
+"""Faults a cluster and its users cause, on a tiny two-run llama2_70b_lora campaign: nothing wrong is scored,
+nothing valid is lost, and each fault ends in one line naming the file."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.test_workflow import new_workdir, snakemake
+
+BENCH = "llama2_70b_lora"
+CONFIG = ("--config", f"benchmarks=[{BENCH}]", "runs=2")
+
+
+@pytest.fixture
+def campaign(tmp_path_factory) -> Path:
+    """A finished two-run campaign, made once and copied for each test (each one breaks its own copy)."""
+    made = tmp_path_factory.getbasetemp() / "faults_campaign"
+    if not (made / "results/tiny" / BENCH / "report.json").exists():
+        new_workdir(made)
+        snakemake(made, "--cores", "2", *CONFIG)
+    copy = tmp_path_factory.mktemp("fault")
+    shutil.copytree(made, copy, dirs_exist_ok=True, symlinks=True)
+    return copy
+
+
+def run_folder(workdir: Path, run: int) -> Path:
+    return workdir / "results/tiny" / BENCH / "runs" / str(run)
+
+
+def replace_keeping_mtime(path: Path, text: str) -> None:
+    stat = path.stat()
+    path.write_text(text)
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+
+
+def one_line_error_in(log: Path, needle: str) -> str:
+    text = log.read_text()
+    lines = [line for line in text.splitlines() if needle in line]
+    assert len(lines) == 1 and "Traceback" not in text, text[-3000:]
+    return lines[0]
+
+
+def logs_text(workdir: Path) -> str:
+    return "\n".join(p.read_text(errors="replace") for p in (workdir / "logs").rglob("*.log"))
+
+
+@pytest.mark.slow
+def test_another_runs_log_in_a_run_folder_fails_its_check_and_is_never_scored(campaign):
+    """Fault 1: a log copied in from elsewhere (here another benchmark's, made from run 1's log) is checked as the
+    run it sits in: its bytes are not what the run's job wrote, its benchmark and seed are another's."""
+    score_before = json.loads((campaign / "results/tiny" / BENCH / "report.json").read_text())["score"]
+    foreign = (run_folder(campaign, 1) / "result.txt").read_text().replace('"value": "llama2_70b_lora"', '"value": "flux1"')
+    (run_folder(campaign, 0) / "result.txt").write_text(foreign)  # newer than its verdict: the check reruns
+    proc = snakemake(campaign, "--cores", "2", *CONFIG, check_rc=False)
+    assert proc.returncode != 0
+    logged = logs_text(campaign)
+    assert "the log is not the one its train job wrote" in logged
+    assert "submission_benchmark 'flux1', this run's is 'llama2_70b_lora'" in logged and "seed 1235, this run's is 1234" in logged
+    verdict = json.loads((run_folder(campaign, 0) / "compliance.json").read_text()) if (run_folder(campaign, 0) / "compliance.json").exists() else None
+    assert verdict is None or verdict["verdict"] == "failed"
+    report = json.loads((campaign / "results/tiny" / BENCH / "report.json").read_text())
+    assert report["score"] == score_before  # the report was not rebuilt from the foreign log
+
+
+@pytest.mark.slow
+def test_a_log_edited_after_its_check_is_refused_by_the_report(campaign):
+    """Fault 4: run_stop moved 30 s earlier, mtime restored: nothing reruns the check, and the report (rebuilt)
+    refuses the log in one line naming it instead of scoring the edited time."""
+    result = run_folder(campaign, 0) / "result.txt"
+    lines = result.read_text().splitlines(keepends=True)
+    for i, line in enumerate(lines):
+        if '"key": "run_stop"' in line:
+            record = json.loads(line.split(":::MLLOG ", 1)[1])
+            record["time_ms"] -= 30_000
+            lines[i] = line.split(":::MLLOG ", 1)[0] + ":::MLLOG " + json.dumps(record) + "\n"
+    replace_keeping_mtime(result, "".join(lines))
+    (campaign / "results/tiny" / BENCH / "report.json").unlink()
+    proc = snakemake(campaign, "--cores", "2", *CONFIG, check_rc=False)
+    assert proc.returncode != 0
+    assert "logs/tiny/report/llama2_70b_lora.log" in proc.stderr  # Snakemake names the job's log, which holds the line
+    line = one_line_error_in(campaign / "logs/tiny/report/llama2_70b_lora.log", "not the log its compliance check read")
+    assert str(Path("results/tiny") / BENCH / "runs/0/result.txt") in line and "compliance.json" in line
+    assert not (campaign / "results/tiny" / BENCH / "report.json").exists()
+    # Checked again, the edited log fails (its bytes are not the ones its job wrote); redone, the run is scored.
+    (run_folder(campaign, 0) / "compliance.json").unlink()
+    proc = snakemake(campaign, "--cores", "2", *CONFIG, check_rc=False)
+    assert proc.returncode != 0 and "the log is not the one its train job wrote" in logs_text(campaign)
+    shutil.rmtree(run_folder(campaign, 0))
+    snakemake(campaign, "--cores", "2", *CONFIG)
+    report = json.loads((campaign / "results/tiny" / BENCH / "report.json").read_text())
+    assert {run["compliance"] for run in report["runs"]} == {"passed"}
