@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import ast
 import shlex
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -115,3 +117,22 @@ def test_what_runs_in_the_oldest_image_is_python_3_6(source):
     futures = [alias.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module == "__future__" for alias in node.names]
     assert "annotations" not in futures, f"{source.name}: `from __future__ import annotations` needs Python 3.7"
     assert not annotations_needing_newer_python(tree), annotations_needing_newer_python(tree)
+
+
+def test_a_write_error_on_the_result_file_fails_the_reference_process(tmp_path):
+    """mlperf-logging writes through a logging.FileHandler, whose errors logging prints and swallows: with the hooks
+    on PYTHONPATH, a failed write to the run's result file (/dev/full: ENOSPC) ends the process instead; another
+    file's handler keeps logging's own behaviour."""
+    script = (
+        "import logging, sys\n"
+        "other = logging.FileHandler(sys.argv[1]); result = logging.FileHandler('/dev/full')\n"
+        "log = logging.getLogger('mllog'); log.addHandler(other); log.addHandler(result)\n"
+        "log.error(':::MLLOG {\"key\": \"run_stop\"}')\n"
+        "print('went on after the failed write')\n"
+    )
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(HOOKS), "COMPLIANCE_FILE": "/dev/full"}
+    proc = subprocess.run([sys.executable, "-c", script, str(tmp_path / "other.log")], capture_output=True, text=True, env=env, check=False)
+    assert proc.returncode != 0 and "went on" not in proc.stdout
+    assert "/dev/full: writing the run's log failed" in proc.stderr and "No space left on device" in proc.stderr
+    proc = subprocess.run([sys.executable, "-c", script, str(tmp_path / "other.log")], capture_output=True, text=True, env={**env, "COMPLIANCE_FILE": ""})
+    assert proc.returncode == 0 and "went on" in proc.stdout  # without a result file named, logging is as it was

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -91,6 +92,29 @@ def test_a_log_edited_after_its_check_is_refused_by_the_report(campaign):
     proc = snakemake(campaign, "--cores", "2", *CONFIG, check_rc=False)
     assert proc.returncode != 0 and "the log is not the one its train job wrote" in logs_text(campaign)
     shutil.rmtree(run_folder(campaign, 0))
+    snakemake(campaign, "--cores", "2", *CONFIG)
+    report = json.loads((campaign / "results/tiny" / BENCH / "report.json").read_text())
+    assert {run["compliance"] for run in report["runs"]} == {"passed"}
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounts a small tmpfs (root)")
+def test_a_full_disk_during_training_fails_the_run_and_the_rerun_after_freeing_space_completes(campaign):
+    """Fault 2: the run folder fills up (a 4 KiB tmpfs) while the trainer logs: the job fails with the write error
+    in one line (logging no longer swallows it), no cut-off result.txt is left as finished, and once space is
+    freed the same command redoes the run."""
+    folder = run_folder(campaign, 0)
+    shutil.rmtree(folder)
+    folder.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4k", "tmpfs", str(folder)], check=True)
+    try:
+        proc = snakemake(campaign, "--cores", "2", *CONFIG, check_rc=False)
+        assert proc.returncode != 0
+        line = one_line_error_in(campaign / "logs/tiny/train" / BENCH / "0.log", "writing the run's log failed")
+        assert "No space left on device" in line and "result.txt" in line
+        assert not (folder / "result.txt").exists()  # Snakemake removed the failed job's output
+    finally:
+        subprocess.run(["umount", str(folder)], check=True)
     snakemake(campaign, "--cores", "2", *CONFIG)
     report = json.loads((campaign / "results/tiny" / BENCH / "report.json").read_text())
     assert {run["compliance"] for run in report["runs"]} == {"passed"}

@@ -13,6 +13,7 @@ launch line does that on every node of the run and says whether it worked in ``M
 
 import functools
 import os
+import sys
 from types import ModuleType
 from typing import Callable, Optional
 
@@ -73,3 +74,37 @@ def log_cache_clear_as_launched(mllog_module: ModuleType) -> None:
 
     _encode_log._mlperf_wf_cache_clear = True
     mllog_module._encode_log = _encode_log
+
+
+class ResultWriteError(OSError):
+    """Writing the run's result file failed: the run fails rather than leave a log with holes."""
+
+
+def raise_write_errors(handler: object) -> None:
+    """Make a ``logging`` handler raise on a failed write instead of printing it and going on (``logging``'s
+    ``handleError`` swallows every error, so a full disk left a trainer exiting 0 with a log cut mid-line)."""
+
+    def handle_error(record: object) -> None:
+        error = sys.exc_info()[1]
+        raise ResultWriteError(f"{getattr(handler, 'baseFilename', handler)}: writing the run's log failed: {error!r}") from error
+
+    handler.handleError = handle_error  # type: ignore[attr-defined]
+
+
+def fail_on_result_write_errors(logging_module: ModuleType) -> None:
+    """A patch for ``logging``: every ``FileHandler`` opened on the run's result file (``COMPLIANCE_FILE``) raises
+    on a write error (:func:`raise_write_errors`), whichever code configures it (mllog.config in the references)."""
+    file_handler = logging_module.FileHandler
+    if getattr(file_handler, "_mlperf_wf_raises", False):
+        return
+    original_init = file_handler.__init__
+
+    @functools.wraps(original_init)
+    def __init__(self, filename, *args, **kwargs):
+        original_init(self, filename, *args, **kwargs)
+        target = result_file()
+        if target and os.path.abspath(os.fspath(filename)) == target:
+            raise_write_errors(self)
+
+    file_handler.__init__ = __init__
+    file_handler._mlperf_wf_raises = True

@@ -102,7 +102,17 @@ def _log_cache_clear_as_launched() -> None:
     after_import("mlperf_logging.mllog.mllog", log_cache_clear_as_launched)
 
 
+def _fail_on_result_write_errors() -> None:
+    """A write error on the run's result file fails the process (logging would print it and go on)."""
+    import logging
+
+    from mlperf_wf_mllog import fail_on_result_write_errors
+
+    fail_on_result_write_errors(logging)
+
+
 sys.meta_path.insert(0, _AfterImportFinder())
 _chain_next_sitecustomize()
 _log_cache_clear_as_launched()
+_fail_on_result_write_errors()
 _load_hooks()

@@ -24,6 +24,10 @@ class ChecksumError(UserError):
     """A file's md5 differs from the published one."""
 
 
+class WriteError(UserError):
+    """Writing an output failed (a full disk, a lost mount): the job fails rather than leave it with holes."""
+
+
 def describe_validation_error(where: str, err: ValidationError, separator: str = ": ") -> str:
     """The first problem of a pydantic error as one line: ``where: key: message (got value)``.
 

@@ -9,10 +9,13 @@ from __future__ import annotations
 import logging
 import os
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from mlperf_logging import mllog
+
+from mlperf_wf.errors import WriteError
 
 
 @dataclass(frozen=True)
@@ -27,6 +30,17 @@ class Submission:
     """``submission_division``: closed or open."""
     status: str
     """``submission_status``: onprem, cloud, preview or research."""
+
+
+def _raise_write_errors(handler: logging.FileHandler) -> None:
+    """``logging`` prints a failed write and goes on (a full disk left a run exiting 0 with its log cut mid-line);
+    this handler raises instead. (The reference images get the same from containers/hooks/mlperf_wf_mllog.py.)"""
+
+    def handle_error(record: logging.LogRecord) -> None:
+        error = sys.exc_info()[1]
+        raise WriteError(f"{handler.baseFilename}: writing the run's log failed: {error}") from error
+
+    handler.handleError = handle_error  # type: ignore[method-assign]
 
 
 class RunLogger:
@@ -45,6 +59,9 @@ class RunLogger:
             result_file.parent.mkdir(parents=True, exist_ok=True)
             result_file.unlink(missing_ok=True)
             mllog.config(filename=str(result_file), default_stack_offset=2, root_dir=str(Path(__file__).parent))
+            for handler in self._logger.logger.handlers:
+                if isinstance(handler, logging.FileHandler):
+                    _raise_write_errors(handler)
 
     def event(self, key: str, value: object = None, metadata: dict | None = None) -> None:
         if self.rank == 0:
