@@ -127,7 +127,7 @@ def test_a_write_error_on_the_result_file_fails_the_reference_process(tmp_path):
         "import logging, sys\n"
         "other = logging.FileHandler(sys.argv[1]); result = logging.FileHandler('/dev/full')\n"
         "log = logging.getLogger('mllog'); log.addHandler(other); log.addHandler(result)\n"
-        "log.error(':::MLLOG {\"key\": \"run_stop\"}')\n"
+        'log.error(\':::MLLOG {"key": "run_stop"}\')\n'
         "print('went on after the failed write')\n"
     )
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(HOOKS), "COMPLIANCE_FILE": "/dev/full"}
