@@ -14,7 +14,7 @@ import pytest
 from mlperf_wf.benchmarks.dlrm_dcnv2 import prepare as prep
 from mlperf_wf.benchmarks.dlrm_dcnv2 import prepare_from_raw
 from tests.test_rgat_workflow import kill_preparation_halfway_and_rerun, shards_run
-from tests.test_workflow import job_counts, new_workdir, output_cache, snakemake
+from tests.test_workflow import job_counts, new_workdir, output_cache, planned_train_lines, snakemake
 
 __all__ = ["output_cache"]  # the shared-cache fixture, used here too
 
@@ -91,7 +91,7 @@ def test_full_scale_dry_run_lists_the_reference_dataset_shards_and_runs(tmp_path
     out = proc.stdout
     assert "--uri https://training.mlcommons-storage.org/metadata/dlrmv2-preprocessed-criteo-click-logs-reference.uri" in out
     assert sorted(shards_run(out)) == sorted(prep.shards("full"))
-    train_lines = [line for line in out.splitlines() if line.startswith("Shell command: { mlperf-wf preflight --benchmark dlrm_dcnv2")]
+    train_lines = planned_train_lines(out, "dlrm_dcnv2")
     assert len(train_lines) == 10
     for line in train_lines:
         assert f"{workdir}/resources/full/prepared/dlrm_dcnv2:/data/criteo_multihot:ro" in line

@@ -4,7 +4,7 @@ through tests/test_plan.py; regenerate with ``MLPERF_WF_UPDATE_GOLDEN=1 pytest t
 
 from __future__ import annotations
 
-from tests.test_workflow import job_counts, new_workdir, snakemake
+from tests.test_workflow import job_counts, new_workdir, planned_train_lines, snakemake
 
 NAME = "dlrmv4"
 
@@ -17,7 +17,7 @@ def test_full_scale_dry_run_lists_the_ten_train_jobs(tmp_path):
     assert counts["preprocess_shard"] == 3
     out = proc.stdout
     assert "--uri https://training.mlcommons-storage.org/metadata/dlrmv4_dataset.uri" in out
-    train_lines = [line for line in out.splitlines() if line.startswith(f"Shell command: {{ mlperf-wf preflight --benchmark {NAME}")]
+    train_lines = planned_train_lines(out, NAME)
     assert len(train_lines) == 10
     for line in train_lines:
         assert "python -m generative_recommenders.dlrm_v4.train.train_ranker --dataset yambda-5b --mode streaming-train-eval" in line

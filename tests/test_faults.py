@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from mlperf_wf import cli
 from tests.test_workflow import new_workdir, snakemake
 
 BENCH = "llama2_70b_lora"
@@ -26,6 +27,8 @@ def campaign(tmp_path_factory) -> Path:
         snakemake(made, "--cores", "2", *CONFIG)
     copy = tmp_path_factory.mktemp("fault")
     shutil.copytree(made, copy, dirs_exist_ok=True, symlinks=True)
+    # The copy's files are new inodes: recorded as they are now, as a train job does for a tree moved whole.
+    cli.cmd_check_prepared(copy / "resources/tiny/prepared" / BENCH / "dataset")
     return copy
 
 
@@ -118,3 +121,52 @@ def test_a_full_disk_during_training_fails_the_run_and_the_rerun_after_freeing_s
     snakemake(campaign, "--cores", "2", *CONFIG)
     report = json.loads((campaign / "results/tiny" / BENCH / "report.json").read_text())
     assert {run["compliance"] for run in report["runs"]} == {"passed"}
+
+
+def flip_a_byte_keeping_mtime(path: Path, offset: int = 100) -> None:
+    stat = path.stat()
+    data = bytearray(path.read_bytes())
+    data[offset] ^= 0xFF
+    with path.open("r+b") as handle:  # in place: the same inode, as a bit rot or a stray write
+        handle.write(bytes(data))
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+
+
+def test_a_byte_flipped_in_a_verified_file_is_seen_through_its_prepared_hard_link(tmp_path):
+    """Fault 3, the mechanism: a prepared file that is a hard link of a verified dataset file shares its inode; a
+    byte flipped through the verified name (mtime set back) changes the inode's ctime, which the prepared tree's
+    stamps (recorded after linking) catch, naming the file; stat only, nothing re-hashed."""
+    from mlperf_wf.errors import UserError
+    from mlperf_wf.prepare import assemble, link_or_copy
+
+    verified = tmp_path / "datasets" / "ds" / "train.bin"
+    verified.parent.mkdir(parents=True)
+    verified.write_bytes(os.urandom(4096))
+    shards = tmp_path / "prepared" / "shards"
+    (shards / "copy").mkdir(parents=True)
+    link_or_copy(verified, shards / "copy" / "train.bin")
+    assert (shards / "copy" / "train.bin").stat().st_ino == verified.stat().st_ino
+    tree = tmp_path / "prepared" / "dataset"
+    assemble({"train.bin": "copy/train.bin"}, shards, tree)
+    cli.cmd_check_prepared(tree)  # as assembled: passes
+    flip_a_byte_keeping_mtime(verified)
+    with pytest.raises(UserError) as refused:
+        cli.cmd_check_prepared(tree)
+    message = str(refused.value)
+    assert "\n" not in message and f"{tree}/train.bin: ctime changed since it was prepared" in message
+    assert "resources/<scale>/verified/<dataset>.json" in message
+
+
+@pytest.mark.slow
+def test_a_prepared_file_changed_after_preparation_stops_the_redone_run_before_it_trains(campaign):
+    """Fault 3 in the workflow: a byte flipped in a prepared file with its mtime set back reruns nothing; a redone
+    run (its folder deleted) refuses to start, in one line in its log naming the file; the finished run is kept."""
+    prepared = campaign / "resources/tiny/prepared" / BENCH / "dataset"
+    flip_a_byte_keeping_mtime((prepared / "validation-00000-of-00001.parquet").resolve(), offset=200)
+    kept = (run_folder(campaign, 1) / "result.txt").read_bytes()
+    shutil.rmtree(run_folder(campaign, 0))
+    proc = snakemake(campaign, "--cores", "2", *CONFIG, check_rc=False)
+    assert proc.returncode != 0
+    line = one_line_error_in(campaign / "logs/tiny/train" / BENCH / "0.log", "since it was prepared")
+    assert "validation-00000-of-00001.parquet: ctime changed" in line
+    assert (run_folder(campaign, 1) / "result.txt").read_bytes() == kept

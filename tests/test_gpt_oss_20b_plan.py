@@ -7,7 +7,7 @@ DAG listing the ten train jobs. Every launcher x 1 and 2 nodes is golden in test
 from __future__ import annotations
 
 from tests.test_plan import make_plan, workdir  # noqa: F401 - workdir is a fixture
-from tests.test_workflow import job_counts, new_workdir, snakemake
+from tests.test_workflow import job_counts, new_workdir, planned_train_lines, snakemake
 
 NAME = "gpt_oss_20b"
 SCRATCH_REMOVAL = ") && rm -rf results/gpt_oss_20b/runs/0/scratch || exit $?"
@@ -48,5 +48,5 @@ def test_full_scale_dry_run_lists_the_ten_train_jobs(tmp_path):
     out = proc.stdout
     assert "--uri https://training.mlcommons-storage.org/metadata/llama-3-1-8b-preprocessed-c4-dataset.uri" in out
     assert "--uri https://training.mlcommons-storage.org/metadata/llama-3-1-8b-tokenizer.uri" in out
-    train_lines = [line for line in out.splitlines() if line.startswith(f"Shell command: {{ mlperf-wf preflight --benchmark {NAME}")]
+    train_lines = planned_train_lines(out, NAME)
     assert len(train_lines) == 10 and all("./run_and_time.sh" in line for line in train_lines)

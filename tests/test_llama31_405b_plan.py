@@ -6,7 +6,7 @@ of the full-scale DAG listing the three train jobs. One node and two nodes (geom
 from __future__ import annotations
 
 from tests.test_plan import reference_geometry_plan, workdir  # noqa: F401 - workdir is a fixture
-from tests.test_workflow import job_counts, new_workdir, snakemake
+from tests.test_workflow import job_counts, new_workdir, planned_train_lines, snakemake
 
 NAME = "llama31_405b"
 
@@ -27,7 +27,7 @@ def test_full_scale_dry_run_lists_the_three_train_jobs(tmp_path):
     out = proc.stdout
     assert "--uri https://training.mlcommons-storage.org/metadata/mixtral-8x22b-preprocessed-c4-dataset.uri" in out
     assert "--uri https://training.mlcommons-storage.org/metadata/mixtral-8x22b-tokenizer.uri" in out
-    train_lines = [line for line in out.splitlines() if line.startswith(f"Shell command: {{ mlperf-wf preflight --benchmark {NAME}")]
+    train_lines = planned_train_lines(out, NAME)
     assert len(train_lines) == 3
     for line in train_lines:
         assert "python3 pretrain_llama31.py" in line and "--nodes 288 --gpus_per_node 8" in line

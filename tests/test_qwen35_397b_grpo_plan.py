@@ -20,7 +20,7 @@ from mlperf_wf.benchmarks.qwen35_397b_grpo import prepare
 from mlperf_wf.registry import load_benchmark, load_dataset
 from tests.conftest import reference_source
 from tests.test_plan import reference_geometry_plan, workdir  # noqa: F401 - workdir is a fixture
-from tests.test_workflow import job_counts, new_workdir, snakemake
+from tests.test_workflow import job_counts, new_workdir, planned_train_lines, snakemake
 
 NAME = "qwen35_397b_grpo"
 
@@ -42,7 +42,7 @@ def test_full_scale_dry_run_lists_the_three_train_jobs(tmp_path):
     proc = snakemake(folder, "-n", f"results/{NAME}/report.json", "--config", "scale=full")
     counts = job_counts(proc.stdout)
     assert counts["train"] == 3 and counts["check_compliance"] == 3
-    train_lines = [line for line in proc.stdout.splitlines() if line.startswith(f"Shell command: {{ mlperf-wf preflight --benchmark {NAME}")]
+    train_lines = planned_train_lines(proc.stdout, NAME)
     assert len(train_lines) == 3
     seeds = {re.search(r"\+\+grpo\.seed=(\d+)", line).group(1) for line in train_lines}
     assert len(seeds) == 3

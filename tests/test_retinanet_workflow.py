@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from mlperf_wf.benchmarks.retinanet import prepare as prep
-from tests.test_workflow import job_counts, new_workdir, output_cache, snakemake
+from tests.test_workflow import job_counts, new_workdir, output_cache, planned_train_lines, snakemake
 
 __all__ = ["output_cache"]
 
@@ -56,7 +56,7 @@ def test_full_scale_retinanet_dry_run_lists_the_fetch_receive_shards_and_five_re
     }
     out = proc.stdout
     assert "--source file:resources/full/fetched/openimages_mlperf --expect catalog" in out
-    train_lines = [line for line in out.splitlines() if line.startswith("Shell command: { mlperf-wf preflight --benchmark retinanet")]
+    train_lines = planned_train_lines(out, "retinanet")
     assert len(train_lines) == 5
     for line in train_lines:
         assert f"{workdir}/resources/full/prepared/retinanet:/datasets/open-images-v6-mlperf:ro" in line

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from mlperf_wf.benchmarks.rgat import prepare as prep
-from tests.test_workflow import job_counts, new_workdir, output_cache, snakemake, snakemake_argv, snakemake_env
+from tests.test_workflow import job_counts, new_workdir, output_cache, planned_train_lines, snakemake, snakemake_argv, snakemake_env
 
 __all__ = ["output_cache"]  # the shared-cache fixture, used here too
 
@@ -138,7 +138,7 @@ def test_full_scale_rgat_dry_run_lists_the_real_urls_shards_and_container(tmp_pa
     out = proc.stdout
     assert "--uri https://training.mlcommons-storage.org/metadata/gnn-igbh-dataset-full.uri" in out
     assert sorted(shards_run(out)) == sorted(prep.shards("full"))
-    train_lines = [line for line in out.splitlines() if line.startswith("Shell command: { mlperf-wf preflight --benchmark rgat")]
+    train_lines = planned_train_lines(out, "rgat")
     assert len(train_lines) == 10
     for line in train_lines:
         assert "docker run --rm --gpus all" in line and f"{workdir}/resources/full/prepared/rgat:/data/igbh:ro" in line

@@ -6,7 +6,7 @@ of the full-scale DAG listing the ten train jobs. One node and two nodes (geomet
 from __future__ import annotations
 
 from tests.test_plan import reference_geometry_plan, workdir  # noqa: F401 - workdir is a fixture
-from tests.test_workflow import job_counts, new_workdir, snakemake
+from tests.test_workflow import job_counts, new_workdir, planned_train_lines, snakemake
 
 NAME = "stable_diffusion"
 
@@ -31,7 +31,7 @@ def test_full_scale_dry_run_lists_the_ten_train_jobs(tmp_path):
     for name in ("laion-400m-filtered-moments-dataset", "coco2014-validation-prompts-dataset", "coco2014-validation-stats-dataset",
                  "sd-checkpoint", "inception-checkpoint", "clip-checkpoint"):  # fmt: skip
         assert f"--uri https://training.mlcommons-storage.org/metadata/stable-diffusion-{name}.uri" in out
-    train_lines = [line for line in out.splitlines() if line.startswith(f"Shell command: {{ mlperf-wf preflight --benchmark {NAME}")]
+    train_lines = planned_train_lines(out, NAME)
     assert len(train_lines) == 10
     for line in train_lines:
         assert "-b configs/train_32x08x08.yaml" in line and "--clip_threshold" not in line  # main.py's parser: type=int

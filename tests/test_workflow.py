@@ -41,6 +41,12 @@ def snakemake(workdir: Path, *args: str, check_rc: bool = True, cache: Path | No
     return proc
 
 
+def planned_train_lines(output: str, benchmark: str = "") -> list[str]:
+    """The train jobs' shell lines of a ``snakemake -n -p`` output (for ``benchmark``, else all)."""
+    start, launch = "Shell command: { mlperf-wf check-prepared ", f" || exit $?; mlperf-wf preflight --benchmark {benchmark}".rstrip()
+    return [line for line in output.splitlines() if line.startswith(start) and launch in line]
+
+
 def new_workdir(path: Path) -> Path:
     path.mkdir(parents=True, exist_ok=True)
     shutil.copytree(ROOT / "config", path / "config")
@@ -275,7 +281,7 @@ def test_full_scale_dry_run_lists_the_real_plan(tmp_path):
     out = proc.stdout
     assert "--uri https://llama2.mlcommons-storage.org/metadata/scrolls-gov-report-8k.uri" in out
     assert "--uri https://llama2.mlcommons-storage.org/metadata/llama-2-70b-fused-qkv-mlperf.uri" in out
-    train_lines = [line for line in out.splitlines() if line.startswith("Shell command: { mlperf-wf preflight")]
+    train_lines = planned_train_lines(out)
     assert len(train_lines) == 10
     for line in train_lines:
         assert "|| exit 2; if { sync && " in line  # the job's own preflight, then the page cache

@@ -193,6 +193,29 @@ def cmd_assemble(benchmark: str, scale: str, shards: Path, out: Path, preparatio
     log.info("%s: %d files linked into %s", benchmark, links, out)
 
 
+def cmd_check_prepared(prepared: Path) -> None:
+    """Refuse (one line) a prepared tree that changed since it was assembled; a train job runs this first."""
+    from mlperf_wf import prepare
+
+    if not prepared.is_dir():
+        raise UserError(f"{prepared}: no prepared tree here")
+    if not prepare.stamps_file(prepared).is_file():  # assembled by an earlier version: recorded as it is now
+        prepare.write_stamps(prepared)
+        log.info("%s: no stamps yet; recorded as it is now", prepared)
+        return
+    changed, moved = prepare.changed_since_prepared(prepared)
+    if moved:  # copied or moved whole (rsync -a, a restore): recorded as it is now
+        prepare.write_stamps(prepared)
+        log.info("%s: copied or moved as a whole since it was prepared; its stamps are renewed", prepared)
+    if changed:
+        raise UserError(
+            f"{prepared}/{changed[0]} since it was prepared ({len(changed)} files in all); nothing was run: its data may be a "
+            "hard link of a verified file that changed too. Delete the verification records of its datasets "
+            "(resources/<scale>/verified/<dataset>.json) and rerun: changed files are re-hashed, a bad one quarantined "
+            "and the preparation redone"
+        )
+
+
 def cmd_train(
     benchmark: str,
     run: int,
@@ -646,6 +669,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("fresh-run-folder", help="empty a run's folder before an attempt (nothing of an earlier attempt is resumed)")
     p.add_argument("folder", type=Path)
+    p = sub.add_parser("check-prepared", help="refuse a prepared tree that changed since it was assembled (stat only)")
+    p.add_argument("prepared", type=Path)
     p = sub.add_parser("provenance", help="record what a run was made with (backend, image, host, GPUs, git commit, versions)")
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--scale", choices=["tiny", "full"], required=True)
@@ -773,6 +798,8 @@ def main(argv: list[str] | None = None) -> int:
 
             removed = clear_for_new_attempt(args.folder)
             print(f"{args.folder}: removed what an earlier attempt left: {', '.join(removed)}" if removed else f"{args.folder}: empty")
+        elif args.command == "check-prepared":
+            cmd_check_prepared(args.prepared)
         elif args.command == "provenance":
             cmd_provenance(args.out, args.scale, args.launcher, args.image, args.command_line, args.result)
         elif args.command == "preflight":

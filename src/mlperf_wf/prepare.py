@@ -11,6 +11,7 @@ mounts the benchmark's prepared folder (``resources/<scale>/prepared/<benchmark>
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import shutil
@@ -84,7 +85,61 @@ def assemble(layout: dict[str, str], shards_dir: Path, out_dir: Path) -> int:
         link = out_dir / tree_path
         link.parent.mkdir(parents=True, exist_ok=True)
         link.symlink_to(os.path.relpath(shards_dir / target, link.parent))
+    write_stamps(out_dir)
     return len(layout)
+
+
+# ---- what the prepared tree was when it was made ----
+# A prepared file may be a hard link of a verified dataset file (the same inode): a byte changed through either
+# name, even with its mtime set back, changes the inode's ctime. Every file's stat at assembly time is recorded
+# beside the tree, and each train job compares before it starts (stat only, no hashing).
+
+
+SNAKEMAKE_TIMESTAMP = ".snakemake_timestamp"
+"""Snakemake adds it to a directory output after the job: not data."""
+
+
+def stamps_file(prepared: Path) -> Path:
+    """Where the stamps of a prepared tree are kept: beside it, so nothing is added to what the runs mount."""
+    return prepared.with_name(f"{prepared.name}.stamps.json.gz")
+
+
+def tree_stamps(prepared: Path) -> dict[str, list[int]]:
+    """Path (relative) -> [size, mtime_ns, ctime_ns, inode] of every file the tree reaches (links followed)."""
+    stamps = {}
+    for root, _dirs, files in os.walk(prepared, followlinks=True):
+        for name in files:
+            if name == SNAKEMAKE_TIMESTAMP:
+                continue
+            path = Path(root) / name
+            st = path.stat()
+            stamps[path.relative_to(prepared).as_posix()] = [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
+    return stamps
+
+
+def write_stamps(prepared: Path) -> Path:
+    """Record the tree's stamps (after the last link is made: linking changes an inode's ctime)."""
+    target = stamps_file(prepared)
+    with gzip.open(target, "wt") as handle:
+        json.dump(tree_stamps(prepared), handle)
+    return target
+
+
+def changed_since_prepared(prepared: Path) -> tuple[list[str], bool]:
+    """What in ``prepared`` is not as it was assembled, one phrase per file (empty: unchanged), and whether the whole
+    tree was copied or moved as it is (every file a new inode, sizes and mtimes kept: its stamps are renewed)."""
+    with gzip.open(stamps_file(prepared), "rt") as handle:
+        recorded: dict[str, list[int]] = json.load(handle)
+    now = tree_stamps(prepared)
+    fields = ("size", "mtime", "ctime", "inode")
+    changed = [f"{path}: missing" for path in recorded if path not in now]
+    changed += [f"{path}: new" for path in now if path not in recorded]
+    for path, was in recorded.items():
+        if path in now and now[path] != was:
+            differ = [name for name, a, b in zip(fields, was, now[path], strict=True) if a != b]
+            changed.append(f"{path}: {', '.join(differ)} changed")
+    moved = bool(now) and now.keys() == recorded.keys() and all(now[p][:2] == recorded[p][:2] and now[p][3] != recorded[p][3] for p in now)
+    return ([], True) if moved else (changed, False)
 
 
 def link_or_copy(source: Path, target: Path) -> None:

@@ -27,10 +27,12 @@ rule train:
         launcher=train_field("launcher"),
         image=train_field("image"),
         scale=SCALE,
+    # The prepared tree is checked against its stamps first (a byte changed since, even with its mtime restored);
+    # `|| exit`: bash's errexit does not stop at the left side of a failing `&&`.
     # The whole command line in one group, so that everything it prints (the job's own preflight, the page-cache drop,
     # each srun step) goes to the job's log, and a refusal (`exit 2`) ends the job with its reason there.
     shell:
-        "{{ {params.command}; }} > {log} 2>&1;"
+        "{{ mlperf-wf check-prepared {input.prepared} || exit $?; {params.command}; }} > {log} 2>&1;"
         " mlperf-wf provenance --out {output.provenance} --result {output.result} --scale {params.scale}"
         " --launcher {params.launcher} --image={params.image:q}"
         " --command={params.command:q} >> {log} 2>&1"
