@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -170,3 +171,98 @@ def test_a_prepared_file_changed_after_preparation_stops_the_redone_run_before_i
     line = one_line_error_in(campaign / "logs/tiny/train" / BENCH / "0.log", "since it was prepared")
     assert "validation-00000-of-00001.parquet: ctime changed" in line
     assert (run_folder(campaign, 1) / "result.txt").read_bytes() == kept
+
+
+# ---- bad input: one line, never a traceback ----
+
+ROOT = Path(__file__).resolve().parents[1]
+MLPERF_WF = [sys.executable, "-m", "mlperf_wf"]
+
+
+def one_line(proc: subprocess.CompletedProcess, *needles: str) -> str:
+    """The only error line of a failed command (no traceback), which holds every needle."""
+    errors = [line for line in proc.stderr.splitlines() if "error" in line]
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr and len(errors) == 1, proc.stderr[-2000:]
+    assert all(needle in errors[0] for needle in needles), errors[0]
+    return errors[0]
+
+
+def r2_folder(tmp_path: Path, uri: bytes, md5: bytes | None = None) -> str:
+    (tmp_path / "m/metadata").mkdir(parents=True)
+    (tmp_path / "m/data/ds").mkdir(parents=True)
+    (tmp_path / "m/data/ds/a.bin").write_bytes(b"x" * 10000)
+    (tmp_path / "m/metadata/ds.uri").write_bytes(uri)
+    (tmp_path / "m/metadata/ds.md5").write_bytes(md5 if md5 is not None else b"a57da8f1e6ad35ded8e4ae1ebe7abeab  a.bin\n")
+    return (tmp_path / "m/metadata/ds.uri").as_uri()
+
+
+@pytest.mark.parametrize(
+    ("uri", "md5", "needles"),
+    [
+        (b"", None, ("ds.uri: holds nothing, not a base URL",)),
+        (b"garbage here\n", None, ("ds.uri: holds 'garbage here', not a base URL",)),
+        (None, bytes(range(128, 256)), ("ds.md5: not text",)),
+    ],
+    ids=["empty uri", "garbage uri", "binary md5"],
+)
+def test_a_broken_r2_listing_is_one_line(tmp_path, uri, md5, needles):
+    url = r2_folder(tmp_path, uri if uri is not None else (tmp_path / "m/data/ds").as_uri().encode(), md5)
+    proc = subprocess.run([*MLPERF_WF, "download", "--uri", url, "--dest", str(tmp_path / "out")], capture_output=True, text=True)
+    one_line(proc, *needles)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounts a small tmpfs (root)")
+def test_a_full_disk_during_download_is_one_line_and_keeps_what_arrived(tmp_path):
+    url = r2_folder(tmp_path, (tmp_path / "m/data/ds").as_uri().encode())
+    (tmp_path / "m/data/ds/a.bin").write_bytes(os.urandom(64 * 1024))
+    (tmp_path / "m/metadata/ds.md5").write_text(f"{__import__('hashlib').md5((tmp_path / 'm/data/ds/a.bin').read_bytes()).hexdigest()}  a.bin\n")
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16k", "tmpfs", str(disk)], check=True)
+    try:
+        proc = subprocess.run([*MLPERF_WF, "download", "--uri", url, "--dest", str(disk / "ds"), "--jobs", "1"], capture_output=True, text=True)
+        one_line(proc, "No space left on device", "free space")
+        assert any(disk.rglob("a.bin.part")), "the bytes that arrived are kept for the rerun"
+    finally:
+        subprocess.run(["umount", str(disk)], check=True)
+
+
+@pytest.mark.parametrize(
+    ("argv", "needles"),
+    [
+        (["--root", "/no/such/folder", "status"], ("--root /no/such/folder: no such folder",)),
+        (["status", "--watch", "-5"], ("--watch", "above 0")),
+        (["status", "--config", "runs=three"], ("config.runs: 'three' is not allowed",)),
+        (["status", "--config", "rnus=3"], ("config: unknown key 'rnus'; allowed keys:", "runs")),
+    ],
+    ids=["missing root", "negative watch", "runs not a number", "misspelled key"],
+)
+def test_bad_status_input_is_one_line(tmp_path, argv, needles):
+    new_workdir(tmp_path / "w")
+    proc = subprocess.run([*MLPERF_WF, *argv], capture_output=True, text=True, cwd=tmp_path / "w")
+    one_line(proc, *needles)
+
+
+def test_status_into_a_closed_pipe_is_quiet(tmp_path):
+    new_workdir(tmp_path / "w")
+    proc = subprocess.run(f"{sys.executable} -m mlperf_wf status | head -c 1", shell=True, capture_output=True, text=True, cwd=tmp_path / "w")
+    assert "Traceback" not in proc.stderr and "BrokenPipe" not in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("edit", "needle"),
+    [("--config rnus=3", "config: unknown key 'rnus'"), ("yaml", "config/config.yaml:")],
+    ids=["misspelled key", "malformed yaml"],
+)
+def test_a_bad_workflow_config_is_one_line_not_the_whole_config(tmp_path, edit, needle):
+    workdir = new_workdir(tmp_path / "w")
+    args = ["-n"]
+    if edit == "yaml":
+        with (workdir / "config/config.yaml").open("a") as handle:
+            handle.write("runs: [\n")
+    else:
+        args += edit.split()
+    proc = snakemake(workdir, *args, check_rc=False)
+    said = proc.stdout + proc.stderr
+    assert proc.returncode != 0 and needle in said
+    assert len(said.splitlines()) < 15, said  # Snakemake's validate printed the whole config (hundreds of lines)

@@ -568,6 +568,17 @@ def cmd_status(config_overrides: list[str], benchmarks: list[str], as_json: bool
         return 0
 
 
+def _positive_seconds(text: str) -> float:
+    """argparse type: a number of seconds above 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a number of seconds above 0")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mlperf-wf", description=__doc__.splitlines()[0])
     parser.add_argument("--root", type=Path, default=Path.cwd(), help="project root holding config/ (default: current folder)")
@@ -735,7 +746,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--config", nargs="*", default=[], metavar="KEY=VALUE", help="the --config values Snakemake was given (e.g. runs=3)")
     p.add_argument("--benchmark", action="append", default=[], help="show only this benchmark (repeatable; default: the config's benchmarks)")
     p.add_argument("--json", action="store_true", dest="as_json", help="JSON for scripts")
-    p.add_argument("--watch", type=float, nargs="?", const=30.0, metavar="SECONDS", help="refresh every SECONDS (default 30) until interrupted")
+    p.add_argument("--watch", type=_positive_seconds, nargs="?", const=30.0, metavar="SECONDS", help="refresh every SECONDS (default 30) until interrupted")
     p.add_argument("--squeue", default="squeue", help="the squeue command to ask (default: squeue on PATH)")
 
     p = sub.add_parser("report", help="time-to-train report of a benchmark's runs")
@@ -754,8 +765,12 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    import errno
     import os
 
+    if not Path(args.root).is_dir():
+        print(f"mlperf-wf: error: --root {args.root}: no such folder (give the workflow folder)", file=sys.stderr)
+        return 2
     os.chdir(args.root)
     try:
         if args.command == "mirror":
@@ -817,4 +832,13 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as err:
         print(f"mlperf-wf: error: {err}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # `mlperf-wf status | head`: the reader left, which is not an error
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    except OSError as err:
+        if err.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EIO):
+            raise
+        where = err.filename or "a file"
+        print(f"mlperf-wf: error: {where}: {err.strerror}; nothing written so far is removed: free space (or fix the mount) and rerun", file=sys.stderr)
+        return 1
     return 0

@@ -72,7 +72,10 @@ def fetch_text(url: str, headers: Credentials | dict[str, str], timeout: float =
         path = _file_url_path(url)
         if not path.is_file():
             raise DownloadError(f"{url}: no such file")
-        return path.read_text()
+        try:
+            return path.read_text()
+        except UnicodeDecodeError as err:
+            raise DownloadError(f"{url}: not text (byte {err.start} is not UTF-8); expected a .uri or .md5 file") from None
     try:
         response = requests.get(url, headers=headers_for(url, headers), timeout=timeout, allow_redirects=follow_redirects)
     except requests.RequestException as err:
@@ -387,6 +390,10 @@ def download_dataset(
     if isinstance(headers, Credentials):
         headers = headers.allowing(uri_url, md5_url)
     base_url = fetch_text(uri_url, headers).strip().rstrip("/")
+    parsed = urllib.parse.urlparse(base_url)
+    if parsed.scheme not in ("https", "http", "file") or not (parsed.netloc or parsed.scheme == "file") or any(c.isspace() for c in base_url):
+        shown = repr(base_url[:80]) if base_url else "nothing"
+        raise DownloadError(f"{uri_url}: holds {shown}, not a base URL (expected one https://, http:// or file:// URL)")
     manifest_text = fetch_text(md5_url, headers)
     entries = [e for e in parse_manifest(manifest_text, md5_url) if wanted(e.path)]
     if not entries:

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mlperf_wf import compliance
+from mlperf_wf.config_check import check_config
 from mlperf_wf.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -652,6 +653,7 @@ def load_config(root: Path, overrides: list[str]) -> dict:
         if not sep or not key:
             raise ConfigError(f"--config {item!r}: expected KEY=VALUE, as given to snakemake --config")
         config[key] = yaml.safe_load(value)
+    check_config(config)
     return config
 
 

@@ -13,8 +13,14 @@ sys.path.insert(0, str(Path(workflow.basedir).parent / "src"))
 
 from mlperf_wf import plan as planning  # noqa: E402
 from mlperf_wf import preflight  # noqa: E402
+from mlperf_wf.config_check import check_config  # noqa: E402
 from mlperf_wf.errors import ConfigError  # noqa: E402
 
+# One line for a bad config; Snakemake's validate (which fills in the defaults) prints the whole config.
+try:
+    check_config(config)
+except ConfigError as err:
+    raise WorkflowError(str(err)) from None
 validate(config, schema="../schemas/config.schema.yaml")
 
 
