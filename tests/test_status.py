@@ -4,10 +4,12 @@ interrupted, queued (also in a stand-in squeue), shards half made; and that a st
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -49,8 +51,27 @@ def finished_run(root: Path, index: int, minutes: float, evals: list[tuple[int, 
     return result
 
 
+@contextlib.contextmanager
+def live_snakemake(root: Path):
+    """A process status takes for a Snakemake working in ``root`` (a script named snakemake, given ``-d root``),
+    as long as the block runs: a lock with no Snakemake behind it is stale."""
+    fake = root.parent / "fake_bin" / "snakemake"
+    fake.parent.mkdir(exist_ok=True)
+    fake.write_text("import time\ntime.sleep(600)\n")
+    process = subprocess.Popen([sys.executable, str(fake), "-d", str(root)])
+    try:
+        for _ in range(100):
+            if status.snakemake_running_in(root):
+                break
+            time.sleep(0.05)
+        yield process
+    finally:
+        process.kill()
+        process.wait()
+
+
 @pytest.fixture
-def campaign(tmp_path: Path) -> Path:
+def campaign(tmp_path: Path):
     """Five runs of llama2_70b_lora mid-campaign: 0 passed (checked), 1 did not converge (checked), 2's training
     failed, 3 is running (a partial log: two evaluations, no run_stop), 4 is queued; rgat's shards half made."""
     root = tmp_path / "campaign"
@@ -77,7 +98,8 @@ def campaign(tmp_path: Path) -> Path:
     mark_started(root, "resources/tiny/prepared/rgat/shards/labels")
     (root / "resources/tiny/prepared/rgat/shards/labels").mkdir()
     os.utime(train_logs / "2.log", (os.path.getmtime(root / ".snakemake/locks/0.output.lock") + 5,) * 2)
-    return root
+    with live_snakemake(root):
+        yield root
 
 
 def shutil_copy_config(root: Path) -> None:

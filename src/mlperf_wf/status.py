@@ -69,6 +69,33 @@ class SnakemakeRecords:
     """The outputs the locking Snakemake will make (its output lock)."""
     started: dict[str, str | None]
     """Output -> scheduler job id (None for a local job) of every job started and not finished (incomplete markers)."""
+    stale_lock: bool = False
+    """Lock files are there but no Snakemake runs in the folder on this host (one was killed): ``snakemake --unlock``."""
+
+
+def snakemake_running_in(root: Path) -> bool | None:
+    """Whether a Snakemake process on this host works in ``root`` (its current folder, or ``-d``/``--directory``);
+    None where processes cannot be listed (then a lock is taken as live)."""
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return None
+    target = root.resolve()
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().decode(errors="replace").split("\0")
+            if not any("snakemake" in Path(arg).name for arg in argv[:3]):
+                continue
+            folder = Path(os.readlink(entry / "cwd"))
+        except OSError:
+            continue
+        for flag, value in itertools.pairwise(argv):
+            if flag in ("-d", "--directory"):
+                folder = (folder / value).resolve()
+        if folder == target:
+            return True
+    return False
 
 
 def read_snakemake_records(root: Path) -> SnakemakeRecords:
@@ -95,6 +122,8 @@ def read_snakemake_records(root: Path) -> SnakemakeRecords:
                     record = {}
                 job_id = record.get("external_jobid") if isinstance(record, dict) else None
                 started[key] = str(job_id) if job_id is not None else None
+    if lock_files and snakemake_running_in(root) is False:  # a Snakemake killed with -9 left its lock
+        return SnakemakeRecords(locked=False, lock_time=None, wanted=frozenset(), started=started, stale_lock=True)
     return SnakemakeRecords(
         locked=bool(lock_files),
         lock_time=min((t for t in times if t is not None), default=None),
@@ -687,6 +716,7 @@ def campaign_status(
         generated_at=now,
         snakemake={
             "running": records.locked,
+            "stale_lock": records.stale_lock,
             "jobs_started": len(records.started),
             "outputs_to_make": len(records.wanted),
             "other_jobs_started": _other_jobs(records, scheduler, statuses),
@@ -735,6 +765,7 @@ def render(status: CampaignStatus) -> str:
     lines.append(
         "snakemake: "
         + (f"running ({status.snakemake['jobs_started']} outputs being made)" if status.snakemake["running"] else "not running")
+        + (" (a killed Snakemake left its lock: run `snakemake --unlock` before the next run)" if status.snakemake.get("stale_lock") else "")
         + (f"; scheduler: squeue, {status.scheduler['jobs']} jobs" if status.scheduler["source"] == "squeue" else "")
         + (f"; {status.scheduler['note']}" if status.scheduler["note"] else "")
     )
