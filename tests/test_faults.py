@@ -8,13 +8,14 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from mlperf_wf import cli
 from tests.test_status import live_snakemake
-from tests.test_workflow import new_workdir, snakemake
+from tests.test_workflow import new_workdir, snakemake, snakemake_argv, snakemake_env
 
 BENCH = "llama2_70b_lora"
 CONFIG = ("--config", f"benchmarks=[{BENCH}]", "runs=2")
@@ -290,3 +291,46 @@ def test_status_tells_a_stale_lock_from_a_live_one(tmp_path):
         sleeper.kill()
     with live_snakemake(workdir):
         assert status.read_snakemake_records(workdir).locked
+
+
+# ---- kill -9 at every stage, then the documented rerun ----
+
+STAGES = ("download", "verify", "preprocess", "train", "check_compliance", "report")
+"""The stages killed in turn (each the moment its first job's log appears), in the order a campaign reaches them."""
+
+
+def kill_when_started(workdir: Path, stage: str, timeout: float = 600) -> subprocess.CompletedProcess | None:
+    """Run the campaign in its own session and kill -9 all of it when a ``stage`` job starts; None when it finished
+    first (a stage already done is not reached again)."""
+    before = set((workdir / "logs/tiny" / stage).rglob("*.log")) if (workdir / "logs/tiny" / stage).is_dir() else set()
+    with subprocess.Popen(snakemake_argv(workdir, "--cores", "2", "--rerun-incomplete", *CONFIG), env=snakemake_env(), start_new_session=True,
+                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) as proc:  # fmt: skip
+        deadline = time.monotonic() + timeout
+        while proc.poll() is None and time.monotonic() < deadline:
+            logs = set((workdir / "logs/tiny" / stage).rglob("*.log")) if (workdir / "logs/tiny" / stage).is_dir() else set()
+            if logs - before:
+                os.killpg(proc.pid, 9)
+                proc.wait()
+                return proc
+            time.sleep(0.05)
+        return None
+
+
+@pytest.mark.slow
+def test_kill_9_at_every_stage_then_the_documented_rerun_completes_and_keeps_what_was_done(tmp_path):
+    """kill -9 of Snakemake and its jobs as each stage starts (download, verify, a preparation shard, a run, a
+    compliance check, the report); after each, the README's rerun (`snakemake --unlock`, then the same command with
+    --rerun-incomplete) goes on. Finished runs are never redone, and the end is a report of passed runs."""
+    workdir = new_workdir(tmp_path / "w")
+    killed = []
+    for stage in STAGES:
+        finished_runs = {p: p.stat().st_mtime_ns for p in (workdir / "results/tiny" / BENCH / "runs").glob("*/compliance.json")}
+        if kill_when_started(workdir, stage) is not None:
+            killed.append(stage)
+        snakemake(workdir, "--unlock", *CONFIG)
+        for verdict, mtime in finished_runs.items():  # a checked run is kept as it was
+            assert verdict.stat().st_mtime_ns == mtime, verdict
+    assert killed[:3] == ["download", "verify", "preprocess"] and "train" in killed, killed
+    snakemake(workdir, "--cores", "2", "--rerun-incomplete", *CONFIG)
+    report = json.loads((workdir / "results/tiny" / BENCH / "report.json").read_text())
+    assert len(report["runs"]) == 2 and {run["compliance"] for run in report["runs"]} == {"passed"}
