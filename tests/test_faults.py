@@ -334,3 +334,22 @@ def test_kill_9_at_every_stage_then_the_documented_rerun_completes_and_keeps_wha
     snakemake(workdir, "--cores", "2", "--rerun-incomplete", *CONFIG)
     report = json.loads((workdir / "results/tiny" / BENCH / "report.json").read_text())
     assert len(report["runs"]) == 2 and {run["compliance"] for run in report["runs"]} == {"passed"}
+
+
+@pytest.mark.slow
+def test_a_second_identical_invocation_during_a_campaign_is_one_line_and_the_first_goes_on(tmp_path):
+    """The same command typed again while the campaign runs is refused in one line naming the running Snakemake
+    (it failed on the first one's unfinished outputs with IncompleteFilesException); the first finishes."""
+    workdir = new_workdir(tmp_path / "w")
+    argv = snakemake_argv(workdir, "--cores", "2", *CONFIG)
+    with subprocess.Popen(argv, env=snakemake_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) as first:
+        deadline = time.monotonic() + 600
+        while not any((workdir / "logs/tiny/train").rglob("*.log")) and first.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        second = snakemake(workdir, "--cores", "2", *CONFIG, check_rc=False)
+        said = second.stdout + second.stderr
+        assert second.returncode != 0 and f"another Snakemake (pid {first.pid}) is running in {workdir}" in said, said[-3000:]
+        assert "IncompleteFilesException" not in said
+        assert first.wait(timeout=900) == 0
+    report = json.loads((workdir / "results/tiny" / BENCH / "report.json").read_text())
+    assert {run["compliance"] for run in report["runs"]} == {"passed"}

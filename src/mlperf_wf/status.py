@@ -73,19 +73,20 @@ class SnakemakeRecords:
     """Lock files are there but no Snakemake runs in the folder on this host (one was killed): ``snakemake --unlock``."""
 
 
-def snakemake_running_in(root: Path) -> bool | None:
-    """Whether a Snakemake process on this host works in ``root`` (its current folder, or ``-d``/``--directory``);
-    None where processes cannot be listed (then a lock is taken as live)."""
+def snakemake_processes_in(root: Path) -> list[int] | None:
+    """Process ids of the Snakemakes on this host that work in ``root`` (their current folder, or ``-d``/``--directory``),
+    not counting the jobs a Snakemake starts (``--target-jobs``); None where processes cannot be listed."""
     proc = Path("/proc")
     if not proc.is_dir():
         return None
     target = root.resolve()
+    found = []
     for entry in proc.iterdir():
         if not entry.name.isdigit():
             continue
         try:
             argv = (entry / "cmdline").read_bytes().decode(errors="replace").split("\0")
-            if not any("snakemake" in Path(arg).name for arg in argv[:3]):
+            if not any("snakemake" in Path(arg).name for arg in argv[:3]) or "--target-jobs" in argv:
                 continue
             folder = Path(os.readlink(entry / "cwd"))
         except OSError:
@@ -94,8 +95,33 @@ def snakemake_running_in(root: Path) -> bool | None:
             if flag in ("-d", "--directory"):
                 folder = (folder / value).resolve()
         if folder == target:
-            return True
-    return False
+            found.append(int(entry.name))
+    return found
+
+
+def snakemake_running_in(root: Path) -> bool | None:
+    """Whether a Snakemake on this host works in ``root``; None where processes cannot be listed (a lock is then
+    taken as live)."""
+    found = snakemake_processes_in(root)
+    return None if found is None else bool(found)
+
+
+def _ancestors() -> set[int]:
+    """This process and its parents (a Snakemake started through a wrapper finds itself, not another)."""
+    pids, pid = set(), os.getpid()
+    while pid > 1 and pid not in pids:
+        pids.add(pid)
+        try:
+            pid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            break
+    return pids
+
+
+def another_snakemake_in(root: Path) -> int | None:
+    """The process id of another Snakemake working in ``root`` (not this one), or None."""
+    others = sorted(set(snakemake_processes_in(root) or []) - _ancestors())
+    return others[0] if others else None
 
 
 def read_snakemake_records(root: Path) -> SnakemakeRecords:

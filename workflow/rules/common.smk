@@ -15,6 +15,16 @@ from mlperf_wf import plan as planning  # noqa: E402
 from mlperf_wf import preflight  # noqa: E402
 from mlperf_wf.config_check import check_config  # noqa: E402
 from mlperf_wf.errors import ConfigError  # noqa: E402
+from mlperf_wf.status import another_snakemake_in  # noqa: E402
+
+# A second Snakemake (a dry run too) in a folder where one runs fails on the first one's unfinished outputs; say why.
+if workflow.is_main_process:
+    _running = another_snakemake_in(Path.cwd())
+    if _running is not None:
+        raise WorkflowError(
+            f"another Snakemake (pid {_running}) is running in {Path.cwd()}: wait for it to end "
+            "(`mlperf-wf status` shows it), or stop it first"
+        )
 
 # One line for a bad config; Snakemake's validate (which fills in the defaults) prints the whole config.
 try:
