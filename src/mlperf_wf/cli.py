@@ -409,13 +409,15 @@ def cmd_extract(archive: Path, dest: Path) -> None:
     log.info("%s: %d members extracted into %s", archive.name, len(names), dest)
 
 
-def cmd_provenance(out: Path, scale: str, launcher: str, image: str | None, command: str, result: Path | None = None) -> None:
+def cmd_provenance(
+    out: Path, scale: str, launcher: str, image: str | None, command: str, result: Path | None = None, consumed: list[Path] | None = None
+) -> None:
     """Write what a run was made with next to its log (and the digest of the log, which compliance and report check)."""
     from mlperf_wf import provenance
 
     if result is not None and not result.is_file():
         raise UserError(f"provenance: --result {result}: no such file (the run wrote no log)")
-    provenance.write(out, provenance.collect(scale, launcher, image or None, command, Path(__file__).resolve().parents[2], result))
+    provenance.write(out, provenance.collect(scale, launcher, image or None, command, Path(__file__).resolve().parents[2], result, consumed))
 
 
 def cmd_preflight(benchmarks: list[str], image: str | None, platform: str | None, config_overrides: list[str], configfiles: list[Path]) -> int:
@@ -689,6 +691,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--image", default="")
     p.add_argument("--command", default="", dest="command_line", help="the run's command line")
     p.add_argument("--result", type=Path, help="the run log the job wrote: its sha256 is recorded")
+    p.add_argument("--consumed", type=Path, nargs="*", default=[], help="what the run read (its inputs): their digests are recorded")
 
     p = sub.add_parser(
         "preflight",
@@ -816,7 +819,7 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "check-prepared":
             cmd_check_prepared(args.prepared)
         elif args.command == "provenance":
-            cmd_provenance(args.out, args.scale, args.launcher, args.image, args.command_line, args.result)
+            cmd_provenance(args.out, args.scale, args.launcher, args.image, args.command_line, args.result, args.consumed)
         elif args.command == "preflight":
             return cmd_preflight(args.benchmark, args.image, args.platform, args.config, args.configfile)
         elif args.command == "compliance":

@@ -52,8 +52,24 @@ def file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def collect(scale: str, launcher: str, image: str | None, command: str, root: Path, result: Path | None = None) -> dict:
-    """Everything the record holds (with ``result``: the sha256 of the run log the job wrote)."""
+def consumed_digests(inputs: list[Path]) -> dict[str, str]:
+    """sha256 of what a run read, by path: a file's bytes; for a folder, its stamps file beside it where it has one
+    (a prepared tree: ``<tree>.stamps.json.gz``), else "folder" (a verified dataset: its record is among the inputs)."""
+    digests = {}
+    for path in inputs:
+        stamps = path.with_name(f"{path.name}.stamps.json.gz")
+        if path.is_file():
+            digests[str(path)] = file_sha256(path)
+        elif stamps.is_file():
+            digests[str(path)] = f"stamps {file_sha256(stamps)}"
+        else:
+            digests[str(path)] = "folder"
+    return digests
+
+
+def collect(scale: str, launcher: str, image: str | None, command: str, root: Path, result: Path | None = None, consumed: list[Path] | None = None) -> dict:
+    """Everything the record holds (with ``result``: the sha256 of the run log the job wrote; with ``consumed``: the
+    digests of what the run read)."""
     versions = {}
     for name in PACKAGES:
         try:
@@ -73,6 +89,7 @@ def collect(scale: str, launcher: str, image: str | None, command: str, root: Pa
         "workflow_git": git_state(root),
         "packages": versions,
         **({"result_sha256": file_sha256(result)} if result is not None else {}),
+        **({"consumed": consumed_digests(consumed)} if consumed else {}),
     }
 
 

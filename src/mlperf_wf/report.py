@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from mlperf_wf import compliance, scoring
+from mlperf_wf.compliance import file_sha256
 from mlperf_wf.errors import ConfigError
 
 
@@ -42,6 +43,8 @@ class RunEntry:
     """Energy to train from the run's power logs (``power/result/node_*.txt`` beside its result file), as the summarizer computes it."""
     power_problems: list[str] = field(default_factory=list)
     """Why a run with power logs has no energy (or what the summarizer would only warn about)."""
+    result_sha256: str = ""
+    """sha256 of the log scored: the one its train job wrote and its compliance check read (the report refuses others)."""
 
 
 @dataclass
@@ -148,6 +151,7 @@ def build(
             made_with=made_with.get(run.file),
             energy_joules=run.energy_joules,
             power_problems=run.power_problems,
+            result_sha256=file_sha256(Path(run.file)),
         )
         for i, run in enumerate(runs)
     ]

@@ -33,6 +33,7 @@ rule train:
     # each srun step) goes to the job's log, and a refusal (`exit 2`) ends the job with its reason there.
     shell:
         "{{ mlperf-wf check-prepared {input.prepared} || exit $?; {params.command}; }} > {log} 2>&1;"
-        " mlperf-wf provenance --out {output.provenance} --result {output.result} --scale {params.scale}"
+        " mlperf-wf provenance --out {output.provenance} --result {output.result} --consumed {input}"
+        " --scale {params.scale}"
         " --launcher {params.launcher} --image={params.image:q}"
         " --command={params.command:q} >> {log} 2>&1"
