@@ -190,6 +190,8 @@ def test_a_byte_flipped_in_a_verified_file_is_seen_through_its_prepared_hard_lin
     tree = tmp_path / "prepared" / "dataset"
     assemble({"train.bin": "copy/train.bin"}, shards, tree)
     cli.cmd_check_prepared(tree)  # as assembled: passes
+    os.link(verified, tmp_path / "another_benchmarks_link.bin")  # another preparation links it too: ctime moves
+    cli.cmd_check_prepared(tree)  # passes (the link count changed with the ctime) and renews the stamps
     flip_a_byte_keeping_mtime(verified)
     with pytest.raises(UserError) as refused:
         cli.cmd_check_prepared(tree)

@@ -204,9 +204,9 @@ def cmd_check_prepared(prepared: Path) -> None:
         log.info("%s: no stamps yet; recorded as it is now", prepared)
         return
     changed, moved = prepare.changed_since_prepared(prepared)
-    if moved:  # copied or moved whole (rsync -a, a restore): recorded as it is now
+    if moved:  # copied or moved whole (rsync -a, a restore), or its files linked again elsewhere: recorded as it is now
         prepare.write_stamps(prepared)
-        log.info("%s: copied or moved as a whole since it was prepared; its stamps are renewed", prepared)
+        log.info("%s: copied, moved or linked again elsewhere since it was prepared, its bytes untouched; stamps renewed", prepared)
     if changed:
         raise UserError(
             f"{prepared}/{changed[0]} since it was prepared ({len(changed)} files in all); nothing was run: its data may be a "

@@ -105,7 +105,7 @@ def stamps_file(prepared: Path) -> Path:
 
 
 def tree_stamps(prepared: Path) -> dict[str, list[int]]:
-    """Path (relative) -> [size, mtime_ns, ctime_ns, inode] of every file the tree reaches (links followed)."""
+    """Path (relative) -> [size, mtime_ns, ctime_ns, inode, links] of every file the tree reaches (symlinks followed)."""
     stamps = {}
     for root, _dirs, files in os.walk(prepared, followlinks=True):
         for name in files:
@@ -113,7 +113,7 @@ def tree_stamps(prepared: Path) -> dict[str, list[int]]:
                 continue
             path = Path(root) / name
             st = path.stat()
-            stamps[path.relative_to(prepared).as_posix()] = [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
+            stamps[path.relative_to(prepared).as_posix()] = [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_nlink]
     return stamps
 
 
@@ -126,20 +126,32 @@ def write_stamps(prepared: Path) -> Path:
 
 
 def changed_since_prepared(prepared: Path) -> tuple[list[str], bool]:
-    """What in ``prepared`` is not as it was assembled, one phrase per file (empty: unchanged), and whether the whole
-    tree was copied or moved as it is (every file a new inode, sizes and mtimes kept: its stamps are renewed)."""
+    """What in ``prepared`` is not as it was assembled, one phrase per file (empty: unchanged), and whether its stamps
+    are to be renewed: the whole tree copied or moved as it is (every file a new inode, sizes and mtimes kept), or
+    files linked again elsewhere (another benchmark's preparation hard-linking the same dataset file changes its
+    link count and ctime, not its bytes)."""
     with gzip.open(stamps_file(prepared), "rt") as handle:
         recorded: dict[str, list[int]] = json.load(handle)
     now = tree_stamps(prepared)
-    fields = ("size", "mtime", "ctime", "inode")
     changed = [f"{path}: missing" for path in recorded if path not in now]
     changed += [f"{path}: new" for path in now if path not in recorded]
+    relinked = False
     for path, was in recorded.items():
-        if path in now and now[path] != was:
-            differ = [name for name, a, b in zip(fields, was, now[path], strict=True) if a != b]
+        if path not in now or now[path] == was:
+            continue
+        size, mtime, ctime, inode, links = now[path]
+        differ = [name for name, a, b in (("size", was[0], size), ("mtime", was[1], mtime), ("inode", was[3], inode)) if a != b]
+        if was[2] != ctime:
+            if len(was) > 4 and was[4] != links and not differ:
+                relinked = True  # a link added or removed elsewhere: ctime moves with the link count
+                continue
+            differ.append("ctime")
+        if differ:
             changed.append(f"{path}: {', '.join(differ)} changed")
     moved = bool(now) and now.keys() == recorded.keys() and all(now[p][:2] == recorded[p][:2] and now[p][3] != recorded[p][3] for p in now)
-    return ([], True) if moved else (changed, False)
+    if moved:
+        return [], True
+    return changed, relinked and not changed
 
 
 def link_or_copy(source: Path, target: Path) -> None:
