@@ -362,14 +362,12 @@ def explain(messages: list[str], facts: LogFacts, ruleset: str, crash: str | Non
 
 def file_sha256(path: Path) -> str:
     """sha256 of a file's bytes ("" when it cannot be read)."""
-    digest = hashlib.sha256()
+    from mlperf_wf.verify import hash_file
+
     try:
-        with open(path, "rb") as handle:
-            while chunk := handle.read(1 << 20):
-                digest.update(chunk)
+        return hash_file(Path(path), {"sha256": hashlib.sha256()})["sha256"].hexdigest()
     except OSError:
         return ""
-    return digest.hexdigest()
 
 
 def check(

@@ -17,6 +17,8 @@ import sys
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
+from mlperf_wf.verify import hash_file
+
 PACKAGES = ("mlperf-logging", "torch", "transformers", "peft", "accelerate", "tokenizers", "snakemake", "mlperf-workflow")
 
 
@@ -45,11 +47,7 @@ def git_state(root: Path) -> dict:
 
 def file_sha256(path: Path) -> str:
     """sha256 of a file's bytes (the digest that chains a run log from its job to its score)."""
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        while chunk := handle.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
+    return hash_file(path, {"sha256": hashlib.sha256()})["sha256"].hexdigest()
 
 
 def consumed_digests(inputs: list[Path]) -> dict[str, str]:
