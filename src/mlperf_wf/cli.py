@@ -420,6 +420,22 @@ def cmd_provenance(
     provenance.write(out, provenance.collect(scale, launcher, image or None, command, Path(__file__).resolve().parents[2], result, consumed))
 
 
+def cmd_size(benchmark: str, nodes: int, gpus_per_node: int, ruleset: str, gbs: int | None, throughput: float | None) -> int:
+    """The global batch sizes a system can run, their RCP coverage and, for the chosen one, the RCP's hyperparameters,
+    the split and a walltime (``mlperf_wf.sizing.size_report``)."""
+    from mlperf_wf import mlperf_rules, registry, sizing
+
+    if benchmark not in registry.benchmark_names():
+        raise ConfigError(f"size: --benchmark {benchmark!r} is not a benchmark; known: {', '.join(registry.benchmark_names())}")
+    for flag, value in (("--nodes", nodes), ("--gpus-per-node", gpus_per_node), ("--gbs", gbs or 1), ("--throughput", throughput or 1)):
+        if value <= 0:
+            raise ConfigError(f"size: {flag} {value} must be positive")
+    bench = registry.load_benchmark(benchmark)
+    resolved = mlperf_rules.resolve_ruleset(bench.submission_benchmark, ruleset)
+    print("\n".join(sizing.size_report(bench, resolved, nodes, gpus_per_node, gbs, throughput)))
+    return 0
+
+
 def cmd_preflight(benchmarks: list[str], image: str | None, platform: str | None, config_overrides: list[str], configfiles: list[Path]) -> int:
     """Every problem of a full-scale plan at once (``mlperf_wf.preflight``), one line each; 2 when there is any.
 
@@ -707,6 +723,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--image", help="one train job: the image reference it uses (name@sha256:...); none with the local launcher")
     p.add_argument("--platform", help="one train job: its submission.platform (the tiny tier's is refused)")
 
+    p = sub.add_parser("size", help="global batch sizes a system can run, their RCPs, hyperparameters and walltime")
+    p.add_argument("--benchmark", required=True)
+    p.add_argument("--nodes", type=int, required=True)
+    p.add_argument("--gpus-per-node", type=int, required=True)
+    p.add_argument("--ruleset", default="latest", help="a training round (default: the benchmark's newest)")
+    p.add_argument("--gbs", type=int, help="the global batch size to detail (default: the plan's, else the smallest RCP the system can make)")
+    p.add_argument("--throughput", type=float, help="training samples per second per GPU (a measured first run), for the walltime")
     p = sub.add_parser("compliance", help="official compliance check of one result file")
     # No type= on the positional: argparse would turn its SUPPRESS default into a path and hide --result.
     p.add_argument("result", nargs="?", default=argparse.SUPPRESS, help="the result file (or --result)")
@@ -822,6 +845,8 @@ def main(argv: list[str] | None = None) -> int:
             cmd_provenance(args.out, args.scale, args.launcher, args.image, args.command_line, args.result, args.consumed)
         elif args.command == "preflight":
             return cmd_preflight(args.benchmark, args.image, args.platform, args.config, args.configfile)
+        elif args.command == "size":
+            return cmd_size(args.benchmark, args.nodes, args.gpus_per_node, args.ruleset, args.gbs, args.throughput)
         elif args.command == "compliance":
             cmd_compliance(args.result, args.ruleset, args.out, args.benchmark, args.scale, args.seed, args.division, args.provenance)
         elif args.command == "score":

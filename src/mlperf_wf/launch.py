@@ -54,6 +54,7 @@ from pathlib import Path
 
 from mlperf_wf.errors import ConfigError
 from mlperf_wf.registry import BenchmarkDef, Container
+from mlperf_wf.sizing import PlannedBatch
 
 LAUNCHERS = ("local", "docker", "apptainer", "pyxis")
 MASTER_PORT = 29500
@@ -116,6 +117,8 @@ class Launch:
     """Where this host's copy of the round patches is, for the ``local`` launcher."""
     walltime_minutes: int = 240
     """Time limit of the run's job (the definition's ``walltime_minutes``): the command's ``{walltime_minutes}``."""
+    batch: PlannedBatch | None = None
+    """The run's global batch, its split and RCP hyperparameters (``full.sizing``): ``{gbs}``, ``{hp[KEY]}`` ..."""
 
 
 class Minutes(int):
@@ -172,6 +175,7 @@ def reference_command(bench: BenchmarkDef, run: int, seed: int, paths: RunPaths,
         "master_port": "${MASTER_PORT}",
         "node_rank": "${SLURM_NODEID}",
         "walltime_minutes": Minutes(launch.walltime_minutes),
+        **_batch_values(bench, launch),
     }
     command = override_arguments(bench, [part.format(**values) for part in bench.full.command], launch.arguments)
     if launch.nodes > 1:
@@ -206,8 +210,24 @@ def _insert_after_launcher(command: list[str], extra: list[str]) -> list[str]:
     return command[:head] + extra + command[head:]
 
 
+def _batch_values(bench: BenchmarkDef, launch: Launch) -> dict[str, object]:
+    """The sizing placeholders of a run: the plan's batch, or the definition's at its latest round on the launch's
+    geometry (a ``Launch`` made without a plan)."""
+    if bench.full.sizing is None:
+        return {}
+    batch = launch.batch
+    if batch is None:
+        from mlperf_wf import mlperf_rules, sizing
+
+        ruleset = mlperf_rules.resolve_ruleset(bench.submission_benchmark, "latest")
+        batch = sizing.plan_batch(bench, ruleset, launch.nodes, launch.gpus_per_node)
+    return batch.format_values()
+
+
 def _container_env(bench: BenchmarkDef, paths: RunPaths, seed: int, launch: Launch) -> dict[str, str]:
-    env = dict(bench.full.env)
+    # the batch's placeholders (``GBS: "{gbs}"``): a reference reading its batch from the environment gets the plan's
+    batch = _batch_values(bench, launch)
+    env = {key: value.format(**batch) if batch and "{" in value else value for key, value in bench.full.env.items()}
     env.update(dict(launch.env))
     env["COMPLIANCE_FILE"] = f"{bench.full.mounts['results']}/{paths.result_file.name}"
     env["SEED"] = str(seed)

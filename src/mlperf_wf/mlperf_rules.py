@@ -115,7 +115,7 @@ def _compliance_yaml(ruleset: str, name: str, missing_ok: bool = False) -> list[
     return yaml.safe_load(path.read_text()) or []
 
 
-def _key_rules(benchmark: str, ruleset: str, division: str) -> list[dict]:
+def key_rules(benchmark: str, ruleset: str, division: str) -> list[dict]:
     """The KEY entries of the round's rules for ``benchmark``: the common rules, the division's and the benchmark's own."""
     files = ("common.yaml", f"{division}_common.yaml", f"{division}_{benchmark}.yaml")
     return [record.get("KEY") or {} for name in files for record in _compliance_yaml(ruleset, name, missing_ok=name != "common.yaml")]
@@ -123,12 +123,12 @@ def _key_rules(benchmark: str, ruleset: str, division: str) -> list[dict]:
 
 def required_keys(benchmark: str, ruleset: str, division: str = "closed") -> set[str]:
     """Keys the round's checker requires at least once (``REQ: EXACTLY_ONE`` or ``AT_LEAST_ONE``) for ``benchmark``."""
-    return {key["NAME"] for key in _key_rules(benchmark, ruleset, division) if key.get("REQ") in ("EXACTLY_ONE", "AT_LEAST_ONE")}
+    return {key["NAME"] for key in key_rules(benchmark, ruleset, division) if key.get("REQ") in ("EXACTLY_ONE", "AT_LEAST_ONE")}
 
 
 def checked_keys(benchmark: str, ruleset: str, division: str) -> set[str]:
     """Keys whose value the round's ``division`` rules CHECK for ``benchmark``."""
-    return {key["NAME"] for key in _key_rules(benchmark, ruleset, division) if "CHECK" in key}
+    return {key["NAME"] for key in key_rules(benchmark, ruleset, division) if "CHECK" in key}
 
 
 def quality_target(benchmark: str, ruleset: str, division: str = "closed") -> QualityTarget:

@@ -24,7 +24,7 @@ from typing import Literal
 
 from pydantic import ValidationError
 
-from mlperf_wf import hyperparameters, launch, mlperf_rules, power, prepare, registry
+from mlperf_wf import hyperparameters, launch, mlperf_rules, power, prepare, registry, sizing
 from mlperf_wf.errors import ConfigError, describe_validation_error
 from mlperf_wf.registry import DEFAULT_PREPARATION, SHARDS_ROLE, BenchmarkDef, Container
 
@@ -80,6 +80,9 @@ class Settings:
     """Per-benchmark overrides of the tiny hyperparameter model's fields."""
     full_arguments: dict[str, dict] = field(default_factory=dict)
     """Per-benchmark reference-command flags whose value this site sets, e.g. ``{--max_steps: 800}``."""
+    full_hyperparameters: dict[str, dict] = field(default_factory=dict)
+    """Per-benchmark global batch size and RCP hyperparameters other than the RCP's, e.g.
+    ``{llama31_8b: {global_batch_size: 64}}`` (deviations from the RCP are listed by the dry run)."""
     full_workdir: dict[str, str] = field(default_factory=dict)
     """Per-benchmark folder the reference command starts in (with ``local``: this host's checkout of the reference)."""
     full_mounts: dict[str, list] = field(default_factory=dict)
@@ -117,6 +120,7 @@ class Settings:
             full_container=dict(config.get("full_container") or {}),
             tiny_hyperparameters=dict(config.get("tiny_hyperparameters") or {}),
             full_arguments=dict(config.get("full_arguments") or {}),
+            full_hyperparameters=dict(config.get("full_hyperparameters") or {}),
             full_workdir=dict(config.get("full_workdir") or {}),
             full_mounts=dict(config.get("full_mounts") or {}),
             full_scratch=dict(config.get("full_scratch") or {}),
@@ -194,6 +198,7 @@ class Plan:
             "full_container",
             "tiny_hyperparameters",
             "full_arguments",
+            "full_hyperparameters",
             "full_workdir",
             "full_mounts",
             "full_scratch",
@@ -447,10 +452,11 @@ class Plan:
         if chosen == "auto":
             # docker runs on one node: a run that spans several (gpt3's 8) goes through SLURM and pyxis
             chosen = "local" if self.scale == "tiny" else "docker" if nodes == 1 else "pyxis"
+        gpus_per_node = int(override.get("gpus_per_node", geometry.gpus_per_node))
         return launch.Launch(
             launcher=chosen,
             nodes=nodes,
-            gpus_per_node=int(override.get("gpus_per_node", geometry.gpus_per_node)),
+            gpus_per_node=gpus_per_node,
             env_passthrough=self.settings.env_passthrough,
             tiny_processes=self.settings.tiny_processes,
             env=tuple(sorted(self.submission_env(name).items())),
@@ -459,7 +465,17 @@ class Plan:
             extra_mounts=self.extra_mounts(name),
             hooks=self.host_hooks(name),
             walltime_minutes=geometry.walltime_minutes,
+            batch=self.planned_batch(name, nodes, gpus_per_node) if self.scale == "full" else None,
         )
+
+    def planned_batch(self, name: str, nodes: int, gpus_per_node: int) -> sizing.PlannedBatch | None:
+        """The full-scale batch and RCP hyperparameters of ``name`` on its geometry (``full.sizing``)."""
+        try:
+            ruleset = self.ruleset(name)
+        except ConfigError:
+            return None  # a round the benchmark is not part of: the preflight's ruleset problem says so
+        overrides = self.settings.full_hyperparameters.get(name, {})
+        return sizing.plan_batch(self.bench(name), ruleset, nodes, gpus_per_node, overrides)
 
     @cache  # noqa: B019 - one Plan per workflow; each rule asks for several fields of the same job
     def train_job(self, name: str, run: int) -> TrainJob:

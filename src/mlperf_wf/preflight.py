@@ -15,6 +15,10 @@ will need, for the benchmarks and datasets it targets, and returns every problem
   ``..._SECRET``, or ``MLPERF_WF_CF_ACCESS_TOKEN``; Hugging Face: ``HF_TOKEN``);
 - ``data``: a dataset the workflow does not download (``external``, or ``fiftyone`` whose fetch has not run) is
   not in place;
+- ``batch``: the run's global batch cannot be made on its GPUs, or an RCP hyperparameter is missing for it
+  (``full.sizing``, ``full_hyperparameters``);
+- ``rcp``: in the closed division, no RCP of the round covers the GBS (the RCP check would fail the set);
+- ``rules``: a planned hyperparameter breaks the round's closed rule on it;
 - ``scratch``: a run's scratch areas (``full.scratch``, sizes overridable with ``full_scratch``) need more than the
   free space of the run folder's filesystem.
 
@@ -33,7 +37,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from mlperf_wf import launch, mlperf_rules, registry
+from mlperf_wf import launch, mlperf_rules, registry, sizing
 from mlperf_wf.errors import ConfigError
 from mlperf_wf.plan import FETCHED_DIR, TINY_PLATFORM, Plan
 from mlperf_wf.registry import IMAGE_DIGEST
@@ -49,7 +53,7 @@ class Problem:
     """One thing that would stop the campaign, and what to do about it."""
 
     kind: str
-    """ruleset, platform, image, geometry, credentials, data or scratch."""
+    """ruleset, platform, image, geometry, batch, rcp, rules, credentials, data or scratch."""
     subject: str
     """The benchmark or dataset it concerns, or ``config`` (the platform)."""
     message: str
@@ -132,15 +136,58 @@ def _benchmark_problems(plan: Plan, name: str) -> list[Problem]:
         plan.ruleset(name)
     except ConfigError as err:
         problems.append(Problem("ruleset", name, str(err)))
-    geometry = launch.geometry_problem(plan.bench(name), plan.launch_settings(name))
+    try:
+        settings = plan.launch_settings(name)
+    except ConfigError as err:  # the batch its GBS and geometry make (full.sizing, full_hyperparameters)
+        return [*problems, Problem("batch", name, str(err))]
+    geometry = launch.geometry_problem(plan.bench(name), settings)
     if geometry:
         problems.append(Problem("geometry", name, geometry.split(": ", 1)[1]))
-    if plan.launch_settings(name).launcher != "local":
+    problems += _batch_problems(plan, name, settings.batch)
+    if settings.launcher != "local":
         container = plan.container(name)
         if not container.digest:
             problems.append(_unpinned(name, container.reference))
     problems += _scratch_problems(plan, name)
     return problems
+
+
+def _batch_problems(plan: Plan, name: str, batch: sizing.PlannedBatch | None) -> list[Problem]:
+    """A closed run set whose GBS no RCP covers, or whose planned values break the round's closed rules."""
+    if batch is None or plan.division(name) != "closed":
+        return []
+    problems = []
+    if batch.coverage.kind in ("above", "none"):
+        table = sizing.rcp_table(plan.bench(name).submission_benchmark, batch.ruleset)
+        sizes = [point.gbs for point in table.points] if table else []
+        problems.append(
+            Problem(
+                "rcp",
+                name,
+                f"GBS {batch.split.gbs}: {batch.coverage.message} ({batch.ruleset}); the RCP check fails such a set: "
+                f"set full_hyperparameters.{name}.global_batch_size to one of {', '.join(map(str, sizes)) or 'none'}",
+            )
+        )
+    for check in batch.rules:
+        if check.held is False:
+            problems.append(
+                Problem("rules", name, f"{check.key} {check.value} breaks the {batch.ruleset} closed rule `{check.rule}`: change full_hyperparameters.{name}")
+            )
+    return problems
+
+
+def batch_tables(plan: Plan, benchmarks: Iterable[str]) -> str:
+    """The dry run's table of each planned benchmark's batch and hyperparameters: every value from the RCP, every
+    deviation and every closed rule on them (``sizing.describe_batch``)."""
+    lines = []
+    for name in benchmarks:
+        try:
+            batch = plan.launch_settings(name).batch
+        except ConfigError:
+            continue  # a preflight problem says why
+        if batch is not None:
+            lines += sizing.describe_batch(batch)
+    return "\n".join(["batch and hyperparameters of the full-scale runs (mlperf-wf size explains each):", *lines]) if lines else ""
 
 
 def _scratch_problems(plan: Plan, name: str) -> list[Problem]:
@@ -264,6 +311,12 @@ class Tracker:
 
     def saw_dataset(self, dataset_id: str) -> None:
         self.datasets[dataset_id] = None
+
+    def planned_benchmarks(self, jobs: Iterable[tuple[str, Mapping[str, str]]] | None = None) -> list[str]:
+        """The benchmarks of the train jobs to run when given, else every benchmark the input functions saw."""
+        if jobs is None:
+            return list(self.benchmarks)
+        return list(dict.fromkeys(wildcards["benchmark"] for rule, wildcards in jobs if rule == "train"))
 
     def problems(self, jobs: Iterable[tuple[str, Mapping[str, str]]] | None = None) -> tuple[list[Problem], str]:
         """The problems, and what was checked: the ``(rule, wildcards)`` of the jobs to run when given (train jobs name

@@ -188,6 +188,10 @@ RESERVED_PLACEHOLDERS = (
     "walltime_minutes",
 )
 """Placeholders every full-scale command may use; a role read by the runs adds its own name."""
+SIZING_PLACEHOLDERS = ("gbs", "micro_batch", "accumulation", "hp")
+"""Placeholders of a benchmark with ``full.sizing``: the run's global batch (``{gbs://N}``: N samples as whole
+steps, rounded down), its split on the run's GPUs, and ``{hp[KEY]}``, the value of the RCP hyperparameter KEY at that
+batch (``{hp[KEY]:steps}``: a sample count as optimizer steps, rounded up)."""
 SHARDS_ROLE = "shards"
 """The input name under which a shard that reads other shards (``shard_inputs``) receives their folder."""
 
@@ -293,6 +297,29 @@ class Geometry(_Strict):
     """Host memory one node needs (GiB), requested from the scheduler; None: the partition's default for a whole node."""
 
 
+class Sizing(_Strict):
+    """How a full-scale run's global batch is made and which RCP it follows (``mlperf_wf.sizing``)."""
+
+    global_batch_size: int = Field(ge=1)
+    """The GBS the plan runs at unless the config's ``full_hyperparameters`` names another: it must be an RCP's of
+    the latest round, whose hyperparameters then fill the command's ``{hp[KEY]}``."""
+    model_parallel: int = Field(1, ge=1)
+    """GPUs one model replica spans (tensor x pipeline x context parallel): data-parallel replicas = GPUs / this."""
+    max_micro_batch: int = Field(ge=1)
+    """The largest samples per replica per pass the reference's configuration runs (memory bound); the plan takes
+    the largest micro batch up to this that splits the GBS evenly, the rest is gradient accumulation."""
+    accumulates: bool = True
+    """Whether the reference accumulates gradients over micro batches; where not (its GBS is the per-GPU batch x
+    replicas), the per-replica share is the micro batch, and one above ``max_micro_batch`` is flagged."""
+    fixed: dict[str, float | int | str] = Field(default_factory=dict)
+    """RCP hyperparameters the reference's code fixes (not a flag): the plan refuses an RCP that used other values."""
+    samples_per_epoch: int | None = Field(None, ge=1)
+    """Training samples of one epoch, where the RCPs count epochs (to turn them into samples and time)."""
+    samples_per_second_per_gpu: float | None = Field(None, gt=0)
+    """Training throughput one GPU is expected to reach (a measured first run or a published result), for the
+    walltime estimate; None: the size command asks for ``--throughput``."""
+
+
 class ScratchArea(_Strict):
     """A writable folder the reference needs at a fixed container path, one per run (under the run's folder)."""
 
@@ -339,6 +366,8 @@ class FullScale(_Strict):
     """The GPUs the reference image is built for, which decides how a container gets them: nvidia (CUDA: docker
     ``--gpus all``, apptainer ``--nv``, pyxis through enroot's NVIDIA hook) or amd (ROCm: the devices ``/dev/kfd``
     and ``/dev/dri``, apptainer ``--rocm``)."""
+    sizing: Sizing | None = None
+    """The run's batch geometry and RCP (None: the plan's batch flags are literal; ``mlperf-wf size`` says so)."""
     devices: list[str] = Field(default_factory=list)
     """Host devices the container must see besides the GPUs (``/dev/...``), e.g. ``/dev/fuse`` where the reference
     starts Apptainer sandboxes inside its container: docker ``--device=DEV``, apptainer ``--bind DEV``, pyxis
@@ -509,17 +538,26 @@ class BenchmarkDef(_Strict):
         needed = {"prepared", "results"} | run_roles
         if set(self.full.mounts) != needed:
             raise ValueError(f"full.mounts has {sorted(self.full.mounts)}; this benchmark needs exactly {sorted(needed)}")
-        known = set(RESERVED_PLACEHOLDERS) | run_roles
+        known = set(RESERVED_PLACEHOLDERS) | run_roles | (set(SIZING_PLACEHOLDERS) if self.full.sizing else set())
         for part in [*self.full.command, *self.full.multi_node_args]:
             for name in placeholders(part):
                 if name not in known:
                     raise ValueError(f"full.command uses unknown placeholder {{{name}}}; allowed: {sorted(known)}")
+        for variable, value in self.full.env.items():
+            for name in placeholders(value):
+                if not self.full.sizing or name not in SIZING_PLACEHOLDERS:
+                    raise ValueError(f"full.env.{variable} uses placeholder {{{name}}}; allowed in env: {list(SIZING_PLACEHOLDERS)} with full.sizing")
         return self
 
 
 def placeholders(text: str) -> list[str]:
-    """The ``{name}`` fields of a command word."""
-    return [name for _, name, _, _ in string.Formatter().parse(text) if name]
+    """The ``{name}`` fields of a command word (``{hp[KEY]}`` is ``hp``)."""
+    return [name.split("[")[0] for _, name, _, _ in string.Formatter().parse(text) if name]
+
+
+def hyperparameter_keys(text: str) -> list[str]:
+    """The RCP keys a command word reads: ``KEY`` of each ``{hp[KEY]}``."""
+    return [name[3:-1] for _, name, _, _ in string.Formatter().parse(text) if name and name.startswith("hp[")]
 
 
 # ---- loading --------------------------------------------------------------------

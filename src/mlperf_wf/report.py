@@ -69,6 +69,9 @@ class Report:
     valid_submission_reasons: list[str] = field(default_factory=list)
     convergence_unit: str | None = None
     """What runs' samples_to_converge count: samples_count (LLMs) or epoch_num (rgat), as their evaluations log it."""
+    forecast: dict | None = None
+    """How likely the required set is to be valid and pass the RCP check from the scored runs
+    (:func:`mlperf_wf.sizing.forecast_of_files`): with every run there, the summarizer's and the checker's verdicts."""
 
 
 def _finite(values: list[float]) -> list[float | None]:
@@ -179,7 +182,16 @@ def build(
         valid_submission=not reasons,
         valid_submission_reasons=reasons,
         convergence_unit=next((run.progress_key for run in runs if run.progress_key), None),
+        forecast=_forecast(window, submission_benchmark, ruleset, division, required),
     )
+
+
+def _forecast(window: list, submission_benchmark: str, ruleset: str, division: str, required: int) -> dict:
+    from mlperf_wf import sizing
+
+    counted = [run.file for run in window if run.verdict in ("passed", compliance.PASSED_EXCEPT_DECLARED)]
+    made = sizing.forecast_of_files(counted, len(window) - len(counted), submission_benchmark, ruleset, division, required)
+    return {"valid": made.valid, "rcp_pass": made.rcp_pass, "finished": made.finished, "required": made.required, "basis": made.basis}
 
 
 def _summary(record: dict) -> dict:

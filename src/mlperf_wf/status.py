@@ -383,6 +383,9 @@ class BenchmarkStatus:
     validity: SetValidity
     report: dict | None
     """From report.json when it exists: its time to train, runs and validity."""
+    forecast: dict | None = None
+    """Once a run finished: how likely the required set is to be valid and to pass the RCP check
+    (:func:`mlperf_wf.sizing.forecast_of_files`)."""
 
 
 @dataclass
@@ -654,6 +657,7 @@ def benchmark_status(plan: Plan, name: str, root: Path, records: SnakemakeRecord
     may_drop = scoring.max_dropped_runs("maskrcnn" if bench.submission_benchmark == "mask" else bench.submission_benchmark)
     validity = set_validity([r.state for r in runs], required, may_drop)
     so_far, mean, left, wall_left = _estimate(runs)
+    forecast = _forecast(runs, root, bench.submission_benchmark, ruleset, division, required)
     return BenchmarkStatus(
         benchmark=name,
         submission_benchmark=bench.submission_benchmark,
@@ -671,7 +675,21 @@ def benchmark_status(plan: Plan, name: str, root: Path, records: SnakemakeRecord
         remaining_wall_minutes=wall_left,
         validity=validity,
         report=_report_summary(root / plan.report(name)),
+        forecast=forecast,
     )
+
+
+def _forecast(runs: list[RunStatus], root: Path, benchmark: str, ruleset: str, division: str, required: int) -> dict | None:
+    """The pass forecast from the finished runs (None before the first): converged runs' logs as the RCP checker reads
+    them; failed and non-converged runs count as not converged."""
+    from mlperf_wf import sizing
+
+    counted = [str(root / run.result_file) for run in runs if run.state == "passed"]
+    not_counting = sum(1 for run in runs if run.state in ("non_converged", "failed"))
+    if not counted and not not_counting:
+        return None
+    made = sizing.forecast_of_files(counted, not_counting, benchmark, ruleset, division, required)
+    return {"valid": made.valid, "rcp_pass": made.rcp_pass, "finished": made.finished, "required": made.required, "basis": made.basis, "text": made.text()}
 
 
 def shard_status(plan: Plan, name: str, root: Path, records: SnakemakeRecords) -> ShardStatus:
@@ -818,6 +836,8 @@ def render(status: CampaignStatus) -> str:
         estimate = f"; about {_minutes(bench.remaining_wall_minutes)} left ({left} of runs at {each} each)" if bench.remaining_run_minutes else ""
         lines.append(f"  time: {_minutes(bench.minutes_so_far)} of runs so far{estimate}")
         lines.append(f"  result: {bench.validity.message}")
+        if bench.forecast:
+            lines.append(f"  forecast: {bench.forecast['text']}")
         if bench.report:
             lines.append(
                 f"  report.json: time to train {_minutes(bench.report['time_to_train_minutes'])}, {bench.report['runs']} runs, "

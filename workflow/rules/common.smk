@@ -83,6 +83,9 @@ def warn_preflight_problems():
         return
     jobs = jobs_to_run()
     problems, what = PREFLIGHT.problems(jobs or None)
+    table = preflight.batch_tables(PLAN, PREFLIGHT.planned_benchmarks(jobs or None))
+    if table:
+        print(f"\n{table}", file=sys.stderr)
     if problems:
         print(
             f"\nWARNING: mlperf-wf {preflight.describe(problems, what)}\n"

@@ -1,0 +1,661 @@
+"""From a system size to an RCP-backed plan: batch sizes, RCP coverage, hyperparameters, walltime.
+
+A closed submission's convergence is judged against the reference convergence points (RCPs) of its round:
+mlperf-logging's ``rcp_checker`` keeps, per benchmark, the samples (or epochs) to converge of many reference runs at
+a few global batch sizes (GBS), prunes the points that converge slower than their neighbours' interpolation, and
+tests a submission's olympic mean against the point at its GBS, an interpolation between the two pruned points around
+it, or the smallest point. Everything here calls the checker's own code for that (``RCP_Checker``'s statistics,
+pruning, interpolation and test); what is ours is reading a system size into GBS choices and the hyperparameters the
+RCP at a GBS was made with, which the full-scale plan passes to the reference (``full.sizing`` of a benchmark).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from functools import cache
+
+from mlperf_wf import mlperf_rules
+from mlperf_wf.errors import ConfigError
+
+USAGE = "training"
+BATCH_KEYS = ("global_batch_size", "gradient_accumulation_steps")
+"""RCP hyperparameters that follow from the batch geometry, not passed as values of their own."""
+
+
+@dataclass(frozen=True)
+class RcpPoint:
+    """One reference convergence point of a round (one record of ``rcps_<benchmark>.json``)."""
+
+    name: str
+    """The record's name, e.g. ``llama31_8b_ref_32``."""
+    gbs: int
+    """Its global batch size."""
+    hyperparameters: dict[str, object]
+    """The hyperparameters the reference runs used (``Hyperparams``)."""
+    converged: tuple[float, ...]
+    """Samples (or epochs) to converge of each reference run, sorted."""
+    mean: float
+    """The checker's olympic mean of ``converged``."""
+    stdev: float
+    """The checker's standard deviation of ``converged``."""
+    min_allowed_mean: float
+    """The fastest olympic mean of a submission's run set the checker accepts (``Min Epochs``)."""
+    pruned: bool
+    """True where the checker's pruning kept the point (the summarizer tests against pruned points only)."""
+
+
+@dataclass(frozen=True)
+class RcpTable:
+    """The RCPs of a benchmark in a round, as mlperf-logging's checker reads them."""
+
+    benchmark: str
+    ruleset: str
+    unit: str
+    """``samples`` or ``epochs`` (the checker's ``Epochs to converge`` holds samples for most LLM benchmarks)."""
+    points: tuple[RcpPoint, ...]
+    checker: object = field(repr=False, compare=False)
+    """The checker itself (``RCP_Checker``), for its interpolation and test."""
+
+    def point(self, gbs: int) -> RcpPoint | None:
+        return next((point for point in self.points if point.gbs == gbs), None)
+
+
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    """The checker logs each record it tests at INFO (and each non-converged log at WARNING) on the root logger."""
+    previous = logging.root.manager.disable
+    logging.disable(logging.WARNING)
+    try:
+        yield
+    finally:
+        logging.disable(previous)
+
+
+@cache
+def rcp_table(benchmark: str, ruleset: str) -> RcpTable | None:
+    """The RCP table of ``benchmark`` in ``ruleset`` (None: the round has no RCPs for it)."""
+    from importlib import resources
+
+    from mlperf_logging.rcp_checker import rcp_checker
+
+    path = resources.files("mlperf_logging.rcp_checker") / f"{USAGE}_{ruleset}" / f"rcps_{benchmark}.json"
+    if not path.is_file():
+        return None
+    with _quiet():
+        checker = rcp_checker.RCP_Checker(USAGE, ruleset, benchmark, verbose=False)
+    points = tuple(
+        RcpPoint(
+            name=name,
+            gbs=int(record["BS"]),
+            hyperparameters=dict(record["Hyperparams"]),
+            converged=tuple(float(value) for value in sorted(record["Epochs to converge"])),
+            mean=float(record["RCP Mean"]),
+            stdev=float(record["RCP Stdev"]),
+            min_allowed_mean=_fastest_passing(checker, record),
+            pruned=name in checker.pruned_rcp_data,
+        )
+        for name, record in checker.rcp_data.items()
+    )
+    unit = "samples" if max(point.mean for point in points) > 1000 else "epochs"
+    return RcpTable(benchmark=benchmark, ruleset=ruleset, unit=unit, points=points, checker=checker)
+
+
+@dataclass(frozen=True)
+class Coverage:
+    """What the official RCP test compares a run set at ``gbs`` against (``rcp_checker.check_directory``'s cases)."""
+
+    gbs: int
+    kind: str
+    """``exact`` (an RCP at this GBS), ``interpolated`` (between two pruned RCPs), ``below`` (smaller than every
+    RCP: tested against the smallest, passes only if converging no faster), ``above`` (larger than every RCP: the
+    checker asks for a new RCP) or ``none`` (no RCPs in the round)."""
+    message: str
+    """The checker's own wording of the case."""
+    basis: tuple[str, ...]
+    """The RCP records the test rests on."""
+    mean: float | None = None
+    """The reference mean the run set is compared to."""
+    min_allowed_mean: float | None = None
+    """The fastest run-set mean that passes."""
+    record: dict | None = field(default=None, repr=False, compare=False)
+    """The checker's record (exact or interpolated) for its test."""
+
+
+def coverage(table: RcpTable | None, gbs: int) -> Coverage:
+    """The RCP case of ``gbs``, by the checker's own lookups on the pruned points (as the summarizer runs it)."""
+    if table is None:
+        return Coverage(gbs, "none", "Cannot find any RCPs", ())
+    checker, rcp_pass = table.checker, "pruned_rcps"
+    record = checker._find_rcp(gbs, rcp_pass)
+    if record is not None:
+        name = _record_name(checker, record)
+        return Coverage(gbs, "exact", "RCP found", (name,), record["RCP Mean"], _fastest_passing(checker, record), record)
+    low, high = checker._find_top_min_rcp(gbs, rcp_pass), checker._find_bottom_max_rcp(gbs, rcp_pass)
+    if low is not None and high is not None:
+        with _quiet():
+            _, interpolated = checker._create_interp_rcp(gbs, low, high)
+        basis = (_record_name(checker, low), _record_name(checker, high))
+        return Coverage(gbs, "interpolated", "RCP Interpolation", basis, interpolated["RCP Mean"], _fastest_passing(checker, interpolated), interpolated)
+    if low is not None:
+        return Coverage(gbs, "above", f"Missing RCP, please submit RCP with BS = {gbs}", (_record_name(checker, low),))
+    if high is not None:
+        smallest = checker._find_min_rcp(rcp_pass)
+        message = "RCP not found but slower convergence on smaller batch size"
+        return Coverage(gbs, "below", message, (_record_name(checker, smallest),), smallest["RCP Mean"], _fastest_passing(checker, smallest), smallest)
+    return Coverage(gbs, "none", "Cannot find any RCPs", ())
+
+
+def _fastest_passing(checker, record: dict) -> float:
+    """The smallest olympic mean the checker's own test (``_eval_submission_record``) accepts against ``record``, by
+    bisection (the test is monotonic in the mean; a round may adjust it, e.g. llama31_405b's allowance from 5.0.0)."""
+    low, high = 0.0, float(record["RCP Mean"])
+    runs = checker.submission_runs
+    with _quiet():
+        for _ in range(60):
+            middle = (low + high) / 2
+            passed, _ = checker._eval_submission_record(dict(record), [middle] * runs, "")
+            low, high = (low, middle) if passed else (middle, high)
+    return high
+
+
+def _record_name(checker, record: dict) -> str:
+    return next(name for name, contents in checker.rcp_data.items() if contents["BS"] == record["BS"])
+
+
+def passes(table: RcpTable, gbs: int, converged: list[float]) -> bool:
+    """The official test of a run set's samples (or epochs) to converge at ``gbs`` (``_eval_submission_record``);
+    False where the checker has nothing to compare with."""
+    case = coverage(table, gbs)
+    if case.record is None:
+        return False
+    record = dict(case.record)  # the checker adjusts the record it is given (llama31_405b's max speedup)
+    with _quiet():
+        passed, _ = table.checker._eval_submission_record(record, list(converged), "")
+    return bool(passed)
+
+
+# ---- a system's batch geometry ----
+
+
+@dataclass(frozen=True)
+class Split:
+    """How a global batch is made on a system."""
+
+    gbs: int
+    replicas: int
+    """Data-parallel replicas: GPUs / GPUs one model replica spans."""
+    micro_batch: int
+    """Samples per replica per forward/backward pass."""
+    accumulation: int
+    """Micro-batches per replica per optimizer step."""
+
+    def fits(self, max_micro_batch: int) -> bool:
+        """Whether the micro batch is one the reference's configuration runs (``full.sizing.max_micro_batch``)."""
+        return self.micro_batch <= max_micro_batch
+
+
+def replicas(gpus: int, model_parallel: int) -> int:
+    """Data-parallel replicas of ``gpus`` GPUs when one model spans ``model_parallel`` of them."""
+    if gpus % model_parallel:
+        raise ConfigError(f"geometry: {gpus} GPUs do not hold whole model replicas of {model_parallel} GPUs each; use a multiple of {model_parallel}")
+    return gpus // model_parallel
+
+
+def split(gbs: int, replicas: int, max_micro_batch: int, accumulates: bool = True) -> Split | None:
+    """The largest micro batch (at most ``max_micro_batch``) that makes ``gbs`` on ``replicas`` with whole
+    accumulation steps; None where ``gbs`` is not a multiple of the replicas. A reference that does not accumulate
+    gets the whole per-replica share as its micro batch, above ``max_micro_batch`` if need be (``fits`` says)."""
+    if gbs % replicas:
+        return None
+    per_replica = gbs // replicas
+    if not accumulates:
+        return Split(gbs=gbs, replicas=replicas, micro_batch=per_replica, accumulation=1)
+    micro = max(m for m in range(1, min(max_micro_batch, per_replica) + 1) if per_replica % m == 0)
+    return Split(gbs=gbs, replicas=replicas, micro_batch=micro, accumulation=per_replica // micro)
+
+
+# ---- the closed rules on a plan's values ----
+
+
+@dataclass(frozen=True)
+class RuleCheck:
+    """One closed-division rule of the round on a value the plan sets."""
+
+    key: str
+    value: object
+    rule: str
+    """The checker's CHECK expression."""
+    held: bool | None
+    """True/False: the expression on the plan's values; None: it needs what only the run logs."""
+
+
+def rule_checks(benchmark: str, ruleset: str, values: Mapping[str, object]) -> list[RuleCheck]:
+    """The round's closed ``CHECK`` of each key in ``values``, evaluated as the compliance checker evaluates it
+    (``v['value']``, and ``s`` holding the plan's other values, e.g. ``s['global_batch_size']``)."""
+    checks = []
+    state = dict(values)
+    for key in mlperf_rules.key_rules(benchmark, ruleset, "closed"):
+        name = key.get("NAME")
+        if name not in values or "CHECK" not in key:
+            continue
+        expressions = key["CHECK"] if isinstance(key["CHECK"], list) else [key["CHECK"]]
+        for expression in expressions:
+            checks.append(RuleCheck(name, values[name], " ".join(str(expression).split()), _evaluate(str(expression), values[name], state)))
+    return checks
+
+
+def _evaluate(expression: str, value: object, state: dict) -> bool | None:
+    scope = {"v": {"value": value, "metadata": {}}, "s": state, "math": math, "is_integer": lambda x: float(x).is_integer(), "ll": {}}
+    try:
+        return bool(eval(expression, {"__builtins__": {"abs": abs, "min": min, "max": max, "round": round, "int": int, "float": float, "len": len}}, scope))
+    except Exception:
+        return None
+
+
+# ---- the forecast of a campaign ----
+
+
+@dataclass(frozen=True)
+class Forecast:
+    """How likely the required run set is to be valid and to pass the RCP test, from the runs finished so far."""
+
+    required: int
+    finished: int
+    converged: tuple[float, ...]
+    """Samples (or epochs) to converge of the finished converged runs."""
+    failed: int
+    """Finished runs that did not converge."""
+    valid: float
+    """Probability that the set is valid (at most the olympic rule's one non-converged run)."""
+    rcp_pass: float | None
+    """Probability that it is valid and passes the RCP test; None where no RCP applies (open division, no table)."""
+    draws: int
+    basis: str
+    """What the numbers rest on, one line."""
+
+    def text(self) -> str:
+        """One line: the probabilities and their basis."""
+        rcp = "" if self.rcp_pass is None else f", valid and passing the RCP check {self.rcp_pass:.0%}"
+        return f"valid {self.valid:.0%}{rcp} ({self.basis})"
+
+
+def forecast(
+    required: int,
+    converged: list[float],
+    failed: int,
+    table: RcpTable | None,
+    gbs: int | None,
+    draws: int = 2000,
+    seed: int = 0,
+) -> Forecast:
+    """Complete the run set by drawing the missing runs from the finished ones and apply the rules to each completed
+    set: a run converges with a rate drawn from its posterior after the finished runs (Beta(1, 1) prior; mean
+    (converged + 1) / (finished + 2)) and needs as many samples as a finished converged run drawn at random. The set is valid with at most one
+    non-converged run (the olympic mean drops it), and passes when the checker's own test accepts the olympic mean
+    of its converged runs. With every run finished the probabilities are 0 or 1: the official verdict."""
+    import numpy as np
+
+    finished = len(converged) + failed
+    missing = max(required - finished, 0)
+    checker_test = table is not None and gbs is not None and coverage(table, gbs).record is not None
+    if missing == 0:
+        valid = 1.0 if failed <= 1 else 0.0
+        passed = None
+        if checker_test:
+            passed = float(valid == 1.0 and passes(table, gbs, _olympic_input(converged, failed)))
+        basis = f"all {required} runs finished: the official rule and RCP test"
+        return Forecast(required, finished, tuple(converged), failed, valid, passed, 0, basis)
+    rng = np.random.default_rng(seed)
+    rate = (len(converged) + 1) / (finished + 2)
+    valid_sets = passed_sets = 0
+    for _ in range(draws):
+        drawn_rate = rng.beta(len(converged) + 1, failed + 1)  # the rate's posterior after the finished runs
+        more_failed = int(rng.binomial(missing, 1 - drawn_rate)) if converged else missing
+        total_failed = failed + more_failed
+        if total_failed > 1:
+            continue
+        valid_sets += 1
+        if checker_test:
+            drawn = list(rng.choice(converged, size=missing - more_failed)) if missing - more_failed else []
+            passed_sets += passes(table, gbs, _olympic_input(list(converged) + drawn, total_failed))
+    basis = (
+        f"{finished} of {required} runs finished ({len(converged)} converged, {failed} not); {draws} completions drawn "
+        f"with a convergence rate of mean {rate:.2f} and the finished runs' samples to converge"
+    )
+    return Forecast(required, finished, tuple(converged), failed, valid_sets / draws, passed_sets / draws if checker_test else None, draws, basis)
+
+
+def forecast_of_files(converged_files: list[str], not_counting: int, benchmark: str, ruleset: str, division: str, required: int) -> Forecast:
+    """The forecast of a campaign from its finished runs' logs, read as the RCP checker reads them
+    (``read_submission_file``: the samples or epochs of the last evaluation before a successful ``run_stop``, and the
+    logged GBS); ``not_counting`` runs finished without counting (failed, or not converged by the verdict). The RCP
+    test applies in the closed division only, as in the summarizer."""
+    from mlperf_logging.rcp_checker import rcp_checker
+
+    converged, failed, gbs = [], not_counting, None
+    for path in converged_files:
+        with _quiet():
+            not_converged, epochs, bs, _ = rcp_checker.read_submission_file(path, ruleset, False)
+        gbs = gbs if gbs is not None else (int(bs) if bs not in (None, -1) else None)
+        if not_converged:
+            failed += 1
+        else:
+            converged.append(float(epochs))
+    table = rcp_table(benchmark, ruleset) if division == "closed" else None
+    return forecast(required, converged, failed, table, gbs)
+
+
+NOT_CONVERGED = 1e9
+"""What the checker counts for a run that did not converge (``read_submission_file``)."""
+
+
+def _olympic_input(converged: list[float], failed: int) -> list[float]:
+    """The list the checker's olympic mean drops one from each end of: a non-converged run counts as the slowest."""
+    return list(converged) + [NOT_CONVERGED] * failed
+
+
+# ---- the full-scale plan's batch and hyperparameters ----
+
+
+class BatchSize(int):
+    """The run's GBS in a command word: ``{gbs}``; ``{gbs://N}`` is N samples as whole steps (N // GBS), e.g. an
+    evaluation interval the rules give in samples and the reference takes in steps."""
+
+    def __format__(self, spec: str) -> str:
+        if spec.startswith("//") and spec[2:].isdigit():
+            return str(int(spec[2:]) // int(self))
+        return format(int(self), spec)
+
+
+class HyperValue:
+    """A hyperparameter's value in a command word: ``{hp[KEY]}`` as given; ``{hp[KEY]:steps}`` a sample count as
+    optimizer steps at the run's GBS, rounded up (the reference takes warm-up in steps, the RCP records samples)."""
+
+    def __init__(self, value: object, gbs: int) -> None:
+        self.value, self.gbs = value, gbs
+
+    def __format__(self, spec: str) -> str:
+        if spec == "steps":
+            return str(math.ceil(float(self.value) / self.gbs))
+        return format(self.value, spec) if spec else str(self.value)
+
+
+@dataclass(frozen=True)
+class Row:
+    """One line of a plan's hyperparameter table."""
+
+    key: str
+    value: object
+    rcp_value: object | None
+    """The RCP's value at the run's GBS (None: no RCP at this GBS, or the RCP does not record it)."""
+    source: str
+    """Where the value comes from: ``RCP <record>``, ``override`` (a deviation: ``full_hyperparameters``) or
+    ``geometry`` (the split of the GBS on the run's GPUs)."""
+
+    @property
+    def deviation(self) -> bool:
+        return self.source == "override" and self.value != self.rcp_value
+
+
+@dataclass(frozen=True)
+class PlannedBatch:
+    """The batch and RCP hyperparameters of a benchmark's full-scale runs."""
+
+    benchmark: str
+    ruleset: str
+    split: Split
+    coverage: Coverage
+    values: dict[str, object]
+    """RCP key -> the value the command gets (``{hp[KEY]}``)."""
+    rows: tuple[Row, ...]
+    rules: tuple[RuleCheck, ...]
+    """The round's closed rules on the planned values."""
+    max_micro_batch: int
+    """The reference configuration's micro batch (``full.sizing.max_micro_batch``)."""
+
+    def format_values(self) -> dict[str, object]:
+        """The command's sizing placeholders."""
+        hp = {key: HyperValue(value, self.split.gbs) for key, value in self.values.items()}
+        return {"gbs": BatchSize(self.split.gbs), "micro_batch": self.split.micro_batch, "accumulation": self.split.accumulation, "hp": hp}
+
+    @property
+    def deviations(self) -> list[Row]:
+        return [row for row in self.rows if row.deviation]
+
+
+def command_keys(bench) -> list[str]:
+    """The RCP hyperparameters a benchmark's full-scale command reads (``{hp[KEY]}``), in order."""
+    from mlperf_wf.registry import hyperparameter_keys
+
+    words = [*bench.full.command, *bench.full.multi_node_args]
+    return list(dict.fromkeys(key for word in words for key in hyperparameter_keys(word)))
+
+
+def wired(bench) -> bool:
+    """Whether the benchmark's command takes its batch from the plan (a sizing placeholder in its command or env);
+    elsewhere ``full.sizing`` serves ``mlperf-wf size`` only and the command's batch flags are literal."""
+    from mlperf_wf.registry import SIZING_PLACEHOLDERS, placeholders
+
+    words = [*bench.full.command, *bench.full.multi_node_args, *bench.full.env.values()]
+    return any(name in SIZING_PLACEHOLDERS for word in words for name in placeholders(word))
+
+
+def plan_batch(bench, ruleset: str, nodes: int, gpus_per_node: int, overrides: Mapping[str, object] | None = None) -> PlannedBatch | None:
+    """The full-scale batch of ``bench`` on ``nodes`` x ``gpus_per_node`` GPUs and the hyperparameters its command
+    gets: the RCP's at the GBS (``full.sizing.global_batch_size`` or ``full_hyperparameters.<name>.global_batch_size``),
+    each replaceable by a named override (a deviation the dry run lists). None: the definition has no sizing."""
+    sizing_def = bench.full.sizing
+    if sizing_def is None or not wired(bench):
+        if overrides:
+            raise ConfigError(
+                f"config: full_hyperparameters.{bench.name}: its command takes its batch and hyperparameters as literal flags "
+                "(see its README); set them with full_arguments"
+            )
+        return None
+    given = dict(overrides or {})
+    overrides = dict(given)
+    where = f"config: full_hyperparameters.{bench.name}"
+    keys = command_keys(bench)
+    unknown = sorted(set(overrides) - set(keys) - {"global_batch_size"})
+    if unknown:
+        raise ConfigError(f"{where}: {unknown[0]!r} is not a hyperparameter its command takes; allowed: global_batch_size, {', '.join(keys) or '(none)'}")
+    table = rcp_table(bench.submission_benchmark, ruleset)
+    gbs = overrides.pop("global_batch_size", sizing_def.global_batch_size)
+    if not isinstance(gbs, int) or isinstance(gbs, bool) or gbs < 1:
+        raise ConfigError(f"{where}.global_batch_size: {gbs!r} is not a positive whole number of samples")
+    count = replicas(nodes * gpus_per_node, sizing_def.model_parallel)
+    made = split(gbs, count, sizing_def.max_micro_batch, sizing_def.accumulates)
+    rcp_sizes = [point.gbs for point in table.points] if table else []
+    if made is None:
+        reachable = ", ".join(str(size) for size in rcp_sizes if split(size, count, sizing_def.max_micro_batch, sizing_def.accumulates)) or "none"
+        chosen = f"{where}.global_batch_size: {gbs}" if "global_batch_size" in given else f"{bench.name}: full.sizing.global_batch_size {gbs}"
+        raise ConfigError(
+            f"{chosen} cannot be made on {nodes}x{gpus_per_node} GPUs ({count} data-parallel replicas of {sizing_def.model_parallel} GPUs, "
+            f"{_micro_limit(sizing_def)}); set {where}.global_batch_size to an RCP batch size this system can run: {reachable}"
+        )
+    point = table.point(gbs) if table else None
+    for key, value in sizing_def.fixed.items():
+        if point and key in point.hyperparameters and point.hyperparameters[key] != value:
+            raise ConfigError(
+                f"{where}: the RCP {point.name} used {key} {point.hyperparameters[key]!r} where the reference's code fixes {value!r}; "
+                f"use another of its batch sizes: {', '.join(map(str, rcp_sizes))}"
+            )
+    missing = [key for key in keys if key not in overrides and (point is None or key not in point.hyperparameters)]
+    if missing:
+        nearest = sorted(rcp_sizes, key=lambda size: abs(size - gbs))[:2]
+        if point is None:
+            have = f"no RCP of {ruleset} has GBS {gbs} (nearest: {', '.join(map(str, nearest))})"
+        else:
+            have = f"the RCP at GBS {gbs} does not record {missing[0]}"
+        sizes = ", ".join(map(str, rcp_sizes)) or "none"
+        raise ConfigError(f"{where}: {have}; give {', '.join(missing)} as a named override, or use an RCP's batch size: {sizes}")
+    values, rows = {}, []
+    for key in keys:
+        rcp_value = point.hyperparameters.get(key) if point else None
+        value = overrides.get(key, rcp_value)
+        values[key] = value
+        rows.append(Row(key, value, rcp_value, "override" if key in overrides else f"RCP {point.name}"))
+    rcp_gbs = f"RCP {point.name}" if point else "override"
+    rows.insert(0, Row("global_batch_size", gbs, point.gbs if point else None, rcp_gbs if gbs == sizing_def.global_batch_size or point else "override"))
+    for key, value in sizing_def.fixed.items():
+        rows.append(Row(key, value, point.hyperparameters.get(key) if point else None, "fixed by the reference's code"))
+    if point and "gradient_accumulation_steps" in point.hyperparameters:
+        rows.append(Row("gradient_accumulation_steps", made.accumulation, point.hyperparameters["gradient_accumulation_steps"], "geometry"))
+    checks = rule_checks(bench.submission_benchmark, ruleset, {"global_batch_size": gbs, **sizing_def.fixed, **values})
+    return PlannedBatch(bench.name, ruleset, made, coverage(table, gbs), values, tuple(rows), tuple(checks), sizing_def.max_micro_batch)
+
+
+def _micro_limit(sizing_def) -> str:
+    return "any micro batch and accumulation" if sizing_def.accumulates else "no gradient accumulation"
+
+
+def describe_batch(planned: PlannedBatch) -> list[str]:
+    """The dry run's table of a benchmark's batch, hyperparameters and rules: one line each."""
+    s = planned.split
+    lines = [
+        f"{planned.benchmark} ({planned.ruleset}): GBS {s.gbs} = {s.replicas} replicas x micro batch {s.micro_batch} x "
+        f"{s.accumulation} accumulation; RCP: {planned.coverage.message} ({', '.join(planned.coverage.basis) or 'none'})"
+    ]
+    if not s.fits(planned.max_micro_batch):
+        lines.append(f"  micro batch {s.micro_batch} is above the {planned.max_micro_batch} the reference's configuration runs: check it fits in memory")
+    width = max(len(row.key) for row in planned.rows)
+    for row in planned.rows:
+        note = "DEVIATION from the RCP" if row.deviation else ("the RCP's" if row.source.startswith("RCP") else row.source)
+        if row.source == "geometry" and row.rcp_value is not None and row.rcp_value != row.value:
+            note = f"geometry (the RCP ran with {row.rcp_value})"
+        rcp = "" if row.rcp_value is None or row.value == row.rcp_value else f" (RCP: {row.rcp_value})"
+        lines.append(f"  {row.key:<{width}}  {row.value}{rcp}  {note}")
+    for check in planned.rules:
+        state = {True: "holds", False: "BROKEN", None: "checked on the run's log"}[check.held]
+        lines.append(f"  rule {check.key}: {check.rule}  {state}")
+    return lines
+
+
+# ---- the size command ----
+
+STARTUP_MINUTES = 20
+"""Minutes a walltime allows before the timed region (container start, model and data loading up to run_start)."""
+WALLTIME_MARGIN = 1.25
+"""Factor on the slowest RCP run's training time: evaluations and run-to-run throughput variation."""
+
+
+def samples(table: RcpTable, value: float, sizing_def) -> float | None:
+    """An RCP value in samples (epochs x the benchmark's ``samples_per_epoch``); None where an epoch's size is unknown."""
+    if table.unit == "samples":
+        return value
+    return value * sizing_def.samples_per_epoch if sizing_def and sizing_def.samples_per_epoch else None
+
+
+def walltime_minutes(slowest_samples: float, samples_per_second_per_gpu: float, gpus: int) -> int:
+    """A walltime that leaves margin: the slowest RCP run's samples at the given throughput, times the margin, plus
+    the start-up allowance."""
+    training = slowest_samples / (samples_per_second_per_gpu * gpus) / 60
+    return math.ceil(training * WALLTIME_MARGIN + STARTUP_MINUTES)
+
+
+def size_report(bench, ruleset: str, nodes: int, gpus_per_node: int, gbs: int | None = None, throughput: float | None = None) -> list[str]:
+    """What ``mlperf-wf size`` prints: the GBS the rules and the RCPs allow on ``nodes`` x ``gpus_per_node`` GPUs, and
+    for the chosen one (``gbs``, else the definition's if the system can make it, else the smallest RCP it can) the
+    hyperparameters, the split, the expected samples to converge and a walltime."""
+    sizing_def = bench.full.sizing
+    name = bench.name
+    gpus = nodes * gpus_per_node
+    table = rcp_table(bench.submission_benchmark, ruleset)
+    runs = mlperf_rules.required_runs(bench.submission_benchmark)
+    lines = [f"{name} on {nodes}x{gpus_per_node} GPUs, ruleset {ruleset} ({runs} runs per set)"]
+    if sizing_def is None:
+        return [*lines, f"  {name}'s definition has no full.sizing: its plan's batch flags are literal (see its README)"]
+    if gpus % sizing_def.model_parallel:
+        nodes_needed = math.ceil(sizing_def.model_parallel / gpus_per_node)
+        return [
+            *lines,
+            f"  {gpus} GPUs do not hold whole model replicas of {sizing_def.model_parallel} GPUs (the reference's tensor x pipeline x "
+            f"context parallelism): use a multiple of {sizing_def.model_parallel} GPUs, at least {nodes_needed} nodes of {gpus_per_node}",
+        ]
+    count = replicas(gpus, sizing_def.model_parallel)
+    accumulation = "micro batches accumulated" if sizing_def.accumulates else "no gradient accumulation: the per-replica share is the micro batch"
+    lines.append(
+        f"  {count} data-parallel replicas of {sizing_def.model_parallel} GPU(s); the reference's micro batch {sizing_def.max_micro_batch}, {accumulation}"
+    )
+    gbs_rules = [check for check in rule_checks(bench.submission_benchmark, ruleset, {"global_batch_size": count}) if check.key == "global_batch_size"]
+    rule_text = "; ".join(f"closed rule {check.rule}" for check in gbs_rules) or "no closed rule on it"
+    lines.append(f"  global batch sizes this system can make: multiples of {count} ({rule_text})")
+    if table is None:
+        return [*lines, f"  no RCPs for {bench.submission_benchmark} in {ruleset}: a closed set cannot pass the RCP check in this round"]
+    lines.append(f"  RCPs of {ruleset} ({table.unit} to converge; * kept by the checker's pruning, the points the summarizer tests against):")
+    lines.append(f"    {'GBS':>7}  {'mean':>12}  {'min allowed':>12}  {'slowest':>12}  runs  on this system")
+    number = (lambda value: f"{value:,.0f}") if table.unit == "samples" else (lambda value: f"{value:.4g}")
+    for point in table.points:
+        made = split(point.gbs, count, sizing_def.max_micro_batch, sizing_def.accumulates)
+        allowed = all(check.held is not False for check in rule_checks(bench.submission_benchmark, ruleset, {"global_batch_size": point.gbs}))
+        here = _split_text(made, sizing_def) if made and allowed else ("not a multiple of the replicas" if allowed else "a closed rule forbids it")
+        star = "*" if point.pruned else " "
+        lines.append(
+            f"    {point.gbs:>6}{star}  {number(point.mean):>12}  {number(point.min_allowed_mean):>12}  "
+            f"{number(max(point.converged)):>12}  {len(point.converged):>4}  {here}"
+        )
+    lines.append(
+        "  between RCPs the checker interpolates the two pruned points around the GBS; below the smallest it tests against the "
+        "smallest (passes only if converging no faster); above the largest it asks for a new RCP"
+    )
+    reachable = [point.gbs for point in table.points if split(point.gbs, count, sizing_def.max_micro_batch, sizing_def.accumulates)]
+    wider = [f"{point.gbs} with {gpus // point.gbs * sizing_def.model_parallel}" for point in table.points if point.gbs < count and gpus % point.gbs == 0]
+    if wider:
+        lines.append(f"  fewer replicas (more GPUs per model replica: tensor/pipeline parallel) reach smaller RCPs: GBS {', '.join(wider)} GPUs per replica")
+    if gbs is None:
+        default = sizing_def.global_batch_size
+        gbs = default if default % count == 0 else next(iter(reachable), None)
+        if gbs is None:
+            return [*lines, f"  no RCP batch size is a multiple of {count}: choose the GBS with --gbs (coverage as above)"]
+    made = split(gbs, count, sizing_def.max_micro_batch, sizing_def.accumulates)
+    if made is None:
+        raise ConfigError(f"size: --gbs {gbs} is not a multiple of the {count} data-parallel replicas; RCP batch sizes this system can make: {reachable}")
+    case = coverage(table, gbs)
+    lines.append(f"  GBS {gbs}: {case.message} ({', '.join(case.basis) or 'no RCP'}); {_split_text(made, sizing_def)}")
+    point = table.point(gbs)
+    if point is not None:
+        lines.append("    hyperparameters (the RCP's): " + ", ".join(f"{key} {value}" for key, value in point.hyperparameters.items()))
+    else:
+        neighbours = [table.point(size) for size in _neighbours([p.gbs for p in table.points], gbs)]
+        for near in neighbours:
+            lines.append(f"    no RCP at {gbs}; nearest {near.name}: " + ", ".join(f"{key} {value}" for key, value in near.hyperparameters.items()))
+    if case.mean is None:
+        return lines
+    slowest_points = [point] if point else [table.point(size) for size in _neighbours([p.gbs for p in table.points], gbs)]
+    slowest = max(max(p.converged) for p in slowest_points)
+    mean_samples, slowest_samples = samples(table, case.mean, sizing_def), samples(table, slowest, sizing_def)
+    lines.append(
+        f"    expected to converge: mean {number(case.mean)} {table.unit} (a set passes with an olympic mean of at least "
+        f"{number(case.min_allowed_mean)}); slowest RCP run {number(slowest)}"
+    )
+    throughput = throughput or sizing_def.samples_per_second_per_gpu
+    if slowest_samples is None:
+        lines.append(f"    walltime: the RCPs count epochs and {name}'s definition gives no samples_per_epoch")
+    elif throughput is None:
+        lines.append("    walltime: give --throughput SAMPLES_PER_SECOND_PER_GPU (a measured first run) for an estimate")
+    else:
+        minutes = walltime_minutes(slowest_samples, throughput, gpus)
+        mean_minutes = mean_samples / (throughput * gpus) / 60
+        lines.append(
+            f"    at {throughput:g} samples/s per GPU: mean {mean_minutes:.1f} min to converge; walltime {minutes} min "
+            f"(slowest RCP run x {WALLTIME_MARGIN} + {STARTUP_MINUTES} min start-up); set full_geometry walltime_minutes"
+        )
+    return lines
+
+
+def _split_text(made: Split, sizing_def) -> str:
+    text = f"micro batch {made.micro_batch} x {made.accumulation} accumulation"
+    if not made.fits(sizing_def.max_micro_batch):
+        text += f" (above the reference's {sizing_def.max_micro_batch}: check memory)"
+    return text
+
+
+def _neighbours(sizes: list[int], gbs: int) -> list[int]:
+    """The RCP batch sizes around ``gbs``: the nearest below and above (one where ``gbs`` is outside them)."""
+    below = [size for size in sizes if size < gbs]
+    above = [size for size in sizes if size > gbs]
+    return [size for size in (max(below, default=None), min(above, default=None)) if size is not None]
