@@ -224,11 +224,14 @@ def watch_campaign(proc: subprocess.Popen, workdir: Path, overrides: list[str], 
 
     config = status.load_config(workdir, overrides)
     plan = planning.load(config, project_root=ROOT, workdir=workdir)
-    seen: dict = {"running_with_eval": None, "states": set(), "command": None, "scheduler": set()}
+    seen: dict = {"running_with_eval": None, "states": set(), "command": None, "scheduler": set(), "forecasts": []}
     deadline = time.time() + timeout
     while proc.poll() is None and time.time() < deadline:
         now = status.campaign_status(workdir, config, runs_given=True, plan=plan)
         runs = now.benchmarks[0].runs
+        forecast = now.benchmarks[0].forecast
+        if forecast and (not seen["forecasts"] or seen["forecasts"][-1] != forecast):
+            seen["forecasts"].append(forecast)
         seen["states"] |= {r.state for r in runs}
         seen["scheduler"] |= {r.scheduler_state for r in runs if r.scheduler_state}
         live = [r for r in runs if r.state == "running" and r.last_eval is not None]
@@ -273,7 +276,7 @@ def run_watched(argv: list[str], workdir: Path, overrides: list[str], env: dict[
     return seen
 
 
-def check_watched(seen: dict, workdir: Path, overrides: list[str]) -> None:
+def check_watched(seen: dict, workdir: Path, overrides: list[str], forecast_steps: int = 1) -> None:
     """What the status showed mid-campaign (a running run with an evaluation, the command itself while Snakemake
     held its lock) and after it (the report's runs, verdicts and minutes)."""
     live = seen["running_with_eval"]
@@ -287,6 +290,11 @@ def check_watched(seen: dict, workdir: Path, overrides: list[str]) -> None:
     after = assert_status_matches_the_report(workdir, overrides)
     # the run seen running ended with at least the evaluations it showed
     assert after.runs[live.index].evals >= live.evals
+    # the pass forecast followed the finished runs, and ends as the report's
+    finished = [forecast["finished"] for forecast in seen["forecasts"]]
+    assert finished == sorted(finished) and len(set(finished)) >= forecast_steps, seen["forecasts"]
+    report = json.loads((workdir / f"results/tiny/{LORA}/report.json").read_text())
+    assert {k: after.forecast[k] for k in ("valid", "rcp_pass", "finished")} == {k: report["forecast"][k] for k in ("valid", "rcp_pass", "finished")}
 
 
 def test_a_benchmark_with_several_metrics_reaches_its_target_only_when_every_metric_does(tmp_path: Path):

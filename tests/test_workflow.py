@@ -110,7 +110,7 @@ def test_tiny_chain_reaches_the_target_and_every_run_is_compliant(tiny_project):
 def test_status_during_the_campaign_and_after_it_matches_the_report(tiny_project):
     from tests.test_status import check_watched
 
-    check_watched(STATUS_SEEN[tiny_project], tiny_project, [f"runs={TINY_RUNS}"])
+    check_watched(STATUS_SEEN[tiny_project], tiny_project, [f"runs={TINY_RUNS}"], forecast_steps=2)
 
 
 @pytest.mark.slow

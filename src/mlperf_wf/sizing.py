@@ -166,10 +166,10 @@ def _record_name(checker, record: dict) -> str:
     return next(name for name, contents in checker.rcp_data.items() if contents["BS"] == record["BS"])
 
 
-def passes(table: RcpTable, gbs: int, converged: list[float]) -> bool:
+def passes(table: RcpTable, gbs: int, converged: list[float], case: Coverage | None = None) -> bool:
     """The official test of a run set's samples (or epochs) to converge at ``gbs`` (``_eval_submission_record``);
-    False where the checker has nothing to compare with."""
-    case = coverage(table, gbs)
+    False where the checker has nothing to compare with. ``case``: the coverage of ``gbs``, when known."""
+    case = case or coverage(table, gbs)
     if case.record is None:
         return False
     record = dict(case.record)  # the checker adjusts the record it is given (llama31_405b's max speedup)
@@ -272,7 +272,7 @@ class Forecast:
     valid: float
     """Probability that the set is valid (at most the olympic rule's one non-converged run)."""
     rcp_pass: float | None
-    """Probability that it is valid and passes the RCP test; None where no RCP applies (open division, no table)."""
+    """Probability that it is valid and passes the RCP test; None in the open division (no RCP test)."""
     draws: int
     basis: str
     """What the numbers rest on, one line."""
@@ -289,6 +289,7 @@ def forecast(
     failed: int,
     table: RcpTable | None,
     gbs: int | None,
+    rcp_applies: bool = True,
     draws: int = 2000,
     seed: int = 0,
 ) -> Forecast:
@@ -301,12 +302,16 @@ def forecast(
 
     finished = len(converged) + failed
     missing = max(required - finished, 0)
-    checker_test = table is not None and gbs is not None and coverage(table, gbs).record is not None
+    # closed division: a set without an RCP to test against (none in the round, a GBS above them all, no GBS logged)
+    # fails the check, as the summarizer's RCP step fails it
+    checker_test = rcp_applies
+    case = coverage(table, gbs) if table is not None and gbs is not None else None
+    testable = case is not None and case.record is not None
     if missing == 0:
         valid = 1.0 if failed <= 1 else 0.0
         passed = None
         if checker_test:
-            passed = float(valid == 1.0 and passes(table, gbs, _olympic_input(converged, failed)))
+            passed = float(valid == 1.0 and testable and passes(table, gbs, _olympic_input(converged, failed), case))
         basis = f"all {required} runs finished: the official rule and RCP test"
         return Forecast(required, finished, tuple(converged), failed, valid, passed, 0, basis)
     rng = np.random.default_rng(seed)
@@ -319,9 +324,9 @@ def forecast(
         if total_failed > 1:
             continue
         valid_sets += 1
-        if checker_test:
+        if checker_test and testable:
             drawn = list(rng.choice(converged, size=missing - more_failed)) if missing - more_failed else []
-            passed_sets += passes(table, gbs, _olympic_input(list(converged) + drawn, total_failed))
+            passed_sets += passes(table, gbs, _olympic_input(list(converged) + drawn, total_failed), case)
     basis = (
         f"{finished} of {required} runs finished ({len(converged)} converged, {failed} not); {draws} completions drawn "
         f"with a convergence rate of mean {rate:.2f} and the finished runs' samples to converge"
@@ -346,7 +351,7 @@ def forecast_of_files(converged_files: list[str], not_counting: int, benchmark: 
         else:
             converged.append(float(epochs))
     table = rcp_table(benchmark, ruleset) if division == "closed" else None
-    return forecast(required, converged, failed, table, gbs)
+    return forecast(required, converged, failed, table, gbs, rcp_applies=division == "closed")
 
 
 NOT_CONVERGED = 1e9
