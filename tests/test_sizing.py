@@ -249,3 +249,17 @@ def test_the_dry_run_prints_the_table_with_the_deviation(tmp_path):
     assert "flux1 (6.1.0): GBS 512 = 32 replicas x micro batch 16 x 1 accumulation; RCP: RCP found (flux_ref_512)" in output
     assert "opt_learning_rate_warmup_steps  0 (RCP: 1600)  DEVIATION from the RCP" in output
     assert "rule opt_gradient_clip_norm: v['value'] == 1.0  holds" in output
+
+
+@pytest.mark.parametrize("name", registry.benchmark_names())
+def test_every_full_scale_plan_runs_at_a_batch_with_an_rcp_of_its_latest_round(name):
+    bench, ruleset = latest(name)
+    gbs = bench.full.sizing.global_batch_size
+    assert gbs in [record["BS"] for record in shipped_rcps(bench.submission_benchmark, ruleset).values()]
+    geometry = bench.full.geometry
+    batch = sizing.plan_batch(bench, ruleset, geometry.nodes, geometry.gpus_per_node)
+    if sizing.wired(bench):  # the command takes the batch and the RCP's values from the plan
+        assert batch.split.gbs == gbs and batch.split.fits(bench.full.sizing.max_micro_batch) and not batch.deviations
+        assert all(check.held is not False for check in batch.rules), batch.rules
+    else:
+        assert batch is None
