@@ -37,3 +37,16 @@ def test_exit_duration_is_the_walltime_less_15_minutes(walltime, tmp_path, monke
     job = plan.train_job("gpt3", 0)
     assert job.resources.runtime == walltime
     assert f"--exit-duration-in-mins {walltime - EXIT_MARGIN_MINUTES} " in job.command, job.command
+
+
+@pytest.mark.parametrize("walltime", ["300", 900])
+def test_a_walltime_set_in_the_config_moves_the_exit_duration_with_the_scheduler_s_limit(walltime, tmp_path, monkeypatch):
+    """``full_geometry: {gpt3: {walltime_minutes: N}}`` (the site's limit) reaches both the job's runtime and the
+    reference's own stop (a fixed 465 would kill a longer allocation's run early, or outlive a shorter one)."""
+    (tmp_path / "config").symlink_to(ROOT / "config")
+    monkeypatch.chdir(tmp_path)
+    config = {**DEFAULTS, "scale": "full", "benchmarks": ["gpt3"], "full_geometry": {"gpt3": {"walltime_minutes": walltime}}}
+    plan = planning.Plan(planning.Settings.from_config(config), project_root=ROOT, workdir=tmp_path)
+    job = plan.train_job("gpt3", 0)
+    assert job.resources.runtime == int(walltime)
+    assert f"--exit-duration-in-mins {int(walltime) - EXIT_MARGIN_MINUTES} " in job.command, job.command

@@ -213,12 +213,12 @@ def _insert_after_launcher(command: list[str], extra: list[str]) -> list[str]:
 def _batch_values(bench: BenchmarkDef, launch: Launch) -> dict[str, object]:
     """The sizing placeholders of a run: the plan's batch, or the definition's at its latest round on the launch's
     geometry (a ``Launch`` made without a plan)."""
-    if bench.full.sizing is None:
+    from mlperf_wf import mlperf_rules, sizing
+
+    if bench.full.sizing is None or not sizing.wired(bench):
         return {}
     batch = launch.batch
     if batch is None:
-        from mlperf_wf import mlperf_rules, sizing
-
         ruleset = mlperf_rules.resolve_ruleset(bench.submission_benchmark, "latest")
         batch = sizing.plan_batch(bench, ruleset, launch.nodes, launch.gpus_per_node)
     return batch.format_values()

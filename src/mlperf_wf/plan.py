@@ -464,7 +464,7 @@ class Plan:
             workdir=self.settings.full_workdir.get(name),
             extra_mounts=self.extra_mounts(name),
             hooks=self.host_hooks(name),
-            walltime_minutes=geometry.walltime_minutes,
+            walltime_minutes=int(override.get("walltime_minutes", geometry.walltime_minutes)),
             batch=self.planned_batch(name, nodes, gpus_per_node) if self.scale == "full" else None,
         )
 
