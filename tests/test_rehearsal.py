@@ -120,6 +120,11 @@ def check_log_lines(ran: campaign.Campaign, name: str) -> None:
     assert result.exists(), _explain(ran, name, 0)
     facts = compliance.read_facts(result)
     assert "cache_clear" in facts.values and "init_start" in facts.values, facts.values
+    # cache_clear is what the launch line did on the run's nodes before the reference started, not a constant
+    job_log = ran.train_log(name, 0)
+    dropped = "mlperf-wf: page cache dropped on" in job_log
+    assert dropped or "mlperf-wf: the page cache was not dropped on" in job_log, f"the launch line did not drop the page cache:\n{job_log[-2000:]}"
+    assert facts.values["cache_clear"] is dropped, (facts.values["cache_clear"], job_log[-1000:])
     lines = [line for line in result.read_text().splitlines() if '"key": "init_start"' in line]
     assert len(lines) == 1, "one rank writes the log"
     # the submission lines, where the reference writes them before its first GPU step (qwen's NeMo-RL logger writes
