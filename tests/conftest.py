@@ -55,6 +55,19 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     remove_stale_test_conf()
 
 
+SERVICES = {"docker_host", "rehearsal_box", "slurm"}
+"""Fixtures that start a machine-wide service (the Docker engine with its bridge, the cluster in a box, the one-node
+SLURM at /etc/slurm): every test that uses one runs in one xdist worker, one after another."""
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """``make test`` runs two xdist workers (``--dist loadgroup``): a module's tests stay together (its module-scoped
+    campaign runs once), and whatever needs a machine-wide service shares one worker."""
+    for item in items:
+        shared = SERVICES & set(getattr(item, "fixturenames", ()))
+        item.add_marker(pytest.mark.xdist_group("services" if shared else item.nodeid.split("::")[0]))
+
+
 def shell_values(path: Path) -> dict[str, str]:
     """``export NAME=value`` and ``: "${NAME:=value}"`` assignments of a shell file (quotes and comments removed)."""
     text = path.read_text()

@@ -57,6 +57,9 @@ def test_tiny_runs_reach_the_real_auroc_target_and_pass_the_6_0_0_checker(dlrm_p
     assert report["ruleset"] == "6.0.0" and report["required_runs"] == 10
     assert [r["seed"] for r in report["runs"]] == [1234 + i for i in range(RUNS)]
     assert {r["compliance"] for r in report["runs"]} == {"passed"}
+    # the forecast from the runs made (open division: validity only, no RCP test)
+    assert report["forecast"] == {**report["forecast"], "finished": RUNS, "required": 10, "rcp_pass": None}
+    assert 0 < report["forecast"]["valid"] < 1 and f"{RUNS} of 10 runs finished" in report["forecast"]["basis"]
     tiny = Hyperparameters()
     for i in range(RUNS):
         lines = [json.loads(line.split(":::MLLOG ", 1)[1]) for line in (dlrm_project / f"results/tiny/dlrm_dcnv2/runs/{i}/result.txt").read_text().splitlines()]

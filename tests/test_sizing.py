@@ -263,3 +263,48 @@ def test_every_full_scale_plan_runs_at_a_batch_with_an_rcp_of_its_latest_round(n
         assert all(check.held is not False for check in batch.rules), batch.rules
     else:
         assert batch is None
+
+
+# Where each plan that keeps literal batch flags passes the RCP's values: (RCP key, command flag or ENV variable, the
+# value's unit conversion). Values the reference computes from the GBS itself are left out (llama31_405b's learning
+# rate: R:pretrain_llama31.py:153 gbs / 1152 x 8e-5; stable_diffusion's from its config's per-sample rate).
+LITERAL = {
+    "bert": [("opt_base_learning_rate", "--learning_rate", float), ("num_warmup_steps", "--num_warmup_steps", int),
+             ("opt_learning_rate_training_steps", "--num_train_steps", int), ("opt_lamb_beta_1", "--lamb_beta_1", float),
+             ("opt_lamb_beta_2", "--lamb_beta_2", float), ("opt_lamb_weight_decay_rate", "--lamb_weight_decay_rate", float)],
+    "deepseekv3_671b": [("opt_base_learning_rate", "--lr", float), ("opt_learning_rate_warmup_steps", "--warmup_steps", int)],
+    "dlrmv4": [("opt_base_learning_rate", "$DENSE_LR", float), ("opt_learning_rate_warmup_steps", "$LR_WARMUP_STEPS", int)],
+    "gpt3": [("opt_base_learning_rate", "--lr", float)],
+    "gpt_oss_20b": [("opt_base_learning_rate", "$PRIMUS_LR", float), ("opt_learning_rate_warmup_samples", "$PRIMUS_LR_WARMUP_ITERS", "steps")],
+    "llama2_70b_lora": [("opt_base_learning_rate", "--learning_rate", float), ("opt_max_grad_norm", "--max_grad_norm", float),
+                        ("lora_r", "--lora_r", int), ("lora_alpha", "--lora_alpha", int), ("max_steps", "--max_steps", int)],
+    "qwen35_397b_grpo": [("opt_base_learning_rate", "++policy.megatron_cfg.optimizer.lr", float), ("opt_gradient_clip_norm", "++policy.max_grad_norm", float)],
+    "retinanet": [("opt_base_learning_rate", "--lr", float)],
+    "rgat": [("opt_base_learning_rate", "--learning_rate", float)],
+}  # fmt: skip
+
+
+def literal_value(bench: registry.BenchmarkDef, where: str) -> str:
+    if where.startswith("$"):
+        return bench.full.env[where[1:]]
+    words = [word for part in bench.full.command for word in part.replace(" \\\n", " ").split()]
+    for i, word in enumerate(words):
+        if word.startswith(f"{where}="):
+            return word.split("=", 1)[1]
+        if word == where:
+            return words[i + 1]
+    raise AssertionError(f"{bench.name}: {where} is not in the command")
+
+
+@pytest.mark.parametrize("name", sorted(LITERAL))
+def test_the_plans_with_literal_flags_pass_the_rcp_s_values_at_their_batch(name):
+    bench, ruleset = latest(name)
+    assert not sizing.wired(bench)
+    rcp = sizing.rcp_table(bench.submission_benchmark, ruleset).point(bench.full.sizing.global_batch_size)
+    for key, where, unit in LITERAL[name]:
+        value = literal_value(bench, where)
+        expected = rcp.hyperparameters[key]
+        if unit == "steps":
+            assert int(value) * bench.full.sizing.global_batch_size == expected, (key, where, value)
+        else:
+            assert unit(value) == expected, (key, where, value, expected)
