@@ -109,7 +109,8 @@ def write_set(folder: Path, gbs: int, converged: list[int], not_converged: int =
     files = []
     outcomes = [(samples, "success") for samples in converged] + [(3072, "aborted")] * not_converged
     for i, (samples, outcome) in enumerate(outcomes):
-        path = write_lora_log(folder / f"result_{i}.txt", seed=i, minutes=20, evals=[(samples // 2, 0.95), (samples, 0.92)], status=outcome)
+        last = 0.92 if outcome == "success" else 0.95  # a run that stops short never reached the 0.925 target
+        path = write_lora_log(folder / f"result_{i}.txt", seed=i, minutes=20, evals=[(samples // 2, 0.99), (samples, last)], status=outcome)
         path.write_text(path.read_text().replace('"key": "global_batch_size", "value": 8,', f'"key": "global_batch_size", "value": {gbs},'))
         files.append(str(path))
     return files
@@ -308,3 +309,33 @@ def test_the_plans_with_literal_flags_pass_the_rcp_s_values_at_their_batch(name)
             assert int(value) * bench.full.sizing.global_batch_size == expected, (key, where, value)
         else:
             assert unit(value) == expected, (key, where, value, expected)
+
+
+@pytest.mark.parametrize(
+    "samples,not_converged",
+    [(3072, 0), (1536, 0), (3072, 1), (3072, 2)],
+    ids=["passes", "converges-too-fast", "one-not-converged", "two-not-converged"],
+)
+def test_a_report_of_every_required_run_forecasts_its_own_verdicts(tmp_path, samples, not_converged):
+    """report.json's forecast with the ten runs there: its RCP verdict and the olympic rule's validity."""
+    from mlperf_wf import compliance, report
+
+    files = write_set(tmp_path / "runs", 8, [samples + 48 * step for step in range(10 - not_converged)], not_converged)
+    verdicts = [compliance.check(Path(path), "6.1.0").verdict for path in files]
+    built = report.build(
+        benchmark="llama2_70b_lora",
+        submission_benchmark="llama2_70b_lora",
+        ruleset="6.1.0",
+        division="closed",
+        scale="full",
+        platform="test-platform",
+        quality_target={"comparison": "<=", "value": 0.925},
+        required=10,
+        results=[Path(path) for path in files],
+        verdicts=verdicts,
+    )
+    forecast = built.forecast
+    assert forecast["finished"] == 10 and verdicts.count("non_converged") == not_converged
+    assert forecast["valid"] == (1.0 if not_converged <= 1 else 0.0)
+    assert forecast["rcp_pass"] == (1.0 if built.rcp["verdict"] == "Pass" else 0.0), built.rcp
+    assert forecast["rcp_pass"] == (1.0 if samples == 3072 and not_converged <= 1 else 0.0)
