@@ -46,7 +46,7 @@ demo: $(BIN)/activate
 # TEST_WORKERS=0 runs them in this process, one after another.
 TEST_WORKERS ?= 2
 test: $(BIN)/activate $(REFERENCE_VENV)/bin/activate
-	MLPERF_WF_REQUIRE_REFERENCE=1 $(BIN)/python -m pytest -q --durations=25 -n $(TEST_WORKERS) --dist loadgroup
+	MLPERF_WF_REQUIRE_REFERENCE=1 $(BIN)/python -m pytest -q --durations=25 -n $(TEST_WORKERS)
 
 lint: $(BIN)/activate
 	$(BIN)/ruff check src tests bench containers

@@ -58,14 +58,43 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 SERVICES = {"docker_host", "rehearsal_box", "slurm"}
 """Fixtures that start a machine-wide service (the Docker engine with its bridge, the cluster in a box, the one-node
 SLURM at /etc/slurm): every test that uses one runs in one xdist worker, one after another."""
+SERVICE_MODULES = {
+    "tests/test_bert_rehearsal.py",
+    "tests/test_deepseekv3_671b_rehearsal.py",
+    "tests/test_docker.py",
+    "tests/test_llama31_405b_rehearsal.py",
+    "tests/test_qwen35_397b_grpo_rehearsal.py",
+    "tests/test_reference_in_the_loop.py",
+    "tests/test_rehearsal.py",
+    "tests/test_slurm.py",
+}
+"""The modules with such tests: the xdist scheduler sees test ids only (checked against the fixtures below)."""
+
+
+def xdist_scope(nodeid: str) -> str:
+    """The work unit of a test for ``make test``'s two workers: its module (its module-scoped campaign runs once), or
+    ``services`` for every module that starts a machine-wide service."""
+    module = nodeid.split("::")[0]
+    return "services" if module in SERVICE_MODULES else module
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """``make test`` runs two xdist workers (``--dist loadgroup``): a module's tests stay together (its module-scoped
-    campaign runs once), and whatever needs a machine-wide service shares one worker."""
-    for item in items:
-        shared = SERVICES & set(getattr(item, "fixturenames", ()))
-        item.add_marker(pytest.mark.xdist_group("services" if shared else item.nodeid.split("::")[0]))
+    """A test that starts a service outside :data:`SERVICE_MODULES` would run beside another worker's service."""
+    strays = sorted({item.nodeid.split("::")[0] for item in items if SERVICES & set(getattr(item, "fixturenames", ()))} - SERVICE_MODULES)
+    if strays:
+        raise pytest.UsageError(f"tests/conftest.py: {', '.join(strays)} start a machine-wide service: add them to SERVICE_MODULES")
+
+
+@pytest.hookimpl(optionalhook=True)  # xdist's hook: without xdist, tests run in one process
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """Load scheduling by :func:`xdist_scope` (xdist's loadgroup marks do not reach its scheduler under pytest 9)."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ServiceScopeScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return xdist_scope(nodeid)
+
+    return ServiceScopeScheduling(config, log)
 
 
 def shell_values(path: Path) -> dict[str, str]:
