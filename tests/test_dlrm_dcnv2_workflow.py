@@ -99,7 +99,7 @@ def test_full_scale_dry_run_lists_the_reference_dataset_shards_and_runs(tmp_path
     for line in train_lines:
         assert f"{workdir}/resources/full/prepared/dlrm_dcnv2:/data/criteo_multihot:ro" in line
         assert "torchrun --nproc_per_node 8 dlrm_main.py" in line and "--synthetic_multi_hot_criteo_path /data/criteo_multihot/dataset" in line
-        assert "--interaction_type=dcn --dcn_num_layers=3 --dcn_low_rank_dim=512 --adagrad --learning_rate 0.005" in line
+        assert "--interaction_type=dcn --dcn_num_layers=3 --dcn_low_rank_dim=512 --adagrad --learning_rate 0.004 " in line
     for seed in range(1234, 1244):
         assert f"--seed {seed}; }} > logs/full/train/dlrm_dcnv2/{seed - 1234}.log" in out
     assert "mlperf-wf compliance results/dlrm_dcnv2/runs/0/result.txt --ruleset 6.0.0" in out
