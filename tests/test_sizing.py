@@ -339,3 +339,16 @@ def test_a_report_of_every_required_run_forecasts_its_own_verdicts(tmp_path, sam
     assert forecast["valid"] == (1.0 if not_converged <= 1 else 0.0)
     assert forecast["rcp_pass"] == (1.0 if built.rcp["verdict"] == "Pass" else 0.0), built.rcp
     assert forecast["rcp_pass"] == (1.0 if samples == 3072 and not_converged <= 1 else 0.0)
+
+
+def test_the_walltime_can_rest_on_a_run_measured_on_the_system(capsys, tmp_path):
+    """A first run's log (3,072 samples at its last evaluation, 800 s after run_start, on 8 GPUs) gives the throughput."""
+    log = write_lora_log(tmp_path / "result.txt", seed=1, minutes=20, evals=[(1536, 0.95), (3072, 0.92)])
+    out = size_output(capsys, "--benchmark", "llama2_70b_lora", "--nodes", "1", "--gpus-per-node", "8", "--throughput-from", str(log))
+    assert "measured on" in out and "0.48 samples/s per GPU" in out
+    slowest = max(shipped_rcps("llama2_70b_lora", "6.1.0")["llama2_70b_lora_ref_8"]["samples to converge"])
+    assert f"walltime {sizing.walltime_minutes(slowest, 0.48, 8)} min" in out
+    empty = tmp_path / "empty.txt"
+    empty.write_text("")
+    assert cli.main(["size", "--benchmark", "llama2_70b_lora", "--nodes", "1", "--gpus-per-node", "8", "--throughput-from", str(empty)]) == 2
+    assert "no run_start and evaluation" in capsys.readouterr().err

@@ -420,9 +420,12 @@ def cmd_provenance(
     provenance.write(out, provenance.collect(scale, launcher, image or None, command, Path(__file__).resolve().parents[2], result, consumed))
 
 
-def cmd_size(benchmark: str, nodes: int, gpus_per_node: int, ruleset: str, gbs: int | None, throughput: float | None) -> int:
+def cmd_size(
+    benchmark: str, nodes: int, gpus_per_node: int, ruleset: str, gbs: int | None, throughput: float | None, throughput_from: Path | None = None
+) -> int:
     """The global batch sizes a system can run, their RCP coverage and, for the chosen one, the RCP's hyperparameters,
-    the split and a walltime (``mlperf_wf.sizing.size_report``)."""
+    the split and a walltime (``mlperf_wf.sizing.size_report``); the throughput given, or measured on a finished run's
+    log made on this system (``--throughput-from``)."""
     from mlperf_wf import mlperf_rules, registry, sizing
 
     if benchmark not in registry.benchmark_names():
@@ -432,6 +435,9 @@ def cmd_size(benchmark: str, nodes: int, gpus_per_node: int, ruleset: str, gbs: 
             raise ConfigError(f"size: {flag} {value} must be positive")
     bench = registry.load_benchmark(benchmark)
     resolved = mlperf_rules.resolve_ruleset(bench.submission_benchmark, ruleset)
+    if throughput_from is not None:
+        throughput = sizing.measured_throughput(throughput_from, bench, nodes * gpus_per_node)
+        print(f"measured on {throughput_from}: {throughput:.4g} samples/s per GPU (run_start to its last evaluation)")
     print("\n".join(sizing.size_report(bench, resolved, nodes, gpus_per_node, gbs, throughput)))
     return 0
 
@@ -730,6 +736,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ruleset", default="latest", help="a training round (default: the benchmark's newest)")
     p.add_argument("--gbs", type=int, help="the global batch size to detail (default: the plan's, else the smallest RCP the system can make)")
     p.add_argument("--throughput", type=float, help="training samples per second per GPU (a measured first run), for the walltime")
+    p.add_argument("--throughput-from", type=Path, metavar="RESULT", help="measure the throughput on a finished run's log made on this system")
     p = sub.add_parser("compliance", help="official compliance check of one result file")
     # No type= on the positional: argparse would turn its SUPPRESS default into a path and hide --result.
     p.add_argument("result", nargs="?", default=argparse.SUPPRESS, help="the result file (or --result)")
@@ -846,7 +853,7 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "preflight":
             return cmd_preflight(args.benchmark, args.image, args.platform, args.config, args.configfile)
         elif args.command == "size":
-            return cmd_size(args.benchmark, args.nodes, args.gpus_per_node, args.ruleset, args.gbs, args.throughput)
+            return cmd_size(args.benchmark, args.nodes, args.gpus_per_node, args.ruleset, args.gbs, args.throughput, args.throughput_from)
         elif args.command == "compliance":
             cmd_compliance(args.result, args.ruleset, args.out, args.benchmark, args.scale, args.seed, args.division, args.provenance)
         elif args.command == "score":

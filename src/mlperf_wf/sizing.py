@@ -666,6 +666,26 @@ def size_report(bench, ruleset: str, nodes: int, gpus_per_node: int, gbs: int | 
     return lines
 
 
+def measured_throughput(result_file: Path, bench, gpus: int) -> float:
+    """Training samples per second per GPU of a run's log: the last evaluation's ``samples_count`` (or ``epoch_num``
+    x the definition's ``samples_per_epoch``) over the time from ``run_start`` to it, over ``gpus``."""
+    from mlperf_wf.status import read_progress
+
+    progress = read_progress(Path(result_file))
+    if progress.run_start_ms is None or progress.last_eval_ms is None or not progress.progress:
+        raise ConfigError(f"size: --throughput-from {result_file}: no run_start and evaluation with a samples_count in it; give a finished run's result file")
+    done = progress.progress
+    if progress.progress_key == "epoch_num":
+        per_epoch = bench.full.sizing.samples_per_epoch if bench.full.sizing else None
+        if not per_epoch:
+            raise ConfigError(f"size: --throughput-from {result_file}: the log counts epochs and {bench.name} gives no samples_per_epoch")
+        done *= per_epoch
+    seconds = (progress.last_eval_ms - progress.run_start_ms) / 1000
+    if seconds <= 0:
+        raise ConfigError(f"size: --throughput-from {result_file}: its last evaluation is not after run_start")
+    return done / seconds / gpus
+
+
 def _split_text(made: Split, sizing_def) -> str:
     text = f"micro batch {made.micro_batch} x {made.accumulation} accumulation"
     if not made.fits(sizing_def.max_micro_batch):
