@@ -468,6 +468,7 @@ class Plan:
             batch=self.planned_batch(name, nodes, gpus_per_node) if self.scale == "full" else None,
         )
 
+    @cache  # noqa: B019 - one Plan per workflow; every train job and the preflight ask for the same batch
     def planned_batch(self, name: str, nodes: int, gpus_per_node: int) -> sizing.PlannedBatch | None:
         """The full-scale batch and RCP hyperparameters of ``name`` on its geometry (``full.sizing``)."""
         try:

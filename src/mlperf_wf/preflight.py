@@ -321,11 +321,9 @@ class Tracker:
     def problems(self, jobs: Iterable[tuple[str, Mapping[str, str]]] | None = None) -> tuple[list[Problem], str]:
         """The problems, and what was checked: the ``(rule, wildcards)`` of the jobs to run when given (train jobs name
         a benchmark, download jobs a dataset), else everything the input functions saw."""
-        if jobs is not None:
-            benchmarks = [wildcards["benchmark"] for rule, wildcards in jobs if rule == "train"]
-            datasets = [wildcards["dataset"] for rule, wildcards in jobs if rule == "download"]
-        else:
-            benchmarks, datasets = list(self.benchmarks), list(self.datasets)
-        benchmarks, datasets = list(dict.fromkeys(benchmarks)), list(dict.fromkeys(datasets))
+        jobs = None if jobs is None else list(jobs)
+        benchmarks = self.planned_benchmarks(jobs)
+        datasets = list(self.datasets) if jobs is None else [wildcards["dataset"] for rule, wildcards in jobs if rule == "download"]
+        datasets = list(dict.fromkeys(datasets))
         named = ", ".join(benchmarks) or ", ".join(datasets)
         return plan_problems(self.plan, benchmarks, datasets), f"the full-scale plan of {named}"

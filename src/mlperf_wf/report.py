@@ -191,7 +191,7 @@ def _forecast(window: list, submission_benchmark: str, ruleset: str, division: s
 
     counted = [run.file for run in window if run.verdict in ("passed", compliance.PASSED_EXCEPT_DECLARED)]
     made = sizing.forecast_of_files(counted, len(window) - len(counted), submission_benchmark, ruleset, division, required)
-    return {"valid": made.valid, "rcp_pass": made.rcp_pass, "finished": made.finished, "required": made.required, "basis": made.basis}
+    return made.summary()
 
 
 def _summary(record: dict) -> dict:

@@ -278,6 +278,10 @@ class Forecast:
     basis: str
     """What the numbers rest on, one line."""
 
+    def summary(self) -> dict:
+        """The numbers and their basis, as status and report.json give them."""
+        return {"valid": self.valid, "rcp_pass": self.rcp_pass, "finished": self.finished, "required": self.required, "basis": self.basis}
+
     def text(self) -> str:
         """One line: the probabilities and their basis."""
         rcp = "" if self.rcp_pass is None else f", valid and passing the RCP check {self.rcp_pass:.0%}"
@@ -305,13 +309,12 @@ def forecast(
     missing = max(required - finished, 0)
     # closed division: a set without an RCP to test against (none in the round, a GBS above them all, no GBS logged)
     # fails the check, as the summarizer's RCP step fails it
-    checker_test = rcp_applies
     case = coverage(table, gbs) if table is not None and gbs is not None else None
     testable = case is not None and case.record is not None
     if missing == 0:
         valid = 1.0 if failed <= 1 else 0.0
         passed = None
-        if checker_test:
+        if rcp_applies:
             passed = float(valid == 1.0 and testable and passes(table, gbs, _olympic_input(converged, failed), case))
         basis = f"all {required} runs finished: the official rule and RCP test"
         return Forecast(required, finished, tuple(converged), failed, valid, passed, 0, basis)
@@ -325,14 +328,14 @@ def forecast(
         if total_failed > 1:
             continue
         valid_sets += 1
-        if checker_test and testable:
+        if rcp_applies and testable:
             drawn = list(rng.choice(converged, size=missing - more_failed)) if missing - more_failed else []
             passed_sets += passes(table, gbs, _olympic_input(list(converged) + drawn, total_failed), case)
     basis = (
         f"{finished} of {required} runs finished ({len(converged)} converged, {failed} not); {draws} completions drawn "
         f"with a convergence rate of mean {rate:.2f} and the finished runs' samples to converge"
     )
-    return Forecast(required, finished, tuple(converged), failed, valid_sets / draws, passed_sets / draws if checker_test else None, draws, basis)
+    return Forecast(required, finished, tuple(converged), failed, valid_sets / draws, passed_sets / draws if rcp_applies else None, draws, basis)
 
 
 def forecast_of_files(converged_files: list[str], not_counting: int, benchmark: str, ruleset: str, division: str, required: int) -> Forecast:

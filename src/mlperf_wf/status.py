@@ -689,7 +689,7 @@ def _forecast(runs: list[RunStatus], root: Path, benchmark: str, ruleset: str, d
     if not counted and not not_counting:
         return None
     made = sizing.forecast_of_files(counted, not_counting, benchmark, ruleset, division, required)
-    return {"valid": made.valid, "rcp_pass": made.rcp_pass, "finished": made.finished, "required": made.required, "basis": made.basis, "text": made.text()}
+    return {**made.summary(), "text": made.text()}
 
 
 def shard_status(plan: Plan, name: str, root: Path, records: SnakemakeRecords) -> ShardStatus:
