@@ -229,20 +229,42 @@ def test_rule_files_name_no_benchmark():
             assert name not in text, f"{path.name} names {name}"
 
 
-def test_a_benchmark_is_only_its_own_files(tmp_path):
-    """Take rgat away (its folder and its catalog entry's tiny generator): every other definition still
-    checks and the workflow still plans, so nothing outside those files knows rgat."""
+def _project_copy(tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    """The workflow, package and config copied, and an environment that imports the package from the copy."""
     project = tmp_path / "project"
     for part in ("workflow", "src", "config"):
         shutil.copytree(ROOT / part, project / part, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
-    shutil.rmtree(project / "src/mlperf_wf/benchmarks/rgat")
-    catalog = project / "config/datasets/igbh_full.yaml"
-    catalog.write_text(catalog.read_text().split("\ntiny:")[0] + "\n")
-    env = {"PYTHONPATH": str(project / "src"), "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin"}
-    check = subprocess.run([sys.executable, "-m", "mlperf_wf", "check"], cwd=project, env=env, capture_output=True, text=True, check=False)
-    assert check.returncode == 0 and f"{len(BENCHMARKS) - 1} benchmarks and" in check.stdout, check.stderr
+    return project, {"PYTHONPATH": str(project / "src"), "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin"}
+
+
+def _check(project: Path, env: dict[str, str], *flags: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "mlperf_wf", "check", *flags], cwd=project, env=env, capture_output=True, text=True, check=False)
+
+
+def _belongs_to(dataset_id: str, name: str) -> bool:
+    """A catalog entry is one benchmark's when only it reads it, or when nothing reads it and its tiny generator
+    lives in that benchmark's folder (e.g. a checkpoint kept for a manual conversion)."""
+    users = registry.users_of(dataset_id)
+    tiny = registry.load_dataset(dataset_id, ROOT).tiny
+    return users == [name] or (not users and tiny is not None and tiny.module.startswith(f"{registry.BENCHMARKS_PACKAGE}.{name}."))
+
+
+@pytest.mark.parametrize("name", BENCHMARKS)
+def test_a_benchmark_is_only_its_own_files(tmp_path, name):
+    """Take one benchmark away (its folder and the catalog entries only it uses): every other definition still
+    checks, every import of every remaining benchmark module resolves, and the workflow still plans all the others,
+    so nothing outside those files knows it."""
+    project, env = _project_copy(tmp_path)
+    shutil.rmtree(project / "src/mlperf_wf/benchmarks" / name)
+    only_its_own = [dataset for dataset in registry.dataset_ids(ROOT) if _belongs_to(dataset, name)]
+    for dataset in only_its_own:
+        (project / "config/datasets" / f"{dataset}.yaml").unlink()
+    check = _check(project, env)  # reads every import of every module from its source
+    datasets = len(registry.dataset_ids(ROOT)) - len(only_its_own)
+    assert check.returncode == 0 and f"{len(BENCHMARKS) - 1} benchmarks and {datasets} datasets" in check.stdout, check.stderr
+    others = [other for other in BENCHMARKS if other != name]
     dry = subprocess.run(
-        [sys.executable, "-m", "snakemake", "-s", str(project / "workflow/Snakefile"), "-n", "--config", "runs=1"],
+        [sys.executable, "-m", "snakemake", "-s", str(project / "workflow/Snakefile"), "-n", "--config", "runs=1", f"benchmarks=[{','.join(others)}]"],
         cwd=project,
         env=env,
         capture_output=True,
@@ -250,3 +272,37 @@ def test_a_benchmark_is_only_its_own_files(tmp_path):
         check=False,
     )
     assert dry.returncode == 0, dry.stdout[-2000:] + dry.stderr[-2000:]
+    assert all(f"results/tiny/{other}/report.json" in dry.stdout for other in others)
+
+
+def test_a_benchmark_that_imports_another_or_a_missing_module_is_one_line_of_check(tmp_path):
+    """Read from the source, without importing torch: another benchmark's module, or a module of the package that
+    is not there, is one line naming the file and line; with --import-modules a third-party import that fails is
+    one line naming the file, not a traceback."""
+    project, env = _project_copy(tmp_path)
+    trainer = project / "src/mlperf_wf/benchmarks/gpt_oss_20b/trainer.py"
+    original = trainer.read_text()
+    head, rest = original.split("from __future__ import annotations\n")
+    line = head.count("\n") + 2
+
+    def trainer_importing(statement: str) -> str:
+        return f"{head}from __future__ import annotations\n{statement}\n{rest}"
+
+    trainer.write_text(trainer_importing("from mlperf_wf.benchmarks.llama31_8b import trainer as borrowed"))
+    check = _check(project, env)
+    assert check.returncode == 2 and check.stderr.count("\n") == 1, check.stderr
+    assert f"{trainer}:{line}: imports mlperf_wf.benchmarks.llama31_8b, another benchmark's module" in check.stderr
+    trainer.write_text(trainer_importing("from mlperf_wf.language_models import no_such_module"))
+    check = _check(project, env)
+    assert check.returncode == 2 and check.stderr.strip() == (
+        f"mlperf-wf: error: {trainer}: line {line}: import: mlperf_wf.language_models has no 'no_such_module'"
+    )
+    trainer.write_text(trainer_importing("import mlperf_wf.no_such_module"))
+    check = _check(project, env)
+    assert check.stderr.strip() == f"mlperf-wf: error: {trainer}: line {line}: import: module 'mlperf_wf.no_such_module' does not exist"
+    trainer.write_text(trainer_importing("import no_such_third_party_package"))
+    assert _check(project, env).returncode == 0  # not read without --import-modules: a site may lack a trainer's packages
+    check = _check(project, env, "--import-modules")
+    assert check.returncode == 2 and check.stderr.strip() == (
+        f"mlperf-wf: error: {trainer}: import failed: ModuleNotFoundError: No module named 'no_such_third_party_package'"
+    )

@@ -13,10 +13,10 @@ import torch
 from mlperf_wf import compliance, mlperf_rules
 from mlperf_wf.benchmarks.deepseekv3_671b import converted_checkpoint, load_balancing, prepare, trainer
 from mlperf_wf.benchmarks.deepseekv3_671b.hyperparameters import Hyperparameters
-from mlperf_wf.benchmarks.llama31_8b import c4_corpus, tokenizer
 from mlperf_wf.errors import UserError
 from mlperf_wf.harness import RunSpec, TinyRun
-from mlperf_wf.language_models import causal_trainer, markov_corpus
+from mlperf_wf.language_models import c4_corpus, causal_trainer, markov_corpus
+from mlperf_wf.language_models import llama31_tokenizer as tokenizer
 from mlperf_wf.mirror import generate_tiny_mirror
 from mlperf_wf.mllog_utils import Submission
 from mlperf_wf.registry import load_benchmark, load_dataset

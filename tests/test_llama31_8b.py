@@ -9,8 +9,9 @@ import pytest
 import torch
 
 from mlperf_wf import hyperparameters, mlperf_rules, registry
-from mlperf_wf.benchmarks.llama31_8b import c4_corpus, tokenizer, trainer
-from mlperf_wf.language_models import causal_trainer, markov_corpus, symbol_tokenizer
+from mlperf_wf.benchmarks.llama31_8b import trainer
+from mlperf_wf.language_models import c4_corpus, causal_trainer, markov_corpus, symbol_tokenizer
+from mlperf_wf.language_models import llama31_tokenizer as tokenizer
 from mlperf_wf.mirror import generate_tiny_mirror
 from mlperf_wf.registry import load_dataset
 

@@ -13,6 +13,7 @@ the Snakefile call it), so a broken definition names itself before any job runs.
 
 from __future__ import annotations
 
+import ast
 import fnmatch
 import importlib
 import importlib.util
@@ -27,7 +28,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from mlperf_wf.errors import ConfigError, describe_validation_error
 
-BENCHMARKS_PACKAGE = "mlperf_wf.benchmarks"
+PACKAGE = "mlperf_wf"
+BENCHMARKS_PACKAGE = f"{PACKAGE}.benchmarks"
 BENCHMARKS_DIR = Path(__file__).parent / "benchmarks"
 DEFINITION_FILE = "benchmark.yaml"
 BENCHMARK_MODULES = ("hyperparameters", "prepare", "trainer")
@@ -673,6 +675,67 @@ def _check_module_exists(path: Path, module: str, what: str) -> None:
         raise ConfigError(f"{path}: {what}: module {module!r} does not exist")
 
 
+def imported_names(path: Path) -> list[tuple[int, str, str | None]]:
+    """(line, module, name) of every absolute import of a Python file, read without running it: ``import a.b`` is
+    (line, "a.b", None), ``from a import b`` is (line, "a", "b")."""
+    found: list[tuple[int, str, str | None]] = []
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name, None) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found += [(node.lineno, node.module, alias.name) for alias in node.names]
+    return found
+
+
+def _top_level_names(source: Path) -> set[str]:
+    """Names a module's source binds at its top level (definitions, assignments, imports)."""
+    names = set()
+    for node in ast.parse(source.read_text(), filename=str(source)).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((alias.asname or alias.name).split(".")[0] for alias in node.names)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names.update(leaf.id for target in targets for leaf in ast.walk(target) if isinstance(leaf, ast.Name))
+    return names
+
+
+def _package_source(module: str) -> Path | None:
+    """The source file of a module of this package (``a/b.py`` or ``a/b/__init__.py``), found without importing it."""
+    path = Path(__file__).parent.joinpath(*module.split(".")[1:])
+    for candidate in (path.with_suffix(".py"), path / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _check_import_resolves(source: Path, line: int, module: str, name: str | None) -> None:
+    """A module of this package exists, and a name imported from it is a submodule or bound at its top level."""
+    found = _package_source(module)
+    if found is None:
+        raise ConfigError(f"{source}: line {line}: import: module {module!r} does not exist")
+    if name not in (None, "*") and _package_source(f"{module}.{name}") is None and name not in _top_level_names(found):
+        raise ConfigError(f"{source}: line {line}: import: {module} has no {name!r}")
+
+
+def _check_stands_alone(bench: BenchmarkDef) -> None:
+    """A benchmark folder imports the shared modules and its own, never another benchmark's, and every module of
+    this package it names exists: read from the source, so a missing one is found without importing torch."""
+    own = f"{bench.module_prefix}."
+    for source in sorted(bench.folder.rglob("*.py")):
+        for line, module, name in imported_names(source):
+            imported = f"{module}.{name}" if module == BENCHMARKS_PACKAGE else module  # `from mlperf_wf.benchmarks import rgat`
+            if not imported.startswith(f"{PACKAGE}."):
+                continue
+            if imported.startswith(f"{BENCHMARKS_PACKAGE}.") and not f"{imported}.".startswith(own):
+                raise ConfigError(
+                    f"{source}:{line}: imports {imported}, another benchmark's module; a benchmark imports only its own folder "
+                    "and the shared modules (move what both need to a shared module)"
+                )
+            _check_import_resolves(source, line, module, name)
+
+
 def check_benchmark(name: str, root: Path | None = None, import_modules: bool = False) -> BenchmarkDef:
     """Load a benchmark and check that its roles name catalog datasets and that its folder has its modules.
 
@@ -693,17 +756,26 @@ def check_benchmark(name: str, root: Path | None = None, import_modules: bool = 
     for file in BENCHMARK_FILES:
         if not (bench.folder / file).is_file():
             raise ConfigError(f"{bench.folder}: no {file}; a benchmark folder holds {', '.join(BENCHMARK_FILES)}")
+    _check_stands_alone(bench)
     hyperparameter_model(bench)  # pydantic only: cheap, and it validates the tiny hyperparameters' defaults
     if import_modules:
         for way in bench.preparation_names():
             module_name = bench.preparation_module(way)
-            prepare = benchmark_module(bench, module_name)
+            prepare = _imported(bench, module_name)
             for function in ("shards", "layout", "prepare_shard"):
                 if not callable(getattr(prepare, function, None)):
                     raise ConfigError(f"{bench.folder / (module_name + '.py')}: defines no {function}()")
-        if not callable(getattr(benchmark_module(bench, "trainer"), "train", None)):
+        if not callable(getattr(_imported(bench, "trainer"), "train", None)):
             raise ConfigError(f"{bench.folder / 'trainer.py'}: defines no train(run, hp)")
     return bench
+
+
+def _imported(bench: BenchmarkDef, module: str):
+    """``benchmark_module``, with an import that fails said in one line naming the file."""
+    try:
+        return benchmark_module(bench, module)
+    except ImportError as err:
+        raise ConfigError(f"{bench.folder / (module + '.py')}: import failed: {type(err).__name__}: {err}") from None
 
 
 def check_dataset(dataset_id: str, root: Path | None = None, import_modules: bool = False) -> DatasetDef:
@@ -712,9 +784,16 @@ def check_dataset(dataset_id: str, root: Path | None = None, import_modules: boo
     if dataset.tiny is not None:
         path = config_dir(root) / "datasets" / f"{dataset_id}.yaml"
         _check_module_exists(path, dataset.tiny.module, "tiny.module")
-        if import_modules and not callable(getattr(importlib.import_module(dataset.tiny.module), "generate", None)):
+        if import_modules and not callable(getattr(_imported_generator(path, dataset.tiny.module), "generate", None)):
             raise ConfigError(f"{path}: tiny.module: {dataset.tiny.module} defines no generate(out_dir, seed)")
     return dataset
+
+
+def _imported_generator(path: Path, module: str):
+    try:
+        return importlib.import_module(module)
+    except ImportError as err:
+        raise ConfigError(f"{path}: tiny.module: importing {module} failed: {type(err).__name__}: {err}") from None
 
 
 def check_all(root: Path | None = None, import_modules: bool = False) -> list[str]:

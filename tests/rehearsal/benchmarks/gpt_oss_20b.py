@@ -49,11 +49,11 @@ def published(dataset_id: str, folder: Path) -> None:
     from mlperf_wf import registry
 
     if dataset_id == "c4_llama31_8b_preprocessed":
-        from mlperf_wf.benchmarks.llama31_8b import c4_corpus
+        from mlperf_wf.language_models import c4_corpus
 
         c4_corpus.generate(folder, seed=5200)
     elif dataset_id == "llama31_8b_tokenizer":
-        from mlperf_wf.benchmarks.llama31_8b import tokenizer
+        from mlperf_wf.language_models import llama31_tokenizer as tokenizer
 
         tokenizer.generate(folder, seed=0)
         texts = {"special_tokens_map.json": '{"bos_token": "<|begin_of_text|>", "eos_token": "<|end_of_text|>"}\n', "config.json": '{"model_type": "llama"}\n'}

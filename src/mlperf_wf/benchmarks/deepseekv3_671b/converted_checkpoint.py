@@ -64,7 +64,7 @@ def generate(out_dir: Path, seed: int) -> list[Path]:
     import yaml
     from transformers import DeepseekV3ForCausalLM
 
-    from mlperf_wf.benchmarks.llama31_8b import tokenizer
+    from mlperf_wf.language_models import llama31_tokenizer as tokenizer
 
     torch.manual_seed(seed)
     config = starting_checkpoint.config()

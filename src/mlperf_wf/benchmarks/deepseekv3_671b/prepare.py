@@ -12,8 +12,8 @@ scales: the tiny corpus is llama31_8b's generator, in the same format.
 
 from __future__ import annotations
 
-from mlperf_wf.benchmarks.llama31_8b.c4_corpus import TRAIN_PREFIX, VALIDATION_PREFIX
 from mlperf_wf.language_models import indexed_datasets
+from mlperf_wf.language_models.c4_corpus import TRAIN_PREFIX, VALIDATION_PREFIX
 
 PREPARATION = indexed_datasets.LinkedPreparation("deepseekv3_671b", (TRAIN_PREFIX, VALIDATION_PREFIX))
 shards, layout, prepare_shard = PREPARATION.shards, PREPARATION.layout, PREPARATION.prepare_shard

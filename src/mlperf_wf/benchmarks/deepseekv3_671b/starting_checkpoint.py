@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mlperf_wf.benchmarks.llama31_8b import tokenizer
 from mlperf_wf.errors import UserError
+from mlperf_wf.language_models import llama31_tokenizer as tokenizer
 
 HIDDEN = 64
 """Model width (671B: 7168)."""

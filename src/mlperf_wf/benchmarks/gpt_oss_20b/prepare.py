@@ -10,8 +10,8 @@ The same at both scales: the tiny corpus is written in the same format.
 
 from __future__ import annotations
 
-from mlperf_wf.benchmarks.llama31_8b.c4_corpus import TRAIN_PREFIX, VALIDATION_PREFIX
 from mlperf_wf.language_models import indexed_datasets
+from mlperf_wf.language_models.c4_corpus import TRAIN_PREFIX, VALIDATION_PREFIX
 
 PREPARATION = indexed_datasets.LinkedPreparation("gpt_oss_20b", (TRAIN_PREFIX, VALIDATION_PREFIX))
 shards, layout, prepare_shard = PREPARATION.shards, PREPARATION.layout, PREPARATION.prepare_shard

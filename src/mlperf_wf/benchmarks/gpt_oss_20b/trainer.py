@@ -7,9 +7,8 @@ from __future__ import annotations
 import torch
 
 from mlperf_wf.benchmarks.gpt_oss_20b.hyperparameters import Hyperparameters
-from mlperf_wf.benchmarks.llama31_8b import trainer as llama31_8b_trainer
 from mlperf_wf.harness import TinyRun
-from mlperf_wf.language_models import causal_trainer
+from mlperf_wf.language_models import c4_corpus, causal_trainer
 
 
 def build_model(vocabulary: int, hp: Hyperparameters) -> torch.nn.Module:
@@ -66,4 +65,4 @@ def train(run: TinyRun, hp: Hyperparameters) -> dict:
     torch.manual_seed(run.spec.seed)
     model = build_model(len(AutoTokenizer.from_pretrained(run.spec.input("tokenizer"))), hp)
     run.config_unsharded(model)  # fp32, one process
-    return causal_trainer.train(run, hp, model, llama31_8b_trainer.corpus(run.spec.data_dir), training_loss=training_loss(hp))
+    return causal_trainer.train(run, hp, model, c4_corpus.corpus(run.spec.data_dir), training_loss=training_loss(hp))

@@ -3,14 +3,11 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import torch
 
-from mlperf_wf.benchmarks.llama31_8b import c4_corpus
 from mlperf_wf.benchmarks.llama31_8b.hyperparameters import Hyperparameters
 from mlperf_wf.harness import TinyRun
-from mlperf_wf.language_models import causal_trainer
+from mlperf_wf.language_models import c4_corpus, causal_trainer
 
 
 def build_model(vocabulary: int, hp: Hyperparameters) -> torch.nn.Module:
@@ -31,12 +28,6 @@ def build_model(vocabulary: int, hp: Hyperparameters) -> torch.nn.Module:
     return LlamaForCausalLM(config)
 
 
-def corpus(data_dir: Path) -> causal_trainer.Corpus:
-    """The prepared files the run reads: c4-train.en_6 and the 91,205-sample validation file (gpt_oss_20b and
-    deepseekv3_671b read the same)."""
-    return causal_trainer.Corpus((str(data_dir / c4_corpus.TRAIN_PREFIX),), str(data_dir / c4_corpus.VALIDATION_PREFIX))
-
-
 def train(run: TinyRun, hp: Hyperparameters) -> dict:
     """Run to the target (or max_steps); the harness logs the preamble and hyperparameters."""
     from transformers import AutoTokenizer
@@ -44,4 +35,4 @@ def train(run: TinyRun, hp: Hyperparameters) -> dict:
     torch.manual_seed(run.spec.seed)
     model = build_model(len(AutoTokenizer.from_pretrained(run.spec.input("tokenizer"))), hp)
     run.config_unsharded(model)  # fp32, one process
-    return causal_trainer.train(run, hp, model, corpus(run.spec.data_dir))
+    return causal_trainer.train(run, hp, model, c4_corpus.corpus(run.spec.data_dir))
