@@ -14,6 +14,7 @@ import yaml
 
 from mlperf_wf import plan as planning
 from mlperf_wf import registry
+from mlperf_wf.workflow_config import WorkflowConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULTS = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
@@ -32,7 +33,7 @@ def test_exit_duration_is_the_walltime_less_15_minutes(walltime, tmp_path, monke
     (tmp_path / "config").symlink_to(ROOT / "config")
     monkeypatch.chdir(tmp_path)
     bench = _with_walltime(walltime)
-    plan = planning.Plan(planning.Settings.from_config({**DEFAULTS, "scale": "full", "benchmarks": ["gpt3"]}), project_root=ROOT, workdir=tmp_path)
+    plan = planning.Plan(WorkflowConfig.parse({**DEFAULTS, "scale": "full", "benchmarks": ["gpt3"]}), project_root=ROOT, workdir=tmp_path)
     monkeypatch.setattr(plan, "bench", lambda name: bench)
     job = plan.train_job("gpt3", 0)
     assert job.resources.runtime == walltime
@@ -46,7 +47,7 @@ def test_a_walltime_set_in_the_config_moves_the_exit_duration_with_the_scheduler
     (tmp_path / "config").symlink_to(ROOT / "config")
     monkeypatch.chdir(tmp_path)
     config = {**DEFAULTS, "scale": "full", "benchmarks": ["gpt3"], "full_geometry": {"gpt3": {"walltime_minutes": walltime}}}
-    plan = planning.Plan(planning.Settings.from_config(config), project_root=ROOT, workdir=tmp_path)
+    plan = planning.Plan(WorkflowConfig.parse(config), project_root=ROOT, workdir=tmp_path)
     job = plan.train_job("gpt3", 0)
     assert job.resources.runtime == int(walltime)
     assert f"--exit-duration-in-mins {int(walltime) - EXIT_MARGIN_MINUTES} " in job.command, job.command

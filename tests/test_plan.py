@@ -21,6 +21,7 @@ import yaml
 from mlperf_wf import launch, registry
 from mlperf_wf import plan as planning
 from mlperf_wf.errors import ConfigError
+from mlperf_wf.workflow_config import WorkflowConfig
 from tests.conftest import reference_source
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -40,7 +41,7 @@ def workdir(tmp_path, monkeypatch) -> Path:
 
 def make_plan(workdir: Path, **changes) -> planning.Plan:
     config = {**DEFAULTS, **changes}
-    return planning.Plan(planning.Settings.from_config(config), project_root=Path("/project"), workdir=workdir)
+    return planning.Plan(WorkflowConfig.parse(config), project_root=Path("/project"), workdir=workdir)
 
 
 def rendered(name: str, workdir: Path) -> dict:

@@ -14,6 +14,7 @@ import yaml
 from mlperf_wf import cli, download, hub, preflight, registry
 from mlperf_wf import plan as planning
 from mlperf_wf.errors import ConfigError
+from mlperf_wf.workflow_config import WorkflowConfig
 from tests.test_workflow import job_counts, new_workdir, snakemake_argv, snakemake_env
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -37,7 +38,7 @@ def workdir(tmp_path, monkeypatch) -> Path:
 
 def make_plan(workdir: Path, **changes) -> planning.Plan:
     config = {**DEFAULTS, "scale": "full", **changes}
-    return planning.Plan(planning.Settings.from_config(config), project_root=ROOT, workdir=workdir)
+    return planning.Plan(WorkflowConfig.parse(config), project_root=ROOT, workdir=workdir)
 
 
 def fine_plan(workdir: Path, name: str, **changes) -> planning.Plan:
@@ -221,7 +222,7 @@ def test_a_full_scale_dry_run_renders_the_plan_and_lists_every_problem_a_real_ru
 def test_a_train_job_that_still_fails_says_why_in_its_own_log(tmp_path):
     """Skipping the plan-time check (`--no-hooks`), the job's own preflight stops it: its reason is in the job's log."""
     workdir = new_workdir(tmp_path / "campaign")
-    plan = planning.Plan(planning.Settings.from_config({**DEFAULTS, "scale": "full"}), ROOT, workdir=workdir)
+    plan = planning.Plan(WorkflowConfig.parse({**DEFAULTS, "scale": "full"}), ROOT, workdir=workdir)
     name = "llama2_70b_lora"
     # Everything the train job reads, made in the order the rules would (Snakemake compares modification times).
     datasets = [*plan.bench(name).roles_for("prepare").values(), *plan.bench(name).roles_for("train").values()]
@@ -248,9 +249,9 @@ def test_a_train_job_that_still_fails_says_why_in_its_own_log(tmp_path):
 
 def test_jobs_read_the_snakefile_without_the_preflight(tmp_path):
     """Inside a job (Snakemake's remote mode on a node) and at tiny scale there is nothing to track."""
-    plan = planning.Plan(planning.Settings.from_config({**DEFAULTS, "scale": "full"}), ROOT, workdir=tmp_path)
+    plan = planning.Plan(WorkflowConfig.parse({**DEFAULTS, "scale": "full"}), ROOT, workdir=tmp_path)
     assert preflight.tracker(plan, main_process=False) is None
-    assert preflight.tracker(planning.Plan(planning.Settings.from_config(DEFAULTS), ROOT, workdir=tmp_path), main_process=True) is None
+    assert preflight.tracker(planning.Plan(WorkflowConfig.parse(DEFAULTS), ROOT, workdir=tmp_path), main_process=True) is None
     tracker = preflight.tracker(plan, main_process=True)
     tracker.saw_benchmark("rgat")
     problems, what = tracker.problems([("train", {"benchmark": "llama2_70b_lora", "run": "0"}), ("report", {"benchmark": "rgat"})])

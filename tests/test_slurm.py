@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from mlperf_wf.workflow_config import WorkflowConfig
 from tests.conftest import CONF_BACKUP, CONF_MARKER, SYSTEM_CONF, remove_stale_test_conf
 from tests.test_status import check_watched, run_watched
 
@@ -161,7 +162,7 @@ def test_a_pyxis_job_starts_its_own_srun_in_the_allocation(slurm, tmp_path):
     from mlperf_wf import plan as planning
 
     config = {**__import__("yaml").safe_load((ROOT / "config/config.yaml").read_text()), "scale": "full", "launcher": "pyxis"}
-    job = planning.Plan(planning.Settings.from_config(config), ROOT, workdir=tmp_path).train_job("llama2_70b_lora", 0)
+    job = planning.Plan(WorkflowConfig.parse(config), ROOT, workdir=tmp_path).train_job("llama2_70b_lora", 0)
     bench = planning.registry.load_benchmark("llama2_70b_lora")
     one_gpu = launch.Launch("pyxis", nodes=1, gpus_per_node=1)
     script = launch.pyxis_script(bench, "registry#image:tag", [(str(tmp_path), "/results", "rw")], {}, (), ["printenv", "MASTER_ADDR"], one_gpu, "/")

@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from mlperf_wf.checkout import project_root
 from mlperf_wf.errors import ConfigError, UserError
 from mlperf_wf.registry import DEFAULT_PREPARATION
 from mlperf_wf.verify import STAMPS_NAME
@@ -276,6 +277,23 @@ def cmd_check(import_modules: bool) -> int:
     return 2 if problems else 0
 
 
+def cmd_config_files(check_only: bool) -> int:
+    """Write (or with ``check_only`` compare) every file generated from the typed config model."""
+    from mlperf_wf import workflow_config
+
+    root = project_root()
+    stale = workflow_config.stale_files(root)
+    if check_only:
+        for path in stale:
+            print(f"mlperf-wf: error: {path}: differs from src/mlperf_wf/workflow_config.py; run mlperf-wf config-files", file=sys.stderr)
+        return 1 if stale else 0
+    for path, text in workflow_config.generated_files(root).items():
+        if path in stale:
+            path.write_text(text)
+            print(f"wrote {path}")
+    return 0
+
+
 def cmd_compliance(
     result: Path | str | None,
     ruleset: str,
@@ -417,7 +435,7 @@ def cmd_provenance(
 
     if result is not None and not result.is_file():
         raise UserError(f"provenance: --result {result}: no such file (the run wrote no log)")
-    provenance.write(out, provenance.collect(scale, launcher, image or None, command, Path(__file__).resolve().parents[2], result, consumed))
+    provenance.write(out, provenance.collect(scale, launcher, image or None, command, project_root(), result, consumed))
 
 
 def cmd_size(
@@ -463,7 +481,7 @@ def cmd_preflight(benchmarks: list[str], image: str | None, platform: str | None
             _merge(config, _read_configfile(configfile))
         _merge(config, _overrides(config_overrides))
         names = benchmarks or list(config["benchmarks"])
-        problems = preflight.config_problems(config, Path(__file__).resolve().parents[2], Path.cwd(), names)
+        problems = preflight.config_problems(config, project_root(), Path.cwd(), names)
         what = f"the full-scale plan of {', '.join(names)}"
     if problems:
         print(f"mlperf-wf: error: {preflight.describe(problems, what)}", file=sys.stderr)
@@ -577,7 +595,7 @@ def cmd_status(config_overrides: list[str], benchmarks: list[str], as_json: bool
 
     logging.getLogger().setLevel(logging.WARNING)  # mlperf-logging's checker reports every file at INFO
     config = status.load_config(Path.cwd(), config_overrides)
-    plan = planning.load(config, project_root=Path(__file__).resolve().parents[2], workdir=Path.cwd())
+    plan = planning.load(config, project_root=project_root(), workdir=Path.cwd())
     runs_given = any(item.partition("=")[0] == "runs" for item in config_overrides)
     try:
         while True:
@@ -673,6 +691,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("check", help="validate every benchmark and dataset definition (one line per problem)")
     p.add_argument("--import-modules", action="store_true", help="also import every benchmark and generator module (slow: torch)")
+
+    p = sub.add_parser(
+        "config-files",
+        help="write the config schema, config/config.yaml and config/README.md's table from the typed config model "
+        "(src/mlperf_wf/workflow_config.py); --check only says which differ",
+    )
+    p.add_argument("--check", action="store_true", help="write nothing; exit 1 naming each file that differs from the model")
 
     p = sub.add_parser("plot", help="figures of one benchmark's report")
     p.add_argument("report", type=Path)
@@ -833,6 +858,8 @@ def main(argv: list[str] | None = None) -> int:
             cmd_train(args.benchmark, args.run, args.seed, args.data, args.input, args.result, args.ruleset, submission, args.threads, args.hyperparameters)
         elif args.command == "check":
             return cmd_check(args.import_modules)
+        elif args.command == "config-files":
+            return cmd_config_files(args.check)
         elif args.command == "plot":
             cmd_plot(args.report, args.out_dir, args.reference_logs)
         elif args.command == "summary":

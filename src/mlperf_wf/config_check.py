@@ -1,5 +1,5 @@
-"""The workflow config against its schema, as one line: Snakemake's own ``validate`` prints the whole config
-(hundreds of lines) for a misspelled key."""
+"""The workflow config against its schema (generated from ``workflow_config.WorkflowConfig``), as one line:
+Snakemake's own ``validate`` prints the whole config (hundreds of lines) for a misspelled key."""
 
 from __future__ import annotations
 
@@ -7,20 +7,18 @@ from pathlib import Path
 
 from mlperf_wf.errors import ConfigError
 
-SCHEMA = Path(__file__).resolve().parents[2] / "workflow" / "schemas" / "config.schema.yaml"
-"""The schema the Snakefile validates with."""
-
 
 def _where(path: list[object]) -> str:
     return "config" + "".join(f".{part}" if isinstance(part, str) else f"[{part}]" for part in path)
 
 
-def check_config(config: dict, schema_file: Path = SCHEMA) -> None:
+def check_config(config: dict) -> None:
     """Raise ConfigError with one line for the first thing in ``config`` its schema does not allow."""
     import jsonschema
-    import yaml
 
-    schema = yaml.safe_load(schema_file.read_text())
+    from mlperf_wf.workflow_config import json_schema
+
+    schema = json_schema()
     error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(schema).iter_errors(config))
     if error is None:
         return

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import shlex
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Literal
@@ -27,6 +27,7 @@ from pydantic import ValidationError
 from mlperf_wf import hyperparameters, launch, mlperf_rules, power, prepare, registry, sizing
 from mlperf_wf.errors import ConfigError, describe_validation_error
 from mlperf_wf.registry import DEFAULT_PREPARATION, SHARDS_ROLE, BenchmarkDef, Container
+from mlperf_wf.workflow_config import GeometryOverride, WorkflowConfig
 
 Scale = Literal["tiny", "full"]
 TINY_RESULTS = "results/tiny"
@@ -35,99 +36,9 @@ TINY_LAUNCHERS = ("local", "docker")
 TINY_PLATFORM = "cpu-tiny"
 """The tiny tier's system (``config/systems/cpu-tiny.yaml``): a full-scale run refuses to log it."""
 TINY_RUN_RESOURCES = {"runtime": 30, "mem_mb": 4000}
+"""A tiny run: minutes on a CPU core, a few GB."""
 FETCHED_DIR = "resources/full/fetched"
 """Where a fiftyone-protocol dataset's fetch (the reference's own script) writes, one folder per dataset id."""
-"""A tiny run: minutes on a CPU core, a few GB."""
-
-
-@dataclass(frozen=True)
-class Settings:
-    """The workflow configuration (``config/config.yaml``, validated by its JSON schema) as the plan reads it."""
-
-    benchmarks: tuple[str, ...]
-    """Benchmarks the default target builds."""
-    scale: Scale
-    """tiny (generated data, CPU) or full (published data, reference containers)."""
-    ruleset: str
-    """A training round, or ``latest`` (each benchmark's newest)."""
-    division: str
-    """closed or open."""
-    runs: int
-    """Runs per benchmark; 0: the count the rules require."""
-    seed_base: int
-    """Run i uses seed seed_base + i."""
-    org: str
-    """submission_org."""
-    platform: str
-    """submission_platform."""
-    status: str
-    """submission_status."""
-    tiny_threads: int
-    """CPU threads of one tiny run process."""
-    tiny_processes: int
-    """Processes of one tiny run (torchrun when > 1)."""
-    launcher: str
-    """auto, local, docker, apptainer or pyxis."""
-    tiny_image: str
-    """Image of a tiny run with the docker launcher."""
-    env_passthrough: tuple[str, ...]
-    """Host environment variables passed into containers by name."""
-    full_geometry: dict[str, dict] = field(default_factory=dict)
-    """Per-benchmark nodes / gpus_per_node overrides."""
-    full_container: dict[str, dict] = field(default_factory=dict)
-    """Per-benchmark image / digest overrides (the image this site built and pushed)."""
-    tiny_hyperparameters: dict[str, dict] = field(default_factory=dict)
-    """Per-benchmark overrides of the tiny hyperparameter model's fields."""
-    full_arguments: dict[str, dict] = field(default_factory=dict)
-    """Per-benchmark reference-command flags whose value this site sets, e.g. ``{--max_steps: 800}``."""
-    full_hyperparameters: dict[str, dict] = field(default_factory=dict)
-    """Per-benchmark global batch size and RCP hyperparameters other than the RCP's, e.g.
-    ``{llama31_8b: {global_batch_size: 64}}`` (deviations from the RCP are listed by the dry run)."""
-    full_workdir: dict[str, str] = field(default_factory=dict)
-    """Per-benchmark folder the reference command starts in (with ``local``: this host's checkout of the reference)."""
-    full_mounts: dict[str, list] = field(default_factory=dict)
-    """Per-benchmark extra container mounts, ``HOST:CONTAINER[:ro|rw]``."""
-    full_scratch: dict[str, dict] = field(default_factory=dict)
-    """Per-benchmark size (GB) a scratch area needs per run instead of its definition's ``size_gb``, e.g.
-    ``{llama31_8b: {npy_index: 50}}`` (checked against the run folder's free space by the preflight)."""
-    reference_logs: dict[str, str] = field(default_factory=dict)
-    """Per-benchmark folder of reference convergence logs (e.g. the reference's RCP runs) the convergence figure
-    draws beside the runs."""
-    power: dict = field(default_factory=dict)
-    """``power:``: energy measurement beside every run (:class:`mlperf_wf.power.PowerConfig`), off by default."""
-    preparation: dict[str, str] = field(default_factory=dict)
-    """Per-benchmark preparation other than the default (e.g. ``{dlrm_dcnv2: from_raw}``)."""
-
-    @classmethod
-    def from_config(cls, config: dict) -> Settings:
-        submission = config["submission"]
-        return cls(
-            benchmarks=tuple(config["benchmarks"]),
-            scale=config["scale"],
-            ruleset=config["ruleset"],
-            division=config["division"],
-            runs=int(config["runs"]),
-            seed_base=int(config["seed_base"]),
-            org=submission["org"],
-            platform=submission["platform"],
-            status=submission["status"],
-            tiny_threads=int(config["tiny_threads"]),
-            tiny_processes=int(config["tiny_processes"]),
-            launcher=config["launcher"],
-            tiny_image=config["tiny_image"],
-            env_passthrough=tuple(config["env_passthrough"]),
-            full_geometry=dict(config.get("full_geometry") or {}),
-            full_container=dict(config.get("full_container") or {}),
-            tiny_hyperparameters=dict(config.get("tiny_hyperparameters") or {}),
-            full_arguments=dict(config.get("full_arguments") or {}),
-            full_hyperparameters=dict(config.get("full_hyperparameters") or {}),
-            full_workdir=dict(config.get("full_workdir") or {}),
-            full_mounts=dict(config.get("full_mounts") or {}),
-            full_scratch=dict(config.get("full_scratch") or {}),
-            reference_logs=dict(config.get("reference_logs") or {}),
-            power=dict(config.get("power") or {}),
-            preparation=dict(config.get("preparation") or {}),
-        )
 
 
 @dataclass(frozen=True)
@@ -171,7 +82,7 @@ class TrainJob:
 class Plan:
     """Paths, commands and resources of every job for one configuration (see the module docstring)."""
 
-    def __init__(self, settings: Settings, project_root: Path, workdir: Path | None = None, output_cache: Path | None = None) -> None:
+    def __init__(self, settings: WorkflowConfig, project_root: Path, workdir: Path | None = None, output_cache: Path | None = None) -> None:
         self.settings = settings
         self.scale = settings.scale
         self.project_root = project_root
@@ -180,7 +91,7 @@ class Plan:
         self.results_root = TINY_RESULTS if settings.scale == "tiny" else FULL_RESULTS
         self.logs_root = f"logs/{settings.scale}"
         self.benchmarks = {name: registry.load_benchmark(name) for name in registry.benchmark_names()}
-        self.power = power.PowerConfig.from_config(settings.power)
+        self.power = settings.power
         self._check_settings()
 
     # ---- checks at parse time ----
@@ -269,7 +180,7 @@ class Plan:
         if not override:
             return base
         try:
-            return Container.model_validate({**base.model_dump(), **override})
+            return Container.model_validate({**base.model_dump(), **override.model_dump(exclude_none=True)})
         except ValidationError as err:
             raise ConfigError(describe_validation_error(f"config: full_container.{name}", err, separator=".")) from None
 
@@ -281,13 +192,7 @@ class Plan:
         if unknown:
             known = ", ".join(areas) or "none"
             raise ConfigError(f"config: full_scratch.{name}: {unknown} names no scratch area of its definition (full.scratch: {known})")
-        sizes = {}
-        for area, spec in areas.items():
-            try:
-                sizes[area] = float(override.get(area, spec.size_gb))
-            except (TypeError, ValueError):
-                raise ConfigError(f"config: full_scratch.{name}.{area}: {override[area]!r} is not a size in GB") from None
-        return sizes
+        return {area: float(override.get(area, spec.size_gb)) for area, spec in areas.items()}
 
     # ---- paths ----
 
@@ -433,26 +338,30 @@ class Plan:
         return {
             "MLPERF_SUBMISSION_BENCHMARK": self.bench(name).submission_benchmark,
             "MLPERF_SUBMISSION_DIVISION": self.division(name),
-            "MLPERF_SUBMISSION_ORG": s.org,
-            "MLPERF_SUBMISSION_PLATFORM": s.platform,
-            "MLPERF_SUBMISSION_STATUS": s.status,
+            "MLPERF_SUBMISSION_ORG": s.submission.org,
+            "MLPERF_SUBMISSION_PLATFORM": s.submission.platform,
+            "MLPERF_SUBMISSION_STATUS": s.submission.status,
         }
 
     def host_memory_gb(self, name: str) -> int:
         """Host memory a node of the run needs (definition or ``full_geometry``); 0: not declared."""
-        declared = self.settings.full_geometry.get(name, {}).get("host_memory_gb", self.bench(name).full.geometry.host_memory_gb)
+        declared = self.geometry_override(name).host_memory_gb or self.bench(name).full.geometry.host_memory_gb
         return int(declared or 0)
+
+    def geometry_override(self, name: str) -> GeometryOverride:
+        """The config's ``full_geometry`` of a benchmark (every field None where the definition's holds)."""
+        return self.settings.full_geometry.get(name) or GeometryOverride()
 
     def launch_settings(self, name: str) -> launch.Launch:
         """Launcher, geometry (definition or ``full_geometry``), environment and site overrides of a benchmark's runs."""
         geometry = self.bench(name).full.geometry
-        override = self.settings.full_geometry.get(name, {})
+        override = self.geometry_override(name)
         chosen = self.settings.launcher
-        nodes = int(override.get("nodes", geometry.nodes))
+        nodes = override.nodes or geometry.nodes
         if chosen == "auto":
             # docker runs on one node: a run that spans several (gpt3's 8) goes through SLURM and pyxis
             chosen = "local" if self.scale == "tiny" else "docker" if nodes == 1 else "pyxis"
-        gpus_per_node = int(override.get("gpus_per_node", geometry.gpus_per_node))
+        gpus_per_node = override.gpus_per_node or geometry.gpus_per_node
         return launch.Launch(
             launcher=chosen,
             nodes=nodes,
@@ -464,7 +373,7 @@ class Plan:
             workdir=self.settings.full_workdir.get(name),
             extra_mounts=self.extra_mounts(name),
             hooks=self.host_hooks(name),
-            walltime_minutes=int(override.get("walltime_minutes", geometry.walltime_minutes)),
+            walltime_minutes=override.walltime_minutes or geometry.walltime_minutes,
             batch=self.planned_batch(name, nodes, gpus_per_node) if self.scale == "full" else None,
         )
 
@@ -490,7 +399,7 @@ class Plan:
             "--benchmark", name, "--run-index", str(run), "--seed", str(self.seed(run)),
             "--data", self.prepared_dataset(name), "--result", self.run_file(name, run, "result.txt"),
             "--ruleset", self.ruleset(name), "--division", self.division(name),
-            "--org", s.org, "--platform", s.platform, "--status", s.status, "--threads", str(s.tiny_threads),
+            "--org", s.submission.org, "--platform", s.submission.platform, "--status", s.submission.status, "--threads", str(s.tiny_threads),
         ]  # fmt: skip
         for role, dataset_id in self.bench(name).roles_for("train").items():
             args += ["--input", f"{role}={self.dataset_dir(dataset_id)}"]
@@ -537,7 +446,7 @@ class Plan:
         # `|| exit 2` and not `&&`: a failed check must stop the whole line, which may hold several commands
         on_host = settings.launcher == "local"
         image = "" if on_host else image
-        check = f"mlperf-wf preflight --benchmark {name}{'' if on_host else f' --image {image}'} --platform {shlex.quote(self.settings.platform)}"
+        check = f"mlperf-wf preflight --benchmark {name}{'' if on_host else f' --image {image}'} --platform {shlex.quote(self.settings.submission.platform)}"
         # every attempt starts in an empty run folder: a retried run must not resume the failed attempt's checkpoints
         fresh = f"mlperf-wf fresh-run-folder {shlex.quote(str(paths.result_file.parent))}"
         command = f"{check} || exit 2; {fresh} || exit 2; {command}"
@@ -563,10 +472,12 @@ def unplannable_job(problem: str) -> TrainJob:
     return TrainJob(command=f"echo {shlex.quote(problem)} >&2; exit 2", launcher="none", image="", threads=1, resources=TrainResources(runtime=1))
 
 
-def load(config: dict, project_root: Path, workdir: Path | None = None) -> Plan:
-    """Check every benchmark and dataset definition, then plan ``config``; any problem is one ``ConfigError`` line."""
+def load(config: dict | WorkflowConfig, project_root: Path, workdir: Path | None = None) -> Plan:
+    """Check every benchmark and dataset definition, then plan ``config`` (Snakemake's dict, or the model); any problem
+    is one ``ConfigError`` line."""
     problems = registry.check_all()
     if problems:
         more = f" ({len(problems) - 1} more: mlperf-wf check lists them)" if len(problems) > 1 else ""
         raise ConfigError(problems[0] + more)
-    return Plan(Settings.from_config(config), project_root, workdir, launch.output_cache_dir())
+    settings = config if isinstance(config, WorkflowConfig) else WorkflowConfig.parse(config)
+    return Plan(settings, project_root, workdir, launch.output_cache_dir())

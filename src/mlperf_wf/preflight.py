@@ -41,6 +41,7 @@ from mlperf_wf import launch, mlperf_rules, registry, sizing
 from mlperf_wf.errors import ConfigError
 from mlperf_wf.plan import FETCHED_DIR, TINY_PLATFORM, Plan
 from mlperf_wf.registry import IMAGE_DIGEST
+from mlperf_wf.workflow_config import WorkflowConfig
 
 R2_CREDENTIALS = (("MLPERF_WF_CF_ACCESS_CLIENT_ID", "MLPERF_WF_CF_ACCESS_CLIENT_SECRET"), ("MLPERF_WF_CF_ACCESS_TOKEN",))
 """Either set of variables gives R2 access (``download.AUTH_ENV``: a service token, or an access token)."""
@@ -115,7 +116,7 @@ def _datasets_of(plan: Plan, name: str) -> list[str]:
 
 
 def _platform_problems(plan: Plan) -> list[Problem]:
-    platform = plan.settings.platform
+    platform = plan.settings.submission.platform
     if platform == TINY_PLATFORM:
         return [_tiny_platform("config")]
     if not (registry.config_dir(plan.workdir) / "systems" / f"{platform}.yaml").is_file():
@@ -250,15 +251,14 @@ def config_problems(
     ruleset does not resolve (which stops the plan from loading: the other problems are still found)."""
     from mlperf_wf import plan as planning
 
-    config = {**config, "scale": "full"}
-    settings = planning.Settings.from_config(config)
+    settings = WorkflowConfig.parse({**config, "scale": "full"})
     names = list(dict.fromkeys(benchmarks or settings.benchmarks))
     known = registry.benchmark_names()
     unknown = [name for name in names if name not in known]
     if unknown:
         raise ConfigError(f"preflight: {unknown} names no benchmark; known: {', '.join(known)}")
     loadable = tuple(name for name in settings.benchmarks if _ruleset_resolves(name, settings.ruleset))
-    plan = planning.load({**config, "benchmarks": list(loadable)}, project_root=project_root, workdir=workdir)
+    plan = planning.load(settings.model_copy(update={"benchmarks": loadable}), project_root=project_root, workdir=workdir)
     return plan_problems(plan, names, environ=environ)
 
 

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mlperf_wf import compliance
+from mlperf_wf.checkout import project_root
 from mlperf_wf.config_check import check_config
 from mlperf_wf.errors import ConfigError
 
@@ -715,19 +716,15 @@ def load_config(root: Path, overrides: list[str]) -> dict:
         config = yaml.safe_load(path.read_text()) or {}
     except OSError as err:
         raise ConfigError(f"{path}: cannot read the workflow config ({err.strerror}); run status in the campaign's folder or give --root") from None
-    schema = yaml.safe_load((Path(__file__).resolve().parents[2] / "workflow" / "schemas" / "config.schema.yaml").read_text())
-    for key, spec in schema.get("properties", {}).items():
-        config.setdefault(key, spec.get("default"))
-        if isinstance(spec.get("properties"), dict) and isinstance(config[key], dict):
-            for sub, sub_spec in spec["properties"].items():
-                config[key].setdefault(sub, sub_spec.get("default"))
     for item in overrides:
         key, sep, value = item.partition("=")
         if not sep or not key:
             raise ConfigError(f"--config {item!r}: expected KEY=VALUE, as given to snakemake --config")
         config[key] = yaml.safe_load(value)
     check_config(config)
-    return config
+    from mlperf_wf.workflow_config import WorkflowConfig
+
+    return WorkflowConfig.parse(config).filled()
 
 
 def campaign_status(
@@ -744,7 +741,7 @@ def campaign_status(
     from mlperf_wf import plan as planning
 
     root = Path(root)
-    plan = plan or planning.load(config, project_root=Path(__file__).resolve().parents[2], workdir=root)
+    plan = plan or planning.load(config, project_root=project_root(root), workdir=root)
     names = list(benchmarks or plan.settings.benchmarks)
     unknown = [n for n in names if n not in plan.benchmarks]
     if unknown:

@@ -22,6 +22,7 @@ import yaml
 
 from mlperf_wf import registry
 from mlperf_wf.verify import md5_file
+from mlperf_wf.workflow_config import WorkflowConfig
 from tests.rehearsal import enroot, images
 from tests.rehearsal.cluster import ClusterBox
 from tests.rehearsal.spec import ROOT, Rehearsal, module
@@ -152,7 +153,7 @@ def prepare(
             make_shards(workdir)
     from mlperf_wf import plan as planning
 
-    plan = planning.Plan(planning.Settings.from_config(_full_config(configfile)), ROOT, workdir=workdir)
+    plan = planning.Plan(WorkflowConfig.parse(_full_config(configfile)), ROOT, workdir=workdir)
     targets = []
     for rehearsal in rehearsals:
         written_by_rehearsal = getattr(module(rehearsal.benchmark), "prepared", None)
