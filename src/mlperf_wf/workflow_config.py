@@ -110,7 +110,7 @@ class WorkflowConfig(_Section):
     launcher: Literal["auto", "local", "docker", "apptainer", "pyxis"] = "auto"
     """How runs start: `auto` (local at tiny scale, docker at full scale on one node, pyxis on several), `local` (on
     the job's host), `docker` (`docker run --gpus all`), `apptainer` (`apptainer exec --nv`), `pyxis` (`srun
-    --container-image ...` inside the SLURM allocation). See the README."""
+    --container-image ...` inside the SLURM allocation). See docs/cluster.md."""
     tiny_image: str = "mlperf-wf-tiny:bookworm"
     """Image of a tiny run with `launcher: docker`. It only supplies a Linux userland (e.g. `debootstrap
     --variant=minbase bookworm rootfs && tar -C rootfs -c . | docker import - mlperf-wf-tiny:bookworm`); this host's
@@ -169,7 +169,7 @@ class WorkflowConfig(_Section):
     power: PowerConfig = PowerConfig()
     """Energy to train (MLPerf Power): a power sampler beside every run on every node (`mlperf-wf power-sample`)
     writes `runs/<i>/power/result/node_<k>.txt`, and the report and `mlperf-wf score` give energy per run and the
-    olympic energy score as the official summarizer does (README, "Energy to train"). `--config` passes it as
+    olympic energy score as the official summarizer does (docs/energy.md). `--config` passes it as
     `'power={enabled: true}'`."""
 
     @classmethod
