@@ -33,3 +33,20 @@ def test_no_stray_notes_at_the_root_or_in_a_benchmark_folder_but_its_reference_n
     assert sorted(path.name for path in ROOT.glob("NOTES*")) == []
     notes = sorted(str(path.relative_to(ROOT)) for path in (ROOT / "src/mlperf_wf/benchmarks").glob("*/NOTES*"))
     assert notes == ["src/mlperf_wf/benchmarks/llama31_8b/NOTES-reference-llama31_8b.md"]
+
+
+BENCHMARK_SECTIONS = ("What the reference does", "Full scale in this workflow", "Rehearsal", "Tiny tier", "Deviations", "Tests", "Status")
+"""The benchmark README template (docs/adding-a-benchmark.md): these second-level sections in this order, the first
+four in every README; anything else is a third-level section inside one of them."""
+OUTSIDE_REFERENCES = re.compile(r"definition of done|done-definition|benchmark-done|\b(item|point) [0-9]\b|\bissue [0-9]+", re.IGNORECASE)
+
+
+def test_every_benchmark_readme_follows_the_template_and_stands_alone():
+    for readme in sorted((ROOT / "src/mlperf_wf/benchmarks").glob("*/README.md")):
+        text = readme.read_text()
+        outside_fences = re.sub(r"```.*?```", "", text, flags=re.DOTALL)
+        sections = re.findall(r"^## (.+)$", outside_fences, flags=re.MULTILINE)
+        assert all(section in BENCHMARK_SECTIONS for section in sections), f"{readme}: sections {sections}"
+        assert sections == sorted(sections, key=BENCHMARK_SECTIONS.index), f"{readme}: sections out of order: {sections}"
+        assert set(BENCHMARK_SECTIONS[:4]) <= set(sections), f"{readme}: missing {set(BENCHMARK_SECTIONS[:4]) - set(sections)}"
+        assert not OUTSIDE_REFERENCES.search(text), f"{readme}: {OUTSIDE_REFERENCES.search(text).group(0)!r} refers to a text outside the project"
