@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from mlperf_wf import compliance, mlperf_rules, prepare
-from mlperf_wf.benchmarks.flux1 import encodings, tiny_cc12m, tiny_coco, tiny_empty_encodings, tiny_world, trainer
+from mlperf_wf.benchmarks.flux1 import encodings, tiny_world, trainer
 from mlperf_wf.benchmarks.flux1 import prepare as prep
 from mlperf_wf.benchmarks.flux1.hyperparameters import Hyperparameters
 from mlperf_wf.errors import UserError
@@ -30,9 +30,9 @@ def published(tmp_path_factory) -> dict[str, Path]:
     """The three tiny datasets, as their catalog generators write them into the mirror."""
     root = tmp_path_factory.mktemp("published")
     folders = {"data": root / "cc12m", "validation": root / "coco", "empty_encodings": root / "empty"}
-    tiny_cc12m.generate(folders["data"], seed=load_dataset("flux1_cc12m_preprocessed", ROOT).tiny.seed)
-    tiny_coco.generate(folders["validation"], seed=load_dataset("flux1_coco_preprocessed", ROOT).tiny.seed)
-    tiny_empty_encodings.generate(folders["empty_encodings"], seed=0)
+    tiny_world.generate_cc12m(folders["data"], seed=load_dataset("flux1_cc12m_preprocessed", ROOT).tiny.seed)
+    tiny_world.generate_coco(folders["validation"], seed=load_dataset("flux1_coco_preprocessed", ROOT).tiny.seed)
+    tiny_world.generate_empty_encodings(folders["empty_encodings"], seed=0)
     return folders
 
 
@@ -80,7 +80,7 @@ def test_the_encodings_have_the_reference_schema_and_layout(published):
         raw = np.load(__import__("io").BytesIO(table[0]["mean"]))
         assert raw.dtype == np.uint16 and raw.shape == (tiny_world.LATENT_CHANNELS, tiny_world.LATENT_SIZE, tiny_world.LATENT_SIZE)
     coco = encodings.load_folder(published["validation"])
-    assert coco["timestep"] == [i % 8 for i in range(tiny_coco.SAMPLES)]
+    assert coco["timestep"] == [i % 8 for i in range(tiny_world.COCO_SAMPLES)]
     assert set(encodings.load_folder(published["data"])["timestep"]) == {None}
     for name, shape in (("t5_empty.npy", (1, tiny_world.TEXT_TOKENS, tiny_world.TEXT_WIDTH)), ("clip_empty.npy", (1, tiny_world.TEXT_WIDTH))):
         array = np.load(published["empty_encodings"] / name)
@@ -101,7 +101,7 @@ def test_the_generator_is_deterministic_per_seed_and_validation_differs_from_tra
 def test_the_preparation_lays_out_the_folders_the_reference_reads(prepared):
     assert sorted(p.name for p in prepared.iterdir() if not p.name.startswith(".")) == ["cc12m_preprocessed", "coco_preprocessed", "empty_encodings"]
     summary = json.loads((prepared.parent / "shards" / "validation" / "shard.json").read_text())
-    assert summary["samples"] == tiny_coco.SAMPLES and summary["per_timestep"] == tiny_coco.SAMPLES // 8
+    assert summary["samples"] == tiny_world.COCO_SAMPLES and summary["per_timestep"] == tiny_world.COCO_SAMPLES // 8
 
 
 def test_the_preparation_refuses_unbalanced_timesteps_a_wrong_count_and_bad_empty_encodings(tmp_path):
@@ -152,7 +152,7 @@ def test_a_run_reaches_the_target_on_held_out_data_and_its_log_passes_the_checke
     logged = {line["key"]: line["value"] for line in lines}
     hp = Hyperparameters()
     assert logged["evaluation_frequency"] == hp.eval_every_samples and logged["global_batch_size"] == hp.global_batch_size
-    assert (logged["train_samples"], logged["eval_samples"]) == (tiny_cc12m.SAMPLES, tiny_coco.SAMPLES)
+    assert (logged["train_samples"], logged["eval_samples"]) == (tiny_world.CC12M_SAMPLES, tiny_world.COCO_SAMPLES)
     assert logged["submission_division"] == "open"
 
 

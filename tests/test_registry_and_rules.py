@@ -160,6 +160,24 @@ def test_bad_dataset_definition_names_file_key_and_value(tmp_path):
         registry.check_dataset("scrolls_gov_report_8k", tmp_path)
 
 
+def test_a_tiny_generator_is_a_module_or_a_module_and_its_function(tmp_path):
+    """``tiny.module`` names ``package.module`` (its ``generate``) or ``package.module:function``; a function the module
+    does not define is one line with --import-modules, a malformed name a schema error."""
+    (tmp_path / "config" / "datasets").mkdir(parents=True)
+    text = (ROOT / "config/datasets/sd_coco2014_validation_stats.yaml").read_text()
+    assert "module: mlperf_wf.benchmarks.stable_diffusion.tiny_data:generate_stats" in text
+    from mlperf_wf.benchmarks.stable_diffusion import tiny_data
+
+    assert load_dataset("sd_coco2014_validation_stats", ROOT).tiny.function() is tiny_data.generate_stats
+    (tmp_path / "config/datasets/sd_coco2014_validation_stats.yaml").write_text(text.replace(":generate_stats", ":generate_statz"))
+    registry.check_dataset("sd_coco2014_validation_stats", tmp_path)  # the module exists; its functions are read only on import
+    with pytest.raises(ConfigError, match=r"tiny\.module: mlperf_wf\.benchmarks\.stable_diffusion\.tiny_data defines no generate_statz\(out_dir, seed\)"):
+        registry.check_dataset("sd_coco2014_validation_stats", tmp_path, import_modules=True)
+    (tmp_path / "config/datasets/sd_coco2014_validation_stats.yaml").write_text(text.replace(":generate_stats", "::generate_stats"))
+    with pytest.raises(ConfigError, match=r"tiny\.module: String should match pattern"):
+        load_dataset("sd_coco2014_validation_stats", tmp_path)
+
+
 def test_yaml_syntax_error_is_one_line_with_its_position(tmp_path):
     path = tmp_path / "benchmark.yaml"
     path.write_text("submission_benchmark: rgat\ninputs: {data: [\n")

@@ -11,6 +11,7 @@ import argparse
 import json
 import logging
 import sys
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -820,6 +821,49 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _train(args: argparse.Namespace) -> None:
+    from mlperf_wf.mllog_utils import Submission
+
+    submission = Submission(org=args.org, platform=args.platform, division=args.division, status=args.status)
+    cmd_train(args.benchmark, args.run, args.seed, args.data, args.input, args.result, args.ruleset, submission, args.threads, args.hyperparameters)
+
+
+def _fresh_run_folder(args: argparse.Namespace) -> None:
+    from mlperf_wf.run_folder import clear_for_new_attempt
+
+    removed = clear_for_new_attempt(args.folder)
+    print(f"{args.folder}: removed what an earlier attempt left: {', '.join(removed)}" if removed else f"{args.folder}: empty")
+
+
+COMMANDS: dict[str, Callable[[argparse.Namespace], int | None]] = {
+    "mirror": lambda a: cmd_mirror(a.dataset, a.out),
+    "download": lambda a: cmd_download(
+        a.dataset, a.dest, a.uri, a.md5, a.url_list, a.jobs, HubOptions(a.endpoint, a.repository, a.repo_type, a.revision), a.source, a.expect
+    ),
+    "verify": lambda a: cmd_verify(a.folder, a.manifest, a.out, a.stamps, a.jobs),
+    "preprocess": lambda a: cmd_preprocess(a.benchmark, a.scale, a.shard, a.input, a.out, a.preparation),
+    "assemble": lambda a: cmd_assemble(a.benchmark, a.scale, a.shards, a.out, a.preparation),
+    "train": _train,
+    "check": lambda a: cmd_check(a.import_modules),
+    "config-files": lambda a: cmd_config_files(a.check),
+    "plot": lambda a: cmd_plot(a.report, a.out_dir, a.reference_logs),
+    "summary": lambda a: cmd_summary(a.reports, a.package_check, a.csv_out, a.figure),
+    "package": lambda a: cmd_package(a.reports, a.org, a.system, a.ruleset, a.division, a.out, a.check_out),
+    "extract": lambda a: cmd_extract(a.archive, a.dest),
+    "fresh-run-folder": _fresh_run_folder,
+    "check-prepared": lambda a: cmd_check_prepared(a.prepared),
+    "provenance": lambda a: cmd_provenance(a.out, a.scale, a.launcher, a.image, a.command_line, a.result, a.consumed),
+    "preflight": lambda a: cmd_preflight(a.benchmark, a.image, a.platform, a.config, a.configfile),
+    "size": lambda a: cmd_size(a.benchmark, a.nodes, a.gpus_per_node, a.ruleset, a.gbs, a.throughput, a.throughput_from),
+    "compliance": lambda a: cmd_compliance(a.result, a.ruleset, a.out, a.benchmark, a.scale, a.seed, a.division, a.provenance),
+    "score": lambda a: cmd_score(a.path, a.ruleset, a.json_out, a.csv_out, a.jobs, a.rcp_bypass),
+    "power-sample": lambda a: cmd_power_sample(a.out_dir, a.node_index, a.interval_ms, a.gpu_command, a.node_command, a.conversion_eff, a.stop_file),
+    "status": lambda a: cmd_status(a.config, a.benchmark, a.as_json, a.watch, a.squeue),
+    "report": lambda a: cmd_report(a.benchmark, a.ruleset, a.division, a.scale, a.platform, a.result, a.compliance, a.provenance, a.out),
+}
+"""Each subcommand of ``build_parser`` and the function that runs it (its return value, if any, is the exit status)."""
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -831,66 +875,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     os.chdir(args.root)
     try:
-        if args.command == "mirror":
-            cmd_mirror(args.dataset, args.out)
-        elif args.command == "download":
-            cmd_download(
-                args.dataset,
-                args.dest,
-                args.uri,
-                args.md5,
-                args.url_list,
-                args.jobs,
-                HubOptions(args.endpoint, args.repository, args.repo_type, args.revision),
-                args.source,
-                args.expect,
-            )
-        elif args.command == "verify":
-            cmd_verify(args.folder, args.manifest, args.out, args.stamps, args.jobs)
-        elif args.command == "preprocess":
-            cmd_preprocess(args.benchmark, args.scale, args.shard, args.input, args.out, args.preparation)
-        elif args.command == "assemble":
-            cmd_assemble(args.benchmark, args.scale, args.shards, args.out, args.preparation)
-        elif args.command == "train":
-            from mlperf_wf.mllog_utils import Submission
-
-            submission = Submission(org=args.org, platform=args.platform, division=args.division, status=args.status)
-            cmd_train(args.benchmark, args.run, args.seed, args.data, args.input, args.result, args.ruleset, submission, args.threads, args.hyperparameters)
-        elif args.command == "check":
-            return cmd_check(args.import_modules)
-        elif args.command == "config-files":
-            return cmd_config_files(args.check)
-        elif args.command == "plot":
-            cmd_plot(args.report, args.out_dir, args.reference_logs)
-        elif args.command == "summary":
-            cmd_summary(args.reports, args.package_check, args.csv_out, args.figure)
-        elif args.command == "package":
-            return cmd_package(args.reports, args.org, args.system, args.ruleset, args.division, args.out, args.check_out)
-        elif args.command == "extract":
-            cmd_extract(args.archive, args.dest)
-        elif args.command == "fresh-run-folder":
-            from mlperf_wf.run_folder import clear_for_new_attempt
-
-            removed = clear_for_new_attempt(args.folder)
-            print(f"{args.folder}: removed what an earlier attempt left: {', '.join(removed)}" if removed else f"{args.folder}: empty")
-        elif args.command == "check-prepared":
-            cmd_check_prepared(args.prepared)
-        elif args.command == "provenance":
-            cmd_provenance(args.out, args.scale, args.launcher, args.image, args.command_line, args.result, args.consumed)
-        elif args.command == "preflight":
-            return cmd_preflight(args.benchmark, args.image, args.platform, args.config, args.configfile)
-        elif args.command == "size":
-            return cmd_size(args.benchmark, args.nodes, args.gpus_per_node, args.ruleset, args.gbs, args.throughput, args.throughput_from)
-        elif args.command == "compliance":
-            cmd_compliance(args.result, args.ruleset, args.out, args.benchmark, args.scale, args.seed, args.division, args.provenance)
-        elif args.command == "score":
-            return cmd_score(args.path, args.ruleset, args.json_out, args.csv_out, args.jobs, args.rcp_bypass)
-        elif args.command == "power-sample":
-            cmd_power_sample(args.out_dir, args.node_index, args.interval_ms, args.gpu_command, args.node_command, args.conversion_eff, args.stop_file)
-        elif args.command == "status":
-            return cmd_status(args.config, args.benchmark, args.as_json, args.watch, args.squeue)
-        elif args.command == "report":
-            cmd_report(args.benchmark, args.ruleset, args.division, args.scale, args.platform, args.result, args.compliance, args.provenance, args.out)
+        return COMMANDS[args.command](args) or 0
     except UserError as err:
         print(f"mlperf-wf: error: {err}", file=sys.stderr)
         return 2
@@ -903,4 +888,3 @@ def main(argv: list[str] | None = None) -> int:
         where = err.filename or "a file"
         print(f"mlperf-wf: error: {where}: {err.strerror}; nothing written so far is removed: free space (or fix the mount) and rerun", file=sys.stderr)
         return 1
-    return 0

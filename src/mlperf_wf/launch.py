@@ -441,6 +441,12 @@ def _local(bench: BenchmarkDef, run: int, seed: int, paths: RunPaths, launch: La
     return f"(cd {shlex.quote(workdir)} && exec env {' '.join(words)} {shell_join(local)})"
 
 
+def drop_on_this_node(target: str = DROP_CACHES_FILE) -> str:
+    """Shell that flushes and drops this node's page cache, directly or through sudo without a password; it fails when
+    neither is allowed. The one way the workflow drops it: the launch line of every full-scale run and tiny runs alike."""
+    return f"sync && {{ echo 3 > {target} || {DROP_CACHES_SUDO}; }}"
+
+
 def drop_page_cache(nodes: int = 1, srun: bool = False, target: str = DROP_CACHES_FILE) -> str:
     """Shell that drops the page cache on every node of the run and exports ``MLPERF_WF_CACHE_CLEARED`` (``true`` only
     when every node did), saying in the job's log what happened; it never fails the line.
@@ -449,7 +455,7 @@ def drop_page_cache(nodes: int = 1, srun: bool = False, target: str = DROP_CACHE
     container; else on this host. ``target``: the file written (a shell word, expanded on the node; the tests give a
     stand-in).
     """
-    node = f'sync && {{ echo 3 > {target} || {DROP_CACHES_SUDO}; }} || {{ echo "mlperf-wf: could not drop the page cache on $(hostname)" >&2; false; }}'
+    node = f'{drop_on_this_node(target)} || {{ echo "mlperf-wf: could not drop the page cache on $(hostname)" >&2; false; }}'
     where = f"srun --nodes={nodes} --ntasks-per-node=1 --overlap bash -c {shlex.quote(node)}" if srun else f"{{ {node}; }}"
     every = f"on every node of the run ({nodes})" if srun else "on this host"
     done = f'echo "mlperf-wf: page cache dropped {every}: the run logs cache_clear: true" >&2'

@@ -22,7 +22,6 @@ https://, so the tiny DAG exercises the real protocol.
 from __future__ import annotations
 
 import hashlib
-import importlib
 import json
 import shutil
 from dataclasses import dataclass
@@ -114,14 +113,14 @@ def generate_tiny_mirror(dataset: DatasetDef, root: Path) -> MirrorPaths | HubMi
         raise ConfigError(f"config/datasets/{dataset.id}.yaml: no tiny: generator, so {dataset.id} has no tiny-scale stand-in; run it with scale: full")
     if root.exists():
         shutil.rmtree(root)
-    generator = importlib.import_module(dataset.tiny.module)
+    generate = dataset.tiny.function()
     if dataset.source.protocol == "huggingface":
-        generator.generate(hub_mirror_paths(root, dataset.source).data, seed=dataset.tiny.seed)
+        generate(hub_mirror_paths(root, dataset.source).data, seed=dataset.tiny.seed)
         return publish_hub(root, dataset.source)
     if dataset.source.protocol == "fiftyone":
         # FiftyOne publishes no listing: the mirror is the folder its fetch writes (received by mlperf_wf.fiftyone).
-        generator.generate(root, seed=dataset.tiny.seed)
+        generate(root, seed=dataset.tiny.seed)
         return FiftyOneMirrorPaths(data=root)
     paths = mirror_paths(root, dataset.id)
-    generator.generate(paths.data, seed=dataset.tiny.seed)
+    generate(paths.data, seed=dataset.tiny.seed)
     return publish(root, dataset.id, paths.data)

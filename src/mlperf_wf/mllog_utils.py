@@ -77,18 +77,16 @@ class RunLogger:
 
 
 def clear_caches() -> bool:
-    """Flush dirty pages and drop the page cache as the rules ask; return whether it happened.
+    """Flush dirty pages and drop the page cache as the rules ask (``launch.drop_on_this_node``, the line every
+    full-scale run uses); return whether it happened. Needs root or password-less sudo. The result is logged as
+    ``cache_clear``'s value, so a run that could not clear says so instead of claiming it did."""
+    from mlperf_wf.launch import drop_on_this_node
 
-    Needs root (NVIDIA's run.sub uses ``sudo sysctl vm.drop_caches=3``). The
-    result is logged as ``cache_clear``'s value, so a run that could not clear
-    says so instead of claiming it did.
-    """
     try:
-        subprocess.run(["sync"], check=True, timeout=120)
-        Path("/proc/sys/vm/drop_caches").write_text("3\n")
-        return True
+        done = subprocess.run(["bash", "-c", drop_on_this_node()], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=120, check=False)
     except (OSError, subprocess.SubprocessError):
         return False
+    return done.returncode == 0
 
 
 def rank_from_env() -> int:

@@ -131,14 +131,29 @@ class DatasetSource(_Strict):
 class TinyGenerator(_Strict):
     """How the tiny tier generates a dataset's stand-in (the mirror then publishes it in the layout of the dataset's protocol)."""
 
-    module: str
-    """Python module with ``generate(out_dir: Path, seed: int) -> list[Path]`` (usually in the benchmark's folder)."""
+    module: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_.]*(:[A-Za-z_][A-Za-z0-9_]*)?$")
+    """The generator, ``generate(out_dir: Path, seed: int)``: ``package.module:function``, or ``package.module`` for its
+    function ``generate`` (usually in the benchmark's folder)."""
     seed: int
     """Generator seed; fixed so the tiny dataset is the same everywhere."""
     splits: dict[str, int] = Field(default_factory=dict)
     """fiftyone: images per split the tiny mirror holds, checked as ``source.splits`` is at full scale."""
     files: list[DatasetFile] = Field(default_factory=list)
     """fiftyone: the tiny mirror's pinned files (its labels files' sha256), checked as ``files`` is at full scale."""
+
+    @property
+    def module_name(self) -> str:
+        """The generator's module."""
+        return self.module.partition(":")[0]
+
+    @property
+    def function_name(self) -> str:
+        """The generator's function in it."""
+        return self.module.partition(":")[2] or "generate"
+
+    def function(self):
+        """The generator, imported."""
+        return getattr(importlib.import_module(self.module_name), self.function_name)
 
 
 class DatasetDef(_Strict):
@@ -783,9 +798,10 @@ def check_dataset(dataset_id: str, root: Path | None = None, import_modules: boo
     dataset = load_dataset(dataset_id, root)
     if dataset.tiny is not None:
         path = config_dir(root) / "datasets" / f"{dataset_id}.yaml"
-        _check_module_exists(path, dataset.tiny.module, "tiny.module")
-        if import_modules and not callable(getattr(_imported_generator(path, dataset.tiny.module), "generate", None)):
-            raise ConfigError(f"{path}: tiny.module: {dataset.tiny.module} defines no generate(out_dir, seed)")
+        tiny = dataset.tiny
+        _check_module_exists(path, tiny.module_name, "tiny.module")
+        if import_modules and not callable(getattr(_imported_generator(path, tiny.module_name), tiny.function_name, None)):
+            raise ConfigError(f"{path}: tiny.module: {tiny.module_name} defines no {tiny.function_name}(out_dir, seed)")
     return dataset
 
 

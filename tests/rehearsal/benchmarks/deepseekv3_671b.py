@@ -49,10 +49,8 @@ def published(dataset_id: str, folder: Path) -> None:
     dataset = registry.load_dataset(dataset_id)
     if dataset.tiny is None:
         raise ValueError(f"deepseekv3_671b reads {dataset_id}, which has no tiny generator")
-    import importlib
-
     scratch = folder.parent / f".{dataset_id}-generated"
-    importlib.import_module(dataset.tiny.module).generate(scratch, seed=dataset.tiny.seed)
+    dataset.tiny.function()(scratch, seed=dataset.tiny.seed)
     for path in scratch.rglob("*"):
         if path.is_file():
             target = folder / path.relative_to(scratch)

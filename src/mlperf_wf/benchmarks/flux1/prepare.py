@@ -21,7 +21,7 @@ from collections import Counter
 from pathlib import Path
 
 from mlperf_wf import prepare
-from mlperf_wf.benchmarks.flux1 import encodings, tiny_cc12m, tiny_coco
+from mlperf_wf.benchmarks.flux1 import encodings, tiny_world
 from mlperf_wf.errors import UserError
 
 SHARDS = {
@@ -32,7 +32,7 @@ SHARDS = {
 """Shard -> (input role it reads, folder the reference reads it from)."""
 EXPECTED_ROWS = {
     "full": {"train": 1_099_776, "validation": 29_696},
-    "tiny": {"train": tiny_cc12m.SAMPLES, "validation": tiny_coco.SAMPLES},
+    "tiny": {"train": tiny_world.CC12M_SAMPLES, "validation": tiny_world.COCO_SAMPLES},
 }
 """Samples per split: at full scale the reference's TRAIN_SAMPLES/EVAL_SAMPLES (T:mlperf_logging.py:58-59) and README §3."""
 

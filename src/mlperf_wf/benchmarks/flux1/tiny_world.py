@@ -1,4 +1,5 @@
-"""The seeded stand-in world behind flux1's three tiny datasets: prompts, their encodings and the latents they describe.
+"""The seeded stand-in world behind flux1's three tiny datasets (prompts, their encodings and the latents they describe),
+and the three catalog entries' generators (``generate_cc12m``, ``generate_coco``, ``generate_empty_encodings``).
 
 The real data is CC12M/COCO images and captions, encoded offline by the frozen T5-XXL, CLIP-L and the FLUX.1
 autoencoder. The stand-in keeps what the benchmark measures and the published layout (``encodings.py``): a caption
@@ -26,6 +27,11 @@ import numpy as np
 
 from mlperf_wf.benchmarks.flux1 import encodings
 
+CC12M_SAMPLES = 4096
+"""Training samples of ``flux1_cc12m_preprocessed`` (the real subset: 1,099,776); the reference loops over them
+(``infinite=True``)."""
+COCO_SAMPLES = 512
+"""Validation samples of ``flux1_coco_preprocessed``, 64 per timestep (the real subset: 29,696, 3,712 per timestep)."""
 WORLD_SEED = 5400
 """Seed of the prompts, their patterns and the empty-prompt encodings (the same for every split)."""
 PROMPTS = 8
@@ -119,3 +125,21 @@ def write_empty(out_dir: Path) -> list[Path]:
     np.save(paths[0], w.empty_t5[None].astype(np.float16))
     np.save(paths[1], w.empty_clip[None].astype(np.float16))
     return paths
+
+
+def generate_cc12m(out_dir: Path, seed: int) -> list[Path]:
+    """``flux1_cc12m_preprocessed``: the training encodings, a ``save_to_disk`` folder in the reference's schema."""
+    return encodings.save_folder(split(CC12M_SAMPLES, seed, timesteps=False, key_prefix="cc12m-"), out_dir, shards=2)
+
+
+def generate_coco(out_dir: Path, seed: int) -> list[Path]:
+    """``flux1_coco_preprocessed``: the validation encodings with their timestep column (``i % 8``), drawn with their
+    own seed."""
+    return encodings.save_folder(split(COCO_SAMPLES, seed, timesteps=True, key_prefix="coco-"), out_dir)
+
+
+def generate_empty_encodings(out_dir: Path, seed: int) -> list[Path]:
+    """``flux1_empty_encodings``: the empty prompt's T5 and CLIP encodings, float16 with a batch of 1 as the reference's
+    save_empty_encodings.py writes them."""
+    del seed  # the empty prompt belongs to the world, shared by every split
+    return write_empty(out_dir)

@@ -1,0 +1,21 @@
+"""The CLI is a table: every subcommand the parser offers has a handler, and no handler is left without one."""
+
+from __future__ import annotations
+
+import argparse
+
+from mlperf_wf import cli
+
+
+def test_every_subcommand_has_its_handler_and_every_handler_its_subcommand():
+    parser = cli.build_parser()
+    subcommands = next(action for action in parser._actions if isinstance(action, argparse._SubParsersAction)).choices
+    assert set(subcommands) == set(cli.COMMANDS)
+
+
+def test_a_handler_s_return_value_is_the_exit_status(monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)  # main changes into --root; monkeypatch changes back
+    monkeypatch.setitem(cli.COMMANDS, "check", lambda args: 7)
+    assert cli.main(["--root", str(tmp_path), "check"]) == 7
+    monkeypatch.setitem(cli.COMMANDS, "check", lambda args: None)
+    assert cli.main(["--root", str(tmp_path), "check"]) == 0
