@@ -32,6 +32,7 @@ import subprocess
 import sys
 import tempfile
 import traceback
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from importlib import resources
 from importlib.metadata import version
@@ -302,6 +303,65 @@ def _check_problem(message: str, ruleset: str) -> str:
     return f"{key} ({shown}) fails the {ruleset} rule: {test}"
 
 
+@dataclass(frozen=True)
+class _Said:
+    """One message of the checker with what its meaning may depend on."""
+
+    message: str
+    facts: LogFacts
+    ruleset: str
+    rules: str | None
+    """The problem with the log's rules (benchmark, round), already said; the messages it explains are not repeated."""
+
+
+MISSING, PROBLEM = "missing", "problem"
+Meaning = Callable[[re.Match, _Said], "tuple[str, str] | None"]
+"""What a message means: (MISSING, key), (PROBLEM, words), or None when it is said otherwise."""
+
+
+def _failed_rule(found: re.Match, said: _Said) -> tuple[str, str]:
+    detail = " ".join(line.strip() for line in said.message.splitlines()[1:3])
+    return PROBLEM, f"a {said.ruleset} rule could not be evaluated: {detail}"
+
+
+CHECKER_WORDING: tuple[tuple[re.Pattern, Meaning], ...] = (
+    # a required key never logged (run_stop is said on its own, from the log)
+    (
+        re.compile(r"Required (?:EXACTLY_ONE|AT_LEAST_ONE|AT_LEAST\(\d+\)) occurrence of '([^']+)' but found 0"),
+        lambda found, said: None if found[1] == "run_stop" else (MISSING, found[1]),
+    ),
+    (re.compile(r"Required AT_LEAST_ONE occurrence of (.+)"), lambda found, said: (MISSING, found[1].replace("'", ""))),
+    (
+        re.compile(r"Required EXACTLY_ONE occurrence of '([^']+)' but found (\d+)(.*)"),
+        lambda found, said: (PROBLEM, f"{found[1]} logged {found[2]} times, exactly once required{found[3]}"),
+    ),
+    # a rule's check failed: the rule in words (a wrong submission_benchmark is said by the rules problem)
+    (
+        re.compile(r"CHECK for '.*"),
+        lambda found, said: (
+            None if said.rules and found[0].startswith("CHECK for 'submission_benchmark'") else (PROBLEM, _check_problem(said.message, said.ruleset))
+        ),
+    ),
+    (re.compile(re.escape(TARGET_CHECK) + r".*"), lambda found, said: (PROBLEM, f"no eval_accuracy met the target: {found[0].split(':', 1)[-1].strip()}")),
+    (
+        re.compile(r"Could not find config file:(.*)"),
+        lambda found, said: None if said.rules else (PROBLEM, f"mlperf-logging has no rules file {Path(found[1].strip()).name} for {said.ruleset}"),
+    ),
+    (
+        re.compile(r"Log lines had parsing errors\."),
+        lambda found, said: None if said.facts.not_json or said.facts.missing else (PROBLEM, "some :::MLLOG lines could not be parsed"),
+    ),
+    (re.compile(r"No log lines detected"), lambda found, said: (PROBLEM, "the checker found no usable :::MLLOG lines") if said.facts.mllog_lines else None),
+    (re.compile(r"failed test:(.*)"), lambda found, said: (PROBLEM, f"end-of-log check failed: {found[1].strip()}")),
+    (re.compile(r"Failed executing.*"), _failed_rule),
+    # the checker's echo of a line it could not parse: the parse problem is said from the log itself
+    (re.compile(r"(?:Found parsing errors|\^\^).*"), lambda found, said: None),
+)
+"""The official checker's wording, one pattern per kind of message (matched on its first line, first match wins), and
+what it means in a few words: a key for the ``missing:`` list, a problem line, or nothing (said otherwise). A message no
+pattern knows is shown as the checker wrote it."""
+
+
 def explain(messages: list[str], facts: LogFacts, ruleset: str, crash: str | None = None) -> list[str]:
     """What is missing or wrong in the log, a few words each, from the checker's messages and the log itself."""
     problems: list[str] = []
@@ -320,38 +380,16 @@ def explain(messages: list[str], facts: LogFacts, ruleset: str, crash: str | Non
         first = message.strip().splitlines()[0] if message.strip() else ""
         if not first or _is_checker_warning(first):
             continue
-        required = re.fullmatch(r"Required (?:EXACTLY_ONE|AT_LEAST_ONE|AT_LEAST\(\d+\)) occurrence of '([^']+)' but found 0", first)
-        if required:
-            if required.group(1) != "run_stop":  # said above, on its own
-                missing.append(required.group(1))
-            continue
-        alternatives = re.fullmatch(r"Required AT_LEAST_ONE occurrence of (.+)", first)
-        if alternatives:
-            missing.append(alternatives.group(1).replace("'", ""))
-            continue
-        repeated = re.fullmatch(r"Required EXACTLY_ONE occurrence of '([^']+)' but found (\d+)(.*)", first)
-        if repeated:
-            problems.append(f"{repeated.group(1)} logged {repeated.group(2)} times, exactly once required{repeated.group(3)}")
-        elif first.startswith("CHECK for '"):
-            if not (rules and first.startswith("CHECK for 'submission_benchmark'")):  # said by the rules problem
-                problems.append(_check_problem(message, ruleset))
-        elif first.startswith(TARGET_CHECK):
-            problems.append(f"no eval_accuracy met the target: {first.split(':', 1)[-1].strip()}")
-        elif first.startswith("Could not find config file:"):
-            if not rules:
-                problems.append(f"mlperf-logging has no rules file {Path(first.split(':', 1)[1].strip()).name} for {ruleset}")
-        elif first == "Log lines had parsing errors.":
-            if not facts.not_json and not facts.missing:
-                problems.append("some :::MLLOG lines could not be parsed")
-        elif first == "No log lines detected":
-            if facts.mllog_lines:
-                problems.append("the checker found no usable :::MLLOG lines")
-        elif first.startswith("failed test:"):
-            problems.append(f"end-of-log check failed: {first[len('failed test:') :].strip()}")
-        elif first.startswith("Failed executing"):
-            detail = " ".join(line.strip() for line in message.splitlines()[1:3])
-            problems.append(f"a {ruleset} rule could not be evaluated: {detail}")
-        elif not first.startswith(("Found parsing errors", "^^")):
+        said = _Said(message, facts, ruleset, rules)
+        for pattern, meaning in CHECKER_WORDING:
+            found = pattern.fullmatch(first)
+            if found:
+                meant = meaning(found, said)
+                if meant is not None:
+                    kind, words = meant
+                    (missing if kind == MISSING else problems).append(words)
+                break
+        else:
             problems.append(first)
     if missing:
         problems.append("missing: " + ", ".join(dict.fromkeys(missing)))
