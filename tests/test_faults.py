@@ -313,24 +313,24 @@ def test_a_bad_workflow_config_is_one_line_not_the_whole_config(tmp_path, edit, 
 def test_status_tells_a_stale_lock_from_a_live_one(tmp_path):
     """After kill -9 the lock files stay: with no Snakemake working in the folder, status says not running and how to
     unlock, instead of a campaign running for ever more minutes."""
-    from mlperf_wf import status
+    from mlperf_wf import snakemake_state
 
     workdir = new_workdir(tmp_path / "w")
     locks = workdir / ".snakemake/locks"
     locks.mkdir(parents=True)
     (locks / "0.output.lock").write_text(f"{workdir}/results/tiny/llama2_70b_lora/runs/0/result.txt\n")
-    records = status.read_snakemake_records(workdir)
+    records = snakemake_state.read_snakemake_records(workdir)
     assert records.stale_lock and not records.locked
     proc = subprocess.run([*MLPERF_WF, "status"], capture_output=True, text=True, cwd=workdir)
     assert "not running (a killed Snakemake left its lock: run `snakemake --unlock`" in proc.stdout
     # A process that is not a Snakemake does not count; one that is, working in the folder, keeps the lock live.
     sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)", "snakemake", "-d", str(workdir)])
     try:
-        assert status.snakemake_running_in(workdir) is False
+        assert snakemake_state.snakemake_running_in(workdir) is False
     finally:
         sleeper.kill()
     with live_snakemake(workdir):
-        assert status.read_snakemake_records(workdir).locked
+        assert snakemake_state.read_snakemake_records(workdir).locked
 
 
 # ---- kill -9 at every stage, then the documented rerun ----

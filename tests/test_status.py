@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from mlperf_wf import compliance, scoring, status
+from mlperf_wf import compliance, scoring, snakemake_state, status
 from mlperf_wf import plan as planning
 from tests.mllogs import T0, write_lora_log
 
@@ -61,7 +61,7 @@ def live_snakemake(root: Path):
     process = subprocess.Popen([sys.executable, str(fake), "-d", str(root)])
     try:
         for _ in range(100):
-            if status.snakemake_running_in(root):
+            if snakemake_state.snakemake_running_in(root):
                 break
             time.sleep(0.05)
         yield process

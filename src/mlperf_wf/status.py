@@ -20,7 +20,6 @@ with more runs made than required the N consecutive runs closest to the median w
 
 from __future__ import annotations
 
-import base64
 import itertools
 import json
 import os
@@ -36,6 +35,7 @@ from mlperf_wf import compliance
 from mlperf_wf.checkout import project_root
 from mlperf_wf.config_check import check_config
 from mlperf_wf.errors import ConfigError
+from mlperf_wf.snakemake_state import SnakemakeRecords, mtime_or_none, read_snakemake_records, read_text_or_empty
 
 if TYPE_CHECKING:
     from mlperf_wf.mlperf_rules import QualityTarget
@@ -55,132 +55,7 @@ its inputs, a core or the scheduler), interrupted (a Snakemake that stopped left
 it) or not started (no Snakemake is running that would make it)."""
 
 
-# ---- what Snakemake records ----
-
-
-@dataclass(frozen=True)
-class SnakemakeRecords:
-    """What ``.snakemake/`` of the campaign's folder says, read without locking."""
-
-    locked: bool
-    """A lock is held: a Snakemake is running here (or one killed with -9 left it: ``snakemake --unlock``)."""
-    lock_time: float | None
-    """When the lock was taken (the oldest lock file's mtime)."""
-    wanted: frozenset[str]
-    """The outputs the locking Snakemake will make (its output lock)."""
-    started: dict[str, str | None]
-    """Output -> scheduler job id (None for a local job) of every job started and not finished (incomplete markers)."""
-    stale_lock: bool = False
-    """Lock files are there but no Snakemake runs in the folder on this host (one was killed): ``snakemake --unlock``."""
-
-
-def snakemake_processes_in(root: Path) -> list[int] | None:
-    """Process ids of the Snakemakes on this host that work in ``root`` (their current folder, or ``-d``/``--directory``),
-    not counting the jobs a Snakemake starts (``--target-jobs``); None where processes cannot be listed."""
-    proc = Path("/proc")
-    if not proc.is_dir():
-        return None
-    target = root.resolve()
-    found = []
-    for entry in proc.iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            argv = (entry / "cmdline").read_bytes().decode(errors="replace").split("\0")
-            if not any("snakemake" in Path(arg).name for arg in argv[:3]) or "--target-jobs" in argv:
-                continue
-            folder = Path(os.readlink(entry / "cwd"))
-        except OSError:
-            continue
-        for flag, value in itertools.pairwise(argv):
-            if flag in ("-d", "--directory"):
-                folder = (folder / value).resolve()
-        if folder == target:
-            found.append(int(entry.name))
-    return found
-
-
-def snakemake_running_in(root: Path) -> bool | None:
-    """Whether a Snakemake on this host works in ``root``; None where processes cannot be listed (a lock is then
-    taken as live)."""
-    found = snakemake_processes_in(root)
-    return None if found is None else bool(found)
-
-
-def _ancestors() -> set[int]:
-    """This process and its parents (a Snakemake started through a wrapper finds itself, not another)."""
-    pids, pid = set(), os.getpid()
-    while pid > 1 and pid not in pids:
-        pids.add(pid)
-        try:
-            pid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
-            break
-    return pids
-
-
-def another_snakemake_in(root: Path) -> int | None:
-    """The process id of another Snakemake working in ``root`` (not this one), or None."""
-    others = sorted(set(snakemake_processes_in(root) or []) - _ancestors())
-    return others[0] if others else None
-
-
-def read_snakemake_records(root: Path) -> SnakemakeRecords:
-    """The lock and incomplete markers of ``root/.snakemake`` (all empty when Snakemake never ran there)."""
-    state = root / ".snakemake"
-    lock_files = sorted((state / "locks").glob("*.lock")) if (state / "locks").is_dir() else []
-    wanted: set[str] = set()
-    for lock in lock_files:
-        if lock.name.endswith(".output.lock"):
-            wanted |= {line.strip() for line in _read_text(lock).splitlines() if line.strip()}
-    times = [_mtime(lock) for lock in lock_files]
-    started: dict[str, str | None] = {}
-    incomplete = state / "incomplete"
-    if incomplete.is_dir():
-        for folder, _, names in os.walk(incomplete):
-            for name in names:
-                marker = Path(folder, name)
-                key = _marker_key(marker.relative_to(incomplete))
-                if key is None:
-                    continue
-                try:
-                    record = json.loads(_read_text(marker) or "{}")
-                except ValueError:
-                    record = {}
-                job_id = record.get("external_jobid") if isinstance(record, dict) else None
-                started[key] = str(job_id) if job_id is not None else None
-    if lock_files and snakemake_running_in(root) is False:  # a Snakemake killed with -9 left its lock
-        return SnakemakeRecords(locked=False, lock_time=None, wanted=frozenset(), started=started, stale_lock=True)
-    return SnakemakeRecords(
-        locked=bool(lock_files),
-        lock_time=min((t for t in times if t is not None), default=None),
-        wanted=frozenset(wanted),
-        started=started,
-    )
-
-
-def _marker_key(relative: Path) -> str | None:
-    """The output path an incomplete marker stands for: Snakemake names it by the path's urlsafe base64, split
-    into folder names of at most NAME_MAX bytes, every part but the last starting with ``@``."""
-    encoded = "".join(part.removeprefix("@") for part in relative.parts)
-    try:
-        return base64.urlsafe_b64decode(encoded).decode()
-    except (ValueError, UnicodeDecodeError):
-        return None  # e.g. the "migration_underway" flag
-
-
-def _read_text(path: Path) -> str:
-    try:
-        return path.read_text(encoding="latin-1")
-    except OSError:
-        return ""
-
-
-def _mtime(path: Path) -> float | None:
-    try:
-        return path.stat().st_mtime
-    except OSError:
-        return None
+# ---- what Snakemake records: mlperf_wf.snakemake_state ----
 
 
 # ---- what the scheduler says ----
@@ -408,7 +283,7 @@ def _wall_minutes(progress: LogProgress) -> float | None:
 
 
 def _last_line(path: Path) -> str | None:
-    lines = [line.strip() for line in _read_text(path).splitlines() if line.strip()]
+    lines = [line.strip() for line in read_text_or_empty(path).splitlines() if line.strip()]
     return lines[-1][:300] if lines else None
 
 
@@ -516,7 +391,7 @@ def run_status(
             finished.problems = finished.problems or ([last] if last else [])
         finished.reached_target = reached(targets, finished.last_eval, finished.last_evals)
         return finished
-    log_time = _mtime(train_log)
+    log_time = mtime_or_none(train_log)
     failed_now = log_time is not None and (not records.locked or (records.lock_time is not None and log_time >= records.lock_time))
     if failed_now:
         last = _last_line(train_log)

@@ -15,7 +15,7 @@ from mlperf_wf import plan as planning  # noqa: E402
 from mlperf_wf import preflight  # noqa: E402
 from mlperf_wf.config_check import check_config  # noqa: E402
 from mlperf_wf.errors import ConfigError  # noqa: E402
-from mlperf_wf.status import another_snakemake_in  # noqa: E402
+from mlperf_wf.snakemake_state import another_snakemake_in  # noqa: E402
 
 # A second Snakemake (a dry run too) in a folder where one runs fails on the first one's unfinished outputs; say why.
 if workflow.is_main_process:
