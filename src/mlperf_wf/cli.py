@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from mlperf_wf.checkout import project_root
 from mlperf_wf.errors import ConfigError, UserError
+from mlperf_wf.kinds import Scale, Verdict
 from mlperf_wf.registry import DEFAULT_PREPARATION
 from mlperf_wf.verify import STAMPS_NAME
 
@@ -90,7 +91,7 @@ def _receive_fiftyone(definition: DatasetDef | None, dest: Path, source: str | N
     if not source:
         raise ConfigError(f"download: {definition.id} is received from the folder its fetch wrote: give --source file:FOLDER. {definition.source.instructions}")
     where = f"config/datasets/{definition.id}.yaml"
-    if expect == "tiny":
+    if expect == Scale.TINY:
         if definition.tiny is None or not definition.tiny.splits:
             raise ConfigError(f"{where}: --expect tiny needs tiny.splits (the tiny mirror's images per split)")
         expected = ZooExpectations(definition.tiny.splits, definition.source.labels_file, tuple(definition.tiny.files), f"{where} tiny.splits/tiny.files")
@@ -243,7 +244,7 @@ def cmd_train(
     except json.JSONDecodeError as err:
         raise ConfigError(f"--hyperparameters {overrides!r}: not JSON ({err.msg})") from None
     hp = hyperparameters.resolve(bench, changes, source="--hyperparameters")
-    targets = mlperf_rules.run_targets(bench, ruleset, submission.division, "tiny")
+    targets = mlperf_rules.run_targets(bench, ruleset, submission.division, Scale.TINY)
     target = targets[0]
     spec = RunSpec(
         benchmark=benchmark,
@@ -324,7 +325,7 @@ def cmd_compliance(
         identity = compliance_mod.RunIdentity(registry.load_benchmark(benchmark).submission_benchmark, division, seed, written)
     verdict = compliance_mod.check(result, ruleset, declared=registry.declared_open_rules(benchmark, scale), identity=identity)
     compliance_mod.write(verdict, out)
-    if verdict.verdict == "failed":
+    if verdict.verdict == Verdict.FAILED:
         detail = "; ".join(verdict.problems or verdict.messages[:3]) or f"checker exit code {verdict.returncode}"
         raise UserError(f"{result}: compliance check ({ruleset}) FAILED: {detail}")
     log.info("%s: %s", result, verdict.verdict)
@@ -558,7 +559,7 @@ def cmd_score(path: Path, ruleset: str, json_out: Path | None, csv_out: Path | N
             joules = [f"{label[run.file]} {run.energy_joules:.6g} J" if run.energy_joules is not None else f"{label[run.file]} none" for run in score.runs]
             print(f"  energy to train per run: {', '.join(joules)}")
         for run in score.runs:
-            if run.verdict != "passed" or run.minutes is None:
+            if run.verdict != Verdict.PASSED or run.minutes is None:
                 why = run.problems or [m.splitlines()[0] for m in run.messages[:3] if m.strip()]
                 print(f"  {Path(run.file).name}: {run.verdict or 'failed'}" + (f": {'; '.join(why)}" if why else ""))
     return 0 if all(s.valid for s in scores) else 1
@@ -662,7 +663,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("preprocess", help="prepare one shard of a benchmark's data")
     p.add_argument("--benchmark", required=True)
-    p.add_argument("--scale", choices=["tiny", "full"], required=True)
+    p.add_argument("--scale", choices=list(Scale), required=True)
     p.add_argument("--shard", required=True, help="shard name (the preprocessing module's shards(scale))")
     p.add_argument("--input", action="append", default=[], help="ROLE=FOLDER, one per dataset role (shards=FOLDER for a shard that reads earlier shards)")
     p.add_argument("--preparation", default=DEFAULT_PREPARATION, help="the benchmark's preparation (benchmark.yaml preparations; default: its prepare.py)")
@@ -670,7 +671,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("assemble", help="link a benchmark's prepared shards into the tree its trainer reads")
     p.add_argument("--benchmark", required=True)
-    p.add_argument("--scale", choices=["tiny", "full"], required=True)
+    p.add_argument("--scale", choices=list(Scale), required=True)
     p.add_argument("--shards", type=Path, required=True, help="folder holding the shard folders")
     p.add_argument("--preparation", default=DEFAULT_PREPARATION, help="the benchmark's preparation the shards come from")
     p.add_argument("--out", type=Path, required=True)
@@ -734,7 +735,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("prepared", type=Path)
     p = sub.add_parser("provenance", help="record what a run was made with (backend, image, host, GPUs, git commit, versions)")
     p.add_argument("--out", type=Path, required=True)
-    p.add_argument("--scale", choices=["tiny", "full"], required=True)
+    p.add_argument("--scale", choices=list(Scale), required=True)
     p.add_argument("--launcher", required=True)
     p.add_argument("--image", default="")
     p.add_argument("--command", default="", dest="command_line", help="the run's command line")
@@ -770,7 +771,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ruleset", required=True)
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--benchmark", help="workflow benchmark name: with --scale tiny, its tiny tier's declared open rules apply")
-    p.add_argument("--scale", choices=["tiny", "full"])
+    p.add_argument("--scale", choices=list(Scale))
     p.add_argument("--seed", type=int, help="the run's seed: the log must be this run's (with --benchmark and --division)")
     p.add_argument("--division", choices=["closed", "open"], help="the run's division, which the log must name")
     p.add_argument("--provenance", type=Path, help="the run's provenance.json: the log must be the bytes its train job wrote")
@@ -812,7 +813,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--benchmark", required=True)
     p.add_argument("--ruleset", required=True)
     p.add_argument("--division", choices=["closed", "open"], required=True)
-    p.add_argument("--scale", choices=["tiny", "full"], required=True)
+    p.add_argument("--scale", choices=list(Scale), required=True)
     p.add_argument("--platform", required=True, help="system name the runs were made on")
     p.add_argument("--result", type=Path, action="append", default=[])
     p.add_argument("--compliance", type=Path, action="append", default=[])

@@ -40,6 +40,8 @@ from pathlib import Path
 
 from mlperf_logging.mllog import constants as mllog_constants
 
+from mlperf_wf.kinds import Verdict
+
 USAGE = "training"
 TOKEN = ":::MLLOG "
 TARGET_CHECK = "Failed checks for eval_accuracy"
@@ -57,7 +59,7 @@ class ComplianceResult:
 
     result_file: str
     ruleset: str
-    verdict: str
+    verdict: Verdict
     """passed, passed_except_declared (the checker failed only on the tiny tier's declared open rules, target
     met), non_converged (compliant, target not reached) or failed."""
     returncode: int
@@ -169,7 +171,7 @@ def _only_target_missed(messages: list[str]) -> bool:
     return bool(complaints) and all(m.strip().startswith(TARGET_CHECK) for m in complaints)
 
 
-PASSED_EXCEPT_DECLARED = "passed_except_declared"
+PASSED_EXCEPT_DECLARED = Verdict.PASSED_EXCEPT_DECLARED
 """The verdict of a run whose only complaints are failed CHECKs of keys its tiny tier declares it cannot meet."""
 
 
@@ -179,20 +181,20 @@ def declared_check(message: str, declared: dict[str, str] | None) -> str | None:
     return match.group(1) if match and declared and match.group(1) in declared else None
 
 
-def classify(passed: bool, messages: list[str], run_stops: list[str | None], declared: dict[str, str] | None = None) -> str:
+def classify(passed: bool, messages: list[str], run_stops: list[str | None], declared: dict[str, str] | None = None) -> Verdict:
     """passed; passed_except_declared when every complaint is a failed CHECK of a ``declared`` key and the run
     stopped with success; non_converged when the run stopped with a status other than success and the target
     checks (and declared CHECKs) are all that failed; else failed."""
     if passed:
-        return "passed"
+        return Verdict.PASSED
     complaints = [m for m in messages if m.strip() != "FAILED" and not _is_checker_warning(m)]
     undeclared = [m for m in complaints if declared_check(m, declared) is None]
     stopped = len(run_stops) == 1 and run_stops[0] is not None
     if declared and complaints and not undeclared and stopped and run_stops[0] == mllog_constants.SUCCESS:
-        return PASSED_EXCEPT_DECLARED
+        return Verdict.PASSED_EXCEPT_DECLARED
     if stopped and run_stops[0] != mllog_constants.SUCCESS and _only_target_missed(undeclared):
-        return "non_converged"
-    return "failed"
+        return Verdict.NON_CONVERGED
+    return Verdict.FAILED
 
 
 def declared_problems(messages: list[str], declared: dict[str, str], ruleset: str) -> list[str]:
@@ -423,7 +425,7 @@ def check(
     if file_sha256(result_file) != sha256:
         mismatch.append("the log changed while it was being checked")
     if mismatch:
-        verdict.verdict = "failed"
+        verdict.verdict = Verdict.FAILED
         verdict.problems = [*mismatch, *verdict.problems]
     return verdict
 
@@ -441,7 +443,7 @@ def _check(result_file: Path, ruleset: str, log_output: Path | None, declared: d
     crash = crash or _crash(output)
     messages = _checker_messages(output)
     if returncode == 0 and crash is None:
-        return ComplianceResult(str(result_file), ruleset, "passed", returncode, messages, checker)
+        return ComplianceResult(str(result_file), ruleset, Verdict.PASSED, returncode, messages, checker)
     facts = read_facts(result_file)
     problems = explain(messages, facts, ruleset, crash)
     if crash:
@@ -450,8 +452,8 @@ def _check(result_file: Path, ruleset: str, log_output: Path | None, declared: d
         said = [line for line in output.splitlines() if line.strip() and not line.startswith(("INFO", "** Logging output"))]
         problems.append(f"the checker failed (exit code {returncode})" + (f": {said[-1].strip()}" if said else ""))
         messages = said[-5:]
-    verdict = classify(False, messages, facts.run_stops, declared) if crash is None else "failed"
-    if verdict == PASSED_EXCEPT_DECLARED:
+    verdict = classify(False, messages, facts.run_stops, declared) if crash is None else Verdict.FAILED
+    if verdict == Verdict.PASSED_EXCEPT_DECLARED:
         problems = declared_problems(messages, declared or {}, ruleset)
     return ComplianceResult(str(result_file), ruleset, verdict, returncode, messages, checker, problems)
 
@@ -463,5 +465,7 @@ def write(result: ComplianceResult, out: Path) -> None:
 
 
 def read(path: Path) -> ComplianceResult:
-    """Read a verdict written by :func:`write`."""
-    return ComplianceResult(**json.loads(path.read_text()))
+    """Read a verdict written by :func:`write` (ValueError for a verdict that is none of :class:`Verdict`)."""
+    recorded = ComplianceResult(**json.loads(path.read_text()))
+    recorded.verdict = Verdict(recorded.verdict)
+    return recorded

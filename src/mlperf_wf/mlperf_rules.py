@@ -15,6 +15,7 @@ import yaml
 from mlperf_logging import benchmark_meta
 
 from mlperf_wf.errors import ConfigError
+from mlperf_wf.kinds import Scale
 
 USAGE = "training"
 _COMPARISON = re.compile(r"v\['value'\]\s*(<=|>=|<|>)\s*([0-9][0-9.eE+-]*)")
@@ -194,7 +195,7 @@ def quality_targets(benchmark: str, ruleset: str, division: str = "closed") -> l
 def run_targets(bench, ruleset: str, division: str, scale: str) -> list[QualityTarget]:
     """The targets runs stop at: at tiny scale the benchmark's declared stand-in thresholds where it measures its
     metrics with stand-in encoders (``tiny.standin_targets``), else the rules' (one per metric where there are several)."""
-    if scale == "tiny" and bench.tiny.standin_targets:
+    if scale == Scale.TINY and bench.tiny.standin_targets:
         return [QualityTarget(t.comparison, t.value, t.metric) for t in bench.tiny.standin_targets]
     return quality_targets(bench.submission_benchmark, ruleset, division)
 

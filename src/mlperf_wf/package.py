@@ -30,6 +30,7 @@ import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from mlperf_wf.errors import ConfigError
+from mlperf_wf.kinds import Scale
 
 Text = Annotated[str, BeforeValidator(str)]
 """The checker formats these fields as strings (published descriptions write "8", not 8)."""
@@ -117,7 +118,7 @@ def implementation_of(report: dict) -> Implementation:
     bench = registry.load_benchmark(report["benchmark"])
     ran = {"launchers": _distinct(report, "launcher"), "images": _distinct(report, "image"), "commands": _distinct(report, "command")}
     commits = sorted({(run.get("made_with") or {}).get("workflow_git", {}).get("commit") or "" for run in report["runs"]} - {""})
-    if report["scale"] == "full":
+    if report["scale"] == Scale.FULL:
         reference = bench.reference
         record = {
             "made_by": "the reference implementation, launched by mlperf-workflow",

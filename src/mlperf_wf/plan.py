@@ -20,16 +20,15 @@ import sys
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Literal
 
 from pydantic import ValidationError
 
 from mlperf_wf import hyperparameters, launch, mlperf_rules, power, prepare, registry, sizing
 from mlperf_wf.errors import ConfigError, describe_validation_error
+from mlperf_wf.kinds import Scale
 from mlperf_wf.registry import DEFAULT_PREPARATION, SHARDS_ROLE, BenchmarkDef, Container
 from mlperf_wf.workflow_config import GeometryOverride, WorkflowConfig
 
-Scale = Literal["tiny", "full"]
 TINY_RESULTS = "results/tiny"
 FULL_RESULTS = "results"
 TINY_LAUNCHERS = ("local", "docker")
@@ -88,7 +87,7 @@ class Plan:
         self.project_root = project_root
         self.workdir = workdir or Path.cwd()
         self.output_cache = output_cache
-        self.results_root = TINY_RESULTS if settings.scale == "tiny" else FULL_RESULTS
+        self.results_root = TINY_RESULTS if settings.scale == Scale.TINY else FULL_RESULTS
         self.logs_root = f"logs/{settings.scale}"
         self.benchmarks = {name: registry.load_benchmark(name) for name in registry.benchmark_names()}
         self.power = settings.power
@@ -102,7 +101,7 @@ class Plan:
         unknown = [name for name in s.benchmarks if name not in self.benchmarks]
         if unknown:
             raise ConfigError(f"config: benchmarks: {unknown} has no folder in src/mlperf_wf/benchmarks/; known: {', '.join(known)}")
-        if s.scale == "tiny" and s.launcher not in ("auto", *TINY_LAUNCHERS):
+        if s.scale == Scale.TINY and s.launcher not in ("auto", *TINY_LAUNCHERS):
             raise ConfigError(f"config: launcher is {s.launcher!r} but tiny-scale runs use auto, {' or '.join(TINY_LAUNCHERS)}")
         for key in (
             "full_geometry",
@@ -146,7 +145,7 @@ class Plan:
     def division(self, name: str) -> str:
         """Division of a benchmark's runs: the config's, except that a benchmark whose closed rules cannot hold
         at tiny size runs its tiny tier as open (its definition's ``tiny.division``)."""
-        if self.scale == "tiny" and self.bench(name).tiny.division == "open":
+        if self.scale == Scale.TINY and self.bench(name).tiny.division == "open":
             return "open"
         return self.settings.division
 
@@ -226,7 +225,7 @@ class Plan:
 
     def download_inputs(self, dataset_id: str) -> dict[str, str]:
         """At tiny scale the download reads the generated mirror."""
-        return {"mirror": f"resources/tiny/mirror/{dataset_id}"} if self.scale == "tiny" else {}
+        return {"mirror": f"resources/tiny/mirror/{dataset_id}"} if self.scale == Scale.TINY else {}
 
     def download_source_args(self, dataset_id: str) -> str:
         """Where ``mlperf-wf download`` fetches a dataset from: the tiny mirror, or the catalog's source.
@@ -240,10 +239,10 @@ class Plan:
         mirror = f"resources/tiny/mirror/{dataset_id}"
         if source.protocol == "fiftyone":
             # The tiny mirror is a FiftyOne folder itself; at full scale the user's fetch wrote FETCHED_DIR/<id>.
-            return f"--source file:{mirror} --expect tiny" if self.scale == "tiny" else f"--source file:{FETCHED_DIR}/{dataset_id} --expect catalog"
+            return f"--source file:{mirror} --expect tiny" if self.scale == Scale.TINY else f"--source file:{FETCHED_DIR}/{dataset_id} --expect catalog"
         if source.protocol == "huggingface":
-            return f"--endpoint file:{mirror}" if self.scale == "tiny" else f"--endpoint {source.endpoint} --revision {source.revision}"
-        if self.scale == "tiny":
+            return f"--endpoint file:{mirror}" if self.scale == Scale.TINY else f"--endpoint {source.endpoint} --revision {source.revision}"
+        if self.scale == Scale.TINY:
             metadata = f"file:{mirror}/metadata/{dataset_id}"
             return f"--uri {metadata}.uri --md5 {metadata}.md5"
         return f"--uri {source.uri} --md5 {source.md5}" if source.protocol == "r2" else ""
@@ -360,7 +359,7 @@ class Plan:
         nodes = override.nodes or geometry.nodes
         if chosen == "auto":
             # docker runs on one node: a run that spans several (gpt3's 8) goes through SLURM and pyxis
-            chosen = "local" if self.scale == "tiny" else "docker" if nodes == 1 else "pyxis"
+            chosen = "local" if self.scale == Scale.TINY else "docker" if nodes == 1 else "pyxis"
         gpus_per_node = override.gpus_per_node or geometry.gpus_per_node
         return launch.Launch(
             launcher=chosen,
@@ -374,7 +373,7 @@ class Plan:
             extra_mounts=self.extra_mounts(name),
             hooks=self.host_hooks(name),
             walltime_minutes=override.walltime_minutes or geometry.walltime_minutes,
-            batch=self.planned_batch(name, nodes, gpus_per_node) if self.scale == "full" else None,
+            batch=self.planned_batch(name, nodes, gpus_per_node) if self.scale == Scale.FULL else None,
         )
 
     @cache  # noqa: B019 - one Plan per workflow; every train job and the preflight ask for the same batch
@@ -390,7 +389,7 @@ class Plan:
     @cache  # noqa: B019 - one Plan per workflow; each rule asks for several fields of the same job
     def train_job(self, name: str, run: int) -> TrainJob:
         """Command, resources and provenance fields of run ``run`` of ``name``."""
-        return self._tiny_job(name, run) if self.scale == "tiny" else self._full_job(name, run)
+        return self._tiny_job(name, run) if self.scale == Scale.TINY else self._full_job(name, run)
 
     def _tiny_job(self, name: str, run: int) -> TrainJob:
         s = self.settings

@@ -18,6 +18,7 @@ import pandas as pd
 from mlperf_logging.compliance_checker import mlp_parser
 
 from mlperf_wf.compliance import mllog_record
+from mlperf_wf.kinds import Scale
 from mlperf_wf.scoring import LOG_SUFFIXES, eval_progress, fast_mlperf_logging
 
 COUNTED, DROPPED, OUTSIDE = "#3b75af", "#b0b0b0", "#e0e0e0"
@@ -190,7 +191,7 @@ def convergence(report: dict, stem: Path, reference_logs: Path | None = None) ->
     if len(report["quality_target"].get("all", [])) > 1:
         return _metric_panels(report, stem)
     curves = reference_curves(reference_logs) if reference_logs else {}
-    beside = bool(curves) and report["scale"] != "full"
+    beside = bool(curves) and report["scale"] != Scale.FULL
     fig, axes = plt.subplots(1, 2 if beside else 1, figsize=(12 if beside else 7, 4.5), squeeze=False)
     ax = axes[0][0]
     if curves and not beside:
@@ -206,7 +207,7 @@ def convergence(report: dict, stem: Path, reference_logs: Path | None = None) ->
     _draw_target(ax, report["quality_target"])
     rcp = report.get("rcp")
     # RCPs describe the real benchmark; against a tiny run they would only squash the curves.
-    if report["scale"] == "full" and rcp and rcp.get("reference_mean"):
+    if report["scale"] == Scale.FULL and rcp and rcp.get("reference_mean"):
         ax.axvspan(rcp["min_allowed_mean"], rcp["reference_mean"], color="#2ca02c", alpha=0.15)
         ax.annotate(
             f"RCP: mean {rcp['reference_mean']:.4g}, min allowed {rcp['min_allowed_mean']:.4g}",

@@ -39,6 +39,7 @@ from pathlib import Path
 
 from mlperf_wf import launch, mlperf_rules, registry, sizing
 from mlperf_wf.errors import ConfigError
+from mlperf_wf.kinds import Scale
 from mlperf_wf.plan import FETCHED_DIR, TINY_PLATFORM, Plan
 from mlperf_wf.registry import IMAGE_DIGEST
 from mlperf_wf.workflow_config import WorkflowConfig
@@ -251,7 +252,7 @@ def config_problems(
     ruleset does not resolve (which stops the plan from loading: the other problems are still found)."""
     from mlperf_wf import plan as planning
 
-    settings = WorkflowConfig.parse({**config, "scale": "full"})
+    settings = WorkflowConfig.parse({**config, "scale": Scale.FULL})
     names = list(dict.fromkeys(benchmarks or settings.benchmarks))
     known = registry.benchmark_names()
     unknown = [name for name in names if name not in known]
@@ -273,7 +274,7 @@ def _ruleset_resolves(name: str, ruleset: str) -> bool:
 def unloadable_config(config: dict, project_root: Path, workdir: Path, error: ConfigError) -> str:
     """What to say when the plan refuses ``config``: at full scale, when the preflight can still look (a ruleset a
     benchmark is not part of stops the plan), every problem at once; otherwise the plan's one line."""
-    if config.get("scale") == "full":
+    if config.get("scale") == Scale.FULL:
         try:
             problems = config_problems(config, project_root, workdir)
         except ConfigError:
@@ -286,7 +287,7 @@ def unloadable_config(config: dict, project_root: Path, workdir: Path, error: Co
 def tracker(plan: Plan, main_process: bool) -> Tracker | None:
     """A :class:`Tracker` for a full-scale Snakemake invocation's main process; None at tiny scale (nothing to check)
     and in jobs (they read the Snakefile again on their nodes)."""
-    return Tracker(plan) if plan.scale == "full" and main_process else None
+    return Tracker(plan) if plan.scale == Scale.FULL and main_process else None
 
 
 def describe(problems: list[Problem], what: str = "the full-scale plan") -> str:

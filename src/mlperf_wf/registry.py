@@ -27,6 +27,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from mlperf_wf.errors import ConfigError, describe_validation_error
+from mlperf_wf.kinds import Scale
 
 PACKAGE = "mlperf_wf"
 BENCHMARKS_PACKAGE = f"{PACKAGE}.benchmarks"
@@ -662,7 +663,7 @@ def benchmark_module(bench: BenchmarkDef, module: str):
 
 def declared_open_rules(benchmark: str | None, scale: str | None) -> dict[str, str] | None:
     """The open rules a benchmark's tiny tier declares it does not meet (``tiny.open_rules_not_met``); None at full scale."""
-    if benchmark is None or scale != "tiny":
+    if benchmark is None or scale != Scale.TINY:
         return None
     return dict(load_benchmark(benchmark).tiny.open_rules_not_met) or None
 

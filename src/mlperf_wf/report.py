@@ -19,6 +19,7 @@ from pathlib import Path
 from mlperf_wf import compliance, scoring
 from mlperf_wf.compliance import file_sha256
 from mlperf_wf.errors import ConfigError
+from mlperf_wf.kinds import Scale, Verdict
 
 
 @dataclass
@@ -130,7 +131,7 @@ def build(
     )
     scored = scoring.benchmark_score(folder, division, window, rcp, ruleset)
     reasons = list(scored.reasons)
-    if scale != "full":
+    if scale != Scale.FULL:
         reasons.insert(0, f"scale is {scale!r}: tiny-scale runs use generated data and a tiny model, not the benchmark's")
     except_declared = [run for run in window if run.verdict == compliance.PASSED_EXCEPT_DECLARED]
     if except_declared:
@@ -189,7 +190,7 @@ def build(
 def _forecast(window: list, submission_benchmark: str, ruleset: str, division: str, required: int) -> dict:
     from mlperf_wf import sizing
 
-    counted = [run.file for run in window if run.verdict in ("passed", compliance.PASSED_EXCEPT_DECLARED)]
+    counted = [run.file for run in window if run.verdict is not None and Verdict(run.verdict).counts]
     made = sizing.forecast_of_files(counted, len(window) - len(counted), submission_benchmark, ruleset, division, required)
     return made.summary()
 

@@ -58,6 +58,7 @@ from mlperf_logging.result_summarizer.result_summarizer import _compute_olympic_
 
 from mlperf_wf import compliance
 from mlperf_wf.errors import UserError
+from mlperf_wf.kinds import Verdict
 
 USAGE = "training"
 TOKEN = compliance.TOKEN
@@ -146,8 +147,8 @@ class RunScore:
     final_eval_accuracy: float | None = None
     dropped: str | None = None
     """Why the run is not in the olympic mean: fastest, slowest, did not converge, failed compliance, outside the selected window."""
-    verdict: str | None = None
-    """passed, passed_except_declared, non_converged or failed, as :mod:`mlperf_wf.compliance` names them."""
+    verdict: Verdict | None = None
+    """The compliance verdict of the run's log."""
     problems: list[str] = field(default_factory=list)
     """What is missing or wrong in the log, a few words each (empty when it passed)."""
     energy_joules: float | None = None
@@ -254,7 +255,7 @@ def _score_file(path: str, ruleset: str, declared: dict[str, str] | None = None)
             progress_key, progress = eval_progress(metadata)
             last_eval = (line.value.get("value"), progress)
     counts = compliant and not errors and start is not None and stop is not None
-    verdict = compliance.classify(bool(counts), messages, run_stops, declared) if crash is None else "failed"
+    verdict = compliance.classify(bool(counts), messages, run_stops, declared) if crash is None else Verdict.FAILED
     if verdict == compliance.PASSED_EXCEPT_DECLARED and not errors and start is not None and stop is not None:
         # The checker failed only on the tiny tier's declared open rules: timed as a run that reached the target.
         counts, problems = True, compliance.declared_problems(messages, declared or {}, ruleset)
@@ -348,7 +349,7 @@ def _unparsable(path: str, ruleset: str, err: Exception) -> RunScore:
         status=facts.run_stops[0] if facts.run_stops else None,
         compliant=False,
         messages=[f"mlperf-logging crashed: {crash}"],
-        verdict="failed",
+        verdict=Verdict.FAILED,
         problems=problems,
     )
 
@@ -582,7 +583,7 @@ def _olympic(benchmark: str, runs: list[RunScore]) -> tuple[float | None, int]:
     dropped = len(runs) - len(counted)
     for run in runs:
         if run.minutes is None:
-            converging = run.verdict == "non_converged" if run.verdict else run.status not in (None, "success")
+            converging = run.verdict == Verdict.NON_CONVERGED if run.verdict else run.status not in (None, "success")
             run.dropped = "did not converge" if converging else "failed compliance"
     if dropped > max_dropped:
         return None, dropped

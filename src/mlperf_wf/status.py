@@ -35,6 +35,7 @@ from mlperf_wf import compliance
 from mlperf_wf.checkout import project_root
 from mlperf_wf.config_check import check_config
 from mlperf_wf.errors import ConfigError
+from mlperf_wf.kinds import RunState, Verdict
 from mlperf_wf.snakemake_state import SnakemakeRecords, mtime_or_none, read_snakemake_records, read_text_or_empty
 
 if TYPE_CHECKING:
@@ -49,7 +50,7 @@ SQUEUE_FORMAT = "%i|%T|%k|%Z|%r"
 QUEUED_STATES = frozenset({"PENDING", "CONFIGURING", "REQUEUED", "REQUEUE_HOLD", "SUSPENDED", "RESV_DEL_HOLD"})
 RUNNING_STATES = frozenset({"RUNNING", "COMPLETING", "STAGE_OUT"})
 
-RUN_STATES = ("passed", "non_converged", "failed", "running", "queued", "interrupted", "not_started")
+RUN_STATES = tuple(RunState)
 """A run is finished (passed -- also passed_except_declared --, non_converged or failed), running, queued (waiting for
 its inputs, a core or the scheduler), interrupted (a Snakemake that stopped left it half made; the next one redoes
 it) or not started (no Snakemake is running that would make it)."""
@@ -178,9 +179,8 @@ class RunStatus:
     """One run of a benchmark."""
 
     index: int
-    state: str
-    """One of :data:`RUN_STATES`."""
-    verdict: str | None = None
+    state: RunState
+    verdict: Verdict | None = None
     """Finished runs: passed, passed_except_declared, non_converged or failed."""
     verdict_from: str | None = None
     """compliance.json (the compliance job's) or scored here (the compliance job has not run, or failed)."""
@@ -311,7 +311,7 @@ def _finished_run(index: int, result: Path, verdict_file: Path, ruleset: str, de
             verdict, source, problems = recorded.verdict, "compliance.json", list(recorded.problems)
         except (OSError, ValueError, TypeError):
             pass  # being written: the in-process score stands
-    state = {"passed": "passed", compliance.PASSED_EXCEPT_DECLARED: "passed", "non_converged": "non_converged"}.get(verdict or "", "failed")
+    state = RunState.PASSED if verdict.counts else RunState.NON_CONVERGED if verdict == Verdict.NON_CONVERGED else RunState.FAILED
     return RunStatus(
         index=index,
         state=state,
@@ -358,17 +358,17 @@ def run_status(
     job_id = records.started.get(files["result"])
     progress = read_progress(result)
     if started and records.locked:
-        status = RunStatus(index=index, state="running", result_file=str(result))
+        status = RunStatus(index=index, state=RunState.RUNNING, result_file=str(result))
         if job_id is not None:
             status.scheduler_job = job_id
             job = scheduler.jobs.get(job_id.split("_")[0]) or scheduler.jobs.get(job_id)
             if job is not None:
                 status.scheduler_state = job.state
                 if job.state in QUEUED_STATES:
-                    status.state = "queued"
+                    status.state = RunState.QUEUED
             elif scheduler.source == "squeue" and progress.first_ms is None:
                 status.scheduler_state = "not in squeue"
-        if status.state == "running":
+        if status.state == RunState.RUNNING:
             status.elapsed_minutes = (now * 1000 - progress.first_ms) / 60000 if progress.first_ms is not None else None
             status.initialising = progress.run_start_ms is None
             status.last_eval, status.progress_key, status.progress, status.evals = (
@@ -381,12 +381,11 @@ def run_status(
             status.reached_target = reached(targets, progress.last_eval, progress.last_by_metric)
         return status
     if started:
-        return RunStatus(
-            index=index, state="interrupted", result_file=str(result), problems=["Snakemake stopped while this run was being made; its next start redoes it"]
-        )
+        stopped = "Snakemake stopped while this run was being made; its next start redoes it"
+        return RunStatus(index=index, state=RunState.INTERRUPTED, result_file=str(result), problems=[stopped])
     if result.is_file() and (root / files["provenance"]).is_file():
         finished = _finished_run(index, result, root / files["verdict"], ruleset, declared, progress)
-        if finished.verdict == "failed" and not (root / files["verdict"]).is_file() and check_log.is_file():
+        if finished.verdict == Verdict.FAILED and not (root / files["verdict"]).is_file() and check_log.is_file():
             last = _last_line(check_log)
             finished.problems = finished.problems or ([last] if last else [])
         finished.reached_target = reached(targets, finished.last_eval, finished.last_evals)
@@ -395,12 +394,11 @@ def run_status(
     failed_now = log_time is not None and (not records.locked or (records.lock_time is not None and log_time >= records.lock_time))
     if failed_now:
         last = _last_line(train_log)
-        return RunStatus(
-            index=index, state="failed", verdict="failed", result_file=str(result), problems=[f"training job failed: {last}" if last else "training job failed"]
-        )
+        why = f"training job failed: {last}" if last else "training job failed"
+        return RunStatus(index=index, state=RunState.FAILED, verdict=Verdict.FAILED, result_file=str(result), problems=[why])
     if records.locked and files["result"] in records.wanted:
-        return RunStatus(index=index, state="queued", result_file=str(result))
-    return RunStatus(index=index, state="not_started", result_file=str(result))
+        return RunStatus(index=index, state=RunState.QUEUED, result_file=str(result))
+    return RunStatus(index=index, state=RunState.NOT_STARTED, result_file=str(result))
 
 
 def set_validity(states: list[str], required: int, may_drop: int) -> SetValidity:
@@ -412,8 +410,8 @@ def set_validity(states: list[str], required: int, may_drop: int) -> SetValidity
     runs count as converging; the margin is the fewest of them whose failure would make the set invalid, minus one.
     """
     window = min(required, len(states)) or required
-    bad = [s in ("failed", "non_converged") for s in states]
-    open_runs = [i for i, s in enumerate(states) if s not in ("passed", "failed", "non_converged")]
+    bad = [RunState(s).bad for s in states]
+    open_runs = [i for i, s in enumerate(states) if not RunState(s).finished]
     not_counting = sum(bad)
 
     def valid(flags: list[bool]) -> bool:
@@ -450,13 +448,13 @@ def set_validity(states: list[str], required: int, may_drop: int) -> SetValidity
 
 def _estimate(runs: list[RunStatus]) -> tuple[float, float | None, float | None, float | None]:
     """Minutes so far, mean finished wall minutes, run-minutes left and wall minutes left."""
-    finished = [r.wall_minutes for r in runs if r.state in ("passed", "non_converged", "failed") and r.wall_minutes is not None]
-    running = [r for r in runs if r.state == "running"]
+    finished = [r.wall_minutes for r in runs if RunState(r.state).finished and r.wall_minutes is not None]
+    running = [r for r in runs if r.state == RunState.RUNNING]
     so_far = sum(finished) + sum(r.elapsed_minutes or 0.0 for r in running)
     if not finished:
         return so_far, None, None, None
     mean = statistics.fmean(finished)
-    waiting = sum(1 for r in runs if r.state in ("queued", "interrupted", "not_started"))
+    waiting = sum(1 for r in runs if r.state in (RunState.QUEUED, RunState.INTERRUPTED, RunState.NOT_STARTED))
     left = waiting * mean + sum(max(mean - (r.elapsed_minutes or 0.0), 0.0) for r in running)
     return so_far, mean, left, left / max(len(running), 1)
 
@@ -560,8 +558,8 @@ def _forecast(runs: list[RunStatus], root: Path, benchmark: str, ruleset: str, d
     them; failed and non-converged runs count as not converged."""
     from mlperf_wf import sizing
 
-    counted = [str(root / run.result_file) for run in runs if run.state == "passed"]
-    not_counting = sum(1 for run in runs if run.state in ("non_converged", "failed"))
+    counted = [str(root / run.result_file) for run in runs if run.state == RunState.PASSED]
+    not_counting = sum(1 for run in runs if RunState(run.state).bad)
     if not counted and not not_counting:
         return None
     made = sizing.forecast_of_files(counted, not_counting, benchmark, ruleset, division, required)
@@ -730,15 +728,15 @@ def _run_line(run: RunStatus, target: dict) -> str:
     value = ", ".join(f"{metric} {_number(v)}" for metric, v in run.last_evals.items()) if run.last_evals else _number(run.last_eval)
     last = f"last eval {value}{where} (target {_targets_text(target).removeprefix('eval_accuracy ')})" if run.last_eval is not None else "no eval yet"
     job = f" [SLURM {run.scheduler_job}: {run.scheduler_state or 'state unknown'}]" if run.scheduler_job else ""
-    if run.state == "running":
+    if run.state == RunState.RUNNING:
         phase = "initialising" if run.initialising else last
         return f"running {_minutes(run.elapsed_minutes)}, {phase}{job}"
-    if run.state in ("passed", "non_converged") or (run.state == "failed" and run.verdict_from):
+    if run.state in (RunState.PASSED, RunState.NON_CONVERGED) or (run.state == RunState.FAILED and run.verdict_from):
         verdict = run.verdict if run.verdict_from == "compliance.json" else f"{run.verdict} (scored here; compliance job not done)"
         timed = f"{_minutes(run.minutes)}" if run.minutes is not None else f"not timed ({_minutes(run.wall_minutes)} wall)"
-        why = f": {'; '.join(run.problems[:2])}" if run.state == "failed" and run.problems else ""
+        why = f": {'; '.join(run.problems[:2])}" if run.state == RunState.FAILED and run.problems else ""
         return f"{verdict}, {timed}, {last}{why}"
-    if run.state == "queued":
+    if run.state == RunState.QUEUED:
         return f"queued{job}"
     if run.problems:
         return f"{run.state.replace('_', ' ')}: {run.problems[0]}"

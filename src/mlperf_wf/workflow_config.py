@@ -20,6 +20,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, WithJsonSchema
 
 from mlperf_wf.errors import ConfigError, describe_validation_error
+from mlperf_wf.kinds import Scale
 from mlperf_wf.power import PowerConfig
 
 BenchmarkName = Annotated[str, StringConstraints(pattern=r"^[a-z0-9_]+$")]
@@ -80,7 +81,7 @@ class WorkflowConfig(_Section):
     benchmarks: Annotated[tuple[BenchmarkName, ...], Field(min_length=1)] = ("llama2_70b_lora",)
     """Benchmarks the default target builds: `results/<name>/report.json` (`results/tiny/<name>/report.json` at tiny
     scale) plus every run's `result.txt` and `compliance.json`. Each is a folder of `src/mlperf_wf/benchmarks/`."""
-    scale: Literal["tiny", "full"] = "tiny"
+    scale: Scale = Scale.TINY
     """`tiny`: generated data, a tiny pretrained checkpoint and the project's CPU trainer (minutes on a laptop). `full`:
     the published MLCommons datasets and the reference container on GPUs. Resources are kept apart under
     `resources/tiny/` and `resources/full/`."""

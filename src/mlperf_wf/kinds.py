@@ -1,0 +1,55 @@
+"""The workflow's closed vocabularies as enums: a scale, a compliance verdict, a run's state. Each member equals its
+text (``StrEnum``), which is what the config, the files and the JSON hold, so ``Scale.TINY == "tiny"``."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class Scale(StrEnum):
+    """What a campaign runs."""
+
+    TINY = "tiny"
+    """Generated data in the published layout and a tiny model on CPU."""
+    FULL = "full"
+    """The published datasets and the reference's container on GPUs."""
+
+
+class Verdict(StrEnum):
+    """The compliance verdict of one run's log (``compliance.json``)."""
+
+    PASSED = "passed"
+    """The official checker passed it."""
+    PASSED_EXCEPT_DECLARED = "passed_except_declared"
+    """Its only complaints are failed CHECKs of keys its tiny tier declares it cannot meet, and it reached the target."""
+    NON_CONVERGED = "non_converged"
+    """Compliant, but the run stopped without reaching the target (the scoring rules may drop one such run)."""
+    FAILED = "failed"
+    """Anything else."""
+
+    @property
+    def counts(self) -> bool:
+        """Whether the run counts towards a score as having reached the target."""
+        return self in (Verdict.PASSED, Verdict.PASSED_EXCEPT_DECLARED)
+
+
+class RunState(StrEnum):
+    """Where one run of a campaign stands (``mlperf-wf status``)."""
+
+    PASSED = "passed"
+    NON_CONVERGED = "non_converged"
+    FAILED = "failed"
+    RUNNING = "running"
+    QUEUED = "queued"
+    INTERRUPTED = "interrupted"
+    NOT_STARTED = "not_started"
+
+    @property
+    def finished(self) -> bool:
+        """Whether the run ended (with a verdict, or failing before one)."""
+        return self in (RunState.PASSED, RunState.NON_CONVERGED, RunState.FAILED)
+
+    @property
+    def bad(self) -> bool:
+        """Whether the run ended without counting (the olympic rule may drop one)."""
+        return self in (RunState.NON_CONVERGED, RunState.FAILED)
