@@ -75,9 +75,9 @@ def write_lora_log(
 
 def tiny_run_spec(benchmark: str, ruleset: str, result_file: Path, data_dir: Path, target: float = 0.0, inputs: dict | None = None):
     """The RunSpec the train command would build for a tiny run of ``benchmark`` (seed 1234)."""
-    from mlperf_wf.harness import RunSpec
-    from mlperf_wf.mllog_utils import Submission
-    from mlperf_wf.registry import load_benchmark
+    from mlperf_wf.config.registry import load_benchmark
+    from mlperf_wf.run.harness import RunSpec
+    from mlperf_wf.run.mllog_utils import Submission
 
     return RunSpec(
         benchmark=benchmark,

@@ -7,7 +7,7 @@ import tarfile
 
 import pytest
 
-from mlperf_wf.archive import UnsafeArchiveError, safe_extract
+from mlperf_wf.acquire.archive import UnsafeArchiveError, safe_extract
 
 
 def make_tar(path, members):

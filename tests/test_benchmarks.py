@@ -15,10 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from mlperf_wf import hyperparameters, launch, mlperf_rules, prepare, registry
+from mlperf_wf.acquire import prepare
 from mlperf_wf.cli import main
+from mlperf_wf.config import hyperparameters, mlperf_rules, registry
 from mlperf_wf.errors import ConfigError
-from mlperf_wf.harness import TinyRun
+from mlperf_wf.plan import launch
+from mlperf_wf.run.harness import TinyRun
 from tests.conftest import REFERENCE_COMMIT, reference_source
 from tests.mllogs import tiny_run_spec
 

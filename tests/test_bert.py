@@ -13,15 +13,17 @@ import numpy as np
 import pytest
 import torch
 
-from mlperf_wf import compliance, mlperf_rules, prepare
+from mlperf_wf.acquire import prepare
 from mlperf_wf.benchmarks.bert import input_files, markov, pretraining_data, tfrecord, trainer, wikipedia_text
 from mlperf_wf.benchmarks.bert import prepare as prep
 from mlperf_wf.benchmarks.bert.hyperparameters import Hyperparameters
 from mlperf_wf.benchmarks.bert.lamb import Lamb
+from mlperf_wf.config import mlperf_rules
+from mlperf_wf.config.registry import load_dataset
 from mlperf_wf.errors import UserError
-from mlperf_wf.harness import LOGGED_BY_THE_HARNESS_LATER, RunSpec, TinyRun
-from mlperf_wf.mllog_utils import Submission
-from mlperf_wf.registry import load_dataset
+from mlperf_wf.results import compliance
+from mlperf_wf.run.harness import LOGGED_BY_THE_HARNESS_LATER, RunSpec, TinyRun
+from mlperf_wf.run.mllog_utils import Submission
 
 ROOT = Path(__file__).resolve().parents[1]
 TARGET = mlperf_rules.quality_target("bert", "5.0.0").value

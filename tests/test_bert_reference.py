@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from mlperf_wf import compliance
 from mlperf_wf.benchmarks.bert import prepare as prep
-from mlperf_wf.registry import load_benchmark, load_dataset
+from mlperf_wf.config.registry import load_benchmark, load_dataset
+from mlperf_wf.results import compliance
 from tests.conftest import reference_source
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -244,7 +244,7 @@ SUBMITTER_LOGS = Path(os.environ.get("MLPERF_WF_FIXTURES", ROOT.parent / "shared
 def test_a_submitters_real_bert_logs_get_a_verdict_and_a_score():
     if not sorted(SUBMITTER_LOGS.glob("result_*.txt")):
         pytest.skip(f"submitter logs not present: {SUBMITTER_LOGS}")
-    from mlperf_wf import scoring
+    from mlperf_wf.results import scoring
 
     for log in sorted(SUBMITTER_LOGS.glob("result_*.txt")):
         assert compliance.check(log, "5.0.0").verdict in ("passed", "non_converged", "failed")

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from mlperf_wf import compliance
 from mlperf_wf.cli import main
+from mlperf_wf.results import compliance
 from tests.mllogs import write_lora_log
 
 # Samples to converge above the llama2_70b_lora RCP mean at GBS 8 (3178.7), so the RCP check passes unscaled.

@@ -1,4 +1,4 @@
-"""One typed config model (``mlperf_wf.workflow_config``) is the single source of every workflow setting: the schema,
+"""One typed config model (``mlperf_wf.config.workflow_config``) is the single source of every workflow setting: the schema,
 ``config/config.yaml`` and ``config/README.md``'s table are generated from it and fail here when they drift; the
 schema Snakemake validates with and the model accept and refuse the same configs; nothing in the package finds its
 files through ``__file__``'s parents."""
@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from mlperf_wf import checkout, workflow_config
-from mlperf_wf.config_check import check_config
+from mlperf_wf.config import checkout, workflow_config
+from mlperf_wf.config.config_check import check_config
+from mlperf_wf.config.workflow_config import WorkflowConfig
 from mlperf_wf.errors import ConfigError
-from mlperf_wf.workflow_config import WorkflowConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -45,7 +45,7 @@ def test_every_key_has_description_and_default_and_is_documented():
 
 
 def test_the_generated_files_are_what_the_model_makes():
-    assert workflow_config.stale_files(ROOT) == [], "run `mlperf-wf config-files` after changing src/mlperf_wf/workflow_config.py"
+    assert workflow_config.stale_files(ROOT) == [], "run `mlperf-wf config-files` after changing src/mlperf_wf/config/workflow_config.py"
 
 
 @pytest.mark.parametrize(
@@ -117,6 +117,9 @@ def test_the_schema_and_the_model_refuse_the_same_configs(config):
 def test_text_numbers_become_numbers_and_every_default_is_filled():
     parsed = WorkflowConfig.parse({"full_geometry": {"gpt3": {"nodes": "2"}}, "power": {"enabled": "true"}})
     assert parsed.full_geometry["gpt3"].nodes == 2 and parsed.power.enabled is True
+    values = WorkflowConfig.parse({"full_hyperparameters": {"llama31_8b": {"global_batch_size": 64, "opt_base_learning_rate": "8e-4"}}})
+    assert values.full_hyperparameters["llama31_8b"] == {"global_batch_size": 64, "opt_base_learning_rate": "8e-4"}, "a count stays a whole number"
+    assert type(values.full_hyperparameters["llama31_8b"]["global_batch_size"]) is int
     filled = parsed.filled()
     assert filled["submission"] == {"org": "mlperf-workflow", "platform": "cpu-tiny", "status": "research"}
     assert set(filled) == set(WorkflowConfig.model_fields)

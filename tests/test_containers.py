@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from mlperf_wf import registry
+from mlperf_wf.config import registry
 
 ROOT = Path(__file__).resolve().parents[1]
 CONTAINERS = ROOT / "containers"

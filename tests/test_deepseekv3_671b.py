@@ -10,16 +10,17 @@ import math
 import pytest
 import torch
 
-from mlperf_wf import compliance, mlperf_rules
+from mlperf_wf.acquire.mirror import generate_tiny_mirror
 from mlperf_wf.benchmarks.deepseekv3_671b import converted_checkpoint, load_balancing, prepare, trainer
 from mlperf_wf.benchmarks.deepseekv3_671b.hyperparameters import Hyperparameters
+from mlperf_wf.config import mlperf_rules
+from mlperf_wf.config.registry import load_benchmark, load_dataset
 from mlperf_wf.errors import UserError
-from mlperf_wf.harness import RunSpec, TinyRun
 from mlperf_wf.language_models import c4_corpus, causal_trainer, markov_corpus
 from mlperf_wf.language_models import llama31_tokenizer as tokenizer
-from mlperf_wf.mirror import generate_tiny_mirror
-from mlperf_wf.mllog_utils import Submission
-from mlperf_wf.registry import load_benchmark, load_dataset
+from mlperf_wf.results import compliance
+from mlperf_wf.run.harness import RunSpec, TinyRun
+from mlperf_wf.run.mllog_utils import Submission
 
 NAME = "deepseekv3_671b"
 TARGET = mlperf_rules.quality_target(NAME, "6.1.0", "open")

@@ -24,8 +24,8 @@ from pathlib import Path
 
 import pytest
 
-from mlperf_wf import compliance
-from mlperf_wf.registry import load_benchmark
+from mlperf_wf.config.registry import load_benchmark
+from mlperf_wf.results import compliance
 from tests.conftest import parser_options, reference_source, shell_values
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -13,8 +13,8 @@ import re
 
 import pytest
 
-from mlperf_wf import registry
 from mlperf_wf.benchmarks.deepseekv3_671b import converted_checkpoint
+from mlperf_wf.config import registry
 from tests.rehearsal import cluster, spec
 
 REHEARSAL = spec.module("deepseekv3_671b").REHEARSAL

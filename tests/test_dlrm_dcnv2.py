@@ -12,13 +12,13 @@ import numpy as np
 import pytest
 import torch
 
-from mlperf_wf import prepare
+from mlperf_wf.acquire import prepare
 from mlperf_wf.benchmarks.dlrm_dcnv2 import criteo, trainer
 from mlperf_wf.benchmarks.dlrm_dcnv2 import prepare as prep
 from mlperf_wf.benchmarks.dlrm_dcnv2.hyperparameters import Hyperparameters
 from mlperf_wf.cli import main
+from mlperf_wf.config.registry import load_benchmark
 from mlperf_wf.errors import UserError
-from mlperf_wf.registry import load_benchmark
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = Path(__file__).resolve().parents[2] / "shared"
@@ -224,8 +224,8 @@ class Killed(Exception):
 
 
 def test_tables_drawn_in_chunks_are_the_reference_tables_and_a_killed_draw_resumes(tmp_path, monkeypatch):
+    from mlperf_wf.acquire.prepare import Checkpoint
     from mlperf_wf.benchmarks.dlrm_dcnv2 import multihot
-    from mlperf_wf.prepare import Checkpoint
 
     sizes, hots = [700, 5, 1300, 40], [3, 1, 12, 2]
     monkeypatch.setattr(multihot, "CHUNK_ROWS", 256)
@@ -257,8 +257,8 @@ def test_tables_drawn_in_chunks_are_the_reference_tables_and_a_killed_draw_resum
 
 
 def test_a_day_is_materialized_per_feature_into_the_reference_npz(tmp_path, monkeypatch):
+    from mlperf_wf.acquire.prepare import Checkpoint
     from mlperf_wf.benchmarks.dlrm_dcnv2 import multihot
-    from mlperf_wf.prepare import Checkpoint
 
     monkeypatch.setattr(multihot, "CHUNK_ROWS", 100)
     sizes, hots = [50, 7] * 13, [3, 1] * 13

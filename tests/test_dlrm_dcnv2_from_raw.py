@@ -18,11 +18,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from mlperf_wf.acquire.prepare import Checkpoint
 from mlperf_wf.benchmarks.dlrm_dcnv2 import click_logs, criteo, multihot, raw_click_logs
 from mlperf_wf.benchmarks.dlrm_dcnv2 import prepare as published
 from mlperf_wf.benchmarks.dlrm_dcnv2 import prepare_from_raw as from_raw
 from mlperf_wf.errors import ConfigError, UserError
-from mlperf_wf.prepare import Checkpoint
 from tests.test_plan import make_plan, workdir
 
 __all__ = ["workdir"]  # the workflow-directory fixture of the plan tests

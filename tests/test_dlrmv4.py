@@ -13,12 +13,12 @@ import numpy as np
 import pytest
 import torch
 
-from mlperf_wf import prepare
+from mlperf_wf.acquire import prepare
 from mlperf_wf.benchmarks.dlrmv4 import prepare as prep
 from mlperf_wf.benchmarks.dlrmv4 import trainer, yambda
 from mlperf_wf.benchmarks.dlrmv4.hyperparameters import Hyperparameters
+from mlperf_wf.config.registry import load_benchmark, load_dataset
 from mlperf_wf.errors import UserError
-from mlperf_wf.registry import load_benchmark, load_dataset
 
 ROOT = Path(__file__).resolve().parents[1]
 FACTS = json.loads((ROOT / "src/mlperf_wf/benchmarks/dlrmv4/reference_facts.json").read_text())

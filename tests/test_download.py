@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from mlperf_wf.download import auth_headers, download_dataset, download_url_list, parse_manifest, staging_dir_for
+from mlperf_wf.acquire.download import auth_headers, download_dataset, download_url_list, parse_manifest, staging_dir_for
+from mlperf_wf.acquire.mirror import publish
 from mlperf_wf.errors import ChecksumError, DownloadError
-from mlperf_wf.mirror import publish
 from tests.r2server import R2Server, kill_mid_file
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -192,7 +192,7 @@ def test_url_list_download(tmp_path):
 
 
 def test_verify_right_after_download_reads_nothing_again(tmp_path):
-    from mlperf_wf.verify import verify_dataset
+    from mlperf_wf.acquire.verify import verify_dataset
 
     make_bucket(tmp_path / "bucket", "ds", {"a.bin": 200_000, "b.bin": 100_000})
     dest = tmp_path / "out" / "ds"

@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from mlperf_wf.download import staging_dir_for
+from mlperf_wf.acquire.download import staging_dir_for
+from mlperf_wf.acquire.hub import HubRepo, download_hub_dataset, hub_auth_headers
+from mlperf_wf.acquire.mirror import generate_tiny_mirror
+from mlperf_wf.acquire.verify import quarantine_dir_for, verify_dataset
+from mlperf_wf.config.registry import DatasetDef, DatasetFile
 from mlperf_wf.errors import ChecksumError, ConfigError, DownloadError
-from mlperf_wf.hub import HubRepo, download_hub_dataset, hub_auth_headers
-from mlperf_wf.mirror import generate_tiny_mirror
-from mlperf_wf.registry import DatasetDef, DatasetFile
-from mlperf_wf.verify import quarantine_dir_for, verify_dataset
 from tests import tiny_hub_repo
 from tests.hfserver import HubServer, git_blob_id
 from tests.r2server import kill_mid_file
@@ -299,7 +299,7 @@ def test_cli_errors_are_one_line(tmp_path):
 
 
 def test_a_branch_as_revision_is_a_schema_error_that_reads_well(tmp_path):
-    from mlperf_wf.registry import _validated
+    from mlperf_wf.config.registry import _validated
 
     data = {"id": "x", "version": "1", "title": "t", "license": "l", "source": {"protocol": "huggingface", "repository": REPO, "revision": "main"}}
     with pytest.raises(ConfigError) as err:
@@ -384,7 +384,7 @@ def test_a_staged_file_of_another_commit_is_quarantined_and_fetched_again(tmp_pa
 @pytest.mark.parametrize("cut", [0, 2])
 def test_a_listing_cut_short_is_replaced_by_the_paginated_tree(tmp_path, monkeypatch, cut):
     """The hub's caches may cut ``siblings`` short in large repositories: from LARGE_LISTING files on, or none, the tree decides."""
-    monkeypatch.setattr("mlperf_wf.hub.LARGE_LISTING", 2)
+    monkeypatch.setattr("mlperf_wf.acquire.hub.LARGE_LISTING", 2)
     contents = make_repo(tmp_path / "hub", big_bytes=100)
     dest = tmp_path / "out" / "ds"
     with HubServer(tmp_path / "hub", "ds", REPO, COMMIT) as server:

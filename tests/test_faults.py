@@ -177,8 +177,8 @@ def test_a_byte_flipped_in_a_verified_file_is_seen_through_its_prepared_hard_lin
     """Fault 3, the mechanism: a prepared file that is a hard link of a verified dataset file shares its inode; a
     byte flipped through the verified name (mtime set back) changes the inode's ctime, which the prepared tree's
     stamps (recorded after linking) catch, naming the file; stat only, nothing re-hashed."""
+    from mlperf_wf.acquire.prepare import assemble, link_or_copy
     from mlperf_wf.errors import UserError
-    from mlperf_wf.prepare import assemble, link_or_copy
 
     verified = tmp_path / "datasets" / "ds" / "train.bin"
     verified.parent.mkdir(parents=True)
@@ -313,7 +313,7 @@ def test_a_bad_workflow_config_is_one_line_not_the_whole_config(tmp_path, edit, 
 def test_status_tells_a_stale_lock_from_a_live_one(tmp_path):
     """After kill -9 the lock files stay: with no Snakemake working in the folder, status says not running and how to
     unlock, instead of a campaign running for ever more minutes."""
-    from mlperf_wf import snakemake_state
+    from mlperf_wf.results import snakemake_state
 
     workdir = new_workdir(tmp_path / "w")
     locks = workdir / ".snakemake/locks"

@@ -12,13 +12,15 @@ import numpy as np
 import pytest
 import torch
 
-from mlperf_wf import compliance, mlperf_rules, prepare
+from mlperf_wf.acquire import prepare
 from mlperf_wf.benchmarks.flux1 import encodings, tiny_world, trainer
 from mlperf_wf.benchmarks.flux1 import prepare as prep
 from mlperf_wf.benchmarks.flux1.hyperparameters import Hyperparameters
+from mlperf_wf.config import mlperf_rules
+from mlperf_wf.config.registry import load_dataset
 from mlperf_wf.errors import UserError
-from mlperf_wf.harness import TinyRun
-from mlperf_wf.registry import load_dataset
+from mlperf_wf.results import compliance
+from mlperf_wf.run.harness import TinyRun
 from tests.mllogs import tiny_run_spec
 
 ROOT = Path(__file__).resolve().parents[1]

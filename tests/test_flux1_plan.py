@@ -24,7 +24,7 @@ import pytest
 import yaml
 
 from mlperf_wf.benchmarks.flux1.hyperparameters import Hyperparameters
-from mlperf_wf.registry import load_benchmark
+from mlperf_wf.config.registry import load_benchmark
 from tests.conftest import reference_source
 from tests.test_plan import reference_geometry_plan, workdir  # noqa: F401 - workdir is a fixture
 from tests.test_workflow import job_counts, new_workdir, snakemake

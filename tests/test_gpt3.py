@@ -13,12 +13,12 @@ import numpy as np
 import pytest
 import torch
 
-from mlperf_wf import hyperparameters, mlperf_rules, registry
+from mlperf_wf.acquire.mirror import generate_tiny_mirror
 from mlperf_wf.benchmarks.gpt3 import c4_corpus, prepare, starting_checkpoint, tokenizer, trainer
 from mlperf_wf.benchmarks.gpt3.hyperparameters import Hyperparameters
+from mlperf_wf.config import hyperparameters, mlperf_rules, registry
 from mlperf_wf.errors import UserError
 from mlperf_wf.language_models import causal_trainer, markov_corpus
-from mlperf_wf.mirror import generate_tiny_mirror
 
 ROOT = Path(__file__).resolve().parents[1]
 TARGET = 2.69

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from mlperf_wf import plan as planning
-from mlperf_wf import registry
-from mlperf_wf.workflow_config import WorkflowConfig
+from mlperf_wf.config import registry
+from mlperf_wf.config.workflow_config import WorkflowConfig
+from mlperf_wf.plan import plan as planning
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULTS = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())

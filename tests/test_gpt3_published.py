@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from mlperf_wf import registry
-from mlperf_wf.mirror import generate_tiny_mirror
+from mlperf_wf.acquire.mirror import generate_tiny_mirror
+from mlperf_wf.config import registry
 from tests.rehearsal.spec import module
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from mlperf_wf import registry
+from mlperf_wf.config import registry
 from tests.conftest import REFERENCE_COMMIT, reference_source
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -13,13 +13,13 @@ import math
 import pytest
 import torch
 
-from mlperf_wf import hyperparameters, mlperf_rules, registry
+from mlperf_wf.acquire.mirror import generate_tiny_mirror
 from mlperf_wf.benchmarks.gpt_oss_20b import trainer
 from mlperf_wf.benchmarks.gpt_oss_20b.hyperparameters import Hyperparameters
+from mlperf_wf.config import hyperparameters, mlperf_rules, registry
+from mlperf_wf.config.registry import load_dataset
 from mlperf_wf.language_models import c4_corpus, causal_trainer, markov_corpus
 from mlperf_wf.language_models import llama31_tokenizer as tokenizer
-from mlperf_wf.mirror import generate_tiny_mirror
-from mlperf_wf.registry import load_dataset
 from tests.test_workflow import new_workdir, snakemake
 
 BENCH = registry.load_benchmark("gpt_oss_20b")

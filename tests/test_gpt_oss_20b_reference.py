@@ -31,7 +31,8 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
-from mlperf_wf import compliance, registry
+from mlperf_wf.config import registry
+from mlperf_wf.results import compliance
 from tests.conftest import reference_source
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from mlperf_wf import registry
+from mlperf_wf.config import registry
 
 PACKAGE = Path(registry.__file__).parent
 CORE = sorted(path for path in PACKAGE.rglob("*.py") if "benchmarks" not in path.relative_to(PACKAGE).parts)

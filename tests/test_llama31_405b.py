@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 import torch
 
-from mlperf_wf import mlperf_rules
+from mlperf_wf.acquire.mirror import generate_tiny_mirror
 from mlperf_wf.benchmarks.llama31_405b import c4_corpus, checkpoint, prepare, tokenizer
 from mlperf_wf.benchmarks.llama31_405b.hyperparameters import Hyperparameters
+from mlperf_wf.config import mlperf_rules
+from mlperf_wf.config.registry import load_benchmark, load_dataset
 from mlperf_wf.language_models import causal_trainer, markov_corpus
-from mlperf_wf.mirror import generate_tiny_mirror
-from mlperf_wf.registry import load_benchmark, load_dataset
 
 TARGET = mlperf_rules.quality_target("llama31_405b", "6.0.0", "open")
 HP = Hyperparameters()

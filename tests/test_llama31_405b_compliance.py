@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from mlperf_wf import compliance, report, scoring
+from mlperf_wf.config.registry import BENCHMARKS_DIR, load_benchmark, parse_benchmark_file
 from mlperf_wf.errors import ConfigError
-from mlperf_wf.registry import BENCHMARKS_DIR, load_benchmark, parse_benchmark_file
+from mlperf_wf.results import compliance, report, scoring
 from tests.mllogs import T0, _line
 
 RULESET = "6.0.0"

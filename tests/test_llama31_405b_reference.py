@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from mlperf_wf.registry import load_benchmark
+from mlperf_wf.config.registry import load_benchmark
 from tests.conftest import parser_options, reference_source, shell_values
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 import torch
 
-from mlperf_wf import hyperparameters, mlperf_rules, registry
+from mlperf_wf.acquire.mirror import generate_tiny_mirror
 from mlperf_wf.benchmarks.llama31_8b import trainer
+from mlperf_wf.config import hyperparameters, mlperf_rules, registry
+from mlperf_wf.config.registry import load_dataset
 from mlperf_wf.language_models import c4_corpus, causal_trainer, markov_corpus, symbol_tokenizer
 from mlperf_wf.language_models import llama31_tokenizer as tokenizer
-from mlperf_wf.mirror import generate_tiny_mirror
-from mlperf_wf.registry import load_dataset
 
 BENCH = registry.load_benchmark("llama31_8b")
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from mlperf_wf import compliance
+from mlperf_wf.results import compliance
 from tests.conftest import reference_source
 
 ROOT = Path(__file__).resolve().parents[1]

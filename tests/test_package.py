@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from mlperf_wf.errors import ConfigError
-from mlperf_wf.package import build, load_system
+from mlperf_wf.results.package import build, load_system
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -49,7 +49,7 @@ def test_bad_status_and_missing_system_are_clear_errors(tmp_path):
 
 
 def test_full_scale_package_names_the_reference_commit_image_and_launch_command():
-    from mlperf_wf.package import implementation_of
+    from mlperf_wf.results.package import implementation_of
 
     digest = "sha256:" + "cd" * 32
     command = f"mlperf-wf preflight --benchmark rgat --image reg/rgat@{digest} || exit 2; docker run ... python train_rgnn_multi_gpu.py"

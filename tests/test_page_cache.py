@@ -1,4 +1,4 @@
-"""The page cache before every full-scale run (mlperf_wf.launch.drop_page_cache): dropped on every node of the run, the
+"""The page cache before every full-scale run (mlperf_wf.plan.launch.drop_page_cache): dropped on every node of the run, the
 same way for every benchmark and launcher, and `cache_clear` logged as what really happened (the hooks log
 MLPERF_WF_CACHE_CLEARED instead of the references' hard-coded true).
 
@@ -16,9 +16,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from mlperf_wf import launch, registry
-from mlperf_wf import plan as planning
-from mlperf_wf.workflow_config import WorkflowConfig
+from mlperf_wf.config import registry
+from mlperf_wf.config.workflow_config import WorkflowConfig
+from mlperf_wf.plan import launch
+from mlperf_wf.plan import plan as planning
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULTS = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())

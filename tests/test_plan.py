@@ -1,4 +1,4 @@
-"""The plan (mlperf_wf.plan): golden command lines and resources of every benchmark x launcher x geometry,
+"""The plan (mlperf_wf.plan.plan): golden command lines and resources of every benchmark x launcher x geometry,
 the scale separation, and the checks a configuration gets when the workflow is parsed.
 
 Golden files live in ``tests/golden/plan/<benchmark>.json``; after an intended change of a plan,
@@ -18,10 +18,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from mlperf_wf import launch, registry
-from mlperf_wf import plan as planning
+from mlperf_wf.config import registry
+from mlperf_wf.config.workflow_config import WorkflowConfig
 from mlperf_wf.errors import ConfigError
-from mlperf_wf.workflow_config import WorkflowConfig
+from mlperf_wf.plan import launch
+from mlperf_wf.plan import plan as planning
 from tests.conftest import reference_source
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -2,7 +2,7 @@
 energy scores equal to mlperf-logging's result summarizer on generated power logs of several nodes and a switch.
 
 No power sensor exists on the CPU machines this suite runs on: the sampler reads
-``mlperf_wf.stand_in_nvidia_smi`` (named as the stand-in it is) or ``echo``, never a real nvidia-smi.
+``mlperf_wf.run.stand_in_nvidia_smi`` (named as the stand-in it is) or ``echo``, never a real nvidia-smi.
 """
 
 from __future__ import annotations
@@ -22,13 +22,14 @@ import pytest
 from mlperf_logging.compliance_checker.mlp_parser import parse_file
 from mlperf_logging.result_summarizer import result_summarizer as official
 
-from mlperf_wf import power, scoring
 from mlperf_wf.errors import ConfigError
+from mlperf_wf.results import scoring
+from mlperf_wf.run import power
 from tests.mllogs import T0, _line, write_lora_log
 from tests.test_plan import LAUNCHERS, make_plan, matches_golden, portable, workdir  # noqa: F401 - fixture
 
 ROOT = Path(__file__).resolve().parents[1]
-STAND_IN = f"{sys.executable} -m mlperf_wf.stand_in_nvidia_smi --gpus 2 -lms {{interval_ms}}"
+STAND_IN = f"{sys.executable} -m mlperf_wf.run.stand_in_nvidia_smi --gpus 2 -lms {{interval_ms}}"
 """The stand-in for nvidia-smi: the same CSV lines, watts from this host's CPU load (not a measurement)."""
 
 

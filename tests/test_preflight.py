@@ -1,4 +1,4 @@
-"""Preflight (mlperf_wf.preflight): every problem of a full-scale plan at once, from `mlperf-wf preflight` and from
+"""Preflight (mlperf_wf.plan.preflight): every problem of a full-scale plan at once, from `mlperf-wf preflight` and from
 Snakemake before anything is queued; each kind of problem, and the train job that still fails with its reason in its
 own log."""
 
@@ -11,10 +11,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from mlperf_wf import cli, download, hub, preflight, registry
-from mlperf_wf import plan as planning
+from mlperf_wf import cli
+from mlperf_wf.acquire import download, hub
+from mlperf_wf.config import registry
+from mlperf_wf.config.workflow_config import WorkflowConfig
 from mlperf_wf.errors import ConfigError
-from mlperf_wf.workflow_config import WorkflowConfig
+from mlperf_wf.plan import plan as planning
+from mlperf_wf.plan import preflight
 from tests.test_workflow import job_counts, new_workdir, snakemake_argv, snakemake_env
 
 ROOT = Path(__file__).resolve().parents[1]

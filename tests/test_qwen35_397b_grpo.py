@@ -17,11 +17,12 @@ import pandas as pd
 import pytest
 import torch
 
-from mlperf_wf import compliance, mlperf_rules
 from mlperf_wf.benchmarks.qwen35_397b_grpo import arithmetic, base_policy, grpo, megatron_checkpoint, policy, prepare, r2e_gym_subset, task_images
 from mlperf_wf.benchmarks.qwen35_397b_grpo.hyperparameters import Hyperparameters
+from mlperf_wf.config import mlperf_rules
+from mlperf_wf.config.registry import load_benchmark, load_dataset
 from mlperf_wf.errors import UserError
-from mlperf_wf.registry import load_benchmark, load_dataset
+from mlperf_wf.results import compliance
 
 NAME = "qwen35_397b_grpo"
 RULESET = "6.1.0"
@@ -182,8 +183,8 @@ def _converted(tmp_path) -> Path:
 
 def _run(tmp_path, tiny_data, checkpoint, seed: int, **overrides):
     from mlperf_wf.benchmarks.qwen35_397b_grpo import trainer
-    from mlperf_wf.harness import RunSpec, TinyRun
-    from mlperf_wf.mllog_utils import Submission
+    from mlperf_wf.run.harness import RunSpec, TinyRun
+    from mlperf_wf.run.mllog_utils import Submission
 
     root, _ = tiny_data
     target = mlperf_rules.quality_target(NAME, RULESET, "open")

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from mlperf_wf.benchmarks.qwen35_397b_grpo import prepare
-from mlperf_wf.registry import load_benchmark, load_dataset
+from mlperf_wf.config.registry import load_benchmark, load_dataset
 from tests.conftest import reference_source
 from tests.test_plan import reference_geometry_plan, workdir  # noqa: F401 - workdir is a fixture
 from tests.test_workflow import job_counts, new_workdir, planned_train_lines, snakemake

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from mlperf_wf import compliance, plots, scoring
 from mlperf_wf.cli import main
+from mlperf_wf.results import compliance, plots, scoring
 from tests.mllogs import write_lora_log
 
 FIXTURES = Path(os.environ.get("MLPERF_WF_FIXTURES", Path(__file__).resolve().parents[2] / "shared" / "fixtures"))

@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from mlperf_wf import mlperf_rules as rules
-from mlperf_wf import registry
+from mlperf_wf.config import mlperf_rules as rules
+from mlperf_wf.config import registry
+from mlperf_wf.config.registry import load_benchmark, load_dataset, parse_benchmark_file
 from mlperf_wf.errors import ConfigError
-from mlperf_wf.registry import load_benchmark, load_dataset, parse_benchmark_file
 
 ROOT = Path(__file__).resolve().parents[1]
 DATASETS = registry.dataset_ids(ROOT)
@@ -130,7 +130,7 @@ def test_a_benchmark_names_only_roles_it_declares(tmp_path):
 
 def test_any_role_a_run_reads_is_mounted_and_named(tmp_path):
     """A new role (a tokenizer) needs only the definition: mount, placeholder and run spec follow."""
-    from mlperf_wf.launch import Launch, RunPaths, full_scale
+    from mlperf_wf.plan.launch import Launch, RunPaths, full_scale
 
     def add_tokenizer(entry):
         entry["inputs"]["tokenizer"] = {"dataset": "llama31_8b_tokenizer", "used_by": ["train"]}

@@ -17,7 +17,8 @@ from collections import Counter, defaultdict
 
 import pytest
 
-from mlperf_wf import compliance, registry
+from mlperf_wf.config import registry
+from mlperf_wf.results import compliance
 from tests.rehearsal import campaign, cluster, spec
 from tests.rehearsal.probe import FAILED_ON_PURPOSE
 
@@ -141,7 +142,7 @@ def check_log_lines(ran: campaign.Campaign, name: str) -> None:
 
 
 def _ruleset(name: str) -> str:
-    from mlperf_wf import mlperf_rules
+    from mlperf_wf.config import mlperf_rules
 
     return mlperf_rules.resolve_ruleset(registry.load_benchmark(name).submission_benchmark, "latest")
 

@@ -13,14 +13,14 @@ from pathlib import Path
 import pytest
 import torch
 
-from mlperf_wf import download, fiftyone
+from mlperf_wf.acquire import download, fiftyone
+from mlperf_wf.acquire.fiftyone import ZooExpectations, receive_zoo_dataset
+from mlperf_wf.acquire.verify import verify_dataset
 from mlperf_wf.benchmarks.retinanet import detector, openimages, prepare, trainer
 from mlperf_wf.benchmarks.retinanet.hyperparameters import Hyperparameters
 from mlperf_wf.cli import main
+from mlperf_wf.config.registry import load_dataset
 from mlperf_wf.errors import ChecksumError, UserError
-from mlperf_wf.fiftyone import ZooExpectations, receive_zoo_dataset
-from mlperf_wf.registry import load_dataset
-from mlperf_wf.verify import verify_dataset
 
 DATASET = load_dataset("openimages_mlperf")
 
@@ -49,7 +49,7 @@ def prepared(received, tmp_path_factory) -> Path:
     shards = tmp_path_factory.mktemp("shards")
     for shard in prepare.shards("tiny"):
         prepare.prepare_shard(shard, {"data": received}, shards / shard, "tiny")
-    from mlperf_wf.prepare import assemble
+    from mlperf_wf.acquire.prepare import assemble
 
     tree = tmp_path_factory.mktemp("prepared") / "dataset"
     assemble({k: v for k, v in prepare.layout("tiny").items()}, shards, tree)

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from mlperf_wf.cli import main
-from mlperf_wf.registry import load_benchmark
+from mlperf_wf.config.registry import load_benchmark
 from tests.conftest import reference_source
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -53,7 +53,7 @@ def test_every_file_and_flag_of_the_full_command_is_the_references():
     assert "DGXNGPU=8" in config and BENCH.full.geometry.gpus_per_node == 8 and BENCH.full.geometry.walltime_minutes == 8 * 60
     assert 'DATASET_DIR="/datasets/open-images-v6-mlperf"' in config and BENCH.full.mounts["prepared"] == "/datasets/open-images-v6-mlperf"
     # The fetch command of the catalog is the reference's script, and the labels file is the one the reader opens.
-    from mlperf_wf.registry import load_dataset
+    from mlperf_wf.config.registry import load_dataset
 
     source = load_dataset("openimages_mlperf").source
     assert (ref / "scripts" / "download_openimages_mlperf.sh").is_file() and "./download_openimages_mlperf.sh" in source.instructions

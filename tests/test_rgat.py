@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 import torch
 
-from mlperf_wf import prepare
+from mlperf_wf.acquire import prepare
 from mlperf_wf.benchmarks.rgat import igbh, trainer
 from mlperf_wf.benchmarks.rgat import prepare as prep
+from mlperf_wf.config.registry import load_dataset
 from mlperf_wf.errors import UserError
-from mlperf_wf.registry import load_dataset
 
 ROOT = Path(__file__).resolve().parents[1]
 SMALL = igbh.GraphShape(papers=600, authors=300, institutes=10, fos=16, classes=4, feature_dim=8)

@@ -173,6 +173,6 @@ def test_two_process_rgat_run_is_compliant_and_logged_by_rank_zero_only(rgat_pro
     assert proc.returncode == 0, proc.stderr[-3000:]
     text = result.read_text()
     assert text.count('"key": "global_batch_size"') == 1 and text.count('"key": "run_stop"') == 1
-    from mlperf_wf.compliance import check
+    from mlperf_wf.results.compliance import check
 
     assert check(result, "5.1.0").verdict == "passed"

@@ -7,7 +7,7 @@ import re
 
 from mlperf_logging.compliance_checker import mlp_parser
 
-from mlperf_wf.scoring import TOKEN, _FastStripRe, fast_mlperf_logging
+from mlperf_wf.results.scoring import TOKEN, _FastStripRe, fast_mlperf_logging
 from tests.mllogs import write_lora_log
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from mlperf_wf import scoring
+from mlperf_wf.results import scoring
 
 FIXTURES = Path(os.environ.get("MLPERF_WF_FIXTURES", Path(__file__).resolve().parents[2] / "shared" / "fixtures"))
 LENOVO = FIXTURES / "mlperf_training_v5.1" / "Lenovo"

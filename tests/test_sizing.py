@@ -1,4 +1,4 @@
-"""Sizing a campaign from the RCPs (``mlperf_wf.sizing``, ``mlperf-wf size``) and the pass forecast.
+"""Sizing a campaign from the RCPs (``mlperf_wf.plan.sizing``, ``mlperf-wf size``) and the pass forecast.
 
 Expectations come from the RCP JSON files mlperf-logging ships, read here directly, and from the official checker run
 on written logs (``rcp_checker.check_directory``, as the summarizer runs it): the size command, the plan's default
@@ -17,9 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from mlperf_wf import cli, mlperf_rules, preflight, registry, scoring, sizing, status
-from mlperf_wf import plan as planning
+from mlperf_wf import cli
+from mlperf_wf.config import mlperf_rules, registry
 from mlperf_wf.errors import ConfigError
+from mlperf_wf.plan import plan as planning
+from mlperf_wf.plan import preflight, sizing
+from mlperf_wf.results import scoring, status
 from tests.mllogs import write_lora_log
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -318,7 +321,7 @@ def test_the_plans_with_literal_flags_pass_the_rcp_s_values_at_their_batch(name)
 )
 def test_a_report_of_every_required_run_forecasts_its_own_verdicts(tmp_path, samples, not_converged):
     """report.json's forecast with the ten runs there: its RCP verdict and the olympic rule's validity."""
-    from mlperf_wf import compliance, report
+    from mlperf_wf.results import compliance, report
 
     files = write_set(tmp_path / "runs", 8, [samples + 48 * step for step in range(10 - not_converged)], not_converged)
     verdicts = [compliance.check(Path(path), "6.1.0").verdict for path in files]

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from mlperf_wf.workflow_config import WorkflowConfig
+from mlperf_wf.config.workflow_config import WorkflowConfig
 from tests.conftest import CONF_BACKUP, CONF_MARKER, SYSTEM_CONF, remove_stale_test_conf
 from tests.test_status import check_watched, run_watched
 
@@ -158,8 +158,8 @@ def test_a_pyxis_job_starts_its_own_srun_in_the_allocation(slurm, tmp_path):
     wraps the job in `srun -n1`, and the job's own srun must still get its step (--overlap; without it, it waits
     for what that step holds, "step creation temporarily disabled", until the 2-minute walltime) and a MASTER_ADDR
     (the jobstep clears SLURM_JOB_NODELIST)."""
-    from mlperf_wf import launch
-    from mlperf_wf import plan as planning
+    from mlperf_wf.plan import launch
+    from mlperf_wf.plan import plan as planning
 
     config = {**__import__("yaml").safe_load((ROOT / "config/config.yaml").read_text()), "scale": "full", "launcher": "pyxis"}
     job = planning.Plan(WorkflowConfig.parse(config), ROOT, workdir=tmp_path).train_job("llama2_70b_lora", 0)

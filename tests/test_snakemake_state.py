@@ -1,4 +1,4 @@
-"""The adapter that reads Snakemake's private state (``mlperf_wf.snakemake_state``), checked against Snakemake itself:
+"""The adapter that reads Snakemake's private state (``mlperf_wf.results.snakemake_state``), checked against Snakemake itself:
 its own encoder of incomplete markers, and the records a real Snakemake leaves while a job runs."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 
 from snakemake.persistence.file import FilePersistence
 
-from mlperf_wf import snakemake_state
+from mlperf_wf.results import snakemake_state
 
 
 def _snakemake_marker(folder: Path, output: str) -> Path:

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 import torch
 
-from mlperf_wf import mlperf_rules
 from mlperf_wf.benchmarks.stable_diffusion import inception, metrics, prepare, shapes
+from mlperf_wf.config import mlperf_rules
 from mlperf_wf.errors import UserError
 
 
@@ -97,8 +97,8 @@ SEED = 2023
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
     """Every catalog entry's tiny stand-in, then the prepared tree, as the DAG makes them."""
+    from mlperf_wf.acquire.prepare import assemble
     from mlperf_wf.benchmarks.stable_diffusion import tiny_data
-    from mlperf_wf.prepare import assemble
 
     root = tmp_path_factory.mktemp("sd")
     generators = {
@@ -154,7 +154,7 @@ def test_tiny_data_is_in_the_layout_the_reference_reads(tiny):
 def test_an_untrained_unet_and_shifted_captions_stay_far_from_the_stand_in_targets(pipeline):
     from mlperf_wf.benchmarks.stable_diffusion import tiny_data, trainer
     from mlperf_wf.benchmarks.stable_diffusion.hyperparameters import Hyperparameters
-    from mlperf_wf.registry import load_benchmark
+    from mlperf_wf.config.registry import load_benchmark
 
     targets = {t.metric: t for t in load_benchmark("stable_diffusion").tiny.standin_targets}
     hp = Hyperparameters()
@@ -171,7 +171,7 @@ def test_an_untrained_unet_and_shifted_captions_stay_far_from_the_stand_in_targe
 
 def test_the_stand_in_targets_sit_where_their_calibration_says(pipeline):
     from mlperf_wf.benchmarks.stable_diffusion import tiny_data
-    from mlperf_wf.registry import load_benchmark
+    from mlperf_wf.config.registry import load_benchmark
 
     targets = {t.metric: t for t in load_benchmark("stable_diffusion").tiny.standin_targets}
     images, captions = tiny_data.validation_set(SEED)
@@ -187,10 +187,10 @@ def test_the_stand_in_targets_sit_where_their_calibration_says(pipeline):
 
 
 def test_a_run_stops_only_when_every_metric_meets_its_target():
-    from mlperf_wf.harness import RunSpec
-    from mlperf_wf.mllog_utils import Submission
-    from mlperf_wf.mlperf_rules import report_target, run_targets
-    from mlperf_wf.registry import load_benchmark
+    from mlperf_wf.config.mlperf_rules import report_target, run_targets
+    from mlperf_wf.config.registry import load_benchmark
+    from mlperf_wf.run.harness import RunSpec
+    from mlperf_wf.run.mllog_utils import Submission
 
     bench = load_benchmark("stable_diffusion")
     tiny = run_targets(bench, "5.0.0", "open", "tiny")

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from mlperf_wf import compliance, scoring, snakemake_state, status
-from mlperf_wf import plan as planning
+from mlperf_wf.plan import plan as planning
+from mlperf_wf.results import compliance, scoring, snakemake_state, status
 from tests.mllogs import T0, write_lora_log
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -299,7 +299,7 @@ def check_watched(seen: dict, workdir: Path, overrides: list[str], forecast_step
 
 def test_a_benchmark_with_several_metrics_reaches_its_target_only_when_every_metric_does(tmp_path: Path):
     """stable_diffusion logs FID and CLIP as two eval_accuracy events; status reads each metric's last value."""
-    from mlperf_wf.mlperf_rules import QualityTarget
+    from mlperf_wf.config.mlperf_rules import QualityTarget
 
     log = tmp_path / "result.txt"
     lines = [

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pandas as pd
 
+from mlperf_wf.acquire.mirror import mirror_paths, publish
 from mlperf_wf.benchmarks.llama2_70b_lora import govreport
 from mlperf_wf.benchmarks.llama2_70b_lora.base_checkpoint import train_tokenizer
 from mlperf_wf.benchmarks.llama2_70b_lora.language import make_language
 from mlperf_wf.benchmarks.llama2_70b_lora.prepare import IGNORE, tokenize_split
-from mlperf_wf.mirror import mirror_paths, publish
 
 
 def test_generation_is_seeded_and_splits_differ():

@@ -8,9 +8,9 @@ import os
 
 import pytest
 
+from mlperf_wf.acquire.verify import quarantine_dir_for, verify_dataset, write_record
 from mlperf_wf.cli import main
 from mlperf_wf.errors import ChecksumError
-from mlperf_wf.verify import quarantine_dir_for, verify_dataset, write_record
 
 
 def make_dataset(folder, files):

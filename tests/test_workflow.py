@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from mlperf_wf import registry
-from mlperf_wf.compliance import check
+from mlperf_wf.config import registry
+from mlperf_wf.results.compliance import check
 
 ROOT = Path(__file__).resolve().parents[1]
 SNAKEFILE = ROOT / "workflow" / "Snakefile"
@@ -239,7 +239,7 @@ def test_lora_on_an_untrained_base_cannot_reach_the_target(tiny_project, tmp_pat
 
     from mlperf_wf.benchmarks.llama2_70b_lora.hyperparameters import Hyperparameters
     from mlperf_wf.benchmarks.llama2_70b_lora.trainer import train
-    from mlperf_wf.harness import TinyRun
+    from mlperf_wf.run.harness import TinyRun
     from tests.mllogs import tiny_run_spec
 
     checkpoint = tiny_project / "resources/tiny/datasets/llama2_70b_fused_qkv"
@@ -346,7 +346,7 @@ def test_named_slurm_profile_requests_the_benchmark_geometry(tmp_path):
 
 @pytest.mark.slow
 def test_two_process_torchrun_run_is_compliant_and_logged_by_rank_zero_only(tiny_project, tmp_path):
-    from mlperf_wf.launch import Launch, shell_join, tiny_command
+    from mlperf_wf.plan.launch import Launch, shell_join, tiny_command
 
     result = tmp_path / "ddp" / "result.txt"
     args = [
@@ -399,7 +399,7 @@ def test_each_run_records_what_it_was_made_with(tiny_project):
     assert report["runs"][0]["made_with"]["host"] == record["host"]
 
 
-STAND_IN_POWER = "power={enabled: true, interval_ms: 200, gpu_command: 'python -m mlperf_wf.stand_in_nvidia_smi --gpus 2 -lms {interval_ms}'}"
+STAND_IN_POWER = "power={enabled: true, interval_ms: 200, gpu_command: 'python -m mlperf_wf.run.stand_in_nvidia_smi --gpus 2 -lms {interval_ms}'}"
 """Energy measurement on, reading the stand-in for nvidia-smi (this machine has no power sensor)."""
 
 
@@ -410,7 +410,7 @@ def test_a_campaign_with_the_stand_in_power_sampler_reports_energy_as_the_offici
 
     from mlperf_logging.result_summarizer import result_summarizer as official
 
-    from mlperf_wf import scoring
+    from mlperf_wf.results import scoring
 
     other = new_workdir(tmp_path / "energy")  # the prepared data comes from the cache; the three runs are made again
     targets = ("results/tiny/llama2_70b_lora/plots/time_to_train.png", "results/tiny/submission/package_check.json")

@@ -16,16 +16,16 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from mlperf_wf.checkout import project_root
+from mlperf_wf.acquire.verify import STAMPS_NAME
+from mlperf_wf.config.checkout import project_root
+from mlperf_wf.config.registry import DEFAULT_PREPARATION
 from mlperf_wf.errors import ConfigError, UserError
 from mlperf_wf.kinds import Scale, Verdict
-from mlperf_wf.registry import DEFAULT_PREPARATION
-from mlperf_wf.verify import STAMPS_NAME
 
 if TYPE_CHECKING:
-    from mlperf_wf.download import DownloadRecord
-    from mlperf_wf.mllog_utils import Submission
-    from mlperf_wf.registry import DatasetDef
+    from mlperf_wf.acquire.download import DownloadRecord
+    from mlperf_wf.config.registry import DatasetDef
+    from mlperf_wf.run.mllog_utils import Submission
 
 # Subcommands import what they use when they run: `mlperf-wf verify` must not pay for
 # torch, pandas or mlperf-logging at start-up (it is meant to return in milliseconds).
@@ -35,8 +35,8 @@ log = logging.getLogger("mlperf_wf")
 
 def cmd_mirror(dataset: str, out: Path) -> None:
     """Generate the tiny stand-in of ``dataset`` as a mirror at ``out`` in its protocol's layout (R2 or hub)."""
-    from mlperf_wf.mirror import generate_tiny_mirror
-    from mlperf_wf.registry import load_dataset
+    from mlperf_wf.acquire.mirror import generate_tiny_mirror
+    from mlperf_wf.config.registry import load_dataset
 
     paths = generate_tiny_mirror(load_dataset(dataset), out)
     log.info("mirror of %s written: %s", dataset, paths.data)
@@ -57,7 +57,7 @@ class HubOptions:
 
 def _download_from_hub(definition: DatasetDef | None, dest: Path, options: HubOptions, jobs: int) -> DownloadRecord:
     """A hub repository at a pinned commit; the catalog's pins apply when its own endpoint, repository and commit are used."""
-    from mlperf_wf.hub import HubRepo, download_hub_dataset
+    from mlperf_wf.acquire.hub import HubRepo, download_hub_dataset
 
     source = definition.source if definition else None
     repository = options.repository or (source and source.repository)
@@ -82,7 +82,7 @@ def _download_from_hub(definition: DatasetDef | None, dest: Path, options: HubOp
 
 def _receive_fiftyone(definition: DatasetDef | None, dest: Path, source: str | None, expect: str, jobs: int) -> DownloadRecord:
     """A FiftyOne fetch folder, checked against the catalog's counts and pins (``expect catalog``) or the tiny mirror's."""
-    from mlperf_wf.fiftyone import ZooExpectations, receive_zoo_dataset
+    from mlperf_wf.acquire.fiftyone import ZooExpectations, receive_zoo_dataset
 
     if definition is None or definition.source.protocol != "fiftyone":
         raise ConfigError(
@@ -115,8 +115,8 @@ def cmd_download(
 ) -> None:
     """Download into ``dest``: a catalog dataset (R2 or hub; its source unless flags override it), any R2 ``--uri``,
     any hub ``--repository`` at a ``--revision``, or a ``--url-list``."""
-    from mlperf_wf.download import download_dataset, download_url_list
-    from mlperf_wf.registry import load_dataset
+    from mlperf_wf.acquire.download import download_dataset, download_url_list
+    from mlperf_wf.config.registry import load_dataset
 
     hub = hub or HubOptions()
     definition = load_dataset(dataset) if dataset else None
@@ -148,7 +148,7 @@ def cmd_download(
 
 def cmd_verify(folder: Path, manifest: Path | None, out: Path | None, stamps: Path | None, jobs: int) -> None:
     """Check every file of ``folder`` against its md5 list, re-hashing only changed files; write the record to ``out``."""
-    from mlperf_wf.verify import verify_dataset, write_record
+    from mlperf_wf.acquire.verify import verify_dataset, write_record
 
     record = verify_dataset(folder, manifest=manifest, jobs=jobs, stamps_file=stamps)
     if out:
@@ -169,8 +169,8 @@ def _role_folders(items: list[str], allowed: dict[str, str], flag: str = "--inpu
 
 def cmd_preprocess(benchmark: str, scale: str, shard: str, inputs: list[str], out: Path, preparation: str = DEFAULT_PREPARATION) -> None:
     """Write one shard of the benchmark's prepared data (by the named preparation) from ``role=folder`` inputs."""
-    from mlperf_wf import prepare
-    from mlperf_wf.registry import SHARDS_ROLE, load_benchmark
+    from mlperf_wf.acquire import prepare
+    from mlperf_wf.config.registry import SHARDS_ROLE, load_benchmark
 
     bench = load_benchmark(benchmark)
     prepare.check_preparation(bench, preparation, key="--preparation")
@@ -187,8 +187,8 @@ def cmd_preprocess(benchmark: str, scale: str, shard: str, inputs: list[str], ou
 
 def cmd_assemble(benchmark: str, scale: str, shards: Path, out: Path, preparation: str = DEFAULT_PREPARATION) -> None:
     """Link the benchmark's shards into the tree its trainer (or reference container) reads."""
-    from mlperf_wf import prepare
-    from mlperf_wf.registry import load_benchmark
+    from mlperf_wf.acquire import prepare
+    from mlperf_wf.config.registry import load_benchmark
 
     bench = load_benchmark(benchmark)
     prepare.check_preparation(bench, preparation, key="--preparation")
@@ -198,7 +198,7 @@ def cmd_assemble(benchmark: str, scale: str, shards: Path, out: Path, preparatio
 
 def cmd_check_prepared(prepared: Path) -> None:
     """Refuse (one line) a prepared tree that changed since it was assembled; a train job runs this first."""
-    from mlperf_wf import prepare
+    from mlperf_wf.acquire import prepare
 
     if not prepared.is_dir():
         raise UserError(f"{prepared}: no prepared tree here")
@@ -234,9 +234,9 @@ def cmd_train(
     """One tiny-scale training run of ``benchmark``, logging to ``result``."""
     import platform
 
-    from mlperf_wf import hyperparameters, mlperf_rules
-    from mlperf_wf.harness import RunSpec, TinyRun
-    from mlperf_wf.registry import benchmark_module, load_benchmark
+    from mlperf_wf.config import hyperparameters, mlperf_rules
+    from mlperf_wf.config.registry import benchmark_module, load_benchmark
+    from mlperf_wf.run.harness import RunSpec, TinyRun
 
     bench = load_benchmark(benchmark)
     try:
@@ -269,7 +269,7 @@ def cmd_train(
 
 def cmd_check(import_modules: bool) -> int:
     """Validate every benchmark and dataset definition; print each problem on one line."""
-    from mlperf_wf import registry
+    from mlperf_wf.config import registry
 
     problems = registry.check_all(import_modules=import_modules)
     for problem in problems:
@@ -281,13 +281,13 @@ def cmd_check(import_modules: bool) -> int:
 
 def cmd_config_files(check_only: bool) -> int:
     """Write (or with ``check_only`` compare) every file generated from the typed config model."""
-    from mlperf_wf import workflow_config
+    from mlperf_wf.config import workflow_config
 
     root = project_root()
     stale = workflow_config.stale_files(root)
     if check_only:
         for path in stale:
-            print(f"mlperf-wf: error: {path}: differs from src/mlperf_wf/workflow_config.py; run mlperf-wf config-files", file=sys.stderr)
+            print(f"mlperf-wf: error: {path}: differs from src/mlperf_wf/config/workflow_config.py; run mlperf-wf config-files", file=sys.stderr)
         return 1 if stale else 0
     for path, text in workflow_config.generated_files(root).items():
         if path in stale:
@@ -311,8 +311,8 @@ def cmd_compliance(
 
     The verdict is written to ``out`` whatever happens, also when the checker itself crashed on the log.
     """
-    from mlperf_wf import compliance as compliance_mod
-    from mlperf_wf import registry
+    from mlperf_wf.config import registry
+    from mlperf_wf.results import compliance as compliance_mod
 
     if result is None:
         raise UserError("compliance: give the result file (RESULT or --result RESULT)")
@@ -335,10 +335,10 @@ def cmd_report(
     benchmark: str, ruleset: str, division: str, scale: str, platform: str, results: list[Path], verdicts: list[Path], provenance: list[Path], out: Path
 ) -> None:
     """Write the time-to-train report of ``benchmark`` from its runs (``--result`` i is run i)."""
-    from mlperf_wf import compliance as compliance_mod
-    from mlperf_wf import mlperf_rules as rules
-    from mlperf_wf import report as report_mod
-    from mlperf_wf.registry import declared_open_rules, load_benchmark
+    from mlperf_wf.config import mlperf_rules as rules
+    from mlperf_wf.config.registry import declared_open_rules, load_benchmark
+    from mlperf_wf.results import compliance as compliance_mod
+    from mlperf_wf.results import report as report_mod
 
     if len(results) != len(verdicts):
         raise ConfigError(f"--result given {len(results)} times but --compliance {len(verdicts)} times")
@@ -372,7 +372,7 @@ def cmd_report(
 
 def cmd_plot(report: Path, out_dir: Path, reference_logs: Path | None = None) -> None:
     """Per-benchmark figures (time to train per run, convergence curves) as PNG and SVG."""
-    from mlperf_wf import plots
+    from mlperf_wf.results import plots
 
     if reference_logs is not None and not reference_logs.is_dir():
         raise ConfigError(f"--reference-logs: {reference_logs} is not a folder; give a folder of :::MLLOG logs (searched recursively)")
@@ -382,7 +382,7 @@ def cmd_plot(report: Path, out_dir: Path, reference_logs: Path | None = None) ->
 
 def cmd_summary(reports: list[Path], package_check: Path | None, csv_out: Path, figure: Path) -> None:
     """``summary.csv`` and the cross-benchmark figure."""
-    from mlperf_wf import plots
+    from mlperf_wf.results import plots
 
     frame = plots.summary(reports, csv_out, figure, package_check)
     log.info("summary of %d benchmarks written to %s", len(frame), csv_out)
@@ -390,7 +390,7 @@ def cmd_summary(reports: list[Path], package_check: Path | None, csv_out: Path, 
 
 def cmd_package(reports: list[Path], org: str, system: str, ruleset: str, division: str, out: Path, check_out: Path) -> int:
     """Build the submission package from the reports' scored runs and run the official checkers on it."""
-    from mlperf_wf import package
+    from mlperf_wf.results import package
 
     description = package.load_system(system)
     everything = [json.loads(path.read_text()) for path in reports]
@@ -423,7 +423,7 @@ def cmd_package(reports: list[Path], org: str, system: str, ruleset: str, divisi
 
 def cmd_extract(archive: Path, dest: Path) -> None:
     """Extract a tar archive into ``dest``, refusing members that would escape it."""
-    from mlperf_wf.archive import safe_extract
+    from mlperf_wf.acquire.archive import safe_extract
 
     names = safe_extract(archive, dest)
     log.info("%s: %d members extracted into %s", archive.name, len(names), dest)
@@ -433,7 +433,7 @@ def cmd_provenance(
     out: Path, scale: str, launcher: str, image: str | None, command: str, result: Path | None = None, consumed: list[Path] | None = None
 ) -> None:
     """Write what a run was made with next to its log (and the digest of the log, which compliance and report check)."""
-    from mlperf_wf import provenance
+    from mlperf_wf.run import provenance
 
     if result is not None and not result.is_file():
         raise UserError(f"provenance: --result {result}: no such file (the run wrote no log)")
@@ -444,9 +444,10 @@ def cmd_size(
     benchmark: str, nodes: int, gpus_per_node: int, ruleset: str, gbs: int | None, throughput: float | None, throughput_from: Path | None = None
 ) -> int:
     """The global batch sizes a system can run, their RCP coverage and, for the chosen one, the RCP's hyperparameters,
-    the split and a walltime (``mlperf_wf.sizing.size_report``); the throughput given, or measured on a finished run's
+    the split and a walltime (``mlperf_wf.plan.sizing.size_report``); the throughput given, or measured on a finished run's
     log made on this system (``--throughput-from``)."""
-    from mlperf_wf import mlperf_rules, registry, sizing
+    from mlperf_wf.config import mlperf_rules, registry
+    from mlperf_wf.plan import sizing
 
     if benchmark not in registry.benchmark_names():
         raise ConfigError(f"size: --benchmark {benchmark!r} is not a benchmark; known: {', '.join(registry.benchmark_names())}")
@@ -463,13 +464,14 @@ def cmd_size(
 
 
 def cmd_preflight(benchmarks: list[str], image: str | None, platform: str | None, config_overrides: list[str], configfiles: list[Path]) -> int:
-    """Every problem of a full-scale plan at once (``mlperf_wf.preflight``), one line each; 2 when there is any.
+    """Every problem of a full-scale plan at once (``mlperf_wf.plan.preflight``), one line each; 2 when there is any.
 
     With ``--image`` or ``--platform``: the checks of one train job on its node (the plan's own job line runs them), for
     its one ``--benchmark``. Otherwise the full-scale plan of the config (``config/config.yaml``, each ``--configfile``,
     then ``--config`` values, as Snakemake merges them) for the ``--benchmark`` given, or the config's benchmarks.
     """
-    from mlperf_wf import preflight, status
+    from mlperf_wf.plan import preflight
+    from mlperf_wf.results import status
 
     if image is not None or platform is not None:
         if len(benchmarks) != 1:
@@ -493,7 +495,7 @@ def cmd_preflight(benchmarks: list[str], image: str | None, platform: str | None
 
 
 def _read_configfile(path: Path) -> dict:
-    from mlperf_wf.registry import read_yaml
+    from mlperf_wf.config.registry import read_yaml
 
     if not path.is_file():
         raise ConfigError(f"--configfile {path}: no such file")
@@ -532,8 +534,8 @@ def cmd_score(path: Path, ruleset: str, json_out: Path | None, csv_out: Path | N
     """
     import pandas as pd
 
-    from mlperf_wf import mlperf_rules as rules
-    from mlperf_wf import scoring
+    from mlperf_wf.config import mlperf_rules as rules
+    from mlperf_wf.results import scoring
 
     rules.allowed_benchmarks(ruleset)
     scores = scoring.score_paths(path, ruleset, jobs=jobs, rcp_bypass=rcp_bypass)
@@ -578,7 +580,7 @@ def cmd_power_sample(
     until ``stop_file`` appears or SIGTERM."""
     import os
 
-    from mlperf_wf import power
+    from mlperf_wf.run import power
 
     raw = {"enabled": True, "interval_ms": interval_ms, "node_command": node_command or "", "conversion_eff": conversion_eff}
     config = power.PowerConfig.from_config({**raw, **({"gpu_command": gpu_command} if gpu_command else {})})
@@ -592,8 +594,8 @@ def cmd_status(config_overrides: list[str], benchmarks: list[str], as_json: bool
     """Print where the campaign in the current folder stands; with ``watch``, again every ``watch`` seconds. Reads only."""
     import time
 
-    from mlperf_wf import plan as planning
-    from mlperf_wf import status
+    from mlperf_wf.plan import plan as planning
+    from mlperf_wf.results import status
 
     logging.getLogger().setLevel(logging.WARNING)  # mlperf-logging's checker reports every file at INFO
     config = status.load_config(Path.cwd(), config_overrides)
@@ -697,7 +699,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "config-files",
         help="write the config schema, config/config.yaml and config/README.md's table from the typed config model "
-        "(src/mlperf_wf/workflow_config.py); --check only says which differ",
+        "(src/mlperf_wf/config/workflow_config.py); --check only says which differ",
     )
     p.add_argument("--check", action="store_true", help="write nothing; exit 1 naming each file that differs from the model")
 
@@ -823,14 +825,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _train(args: argparse.Namespace) -> None:
-    from mlperf_wf.mllog_utils import Submission
+    from mlperf_wf.run.mllog_utils import Submission
 
     submission = Submission(org=args.org, platform=args.platform, division=args.division, status=args.status)
     cmd_train(args.benchmark, args.run, args.seed, args.data, args.input, args.result, args.ruleset, submission, args.threads, args.hyperparameters)
 
 
 def _fresh_run_folder(args: argparse.Namespace) -> None:
-    from mlperf_wf.run_folder import clear_for_new_attempt
+    from mlperf_wf.run.run_folder import clear_for_new_attempt
 
     removed = clear_for_new_attempt(args.folder)
     print(f"{args.folder}: removed what an earlier attempt left: {', '.join(removed)}" if removed else f"{args.folder}: empty")

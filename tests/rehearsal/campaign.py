@@ -20,9 +20,9 @@ from pathlib import Path
 
 import yaml
 
-from mlperf_wf import registry
-from mlperf_wf.verify import md5_file
-from mlperf_wf.workflow_config import WorkflowConfig
+from mlperf_wf.acquire.verify import md5_file
+from mlperf_wf.config import registry
+from mlperf_wf.config.workflow_config import WorkflowConfig
 from tests.rehearsal import enroot, images
 from tests.rehearsal.cluster import ClusterBox
 from tests.rehearsal.spec import ROOT, Rehearsal, module
@@ -151,7 +151,7 @@ def prepare(
         make_shards = getattr(module(rehearsal.benchmark), "make_shards", None)
         if make_shards:  # hundreds of shards, made in one process by the rules' own function (bert)
             make_shards(workdir)
-    from mlperf_wf import plan as planning
+    from mlperf_wf.plan import plan as planning
 
     plan = planning.Plan(WorkflowConfig.parse(_full_config(configfile)), ROOT, workdir=workdir)
     targets = []

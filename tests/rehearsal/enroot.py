@@ -120,7 +120,7 @@ def build_root(mnt: Path, layer: Path) -> Path:
 
 
 AMD_DEVICES = ("/dev/kfd", "/dev/dri")
-"""The ROCm devices an AMD image's line mounts (mlperf_wf.launch.AMD_DEVICES)."""
+"""The ROCm devices an AMD image's line mounts (mlperf_wf.plan.launch.AMD_DEVICES)."""
 
 
 def _bind(root: Path, host: str, container: str, mode: str) -> None:

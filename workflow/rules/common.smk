@@ -1,4 +1,4 @@
-# Input functions of the rules: thin wrappers over the plan (mlperf_wf.plan), which holds
+# Input functions of the rules: thin wrappers over the plan (mlperf_wf.plan.plan), which holds
 # every path, command and resource and is tested without Snakemake.
 # Only cheap work here: this file is evaluated again inside every cluster job.
 
@@ -11,11 +11,11 @@ from snakemake.utils import validate
 
 sys.path.insert(0, str(Path(workflow.basedir).parent / "src"))
 
-from mlperf_wf import plan as planning  # noqa: E402
-from mlperf_wf import preflight  # noqa: E402
-from mlperf_wf.config_check import check_config  # noqa: E402
+from mlperf_wf.plan import plan as planning  # noqa: E402
+from mlperf_wf.plan import preflight  # noqa: E402
+from mlperf_wf.config.config_check import check_config  # noqa: E402
 from mlperf_wf.errors import ConfigError  # noqa: E402
-from mlperf_wf.snakemake_state import another_snakemake_in  # noqa: E402
+from mlperf_wf.results.snakemake_state import another_snakemake_in  # noqa: E402
 
 # A second Snakemake (a dry run too) in a folder where one runs fails on the first one's unfinished outputs; say why.
 if workflow.is_main_process:
@@ -48,7 +48,7 @@ RESULTS = PLAN.results_root
 LOGS = PLAN.logs_root
 
 
-# ---- preflight (mlperf_wf.preflight) ----
+# ---- preflight (mlperf_wf.plan.preflight) ----
 # At full scale every problem of what this invocation plans is found before anything is queued: a dry run renders the
 # whole plan and ends with the problems as one warning block; a real run refuses in `onstart` (after the DAG is built,
 # before any job is submitted), one line per problem. Only in the main process: jobs re-read this file on their nodes.

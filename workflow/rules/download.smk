@@ -1,5 +1,5 @@
 # Acquisition: the MLCommons R2 protocol or the Hugging Face Hub at a pinned commit,
-# resumable, parallel, checked while streaming, staged (mlperf_wf.download, mlperf_wf.hub).
+# resumable, parallel, checked while streaming, staged (mlperf_wf.acquire.download, mlperf_wf.acquire.hub).
 # At tiny scale a seeded generator writes a local mirror in the dataset's layout first.
 
 

@@ -1,5 +1,5 @@
 # Training: one job per seeded run, writing the run's mllog result file.
-# The command, launcher and scheduler request come from the plan (mlperf_wf.plan).
+# The command, launcher and scheduler request come from the plan (mlperf_wf.plan.plan).
 
 
 rule train:

@@ -2,7 +2,7 @@
 
 ``<name>/`` holds everything that is the benchmark's own:
 
-- ``benchmark.yaml``: the definition (``mlperf_wf.registry.BenchmarkDef``): ``submission_benchmark``,
+- ``benchmark.yaml``: the definition (``mlperf_wf.config.registry.BenchmarkDef``): ``submission_benchmark``,
   the reference at its pinned commit, the datasets it needs by role and which stage reads each, and
   how the reference runs at full scale (container, geometry, mounts by role, command).
 - ``hyperparameters.py``: ``Hyperparameters``, the typed tiny-tier hyperparameter model (its defaults
@@ -11,7 +11,7 @@
   each), ``layout(scale)`` (the tree the runs read, as links into the shards) and optionally
   ``resources(shard, scale)``.
 - ``trainer.py``: ``train(run: TinyRun, hp: Hyperparameters) -> dict``, the model, its data and its step;
-  ``mlperf_wf.harness`` does the rest.
+  ``mlperf_wf.run.harness`` does the rest.
 - its tiny data generator modules (named by its dataset catalog entries), and ``README.md``.
 
 The container lives in ``containers/<name>/``; datasets in the shared catalog ``config/datasets/``.

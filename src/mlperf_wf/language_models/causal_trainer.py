@@ -19,9 +19,9 @@ from dataclasses import dataclass
 import torch
 from mlperf_logging.mllog import constants
 
-from mlperf_wf.harness import TinyRun
-from mlperf_wf.hyperparameters import TinyHyperparameters
+from mlperf_wf.config.hyperparameters import TinyHyperparameters
 from mlperf_wf.language_models.markov_corpus import windows
+from mlperf_wf.run.harness import TinyRun
 
 
 class CausalLMHyperparameters(TinyHyperparameters):

@@ -11,8 +11,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from mlperf_wf.acquire.prepare import link_or_copy
 from mlperf_wf.errors import UserError
-from mlperf_wf.prepare import link_or_copy
 
 
 def check_and_link(source_dir: Path, prefixes: list[str] | tuple[str, ...], out_dir: Path, scale: str) -> dict:

@@ -44,7 +44,7 @@ REHEARSAL = Rehearsal(
 def published(dataset_id: str, folder: Path) -> None:
     """The catalog's tiny generator in the dataset's folder, plus every file the catalog's ``files`` names that the
     generator does not write (licences, the tokenizer repository's weights: tiny placeholders under their names)."""
-    from mlperf_wf import registry
+    from mlperf_wf.config import registry
 
     dataset = registry.load_dataset(dataset_id)
     if dataset.tiny is None:

@@ -172,7 +172,7 @@ def _resolve_gin(ctx, gin_file: str) -> dict[str, object]:
 
 
 def _benchmark_env() -> dict[str, str]:
-    from mlperf_wf import registry
+    from mlperf_wf.config import registry
 
     return dict(registry.load_benchmark("dlrmv4").full.env or {})
 

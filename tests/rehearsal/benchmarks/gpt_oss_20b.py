@@ -46,7 +46,7 @@ PRIMUS_VARIABLE = re.compile(r"\$\{(\w+):([^}]*)\}")
 def published(dataset_id: str, folder: Path) -> None:
     """llama31_8b's published C4 and tokenizer folder (the catalog's file lists), tiny contents, as that benchmark's
     rehearsal writes them (the campaign writes a dataset two benchmarks share once)."""
-    from mlperf_wf import registry
+    from mlperf_wf.config import registry
 
     if dataset_id == "c4_llama31_8b_preprocessed":
         from mlperf_wf.language_models import c4_corpus

@@ -75,7 +75,7 @@ def published(dataset_id: str, folder: Path) -> None:
         import numpy as np
         from safetensors.numpy import save_file
 
-        from mlperf_wf import registry  # the project's venv (published runs there; the probe in the image's Python)
+        from mlperf_wf.config import registry  # the project's venv (published runs there; the probe in the image's Python)
 
         names = [entry.path for entry in registry.load_dataset(dataset_id).files]
         shards = sorted(name for name in names if name.startswith("model-") and name.endswith(".safetensors"))

@@ -34,7 +34,7 @@ REHEARSAL = Rehearsal(
 
 def published(dataset_id: str, folder: Path) -> None:
     """The datasets as MLCommons publishes them (the catalog's published file lists), tiny contents."""
-    from mlperf_wf import registry
+    from mlperf_wf.config import registry
 
     if dataset_id == "c4_llama31_8b_preprocessed":
         from mlperf_wf.language_models import c4_corpus

@@ -13,7 +13,7 @@ from __future__ import annotations
 from mlperf_logging.mllog import constants
 from pydantic import Field, model_validator
 
-from mlperf_wf.hyperparameters import TinyHyperparameters
+from mlperf_wf.config.hyperparameters import TinyHyperparameters
 
 
 class Hyperparameters(TinyHyperparameters):

@@ -23,11 +23,11 @@ import zipfile
 from dataclasses import asdict
 from pathlib import Path
 
+from mlperf_wf.acquire.prepare import link_or_copy
 from mlperf_wf.benchmarks.bert import pretraining_data
 from mlperf_wf.benchmarks.bert.wikipedia_text import ARCHIVE_ROOT, part_name
 from mlperf_wf.benchmarks.bert.wikipedia_text import EVAL_FILE as EVAL_TEXT
 from mlperf_wf.errors import UserError
-from mlperf_wf.prepare import link_or_copy
 
 TEXT_ARCHIVE = "results_text.zip"
 TRAIN_FOLDER = "tfrecords"

@@ -31,7 +31,7 @@ from mlperf_wf.benchmarks.bert.input_files import CHECKPOINT
 from mlperf_wf.benchmarks.bert.lamb import Lamb
 from mlperf_wf.benchmarks.bert.prepare import EVAL_FILE, TRAIN_FOLDER
 from mlperf_wf.errors import UserError
-from mlperf_wf.harness import TinyRun
+from mlperf_wf.run.harness import TinyRun
 
 CONFIG_FILE = "bert_config.json"
 CYCLE_LENGTH = 4

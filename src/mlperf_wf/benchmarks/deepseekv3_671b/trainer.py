@@ -10,9 +10,9 @@ import torch
 from mlperf_wf.benchmarks.deepseekv3_671b import converted_checkpoint, load_balancing
 from mlperf_wf.benchmarks.deepseekv3_671b.hyperparameters import Hyperparameters
 from mlperf_wf.errors import UserError
-from mlperf_wf.harness import TinyRun
 from mlperf_wf.language_models import causal_trainer
 from mlperf_wf.language_models.c4_corpus import corpus
+from mlperf_wf.run.harness import TinyRun
 
 
 def train(run: TinyRun, hp: Hyperparameters) -> dict:

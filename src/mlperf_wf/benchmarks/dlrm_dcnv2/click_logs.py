@@ -37,9 +37,9 @@ from pathlib import Path
 
 import numpy as np
 
+from mlperf_wf.acquire.prepare import Checkpoint
 from mlperf_wf.benchmarks.dlrm_dcnv2.criteo import DAYS, DENSE_FEATURES, SPARSE_FEATURES
 from mlperf_wf.errors import UserError
-from mlperf_wf.prepare import Checkpoint
 
 RAW_COLUMNS = 1 + DENSE_FEATURES + SPARSE_FEATURES
 """A click-log line: label, 13 integer features, 26 hexadecimal categorical features, tab-separated."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 from mlperf_logging.mllog import constants
 from pydantic import Field, model_validator
 
-from mlperf_wf.hyperparameters import TinyHyperparameters
+from mlperf_wf.config.hyperparameters import TinyHyperparameters
 
 DENSE_LEARNING_RATE_KEY = "mlperf_wf_dense_learning_rate"
 """The tiny tier's own mllog key for the second learning rate (the rules know one; unknown keys are allowed)."""

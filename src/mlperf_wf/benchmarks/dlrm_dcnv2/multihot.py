@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mlperf_wf.prepare import Checkpoint
+from mlperf_wf.acquire.prepare import Checkpoint
 
 SEED = 0
 """multi_hot.py:87: every rank draws the tables from numpy's global seed 0."""

@@ -26,9 +26,9 @@ from pathlib import Path
 
 import numpy as np
 
+from mlperf_wf.acquire.prepare import link_or_copy
 from mlperf_wf.benchmarks.dlrm_dcnv2 import criteo
 from mlperf_wf.errors import UserError
-from mlperf_wf.prepare import link_or_copy
 
 NUM_EMBEDDINGS_FULL = [
     40000000, 39060, 17295, 7424, 20265, 3, 7122, 1543, 63, 40000000, 3067956, 405282, 10,

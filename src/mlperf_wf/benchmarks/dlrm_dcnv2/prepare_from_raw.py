@@ -34,10 +34,10 @@ from pathlib import Path
 
 import numpy as np
 
+from mlperf_wf.acquire.prepare import Checkpoint, link_or_copy, scratch_for, source_identity
 from mlperf_wf.benchmarks.dlrm_dcnv2 import click_logs, criteo, multihot
 from mlperf_wf.benchmarks.dlrm_dcnv2 import prepare as published
 from mlperf_wf.errors import UserError
-from mlperf_wf.prepare import Checkpoint, link_or_copy, scratch_for, source_identity
 
 SHUFFLE_SEED = 0
 """process_Criteo_1TB_Click_Logs_dataset.sh:62: ``shuffle_preproc_criteo --random_seed 0``."""

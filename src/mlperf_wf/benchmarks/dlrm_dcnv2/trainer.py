@@ -24,7 +24,7 @@ from mlperf_logging.mllog import constants
 
 from mlperf_wf.benchmarks.dlrm_dcnv2 import criteo
 from mlperf_wf.benchmarks.dlrm_dcnv2.hyperparameters import Hyperparameters
-from mlperf_wf.harness import TinyRun
+from mlperf_wf.run.harness import TinyRun
 
 
 @dataclass

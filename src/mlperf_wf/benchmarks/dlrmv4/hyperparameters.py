@@ -7,7 +7,7 @@ import math
 from mlperf_logging.mllog import constants
 from pydantic import model_validator
 
-from mlperf_wf.hyperparameters import TinyHyperparameters
+from mlperf_wf.config.hyperparameters import TinyHyperparameters
 
 CAUSAL_MULTITASK_WEIGHT = 0.2
 """The listen_plus task's loss scale (configs.py causal_multitask_weights; multitask_module._compute_loss)."""

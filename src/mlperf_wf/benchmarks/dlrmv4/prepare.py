@@ -22,9 +22,9 @@ from pathlib import Path
 
 import numpy as np
 
+from mlperf_wf.acquire.prepare import link_or_copy
 from mlperf_wf.benchmarks.dlrmv4 import yambda
 from mlperf_wf.errors import UserError
-from mlperf_wf.prepare import link_or_copy
 
 EVENT_DTYPES = {
     "flat_uid": "int64",

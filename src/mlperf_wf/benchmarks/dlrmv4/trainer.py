@@ -41,7 +41,7 @@ from mlperf_logging.mllog import constants
 from mlperf_wf.benchmarks.dlrmv4 import yambda
 from mlperf_wf.benchmarks.dlrmv4.hyperparameters import CAUSAL_MULTITASK_WEIGHT, Hyperparameters
 from mlperf_wf.errors import UserError
-from mlperf_wf.harness import TinyRun
+from mlperf_wf.run.harness import TinyRun
 
 LISTEN_PLUS_BIT, LIKE_BIT, SKIP_BIT = 1, 2, 4
 """Pool bits of action_weight (datasets/yambda.py LP_BIT, LIKE_BIT, SKIP_BIT)."""

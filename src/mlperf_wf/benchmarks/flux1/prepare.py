@@ -20,7 +20,7 @@ import json
 from collections import Counter
 from pathlib import Path
 
-from mlperf_wf import prepare
+from mlperf_wf.acquire import prepare
 from mlperf_wf.benchmarks.flux1 import encodings, tiny_world
 from mlperf_wf.errors import UserError
 

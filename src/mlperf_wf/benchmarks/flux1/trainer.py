@@ -33,7 +33,7 @@ from mlperf_logging.mllog import constants
 from mlperf_wf.benchmarks.flux1 import encodings
 from mlperf_wf.benchmarks.flux1.hyperparameters import Hyperparameters
 from mlperf_wf.errors import UserError
-from mlperf_wf.harness import TinyRun
+from mlperf_wf.run.harness import TinyRun
 
 EVAL_NOISE_SEED = 29_696
 """Seed of the validation noise and posterior samples, the same at every evaluation."""

@@ -28,9 +28,9 @@ import json
 import logging
 from pathlib import Path
 
+from mlperf_wf.acquire.prepare import scratch_for
 from mlperf_wf.benchmarks.gpt3 import c4_corpus, starting_checkpoint, tarball
 from mlperf_wf.errors import UserError
-from mlperf_wf.prepare import scratch_for
 
 log = logging.getLogger(__name__)
 

@@ -117,7 +117,7 @@ def write_folder(out_dir: Path, seed: int) -> list[Path]:
 
     from transformers import GPT2LMHeadModel
 
-    from mlperf_wf.registry import load_dataset
+    from mlperf_wf.config.registry import load_dataset
 
     torch.manual_seed(seed)
     with tempfile.TemporaryDirectory() as scratch:

@@ -25,8 +25,8 @@ import shutil
 import tarfile
 from pathlib import Path, PurePosixPath
 
+from mlperf_wf.acquire.prepare import source_identity
 from mlperf_wf.errors import UserError
-from mlperf_wf.prepare import source_identity
 
 CHUNK = 8 << 20
 MEMBERS_RECORD = "members.json"

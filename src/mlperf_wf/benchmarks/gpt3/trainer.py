@@ -11,8 +11,8 @@ import torch
 from mlperf_wf.benchmarks.gpt3 import c4_corpus, starting_checkpoint, tokenizer
 from mlperf_wf.benchmarks.gpt3.hyperparameters import Hyperparameters
 from mlperf_wf.errors import UserError
-from mlperf_wf.harness import TinyRun
 from mlperf_wf.language_models import causal_trainer
+from mlperf_wf.run.harness import TinyRun
 
 
 class TokenProgress(causal_trainer.SamplesProgress):

@@ -7,8 +7,8 @@ from __future__ import annotations
 import torch
 
 from mlperf_wf.benchmarks.gpt_oss_20b.hyperparameters import Hyperparameters
-from mlperf_wf.harness import TinyRun
 from mlperf_wf.language_models import c4_corpus, causal_trainer
+from mlperf_wf.run.harness import TinyRun
 
 
 def build_model(vocabulary: int, hp: Hyperparameters) -> torch.nn.Module:

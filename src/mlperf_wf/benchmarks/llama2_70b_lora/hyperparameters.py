@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from mlperf_logging.mllog import constants
 
-from mlperf_wf.hyperparameters import TinyHyperparameters
+from mlperf_wf.config.hyperparameters import TinyHyperparameters
 
 
 class Hyperparameters(TinyHyperparameters):

@@ -23,8 +23,8 @@ from pathlib import Path
 import pandas as pd
 import pyarrow.parquet as pq
 
+from mlperf_wf.acquire.prepare import link_or_copy
 from mlperf_wf.errors import UserError
-from mlperf_wf.prepare import link_or_copy
 
 SPLITS = ("train", "validation")
 COLUMNS = ("input_ids", "attention_mask", "labels")

@@ -17,7 +17,7 @@ import torch
 from mlperf_logging.mllog import constants
 
 from mlperf_wf.benchmarks.llama2_70b_lora.hyperparameters import Hyperparameters
-from mlperf_wf.harness import TinyRun
+from mlperf_wf.run.harness import TinyRun
 
 
 def _load_split(path: Path) -> list[tuple[list[int], list[int]]]:

@@ -8,8 +8,8 @@ import torch
 
 from mlperf_wf.benchmarks.llama31_405b import c4_corpus, checkpoint
 from mlperf_wf.benchmarks.llama31_405b.hyperparameters import Hyperparameters
-from mlperf_wf.harness import TinyRun
 from mlperf_wf.language_models import causal_trainer
+from mlperf_wf.run.harness import TinyRun
 
 
 def corpus(data_dir) -> causal_trainer.Corpus:

@@ -15,7 +15,7 @@ from mlperf_logging.mllog import constants
 from pydantic import Field
 
 from mlperf_wf.benchmarks.qwen35_397b_grpo.arithmetic import ANSWER_DIGITS
-from mlperf_wf.hyperparameters import TinyHyperparameters
+from mlperf_wf.config.hyperparameters import TinyHyperparameters
 
 PROMPT_TOKENS = 7
 """BOS + ``ab+cd=``."""

@@ -29,9 +29,9 @@ from pathlib import Path
 
 import pandas as pd
 
+from mlperf_wf.acquire.verify import NewlineCount, hash_file
 from mlperf_wf.benchmarks.qwen35_397b_grpo.arithmetic import parse_prompt, split
 from mlperf_wf.errors import UserError
-from mlperf_wf.verify import NewlineCount, hash_file
 
 TRAIN_FILENAME = "benchmark_r2e_gym_easy_train.filtered.curriculum-v2-classic-cycles2-seed20260710.jsonl"
 """verify_dataset.sh:19 (download_dataset.sh renames the converter's ``benchmark_r2e_gym_easy_train.jsonl`` to it)."""

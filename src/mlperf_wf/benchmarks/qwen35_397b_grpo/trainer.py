@@ -23,7 +23,7 @@ from mlperf_logging.mllog import constants
 from mlperf_wf.benchmarks.qwen35_397b_grpo import grpo, megatron_checkpoint, policy, task_images
 from mlperf_wf.benchmarks.qwen35_397b_grpo.hyperparameters import Hyperparameters
 from mlperf_wf.benchmarks.qwen35_397b_grpo.prepare import TRAIN_FILENAME, VALIDATION_FILENAME
-from mlperf_wf.harness import TinyRun
+from mlperf_wf.run.harness import TinyRun
 
 
 def read_tasks(path: Path, environments: Path) -> list[tuple[str, dict]]:

@@ -16,9 +16,9 @@ import contextlib
 import io
 from pathlib import Path
 
+from mlperf_wf.acquire.prepare import link_or_copy
 from mlperf_wf.benchmarks.retinanet.openimages import LABELS_FILE
 from mlperf_wf.errors import UserError
-from mlperf_wf.prepare import link_or_copy
 
 SPLITS = ("train", "validation")
 """The folders the reader opens (image_set train and val)."""

@@ -24,7 +24,7 @@ from mlperf_wf.benchmarks.retinanet.detector import AnchorSpec, AnchorTargets, R
 from mlperf_wf.benchmarks.retinanet.hyperparameters import Hyperparameters
 from mlperf_wf.benchmarks.retinanet.openimages import LABELS_FILE
 from mlperf_wf.errors import UserError
-from mlperf_wf.harness import TinyRun
+from mlperf_wf.run.harness import TinyRun
 
 SPLIT_FOLDERS = {"train": "train", "val": "validation"}
 """coco_utils.get_openimages' PATHS: image_set -> folder under --data-path."""

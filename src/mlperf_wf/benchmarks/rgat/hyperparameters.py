@@ -5,7 +5,7 @@ from __future__ import annotations
 from mlperf_logging.mllog import constants
 from pydantic import model_validator
 
-from mlperf_wf.hyperparameters import TinyHyperparameters
+from mlperf_wf.config.hyperparameters import TinyHyperparameters
 
 
 class Hyperparameters(TinyHyperparameters):

@@ -27,8 +27,8 @@ from pathlib import Path
 
 import numpy as np
 
+from mlperf_wf.acquire.prepare import Checkpoint, scratch_for, source_identity
 from mlperf_wf.errors import UserError
-from mlperf_wf.prepare import Checkpoint, scratch_for, source_identity
 
 ROOT = "full/processed"
 """Where the published files live in the dataset, and the prepared tree the reference reads."""

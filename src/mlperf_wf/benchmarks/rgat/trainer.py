@@ -21,7 +21,7 @@ import torch
 from mlperf_logging.mllog import constants
 
 from mlperf_wf.benchmarks.rgat.hyperparameters import Hyperparameters
-from mlperf_wf.harness import TinyRun
+from mlperf_wf.run.harness import TinyRun
 
 PROCESSED = "full/processed"
 LABEL_FILE = "node_label_2K.npy"

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
+from mlperf_wf.acquire.prepare import link_or_copy
 from mlperf_wf.errors import UserError
-from mlperf_wf.prepare import link_or_copy
 
 MOMENTS_DIR = "laion-400m/webdataset-moments-filtered"
 COCO_DIR = "coco2014"

@@ -28,7 +28,7 @@ from torch.nn import functional
 
 from mlperf_wf.benchmarks.stable_diffusion import metrics, prepare
 from mlperf_wf.benchmarks.stable_diffusion.hyperparameters import Hyperparameters
-from mlperf_wf.harness import TinyRun
+from mlperf_wf.run.harness import TinyRun
 
 
 @dataclass

@@ -17,7 +17,7 @@ import sys
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
-from mlperf_wf.verify import hash_file
+from mlperf_wf.acquire.verify import hash_file
 
 PACKAGES = ("mlperf-logging", "torch", "transformers", "peft", "accelerate", "tokenizers", "snakemake", "mlperf-workflow")
 

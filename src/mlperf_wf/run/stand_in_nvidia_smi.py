@@ -6,7 +6,7 @@ It prints the same lines nvidia-smi prints (``2026/11/30 09:21:40.123, 0, 301.25
 idle one: ``idle_watts + (max_watts - idle_watts) * busy share of the CPUs since the last round`` (from
 ``/proc/stat``), the same for every stand-in GPU. Use it as ``power.gpu_command``::
 
-    python -m mlperf_wf.stand_in_nvidia_smi --gpus 2 -lms {interval_ms}
+    python -m mlperf_wf.run.stand_in_nvidia_smi --gpus 2 -lms {interval_ms}
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ def stand_in_watts(before: tuple[int, int], after: tuple[int, int], idle_watts: 
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m mlperf_wf.stand_in_nvidia_smi", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m mlperf_wf.run.stand_in_nvidia_smi", description=__doc__.splitlines()[0])
     parser.add_argument("--gpus", type=int, default=1, help="stand-in GPUs per round")
     parser.add_argument("-lms", "--loop-ms", type=int, default=1000, dest="loop_ms", help="milliseconds between rounds, as nvidia-smi -lms")
     parser.add_argument("--idle-watts", type=float, default=60.0)

@@ -21,13 +21,13 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, Validation
 
 from mlperf_wf.errors import ConfigError, describe_validation_error
 from mlperf_wf.kinds import Scale
-from mlperf_wf.power import PowerConfig
+from mlperf_wf.run.power import PowerConfig
 
 BenchmarkName = Annotated[str, StringConstraints(pattern=r"^[a-z0-9_]+$")]
 Count = Annotated[int, Field(ge=1), WithJsonSchema({"type": ["integer", "string"], "pattern": "^[1-9][0-9]*$", "minimum": 1})]
 """A positive whole number, also as text (``--config`` passes nested values as text)."""
 SizeGb = Annotated[float, Field(ge=0), WithJsonSchema({"type": ["number", "string"], "pattern": "^[0-9]+([.][0-9]+)?$", "minimum": 0})]
-FlagValue = Annotated[str | float, WithJsonSchema({"type": ["string", "number"]})]
+FlagValue = Annotated[int | float | str, WithJsonSchema({"type": ["string", "number"]})]
 Flags = Annotated[
     dict[str, FlagValue],
     WithJsonSchema({"type": "object", "propertyNames": {"pattern": "^--?[A-Za-z0-9][A-Za-z0-9_.-]*$"}, "additionalProperties": {"type": ["string", "number"]}}),
@@ -192,7 +192,7 @@ class WorkflowConfig(_Section):
 SCHEMA_FILE = Path("workflow/schemas/config.schema.yaml")
 CONFIG_FILE = Path("config/config.yaml")
 README_FILE = Path("config/README.md")
-TABLE_START = "<!-- the table below is generated from src/mlperf_wf/workflow_config.py: mlperf-wf config-files -->"
+TABLE_START = "<!-- the table below is generated from src/mlperf_wf/config/workflow_config.py: mlperf-wf config-files -->"
 TABLE_END = "<!-- end of the generated table -->"
 
 
@@ -223,12 +223,12 @@ def json_schema() -> dict:
     """The JSON schema of the config (draft 2020-12), with each key's docstring as its description."""
     raw = WorkflowConfig.model_json_schema(mode="validation")
     schema = _inline(raw, raw.get("$defs", {}))
-    schema["description"] = "mlperf-workflow configuration (config/config.yaml), generated from src/mlperf_wf/workflow_config.py"
+    schema["description"] = "mlperf-workflow configuration (config/config.yaml), generated from src/mlperf_wf/config/workflow_config.py"
     return {"$schema": "https://json-schema.org/draft/2020-12/schema", **schema}
 
 
 def schema_text() -> str:
-    return "# Generated from src/mlperf_wf/workflow_config.py by `mlperf-wf config-files`; edit the model, not this file.\n" + yaml.safe_dump(
+    return "# Generated from src/mlperf_wf/config/workflow_config.py by `mlperf-wf config-files`; edit the model, not this file.\n" + yaml.safe_dump(
         json_schema(), sort_keys=False, width=120, allow_unicode=True
     )
 
@@ -246,7 +246,7 @@ def config_text() -> str:
     """``config/config.yaml``: every key at its default, its meaning as the comment above it."""
     defaults = WorkflowConfig().filled()
     parts = [
-        "# mlperf-workflow configuration: every key at its default. Generated from src/mlperf_wf/workflow_config.py\n"
+        "# mlperf-workflow configuration: every key at its default. Generated from src/mlperf_wf/config/workflow_config.py\n"
         "# (`mlperf-wf config-files`), like workflow/schemas/config.schema.yaml and the table of config/README.md.\n"
         "# Cluster settings (partition, account, GPUs per job) belong in a profile, not here."
     ]

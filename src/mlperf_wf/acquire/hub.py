@@ -31,11 +31,11 @@ from pathlib import Path
 
 import requests
 
-from mlperf_wf.credentials import Credentials, hosts_from
-from mlperf_wf.download import DownloadRecord, Expected, RemoteFile, Transport, fetch_files, fetch_pages, fetch_text, place_dataset, staging_dir_for
+from mlperf_wf.acquire.credentials import Credentials, hosts_from
+from mlperf_wf.acquire.download import DownloadRecord, Expected, RemoteFile, Transport, fetch_files, fetch_pages, fetch_text, place_dataset, staging_dir_for
+from mlperf_wf.acquire.verify import count_rows, quarantine_and_fail
+from mlperf_wf.config.registry import DatasetFile
 from mlperf_wf.errors import ChecksumError, ConfigError, DownloadError
-from mlperf_wf.registry import DatasetFile
-from mlperf_wf.verify import count_rows, quarantine_and_fail
 
 TOKEN_ENV = "HF_TOKEN"
 """Environment variable holding a hub access token (gated or private repositories); sent as a Bearer token, never logged."""

@@ -18,8 +18,8 @@ import shutil
 from pathlib import Path
 from types import ModuleType
 
+from mlperf_wf.config.registry import DEFAULT_PREPARATION, BenchmarkDef, benchmark_module
 from mlperf_wf.errors import ConfigError, UserError
-from mlperf_wf.registry import DEFAULT_PREPARATION, BenchmarkDef, benchmark_module
 
 DEFAULT_SHARD_RESOURCES = {"mem_mb": 16000, "runtime": 1440}
 """Scheduler resources of a shard job when the module does not say (16 GB, a day)."""

@@ -113,7 +113,7 @@ def _distinct(report: dict, key: str) -> list:
 
 def implementation_of(report: dict) -> Implementation:
     """The implementation behind a report's scored runs: the reference at full scale, the project's trainer at tiny scale."""
-    from mlperf_wf import registry
+    from mlperf_wf.config import registry
 
     bench = registry.load_benchmark(report["benchmark"])
     ran = {"launchers": _distinct(report, "launcher"), "images": _distinct(report, "image"), "commands": _distinct(report, "command")}
@@ -128,7 +128,7 @@ def implementation_of(report: dict) -> Implementation:
             "workflow_commits": commits,
         }
         return Implementation(name=f"{Path(reference.repository).name}-{reference.commit[:12]}", record=record)
-    from mlperf_wf import harness, mllog_utils
+    from mlperf_wf.run import harness, mllog_utils
 
     files = (*(bench.folder / f"{module}.py" for module in registry.BENCHMARK_MODULES), Path(harness.__file__), Path(mllog_utils.__file__))
     record = {

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from mlperf_wf.errors import ConfigError, describe_validation_error
 
 if TYPE_CHECKING:
-    from mlperf_wf.registry import BenchmarkDef
+    from mlperf_wf.config.registry import BenchmarkDef
 
 
 class TinyHyperparameters(BaseModel):

@@ -17,9 +17,9 @@ import matplotlib.pyplot as plt
 import pandas as pd
 from mlperf_logging.compliance_checker import mlp_parser
 
-from mlperf_wf.compliance import mllog_record
 from mlperf_wf.kinds import Scale
-from mlperf_wf.scoring import LOG_SUFFIXES, eval_progress, fast_mlperf_logging
+from mlperf_wf.results.compliance import mllog_record
+from mlperf_wf.results.scoring import LOG_SUFFIXES, eval_progress, fast_mlperf_logging
 
 COUNTED, DROPPED, OUTSIDE = "#3b75af", "#b0b0b0", "#e0e0e0"
 

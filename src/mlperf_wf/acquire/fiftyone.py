@@ -34,10 +34,20 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from mlperf_wf.download import DownloadRecord, Expected, RemoteFile, Transport, _file_url_path, _is_file_url, fetch_files, place_dataset, staging_dir_for
+from mlperf_wf.acquire.download import (
+    DownloadRecord,
+    Expected,
+    RemoteFile,
+    Transport,
+    _file_url_path,
+    _is_file_url,
+    fetch_files,
+    place_dataset,
+    staging_dir_for,
+)
+from mlperf_wf.acquire.verify import hash_file
+from mlperf_wf.config.registry import DatasetFile
 from mlperf_wf.errors import ChecksumError, DownloadError, UserError
-from mlperf_wf.registry import DatasetFile
-from mlperf_wf.verify import hash_file
 
 DATA_FOLDER = "data"
 """Where FiftyOne puts a split's media."""

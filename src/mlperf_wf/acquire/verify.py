@@ -21,8 +21,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import NoReturn, Protocol, TypeVar
 
+from mlperf_wf.acquire.manifest import CHUNK, MANIFEST_NAME, parse_manifest
 from mlperf_wf.errors import ChecksumError
-from mlperf_wf.manifest import CHUNK, MANIFEST_NAME, parse_manifest
 
 STAMPS_NAME = ".mlperf-wf-stamps.json"
 

@@ -27,9 +27,9 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from mlperf_wf.acquire.verify import git_blob_hash, hash_file, md5_file
+from mlperf_wf.config.registry import DatasetDef, DatasetSource
 from mlperf_wf.errors import ConfigError
-from mlperf_wf.registry import DatasetDef, DatasetSource
-from mlperf_wf.verify import git_blob_hash, hash_file, md5_file
 
 LFS_SUFFIXES = (".parquet", ".arrow", ".safetensors", ".bin", ".pt", ".pth", ".npy", ".npz", ".gz", ".zst", ".tar", ".jsonl", ".model")
 """Files the mirror lists as LFS files (as the hub's default ``.gitattributes`` stores such data); the rest are git blobs."""
@@ -71,7 +71,7 @@ class HubMirrorPaths:
 
 def hub_mirror_paths(root: Path, source: DatasetSource) -> HubMirrorPaths:
     """Where a hub repository at its pinned commit lives in a mirror rooted at ``root`` (its endpoint ``file://<root>``)."""
-    from mlperf_wf.hub import HubRepo
+    from mlperf_wf.acquire.hub import HubRepo
 
     repo = HubRepo(root.resolve().as_uri(), source.repository, source.repository_type, source.revision)
     return HubMirrorPaths(listing=root / repo.listing_path, data=root / repo.resolve_path)
@@ -118,7 +118,7 @@ def generate_tiny_mirror(dataset: DatasetDef, root: Path) -> MirrorPaths | HubMi
         generate(hub_mirror_paths(root, dataset.source).data, seed=dataset.tiny.seed)
         return publish_hub(root, dataset.source)
     if dataset.source.protocol == "fiftyone":
-        # FiftyOne publishes no listing: the mirror is the folder its fetch writes (received by mlperf_wf.fiftyone).
+        # FiftyOne publishes no listing: the mirror is the folder its fetch writes (received by mlperf_wf.acquire.fiftyone).
         generate(root, seed=dataset.tiny.seed)
         return FiftyOneMirrorPaths(data=root)
     paths = mirror_paths(root, dataset.id)

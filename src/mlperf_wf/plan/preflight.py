@@ -37,12 +37,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from mlperf_wf import launch, mlperf_rules, registry, sizing
+from mlperf_wf.config import mlperf_rules, registry
+from mlperf_wf.config.registry import IMAGE_DIGEST
+from mlperf_wf.config.workflow_config import WorkflowConfig
 from mlperf_wf.errors import ConfigError
 from mlperf_wf.kinds import Scale
-from mlperf_wf.plan import FETCHED_DIR, TINY_PLATFORM, Plan
-from mlperf_wf.registry import IMAGE_DIGEST
-from mlperf_wf.workflow_config import WorkflowConfig
+from mlperf_wf.plan import launch, sizing
+from mlperf_wf.plan.plan import FETCHED_DIR, TINY_PLATFORM, Plan
 
 R2_CREDENTIALS = (("MLPERF_WF_CF_ACCESS_CLIENT_ID", "MLPERF_WF_CF_ACCESS_CLIENT_SECRET"), ("MLPERF_WF_CF_ACCESS_TOKEN",))
 """Either set of variables gives R2 access (``download.AUTH_ENV``: a service token, or an access token)."""
@@ -250,7 +251,7 @@ def config_problems(
 ) -> list[Problem]:
     """Every problem of ``config``'s full-scale plan for ``benchmarks`` (default: the config's), also when a benchmark's
     ruleset does not resolve (which stops the plan from loading: the other problems are still found)."""
-    from mlperf_wf import plan as planning
+    from mlperf_wf.plan import plan as planning
 
     settings = WorkflowConfig.parse({**config, "scale": Scale.FULL})
     names = list(dict.fromkeys(benchmarks or settings.benchmarks))

@@ -22,12 +22,12 @@ from typing import TYPE_CHECKING
 
 from mlperf_logging.mllog import constants
 
+from mlperf_wf.config.mlperf_rules import QualityTarget
 from mlperf_wf.errors import ConfigError
-from mlperf_wf.mllog_utils import RunLogger, Submission, clear_caches, rank_from_env
-from mlperf_wf.mlperf_rules import QualityTarget
+from mlperf_wf.run.mllog_utils import RunLogger, Submission, clear_caches, rank_from_env
 
 if TYPE_CHECKING:
-    from mlperf_wf.hyperparameters import TinyHyperparameters
+    from mlperf_wf.config.hyperparameters import TinyHyperparameters
 
 LOGGED_BY_THE_HARNESS_LATER = frozenset(
     {
@@ -107,7 +107,7 @@ class TinyRun:
     def __init__(self, spec: RunSpec, hp: TinyHyperparameters) -> None:
         import torch
 
-        from mlperf_wf import mlperf_rules
+        from mlperf_wf.config import mlperf_rules
 
         self.spec = spec
         self.hp = hp

@@ -1,4 +1,4 @@
-"""The workflow's time-to-train report of one benchmark, built on :mod:`mlperf_wf.scoring`.
+"""The workflow's time-to-train report of one benchmark, built on :mod:`mlperf_wf.results.scoring`.
 
 The numbers are the scorer's, so they equal mlperf-logging's result summarizer:
 per run, minutes from ``run_start`` to ``run_stop``, samples to converge, status
@@ -16,10 +16,10 @@ import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from mlperf_wf import compliance, scoring
-from mlperf_wf.compliance import file_sha256
 from mlperf_wf.errors import ConfigError
 from mlperf_wf.kinds import Scale, Verdict
+from mlperf_wf.results import compliance, scoring
+from mlperf_wf.results.compliance import file_sha256
 
 
 @dataclass
@@ -72,7 +72,7 @@ class Report:
     """What runs' samples_to_converge count: samples_count (LLMs) or epoch_num (rgat), as their evaluations log it."""
     forecast: dict | None = None
     """How likely the required set is to be valid and pass the RCP check from the scored runs
-    (:func:`mlperf_wf.sizing.forecast_of_files`): with every run there, the summarizer's and the checker's verdicts."""
+    (:func:`mlperf_wf.plan.sizing.forecast_of_files`): with every run there, the summarizer's and the checker's verdicts."""
 
 
 def _finite(values: list[float]) -> list[float | None]:
@@ -188,7 +188,7 @@ def build(
 
 
 def _forecast(window: list, submission_benchmark: str, ruleset: str, division: str, required: int) -> dict:
-    from mlperf_wf import sizing
+    from mlperf_wf.plan import sizing
 
     counted = [run.file for run in window if run.verdict is not None and Verdict(run.verdict).counts]
     made = sizing.forecast_of_files(counted, len(window) - len(counted), submission_benchmark, ruleset, division, required)

@@ -23,11 +23,14 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from mlperf_wf import hyperparameters, launch, mlperf_rules, power, prepare, registry, sizing
+from mlperf_wf.acquire import prepare
+from mlperf_wf.config import hyperparameters, mlperf_rules, registry
+from mlperf_wf.config.registry import DEFAULT_PREPARATION, SHARDS_ROLE, BenchmarkDef, Container
+from mlperf_wf.config.workflow_config import GeometryOverride, WorkflowConfig
 from mlperf_wf.errors import ConfigError, describe_validation_error
 from mlperf_wf.kinds import Scale
-from mlperf_wf.registry import DEFAULT_PREPARATION, SHARDS_ROLE, BenchmarkDef, Container
-from mlperf_wf.workflow_config import GeometryOverride, WorkflowConfig
+from mlperf_wf.plan import launch, sizing
+from mlperf_wf.run import power
 
 TINY_RESULTS = "results/tiny"
 FULL_RESULTS = "results"

@@ -56,9 +56,9 @@ import yaml
 from mlperf_logging.compliance_checker import mlp_compliance, mlp_parser
 from mlperf_logging.result_summarizer.result_summarizer import _compute_olympic_average, _compute_total_power, _index_olympic_average
 
-from mlperf_wf import compliance
 from mlperf_wf.errors import UserError
 from mlperf_wf.kinds import Verdict
+from mlperf_wf.results import compliance
 
 USAGE = "training"
 TOKEN = compliance.TOKEN

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
-from mlperf_wf import mlperf_rules
+from mlperf_wf.config import mlperf_rules
 from mlperf_wf.errors import ConfigError
 
 USAGE = "training"
@@ -363,7 +363,7 @@ def forecast_of_files(converged_files: list[str], not_counting: int, benchmark: 
 
 def _read_as_scored(path: str, ruleset: str) -> tuple[int, float, int]:
     """What the checker's reader gives, from the workflow's own scoring where that reader cannot read the log."""
-    from mlperf_wf import compliance, scoring
+    from mlperf_wf.results import compliance, scoring
 
     run = scoring.score_file(path, ruleset)
     converged = run.status == "success" and run.samples_to_converge is not None
@@ -451,7 +451,7 @@ class PlannedBatch:
 
 def command_keys(bench) -> list[str]:
     """The RCP hyperparameters a benchmark's full-scale command reads (``{hp[KEY]}``), in order."""
-    from mlperf_wf.registry import hyperparameter_keys
+    from mlperf_wf.config.registry import hyperparameter_keys
 
     words = [*bench.full.command, *bench.full.multi_node_args]
     return list(dict.fromkeys(key for word in words for key in hyperparameter_keys(word)))
@@ -460,7 +460,7 @@ def command_keys(bench) -> list[str]:
 def wired(bench) -> bool:
     """Whether the benchmark's command takes its batch from the plan (a sizing placeholder in its command or env);
     elsewhere ``full.sizing`` serves ``mlperf-wf size`` only and the command's batch flags are literal."""
-    from mlperf_wf.registry import SIZING_PLACEHOLDERS, placeholders
+    from mlperf_wf.config.registry import SIZING_PLACEHOLDERS, placeholders
 
     words = [*bench.full.command, *bench.full.multi_node_args, *bench.full.env.values()]
     return any(name in SIZING_PLACEHOLDERS for word in words for name in placeholders(word))
@@ -672,7 +672,7 @@ def size_report(bench, ruleset: str, nodes: int, gpus_per_node: int, gbs: int | 
 def measured_throughput(result_file: Path, bench, gpus: int) -> float:
     """Training samples per second per GPU of a run's log: the last evaluation's ``samples_count`` (or ``epoch_num``
     x the definition's ``samples_per_epoch``) over the time from ``run_start`` to it, over ``gpus``."""
-    from mlperf_wf.status import read_progress
+    from mlperf_wf.results.status import read_progress
 
     progress = read_progress(Path(result_file))
     if progress.run_start_ms is None or progress.last_eval_ms is None or not progress.progress:

@@ -26,12 +26,15 @@ from typing import Literal, TypeVar
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+import mlperf_wf
 from mlperf_wf.errors import ConfigError, describe_validation_error
 from mlperf_wf.kinds import Scale
 
 PACKAGE = "mlperf_wf"
 BENCHMARKS_PACKAGE = f"{PACKAGE}.benchmarks"
-BENCHMARKS_DIR = Path(__file__).parent / "benchmarks"
+PACKAGE_DIR = Path(mlperf_wf.__file__).parent
+"""The installed package's folder (its benchmarks, its modules' sources)."""
+BENCHMARKS_DIR = PACKAGE_DIR / "benchmarks"
 DEFINITION_FILE = "benchmark.yaml"
 BENCHMARK_MODULES = ("hyperparameters", "prepare", "trainer")
 """Modules every benchmark folder has: its tiny hyperparameter model, its preparation, its tiny trainer."""
@@ -77,7 +80,7 @@ class DatasetSource(_Strict):
     against the sha256 and size the hub reports for that commit (and the ``files`` values where given).
     ``fiftyone``: fetched by the reference's own FiftyOne script (``instructions``) into a local folder in FiftyOne's zoo
     layout, which the download stage receives: image counts per split (``splits``) and pinned checksums (``files``) are
-    checked before and after a resumable, staged copy (``mlperf_wf.fiftyone``).
+    checked before and after a resumable, staged copy (``mlperf_wf.acquire.fiftyone``).
     ``external``: published elsewhere by a tool of its own (``instructions`` say how); the download stage stops with them."""
     uri: str | None = None
     """URL of the ``<name>.uri`` metadata file (https:// or file://); required for r2."""
@@ -316,7 +319,7 @@ class Geometry(_Strict):
 
 
 class Sizing(_Strict):
-    """How a full-scale run's global batch is made and which RCP it follows (``mlperf_wf.sizing``)."""
+    """How a full-scale run's global batch is made and which RCP it follows (``mlperf_wf.plan.sizing``)."""
 
     global_batch_size: int = Field(ge=1)
     """The GBS the plan runs at unless the config's ``full_hyperparameters`` names another: it must be an RCP's of
@@ -533,7 +536,7 @@ class BenchmarkDef(_Strict):
     def _declared_open_rules_are_checked_rules(self) -> BenchmarkDef:
         if not self.tiny.open_rules_not_met:
             return self
-        from mlperf_wf import mlperf_rules
+        from mlperf_wf.config import mlperf_rules
 
         ruleset = mlperf_rules.resolve_ruleset(self.submission_benchmark, "latest")
         checked = mlperf_rules.checked_keys(self.submission_benchmark, ruleset, "open")
@@ -719,7 +722,7 @@ def _top_level_names(source: Path) -> set[str]:
 
 def _package_source(module: str) -> Path | None:
     """The source file of a module of this package (``a/b.py`` or ``a/b/__init__.py``), found without importing it."""
-    path = Path(__file__).parent.joinpath(*module.split(".")[1:])
+    path = PACKAGE_DIR.joinpath(*module.split(".")[1:])
     for candidate in (path.with_suffix(".py"), path / "__init__.py"):
         if candidate.is_file():
             return candidate
@@ -758,7 +761,7 @@ def check_benchmark(name: str, root: Path | None = None, import_modules: bool = 
     ``import_modules`` also imports them and checks what they define (torch and friends: slow;
     ``mlperf-wf check`` and the contract tests do it, the Snakefile does not).
     """
-    from mlperf_wf.hyperparameters import hyperparameter_model
+    from mlperf_wf.config.hyperparameters import hyperparameter_model
 
     bench = load_benchmark(name)
     declared = [(f"inputs.{role}", item) for role, item in bench.inputs.items()]

@@ -2,18 +2,18 @@
 
 Nothing here writes a file, takes a lock or starts a job: it reads
 
-- the plan (``mlperf_wf.plan``): every benchmark's run files, shards and required run count;
+- the plan (``mlperf_wf.plan.plan``): every benchmark's run files, shards and required run count;
 - the runs' mllog result files as they grow: ``run_start``, the last ``eval_accuracy`` with its
   ``samples_count``/``epoch_num``, ``run_stop`` and its status;
 - each finished run's ``compliance.json``; a finished run the compliance job has not checked yet (or whose
-  check failed, so Snakemake removed its verdict) is scored in process by :func:`mlperf_wf.scoring.score_file`,
+  check failed, so Snakemake removed its verdict) is scored in process by :func:`mlperf_wf.results.scoring.score_file`,
   the same code the report uses, so the status's minutes and verdicts are the report's;
 - Snakemake's own records, read only (``.snakemake/locks/*.lock``: the outputs the running Snakemake will make;
   ``.snakemake/incomplete/``: the outputs of jobs it started, with the scheduler's job id);
 - ``squeue``, only when a started job carries a scheduler job id (``--profile slurm``): pending or running.
   Without squeue the states come from Snakemake's records alone, and the status says so.
 
-Whether the set can still be a valid result follows mlperf-logging's olympic rule, as :mod:`mlperf_wf.scoring`
+Whether the set can still be a valid result follows mlperf-logging's olympic rule, as :mod:`mlperf_wf.results.scoring`
 applies it: of the N scored runs, at most ``max_dropped_runs`` (1; 4 for unet3d) may fail or not converge, and
 with more runs made than required the N consecutive runs closest to the median window are scored.
 """
@@ -31,17 +31,17 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from mlperf_wf import compliance
-from mlperf_wf.checkout import project_root
-from mlperf_wf.config_check import check_config
+from mlperf_wf.config.checkout import project_root
+from mlperf_wf.config.config_check import check_config
 from mlperf_wf.errors import ConfigError
 from mlperf_wf.kinds import RunState, Verdict
-from mlperf_wf.snakemake_state import SnakemakeRecords, mtime_or_none, read_snakemake_records, read_text_or_empty
+from mlperf_wf.results import compliance
+from mlperf_wf.results.snakemake_state import SnakemakeRecords, mtime_or_none, read_snakemake_records, read_text_or_empty
 
 if TYPE_CHECKING:
-    from mlperf_wf.mlperf_rules import QualityTarget
-    from mlperf_wf.plan import Plan
-    from mlperf_wf.scoring import RunScore
+    from mlperf_wf.config.mlperf_rules import QualityTarget
+    from mlperf_wf.plan.plan import Plan
+    from mlperf_wf.results.scoring import RunScore
 
 SQUEUE_TIMEOUT_S = 10
 """How long ``squeue`` may take before the status gives up on it (a dead controller makes it hang)."""
@@ -56,7 +56,7 @@ its inputs, a core or the scheduler), interrupted (a Snakemake that stopped left
 it) or not started (no Snakemake is running that would make it)."""
 
 
-# ---- what Snakemake records: mlperf_wf.snakemake_state ----
+# ---- what Snakemake records: mlperf_wf.results.snakemake_state ----
 
 
 # ---- what the scheduler says ----
@@ -139,7 +139,7 @@ class LogProgress:
 
 def read_progress(result_file: Path) -> LogProgress:
     """Read ``result_file`` line by line, tolerating a half-written last line."""
-    from mlperf_wf.scoring import eval_progress
+    from mlperf_wf.results.scoring import eval_progress
 
     progress = LogProgress()
     try:
@@ -261,7 +261,7 @@ class BenchmarkStatus:
     """From report.json when it exists: its time to train, runs and validity."""
     forecast: dict | None = None
     """Once a run finished: how likely the required set is to be valid and to pass the RCP check
-    (:func:`mlperf_wf.sizing.forecast_of_files`)."""
+    (:func:`mlperf_wf.plan.sizing.forecast_of_files`)."""
 
 
 @dataclass
@@ -292,7 +292,7 @@ _SCORES: dict[tuple, RunScore] = {}
 
 
 def _score(result: Path, ruleset: str, declared: dict[str, str] | None) -> RunScore:
-    from mlperf_wf import scoring
+    from mlperf_wf.results import scoring
 
     info = result.stat()
     key = (str(result), info.st_mtime_ns, info.st_size, ruleset, tuple(sorted((declared or {}).items())))
@@ -405,7 +405,7 @@ def set_validity(states: list[str], required: int, may_drop: int) -> SetValidity
     """Can the runs (in launch order) still make a valid olympic score, and how many more may fail?
 
     With M runs made for N required, the N consecutive runs whose olympic score is closest to the median of all
-    windows are scored (:func:`mlperf_wf.scoring.select_window`; a window with more than ``may_drop`` runs that fail
+    windows are scored (:func:`mlperf_wf.results.scoring.select_window`; a window with more than ``may_drop`` runs that fail
     or do not converge scores infinity), so the set is valid while more than half of the windows are. Unfinished
     runs count as converging; the margin is the fewest of them whose failure would make the set invalid, minus one.
     """
@@ -500,7 +500,8 @@ def _planned_runs(plan: Plan, name: str, records: SnakemakeRecords, root: Path, 
 
 def benchmark_status(plan: Plan, name: str, root: Path, records: SnakemakeRecords, scheduler: SchedulerView, runs_given: bool, now: float) -> BenchmarkStatus:
     """The status of one benchmark of ``plan`` in the campaign folder ``root``."""
-    from mlperf_wf import mlperf_rules, registry, scoring
+    from mlperf_wf.config import mlperf_rules, registry
+    from mlperf_wf.results import scoring
 
     bench = plan.bench(name)
     ruleset, division = plan.ruleset(name), plan.division(name)
@@ -556,7 +557,7 @@ def benchmark_status(plan: Plan, name: str, root: Path, records: SnakemakeRecord
 def _forecast(runs: list[RunStatus], root: Path, benchmark: str, ruleset: str, division: str, required: int) -> dict | None:
     """The pass forecast from the finished runs (None before the first): converged runs' logs as the RCP checker reads
     them; failed and non-converged runs count as not converged."""
-    from mlperf_wf import sizing
+    from mlperf_wf.plan import sizing
 
     counted = [str(root / run.result_file) for run in runs if run.state == RunState.PASSED]
     not_counting = sum(1 for run in runs if RunState(run.state).bad)
@@ -595,7 +596,7 @@ def load_config(root: Path, overrides: list[str]) -> dict:
             raise ConfigError(f"--config {item!r}: expected KEY=VALUE, as given to snakemake --config")
         config[key] = yaml.safe_load(value)
     check_config(config)
-    from mlperf_wf.workflow_config import WorkflowConfig
+    from mlperf_wf.config.workflow_config import WorkflowConfig
 
     return WorkflowConfig.parse(config).filled()
 
@@ -611,7 +612,7 @@ def campaign_status(
 ) -> CampaignStatus:
     """The status of the campaign in ``root`` (see the module docstring); reads only. ``runs_given``: the run count
     was given on the command line (``--config runs=N``), so it is the campaign's whatever the files say."""
-    from mlperf_wf import plan as planning
+    from mlperf_wf.plan import plan as planning
 
     root = Path(root)
     plan = plan or planning.load(config, project_root=project_root(root), workdir=root)

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from mlperf_logging import mllog
 
+import mlperf_wf
 from mlperf_wf.errors import WriteError
 
 
@@ -58,7 +59,7 @@ class RunLogger:
                     handler.close()
             result_file.parent.mkdir(parents=True, exist_ok=True)
             result_file.unlink(missing_ok=True)
-            mllog.config(filename=str(result_file), default_stack_offset=2, root_dir=str(Path(__file__).parent))
+            mllog.config(filename=str(result_file), default_stack_offset=2, root_dir=str(Path(mlperf_wf.__file__).parent))
             for handler in self._logger.logger.handlers:
                 if isinstance(handler, logging.FileHandler):
                     _raise_write_errors(handler)
@@ -80,7 +81,7 @@ def clear_caches() -> bool:
     """Flush dirty pages and drop the page cache as the rules ask (``launch.drop_on_this_node``, the line every
     full-scale run uses); return whether it happened. Needs root or password-less sudo. The result is logged as
     ``cache_clear``'s value, so a run that could not clear says so instead of claiming it did."""
-    from mlperf_wf.launch import drop_on_this_node
+    from mlperf_wf.plan.launch import drop_on_this_node
 
     try:
         done = subprocess.run(["bash", "-c", drop_on_this_node()], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=120, check=False)

@@ -402,7 +402,7 @@ def explain(messages: list[str], facts: LogFacts, ruleset: str, crash: str | Non
 
 def file_sha256(path: Path) -> str:
     """sha256 of a file's bytes ("" when it cannot be read)."""
-    from mlperf_wf.verify import hash_file
+    from mlperf_wf.acquire.verify import hash_file
 
     try:
         return hash_file(Path(path), {"sha256": hashlib.sha256()})["sha256"].hexdigest()

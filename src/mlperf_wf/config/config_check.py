@@ -16,7 +16,7 @@ def check_config(config: dict) -> None:
     """Raise ConfigError with one line for the first thing in ``config`` its schema does not allow."""
     import jsonschema
 
-    from mlperf_wf.workflow_config import json_schema
+    from mlperf_wf.config.workflow_config import json_schema
 
     schema = json_schema()
     error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(schema).iter_errors(config))

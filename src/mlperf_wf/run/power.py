@@ -7,7 +7,7 @@ interconnect, ``sw_<k>.txt``. A node file holds mllog lines: ``power_measurement
 ``conversion_eff`` (when known), one ``power_reading`` (watts) per sample at the reading's own
 time, and ``power_measurement_stop``. mlperf-logging's result summarizer turns them into the energy
 of the run (``_compute_total_power``: the mean power over the measurement window times the run's
-time to train) and an olympic energy score; :mod:`mlperf_wf.scoring` calls those same functions.
+time to train) and an olympic energy score; :mod:`mlperf_wf.results.scoring` calls those same functions.
 
 The sampler (``mlperf-wf power-sample``) reads, every ``interval_ms``:
 
@@ -43,6 +43,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, WithJsonSchema
 
+import mlperf_wf
 from mlperf_wf.errors import ConfigError, describe_validation_error
 
 DEFAULT_GPU_COMMAND = "nvidia-smi --query-gpu=timestamp,index,power.draw --format=csv,noheader,nounits -lms {interval_ms}"
@@ -240,7 +241,7 @@ def _power_logger(path: Path):
     """An mllog MLLogger writing to ``path`` only (not the process-wide mllog logger the trainers use)."""
     from mlperf_logging.mllog import mllog
 
-    logger = logging.getLogger(f"mlperf_wf.power.{path}")
+    logger = logging.getLogger(f"mlperf_wf.run.power.{path}")
     logger.propagate = False
     logger.setLevel(logging.INFO)
     for handler in list(logger.handlers):
@@ -249,7 +250,7 @@ def _power_logger(path: Path):
     path.parent.mkdir(parents=True, exist_ok=True)
     path.unlink(missing_ok=True)
     logger.addHandler(logging.FileHandler(path))
-    return mllog.MLLogger(logger=logger, default_stack_offset=1, root_dir=str(Path(__file__).parent))
+    return mllog.MLLogger(logger=logger, default_stack_offset=1, root_dir=str(Path(mlperf_wf.__file__).parent))
 
 
 @dataclass

@@ -52,9 +52,9 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from mlperf_wf.config.registry import BenchmarkDef, Container
 from mlperf_wf.errors import ConfigError
-from mlperf_wf.registry import BenchmarkDef, Container
-from mlperf_wf.sizing import PlannedBatch
+from mlperf_wf.plan.sizing import PlannedBatch
 
 LAUNCHERS = ("local", "docker", "apptainer", "pyxis")
 MASTER_PORT = 29500
@@ -213,7 +213,8 @@ def _insert_after_launcher(command: list[str], extra: list[str]) -> list[str]:
 def _batch_values(bench: BenchmarkDef, launch: Launch) -> dict[str, object]:
     """The sizing placeholders of a run: the plan's batch, or the definition's at its latest round on the launch's
     geometry (a ``Launch`` made without a plan)."""
-    from mlperf_wf import mlperf_rules, sizing
+    from mlperf_wf.config import mlperf_rules
+    from mlperf_wf.plan import sizing
 
     if bench.full.sizing is None or not sizing.wired(bench):
         return {}
