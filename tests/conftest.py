@@ -35,7 +35,7 @@ SYSTEM_CONF = Path("/etc/slurm/slurm.conf")
 """Where test_slurm writes its one-node cluster (the SLURM jobstep strips SLURM_CONF, so it must be here)."""
 CONF_BACKUP = SYSTEM_CONF.with_name("slurm.conf.before-mlperf-wf-tests")
 """Where a site's own slurm.conf waits while the test runs (beside it, so a later session can put it back)."""
-CONF_MARKER = "# written by mlperf-workflow's tests/test_slurm.py; removed when the test ends"
+CONF_MARKER = "# written by mlperf-workflow's tests/workflow/test_slurm.py; removed when the test ends"
 
 
 def remove_stale_test_conf() -> None:
@@ -59,14 +59,14 @@ SERVICES = {"docker_host", "rehearsal_box", "slurm"}
 """Fixtures that start a machine-wide service (the Docker engine with its bridge, the cluster in a box, the one-node
 SLURM at /etc/slurm): every test that uses one runs in one xdist worker, one after another."""
 SERVICE_MODULES = {
-    "tests/test_bert_rehearsal.py",
-    "tests/test_deepseekv3_671b_rehearsal.py",
-    "tests/test_docker.py",
-    "tests/test_llama31_405b_rehearsal.py",
-    "tests/test_qwen35_397b_grpo_rehearsal.py",
-    "tests/test_reference_in_the_loop.py",
-    "tests/test_rehearsal.py",
-    "tests/test_slurm.py",
+    "tests/benchmarks/bert/test_bert_rehearsal.py",
+    "tests/benchmarks/deepseekv3_671b/test_deepseekv3_671b_rehearsal.py",
+    "tests/workflow/test_docker.py",
+    "tests/benchmarks/llama31_405b/test_llama31_405b_rehearsal.py",
+    "tests/benchmarks/qwen35_397b_grpo/test_qwen35_397b_grpo_rehearsal.py",
+    "tests/run/test_reference_in_the_loop.py",
+    "tests/workflow/test_rehearsal.py",
+    "tests/workflow/test_slurm.py",
 }
 """The modules with such tests: the xdist scheduler sees test ids only (checked against the fixtures below)."""
 

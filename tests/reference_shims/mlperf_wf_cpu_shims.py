@@ -1,7 +1,7 @@
 """Test-only stand-ins that let the GPU reference run on this CPU machine (never in an image).
 
 Loaded through ``MLPERF_WF_HOOKS`` after the benchmark's real patches, by the
-reference-in-the-loop tests only (``tests/test_reference_in_the_loop.py``):
+reference-in-the-loop tests only (``tests/run/test_reference_in_the_loop.py``):
 
 - ``attn_implementation="flash_attention_2"`` (hard-coded in the reference's ``utils.py``) becomes
   ``"sdpa"``: flash-attn has no CPU build. Same model, same log.

@@ -127,7 +127,7 @@ def prepare(
     """The workflow folder, its datasets verified and prepared by the workflow's own rules, and the images; returns
     the config file. With ``docker``, each image is built on the Debian userland, pushed and pinned by its digest,
     and this machine's Python and the project (the venv, the probe) are site mounts (``full_mounts``) of the runs."""
-    from tests.test_workflow import new_workdir
+    from tests.workflow.test_workflow import new_workdir
 
     new_workdir(workdir)
     system = yaml.safe_load((ROOT / "config" / "systems" / "cpu-tiny.yaml").read_text())

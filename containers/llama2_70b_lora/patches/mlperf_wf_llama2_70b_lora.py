@@ -15,7 +15,10 @@ are not edited. What it changes, and why:
    reaches the target at its last evaluation. At the end of training this logs the evaluation the
    reference had not logged yet (as the reference logs one: block_stop, eval_accuracy, block_start),
    then run_stop with status ``success`` or ``aborted`` (the status
-   mlperf-logging's summarizer and RCP checker count as not converged).
+   mlperf-logging's summarizer and RCP checker count as not converged). And where the reference itself stops with
+   ``success`` on an evaluation it never logged (the target met at the first evaluation: its ``on_step_begin`` logs
+   run_stop without the eval_accuracy that met it, which every round's checker rejects), that evaluation is logged
+   first (block_stop, eval_accuracy, after a block_start when it is the first), as the reference logs one.
 3. **The submission values** (``submission_org``/``platform``/``division``/``status``) come from
    the workflow's config through ``MLPERF_SUBMISSION_*`` instead of the reference's hard-coded
    "referece" strings.
@@ -112,6 +115,15 @@ class _RecordingLogger:
     def end(self, key: str, value: object = None, metadata: dict | None = None, **kwargs: object) -> None:
         if key == self._constants.RUN_STOP:
             self.run_stopped = True
+            samples = int((metadata or {}).get("samples_count", -1))
+            if (metadata or {}).get("status") == self._constants.SUCCESS and samples not in self.logged_eval_samples:
+                # The reference stops on the evaluation it has not logged yet when the target is met at the first
+                # evaluation after the previous logging step: log it as the reference logs one, then the run_stop.
+                if not self.logged_eval_samples:  # no block was opened yet: the reference opens one after each evaluation
+                    self._inner.start(self._constants.BLOCK_START, value="", metadata={"samples_count": 0})
+                self._inner.end(self._constants.BLOCK_STOP, value="", metadata={"samples_count": samples})
+                self._inner.event(self._constants.EVAL_ACCURACY, value=value, metadata={"samples_count": samples})
+                self.logged_eval_samples.add(samples)
         self._forward("end", key, value, metadata, **kwargs)
 
 

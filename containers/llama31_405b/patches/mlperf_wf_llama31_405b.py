@@ -35,7 +35,7 @@ The reference's files are not edited. What changes, and why:
    One copy, not one per node: the reference's own index is over 400 GB (config.sh:40-42) and it reads one.
 
 Parts 1, 2 and 4's path rewriting are tested on CPU against mlperf-logging and stand-in classes
-(tests/test_llama31_405b_reference.py); parts 3, 5 and 6 on the two-node rehearsal with NeMo-Run's own executor and
+(tests/benchmarks/llama31_405b/test_llama31_405b_reference.py); parts 3, 5 and 6 on the two-node rehearsal with NeMo-Run's own executor and
 torchrun component compiled from its pinned source (tests/rehearsal/benchmarks/llama31_405b.py).
 """
 

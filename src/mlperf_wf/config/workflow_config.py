@@ -1,7 +1,7 @@
 """The workflow config (``config/config.yaml`` and ``--config``) as one typed model: the single source of every key,
 its type, default and meaning.
 
-Generated from it, and compared with it by ``tests/test_workflow_config.py``: ``workflow/schemas/config.schema.yaml``
+Generated from it, and compared with it by ``tests/config/test_config_schema.py``: ``workflow/schemas/config.schema.yaml``
 (Snakemake's ``validate`` and editors read it), ``config/config.yaml`` (every key at its default, with its meaning as
 the comment) and the table of ``config/README.md``. ``mlperf-wf config-files`` writes all three again after a change
 here.

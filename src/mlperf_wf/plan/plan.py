@@ -3,7 +3,7 @@
 ``Plan`` turns (benchmark, run, workflow config) into each job's paths, command line,
 scheduler resources, mounts and environment, at either scale. The Snakefile's
 ``common.smk`` only hands these to the rules, so everything that depends on the scale or
-the launcher is here, typed and tested without Snakemake (``tests/test_plan.py``).
+the launcher is here, typed and tested without Snakemake (``tests/plan/test_plan.py``).
 
 Scales never share a results folder: full-scale results are ``results/<benchmark>/``
 (the paths users type, e.g. ``results/llama2_70b_lora/report.json``), tiny-scale

@@ -4,7 +4,7 @@ What ``.snakemake/`` holds (Snakemake 9, ``persistence/file.py``): ``locks/<n>.{
 running Snakemake reads and will make; ``incomplete/`` holds one marker per output of a job started and not finished,
 named by the output path's urlsafe base64 (split into folders of at most NAME_MAX bytes, every part but the last
 starting with ``@``), holding JSON with the scheduler's ``external_jobid``. And which Snakemake processes on this host
-work in a folder (``/proc``). ``tests/test_snakemake_state.py`` checks the decoding against Snakemake's own encoder and
+work in a folder (``/proc``). ``tests/results/test_snakemake_state.py`` checks the decoding against Snakemake's own encoder and
 the records against a real Snakemake's.
 """
 

@@ -119,7 +119,7 @@ def prepare_in_process(workdir: Path) -> None:
     import shutil
 
     from tests.rehearsal import campaign
-    from tests.test_workflow import new_workdir
+    from tests.workflow.test_workflow import new_workdir
 
     new_workdir(workdir)
     campaign.write_published(workdir, REHEARSAL)

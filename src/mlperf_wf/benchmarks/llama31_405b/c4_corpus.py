@@ -13,7 +13,7 @@ How hard, and why: a first-order Markov chain over 1024 symbols with 32 successo
 entropy rate 3.06 nats/token, unigram entropy 6.90 (seed 405). The target, log perplexity 5.6 (the same in
 the closed and open rules of 6.0.0), lies between them: a model that ignores context (or one trained on
 shuffled tokens) stays near 6.9, an untrained one near ln(1026) = 6.93; a run reaches 5.6 only by learning
-the transitions from the data (tests/test_llama31_405b.py measures both).
+the transitions from the data (tests/benchmarks/llama31_405b/test_llama31_405b.py measures both).
 """
 
 from __future__ import annotations

@@ -71,7 +71,7 @@ EXPECTED: dict[str, dict[str, Expected]] = {
     },
 }
 """Per scale, file -> the values its verification checks (tiny: what the tiny generators write with the catalog's
-seeds, r2e_gym_subset 5200; tests/test_qwen35_397b_grpo.py checks they still do)."""
+seeds, r2e_gym_subset 5200; tests/benchmarks/qwen35_397b_grpo/test_qwen35_397b_grpo.py checks they still do)."""
 
 
 def verify(path: Path, expected: Expected) -> None:

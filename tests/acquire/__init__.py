@@ -1,0 +1,1 @@
+"""Getting the data: downloads, verification, the tiny generators' data."""

@@ -1,0 +1,1 @@
+"""Each benchmark's own tests, one folder per benchmark."""

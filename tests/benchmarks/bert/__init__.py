@@ -1,0 +1,1 @@
+"""The bert benchmark's tests."""

@@ -1,0 +1,1 @@
+"""The deepseekv3_671b benchmark's tests."""

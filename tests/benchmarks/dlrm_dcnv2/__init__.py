@@ -1,0 +1,1 @@
+"""The dlrm_dcnv2 benchmark's tests."""

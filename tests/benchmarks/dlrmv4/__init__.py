@@ -1,0 +1,1 @@
+"""The dlrmv4 benchmark's tests."""

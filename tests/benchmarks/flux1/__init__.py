@@ -1,0 +1,1 @@
+"""The flux1 benchmark's tests."""

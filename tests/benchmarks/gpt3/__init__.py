@@ -1,0 +1,1 @@
+"""The gpt3 benchmark's tests."""

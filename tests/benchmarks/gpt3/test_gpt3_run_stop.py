@@ -1,0 +1,177 @@
+"""gpt3's end of a converged run with pipeline parallelism: the reference's own ``evaluate_and_print_results``
+(megatron/training.py at aa344c7, compiled alone from the pinned tree) in a gloo world of two pipeline stages on CPU,
+rank 0 in the first stage and the last rank in the last.
+
+The reference's ``evaluate`` fills the validation loss on the last stage only (training.py:879-885), so its target
+check (:962-966) and ``log_run_stop`` run there only; mlperf-common's ``MLLoggerWrapper`` (the ``mllogger`` of
+megatron/__init__.py) enters a barrier of the whole world before ``run_stop`` (``sync=True``) and writes it from global
+rank 0 only (``unique=True``). The logger here has those two properties (mlperf-common does not install here). Without
+the round patch rank 0 logs no ``run_stop`` and the last stage waits in a barrier nobody else enters; with it every
+rank sees the loss, rank 0 logs ``run_stop`` ``success`` and every rank stops.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import multiprocessing
+import os
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import reference_source
+
+ROOT = Path(__file__).resolve().parents[3]
+REFERENCE = "retired_benchmarks/gpt3/megatron-lm"
+CONVERGED_LOSS = 2.68
+"""Under the reference's 2.69 (training.py:964)."""
+COLLECTIVE_TIMEOUT_S = 8
+
+
+class WrapperLikeMLPerfCommon:
+    """What megatron's ``mllogger`` does with a line (mlperf-common's ``MLLoggerWrapper._log``): a barrier of the whole
+    world first where ``sync``, then the line from global rank 0 only where ``unique``; ``log_run_stop`` is an ``end``
+    of ``run_stop`` with ``sync=True``."""
+
+    def __init__(self, out: Path) -> None:
+        from mlperf_logging.mllog import constants
+
+        self.constants = constants
+        self.out = out
+
+    def _log(self, kind: str, key: str | None = None, value: object = None, unique: bool = True, sync: bool = False, metadata: dict | None = None, **_: object):
+        import torch.distributed as dist
+
+        if sync:
+            dist.barrier()
+        if not unique or dist.get_rank() == 0:
+            with open(self.out, "a") as stream:
+                stream.write(json.dumps({"rank": dist.get_rank(), "kind": kind, "key": key, "value": value, "metadata": metadata}) + "\n")
+
+    def start(self, *args, **kwargs):
+        self._log("start", *args, **kwargs)
+
+    def end(self, *args, **kwargs):
+        self._log("end", *args, **kwargs)
+
+    def event(self, *args, **kwargs):
+        self._log("event", *args, **kwargs)
+
+    def log_run_stop(self, status, **kwargs):
+        self.end(key=self.constants.RUN_STOP, unique=True, sync=True, metadata=dict(status=status, **kwargs))
+
+
+def _training_module(reference: Path, logger: object) -> types.ModuleType:
+    """``megatron.training`` with the reference's own ``evaluate_and_print_results``; ``evaluate`` returns what the
+    reference's returns on each stage: the loss on the last, nothing elsewhere (training.py:879-885)."""
+    import ast
+
+    import torch
+    import torch.distributed as dist
+
+    source = reference / "megatron" / "training.py"
+    tree = ast.parse(source.read_text())
+    found = [node for node in tree.body if isinstance(node, ast.FunctionDef) and node.name == "evaluate_and_print_results"]
+    module = types.ModuleType("megatron.training")
+    last = dist.get_world_size() - 1
+    run_args = types.SimpleNamespace(consumed_train_samples=6144000 + 16 * 1536, ext_lr_steps=6144000, seq_length=2048, tokens_per_batch=1536 * 2048)
+    run_args.log_validation_ppl_to_tensorboard = True
+
+    def evaluate(*_args, **_kwargs):
+        on_last_stage = dist.get_rank() == last
+        return ({"lm loss": torch.tensor([CONVERGED_LOSS], dtype=torch.float64)} if on_last_stage else {}), None
+
+    module.__dict__.update(
+        math=math,
+        mllogger=logger,
+        get_args=lambda: run_args,
+        get_tensorboard_writer=lambda: None,
+        evaluate=evaluate,
+        is_last_rank=lambda: dist.get_rank() == last,
+        print_rank_last=lambda message: print(message) if dist.get_rank() == last else None,
+        print_rank_0=lambda message: print(message) if dist.get_rank() == 0 else None,
+    )
+    exec(compile(ast.Module(body=found, type_ignores=[]), str(source), "exec"), module.__dict__)  # the reference's own function
+    return module
+
+
+def _rank(rank: int, world: int, port: int, reference: str, patched: bool, out: str) -> None:
+    """One rank: the evaluation at which the run reaches the target, then the next step's gradient all-reduce."""
+    import datetime
+
+    import torch
+    import torch.distributed as dist
+
+    record = Path(out) / f"rank{rank}.json"
+    os.environ.update({"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)})
+    dist.init_process_group("gloo", rank=rank, world_size=world, timeout=datetime.timedelta(seconds=COLLECTIVE_TIMEOUT_S))
+    logger: object = WrapperLikeMLPerfCommon(Path(out) / "result.txt")
+    outcome = "trained on"
+    try:
+        if patched:
+            for folder in (ROOT / "containers" / "hooks", ROOT / "containers" / "gpt3" / "patches"):
+                sys.path.insert(0, str(folder))
+            sys.modules.pop("sitecustomize", None)  # the image's hooks' one, not this venv's
+            import mlperf_wf_gpt3
+
+            logger = mlperf_wf_gpt3.RoundLogger(logger, {})
+        module = _training_module(Path(reference), logger)
+        if patched:
+            mlperf_wf_gpt3._patch_training(module)
+        module.evaluate_and_print_results("iteration 4016", None, None, [], 4016, None, False)
+        dist.all_reduce(torch.ones(4))  # the next training step
+        dist.barrier()
+    except SystemExit as stop:
+        outcome = f"exited {stop.code}"
+    except Exception as error:  # a collective that timed out or mismatched
+        outcome = f"failed: {type(error).__name__}: {str(error)[:200]}"
+    record.write_text(json.dumps({"rank": rank, "outcome": outcome}))
+    os._exit(0)
+
+
+def _run(tmp_path: Path, patched: bool) -> tuple[list[dict], dict[int, str]]:
+    import socket
+
+    reference = reference_source(REFERENCE)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    context = multiprocessing.get_context("spawn")
+    processes = [context.Process(target=_rank, args=(rank, 2, port, str(reference), patched, str(tmp_path))) for rank in range(2)]
+    for process in processes:
+        process.start()
+    for process in processes:
+        process.join(COLLECTIVE_TIMEOUT_S * 6)
+        if process.is_alive():
+            process.kill()
+    result = tmp_path / "result.txt"
+    lines = [json.loads(line) for line in result.read_text().splitlines()] if result.exists() else []
+    outcomes = {}
+    for rank in range(2):
+        record = tmp_path / f"rank{rank}.json"
+        outcomes[rank] = json.loads(record.read_text())["outcome"] if record.exists() else "hung"
+    return lines, outcomes
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _reference():
+    if reference_source(REFERENCE) is None:
+        pytest.skip("the gpt3 reference source at aa344c7 is not on this machine")
+
+
+def test_unpatched_reference_logs_no_success_on_rank_0_and_its_stages_disagree(tmp_path):
+    lines, outcomes = _run(tmp_path, patched=False)
+    assert not [line for line in lines if line["key"] == "run_stop"], lines
+    assert any(outcome.startswith(("failed", "hung")) for outcome in outcomes.values()), outcomes
+
+
+def test_round_patch_logs_success_from_rank_0_and_stops_every_rank(tmp_path):
+    lines, outcomes = _run(tmp_path, patched=True)
+    stops = [line for line in lines if line["key"] == "run_stop"]
+    assert stops == [{"rank": 0, "kind": "end", "key": "run_stop", "value": None, "metadata": {"status": "success"}}], lines
+    assert outcomes == {0: "exited 0", 1: "exited 0"}
+    ends = [line["key"] for line in lines if line["rank"] == 0]
+    assert ends[-2:] == ["trained_samples", "epoch_stop"], ends

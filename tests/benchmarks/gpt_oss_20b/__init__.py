@@ -1,0 +1,1 @@
+"""The gpt_oss_20b benchmark's tests."""

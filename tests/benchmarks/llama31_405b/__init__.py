@@ -1,0 +1,1 @@
+"""The llama31_405b benchmark's tests."""

@@ -1,0 +1,1 @@
+"""The llama31_8b benchmark's tests."""

@@ -1,0 +1,1 @@
+"""The qwen35_397b_grpo benchmark's tests."""

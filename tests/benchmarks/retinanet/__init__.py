@@ -1,0 +1,1 @@
+"""The retinanet benchmark's tests."""

@@ -1,0 +1,1 @@
+"""The rgat benchmark's tests."""

@@ -1,0 +1,1 @@
+"""The stable_diffusion benchmark's tests."""

@@ -1,0 +1,1 @@
+"""Definitions and config: the benchmark contract, the catalog, the config model, the import graph."""

@@ -1,0 +1,1 @@
+"""Plans: golden command lines, launchers, preflight, sizing, the page cache."""

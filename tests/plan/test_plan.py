@@ -1,0 +1,352 @@
+"""The plan (mlperf_wf.plan.plan): golden command lines and resources of every benchmark x launcher x geometry,
+the scale separation, and the checks a configuration gets when the workflow is parsed.
+
+Golden files live in ``tests/golden/plan/<benchmark>.json``; after an intended change of a plan,
+regenerate them with ``MLPERF_WF_UPDATE_GOLDEN=1 pytest tests/plan/test_plan.py`` and review the diff.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import sys
+from dataclasses import asdict
+from pathlib import Path
+
+import pytest
+import yaml
+
+from mlperf_wf.config import registry
+from mlperf_wf.config.workflow_config import WorkflowConfig
+from mlperf_wf.errors import ConfigError
+from mlperf_wf.plan import launch
+from mlperf_wf.plan import plan as planning
+from tests.conftest import reference_source
+
+ROOT = Path(__file__).resolve().parents[2]
+GOLDEN = ROOT / "tests" / "golden" / "plan"
+DEFAULTS = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+LAUNCHERS = ("local", "docker", "apptainer", "pyxis")
+NODE_COUNTS = (1, 2)
+
+
+@pytest.fixture
+def workdir(tmp_path, monkeypatch) -> Path:
+    """A workflow directory (its own config/) as the current folder, as Snakemake runs jobs."""
+    (tmp_path / "config").symlink_to(ROOT / "config")
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def make_plan(workdir: Path, **changes) -> planning.Plan:
+    config = {**DEFAULTS, **changes}
+    return planning.Plan(WorkflowConfig.parse(config), project_root=Path("/project"), workdir=workdir)
+
+
+def rendered(name: str, workdir: Path) -> dict:
+    """Everything the plan says about one benchmark, with the work folder written as {workdir}."""
+    out: dict = {}
+    tiny = make_plan(workdir)
+    out["tiny"] = {
+        "preprocess_inputs": tiny.preprocess_inputs(name, tiny.shard_names(name)[0]),
+        "preprocess_args": tiny.preprocess_args(name, tiny.shard_names(name)[0]),
+        "shards": tiny.shard_names(name),
+        "train_inputs": tiny.train_inputs(name),
+        "run_3": {launcher: asdict(make_plan(workdir, launcher=launcher).train_job(name, 3)) for launcher in ("local", "docker")},
+    }
+    full = make_plan(workdir, scale="full")
+    out["full"] = {
+        "download": {dataset: full.download_source_args(dataset) for dataset in sorted(set(full.bench(name).roles_for("prepare").values()))},
+        "shards": full.shard_names(name),
+        "shard_resources": {shard: full.shard_resources(name, shard) for shard in full.shard_names(name)},
+        "train_inputs": full.train_inputs(name),
+    }
+    pinned = {name: {"image": f"registry.example:5000/mlperf/{name}:ref-1", "digest": "sha256:" + "ab" * 32}}
+    for launcher in LAUNCHERS:
+        for nodes in NODE_COUNTS:
+            chosen = make_plan(workdir, scale="full", launcher=launcher, full_geometry={name: {"nodes": nodes}}, full_container=pinned)
+            try:
+                out["full"][f"run_3/{launcher}/{nodes}_node"] = asdict(chosen.train_job(name, 3))
+            except ConfigError as err:
+                out["full"][f"run_3/{launcher}/{nodes}_node"] = {"refused": str(err)}
+    return portable(out, workdir)
+
+
+def portable(out: dict, workdir: Path) -> dict:
+    """``out`` with this machine's paths (a tiny run in docker mounts the host's venv and Python) read as names."""
+    text = json.dumps(out, indent=2, sort_keys=True) + "\n"
+    for path, name in sorted({str(workdir): "{workdir}", sys.prefix: "{venv}", sys.base_prefix: "{python}"}.items(), key=lambda item: -len(item[0])):
+        text = text.replace(path, name)
+    return json.loads(text)
+
+
+def matches_golden(got: dict, golden_name: str) -> dict:
+    """Assert ``got`` equals ``tests/golden/plan/<golden_name>.json`` (rewritten with MLPERF_WF_UPDATE_GOLDEN=1); ``got``."""
+    golden = GOLDEN / f"{golden_name}.json"
+    if os.environ.get("MLPERF_WF_UPDATE_GOLDEN"):
+        golden.parent.mkdir(parents=True, exist_ok=True)
+        golden.write_text(json.dumps(got, indent=2, sort_keys=True) + "\n")
+    assert golden.is_file(), f"no golden plan {golden_name}: run MLPERF_WF_UPDATE_GOLDEN=1 pytest tests/plan/test_plan.py and review {golden}"
+    assert got == json.loads(golden.read_text())
+    return got
+
+
+def reference_geometry_plan(name: str, workdir: Path) -> dict:
+    """Run 3 of ``name`` at its definition's own geometry (the reference's node count) for every launcher, checked
+    against ``<name>_<nodes>_nodes.json``; keys ``run_3/<launcher>/<nodes>_node``."""
+    nodes = make_plan(workdir, scale="full").bench(name).full.geometry.nodes
+    pinned = {name: {"image": f"registry.example:5000/mlperf/{name}:ref-1", "digest": "sha256:" + "ab" * 32}}
+    out = {}
+    for launcher in LAUNCHERS:
+        plan = make_plan(workdir, scale="full", launcher=launcher, full_container=pinned)
+        try:
+            out[f"run_3/{launcher}/{nodes}_node"] = asdict(plan.train_job(name, 3))
+        except ConfigError as err:  # local, docker and apptainer run on one node
+            out[f"run_3/{launcher}/{nodes}_node"] = {"refused": str(err)}
+    return matches_golden(portable(out, workdir), f"{name}_{nodes}_nodes")
+
+
+@pytest.mark.parametrize("name", registry.benchmark_names())
+def test_plan_matches_its_golden_file(name, workdir):
+    matches_golden(rendered(name, workdir), name)
+
+
+@pytest.mark.parametrize("name", registry.benchmark_names())
+def test_full_plan_mounts_every_role_the_runs_read_and_requests_the_geometry(name, workdir):
+    tmp_path = workdir
+    # one node, so the default full-scale launcher is docker, whose command shows every mount
+    plan = make_plan(tmp_path, scale="full", full_geometry={name: {"nodes": 1}})
+    bench = plan.bench(name)
+    job = plan.train_job(name, 0)
+    for role, dataset_id in bench.roles_for("train").items():
+        assert f"{tmp_path}/resources/full/datasets/{dataset_id}:{bench.full.mounts[role]}:ro" in job.command
+    assert f"{tmp_path}/resources/full/prepared/{name}:{bench.full.mounts['prepared']}:ro" in job.command
+    preflight = f"mlperf-wf preflight --benchmark {name} --image {bench.full.container.reference} --platform cpu-tiny || exit 2; "
+    preflight += f"mlperf-wf fresh-run-folder results/{name}/runs/0 || exit 2; "
+    scratch = [f"{tmp_path}/results/{name}/runs/0/scratch/{area}" for area in bench.full.scratch]
+    # per-run scratch is removed once the run succeeded: the launch is then a subshell followed by the removal
+    removal = f") && rm -rf results/{name}/runs/0/scratch || exit $?" if scratch else ""
+    preflight += f"{'(' if scratch else ''}{launch.drop_page_cache()}; "  # then the page cache, on this host
+    assert job.command.startswith(preflight) and job.command.endswith(removal)
+    assert job.command.removeprefix(preflight).startswith(f"mkdir -p {' '.join(scratch)} && docker run" if scratch else "docker run")
+    for area, folder in zip(bench.full.scratch.values(), scratch, strict=True):
+        assert f"-v {folder}:{area.mount} " in job.command
+    geometry = bench.full.geometry
+    assert job.resources.gres == f"gpu:{geometry.gpus_per_node}" and job.resources.runtime == geometry.walltime_minutes
+    assert job.resources.tasks_per_gpu == 0, "SLURM must not start one copy per GPU"
+
+
+def test_tiny_and_full_results_never_share_a_folder(tmp_path):
+    tiny, full = make_plan(tmp_path), make_plan(tmp_path, scale="full")
+    assert tiny.report("llama2_70b_lora") == "results/tiny/llama2_70b_lora/report.json"
+    assert full.report("llama2_70b_lora") == "results/llama2_70b_lora/report.json"
+    assert tiny.logs_root == "logs/tiny" and full.logs_root == "logs/full"
+    assert tiny.run_file("rgat", 2, "result.txt") == "results/tiny/rgat/runs/2/result.txt"
+
+
+def test_tiny_run_reads_its_roles_and_overrides(tmp_path):
+    plan = make_plan(tmp_path, tiny_hyperparameters={"llama2_70b_lora": {"learning_rate": "1e-3"}})
+    job = plan.train_job("llama2_70b_lora", 0)
+    assert "--input checkpoint=resources/tiny/datasets/llama2_70b_fused_qkv" in job.command
+    assert '--hyperparameters \'{"learning_rate": "1e-3"}\'' in job.command
+    assert plan.hyperparameters("llama2_70b_lora").learning_rate == 1e-3, "YAML reads 1e-3 as text; the typed model makes it a number"
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        (
+            {"full_geometry": {"llama2_70b_lorra": {"nodes": 2}}},
+            r"config: full_geometry\.llama2_70b_lorra: names no benchmark; known: " + ", ".join(registry.benchmark_names()),
+        ),
+        (
+            {"tiny_hyperparameters": {"rgat": {"lerning_rate": 0.1}}},
+            r"config: tiny_hyperparameters\.rgat\.lerning_rate: unknown hyperparameter \(got 0\.1\); allowed: ",
+        ),
+        (
+            {"tiny_hyperparameters": {"rgat": {"learning_rate": "fast"}}},
+            r"config: tiny_hyperparameters\.rgat\.learning_rate: Input should be a valid number.*\(got 'fast'\)",
+        ),
+        ({"tiny_hyperparameters": {"rgat": {"fan_out": "5,5"}}}, r"config: tiny_hyperparameters\.rgat: fan_out '5,5' has 2 hops but num_layers is 3"),
+        ({"full_container": {"rgat": {"digest": "sha256:abc"}}}, r"config: full_container\.rgat\.digest: String should match pattern"),
+        ({"benchmarks": ["resnet"]}, r"config: benchmarks: \['resnet'\] has no folder in src/mlperf_wf/benchmarks/"),
+        ({"launcher": "pyxis"}, r"config: launcher is 'pyxis' but tiny-scale runs use auto, local or docker"),
+        ({"ruleset": "6.1.0", "benchmarks": ["rgat"]}, r"ruleset 6\.1\.0: benchmark 'rgat' is not part of this round"),
+    ],
+)
+def test_bad_configuration_is_one_line_naming_key_value_and_what_is_allowed(tmp_path, changes, message):
+    with pytest.raises(ConfigError, match=message) as caught:
+        make_plan(tmp_path, **changes)
+    assert "\n" not in str(caught.value)
+
+
+def test_site_image_pins_the_run(workdir):
+    tmp_path = workdir
+    digest = "sha256:" + "ab" * 32
+    plan = make_plan(tmp_path, scale="full", full_container={"rgat": {"image": "registry.example/rgat:ref", "digest": digest}})
+    job = plan.train_job("rgat", 0)
+    assert job.image == f"registry.example/rgat:ref@{digest}"
+    assert f"--image registry.example/rgat:ref@{digest} --platform cpu-tiny || exit 2; " in job.command
+    assert f"/runs/0 || exit 2; {launch.drop_page_cache()}; docker run" in job.command
+
+
+def test_pyxis_srun_overlaps_the_jobstep_on_one_node_and_runs_straight_from_the_job_on_several(workdir):
+    """One task: the executor refuses `mpi`, so the SLURM jobstep wraps the job in `srun -n1` and pyxis's own srun
+    must overlap that step (else "step creation temporarily disabled" until walltime; tests/workflow/test_slurm.py runs it).
+    Several tasks: `mpi` makes the jobstep run the job's shell directly."""
+    for nodes, mpi in ((1, None), (2, "srun")):
+        job = make_plan(workdir, scale="full", launcher="pyxis", full_geometry={"llama2_70b_lora": {"nodes": nodes}}).train_job("llama2_70b_lora", 0)
+        assert job.resources.mpi == mpi and job.resources.tasks == nodes
+        assert f" srun --nodes={nodes} --ntasks-per-node=1 --mpi=none --overlap " in job.command
+        assert 'scontrol show hostnames "${SLURM_JOB_NODELIST:-$(squeue -h -j "$SLURM_JOB_ID" -o %N)}"' in job.command
+
+
+def test_declared_host_memory_reaches_the_scheduler(workdir):
+    rgat = make_plan(workdir, scale="full").train_job("rgat", 0)
+    assert rgat.resources.mem_mb == registry.load_benchmark("rgat").full.geometry.host_memory_gb * 1024 >= 1100 * 1024
+    site = make_plan(workdir, scale="full", full_geometry={"rgat": {"host_memory_gb": "1500"}}).train_job("rgat", 0)
+    assert site.resources.mem_mb == 1500 * 1024
+    assert make_plan(workdir, scale="full").train_job("llama2_70b_lora", 0).resources.mem_mb == 0  # not declared: the partition's
+
+
+def test_full_scale_runs_get_the_configured_submission_values_and_refuse_the_tiny_platform(workdir, capsys):
+    from mlperf_wf.cli import main
+
+    plan = make_plan(workdir, scale="full", submission={"org": "acme", "platform": "dgx-h100", "status": "onprem"})
+    job = plan.train_job("rgat", 0)
+    assert "-e MLPERF_SUBMISSION_ORG=acme -e MLPERF_SUBMISSION_PLATFORM=dgx-h100 -e MLPERF_SUBMISSION_STATUS=onprem" in job.command
+    assert "-e MLPERF_SUBMISSION_BENCHMARK=rgat -e MLPERF_SUBMISSION_DIVISION=closed" in job.command
+    assert "--platform dgx-h100 ||" in job.command
+    assert main(["preflight", "--benchmark", "rgat", "--platform", "cpu-tiny"]) == 2
+    assert "submission.platform is 'cpu-tiny', the tiny tier's CPU system" in capsys.readouterr().err
+    assert main(["preflight", "--benchmark", "rgat", "--platform", "dgx-h100", "--image", f"reg/rgat@sha256:{'ab' * 32}"]) == 0
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"full_arguments": {"llama2_70b_lora": {"--max_step": 10}}}, "full_arguments.llama2_70b_lora: '--max_step' is not a flag of its reference command"),
+        ({"full_mounts": {"rgat": ["/scratch"]}}, "full_mounts.rgat: '/scratch' is not HOST:CONTAINER[:ro|rw]"),
+        ({"full_mounts": {"rgat": ["/scratch:/s:rx"]}}, "full_mounts.rgat: '/scratch:/s:rx' is not HOST:CONTAINER[:ro|rw]"),
+        ({"full_workdir": {"nope": "/x"}}, "full_workdir.nope: names no benchmark"),
+        ({"reference_logs": {"rgat": "/no/such/rcp_logs"}}, "reference_logs.rgat: '/no/such/rcp_logs' is not a folder"),
+    ],
+)
+def test_site_overrides_of_the_full_command_are_checked_when_the_workflow_is_parsed(workdir, changes, message):
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        make_plan(workdir, scale="full", **changes)
+
+
+def test_the_folder_rgat_creates_before_reading_its_path_is_the_read_only_mount_itself(workdir):
+    """train_rgnn_multi_gpu.py makes <script>/../../data/igbh before it reads --path; on a read-only mount that only
+    works when the folder already exists, i.e. is the mount point (checked against the reference source)."""
+    source = reference_source("retired_benchmarks/rgat/train_rgnn_multi_gpu.py")
+    if source is None:
+        pytest.skip("the shared reference source (mlcommons/training aa344c7) is not on this machine")
+    text = source.read_text()
+    assert "osp.join(osp.dirname(osp.dirname(osp.dirname(osp.realpath(__file__)))), 'data', 'igbh')" in text
+    assert "glt.utils.ensure_dir(root)" in text
+    bench = registry.load_benchmark("rgat")
+    script = Path(bench.full.workdir) / "train_rgnn_multi_gpu.py"
+    created = str(script.parent.parent.parent / "data" / "igbh")
+    assert created == bench.full.mounts["prepared"]
+    job = make_plan(workdir, scale="full").train_job("rgat", 0)
+    assert f"/prepared/rgat:{created}:ro" in job.command and f"--path {created}/dataset" in job.command
+
+
+def test_common_smk_holds_no_branch_on_scale():
+    text = (ROOT / "workflow" / "rules" / "common.smk").read_text()
+    for needle in ("SCALE ==", "scale ==", '== "tiny"', '== "full"', "if SCALE", "if scale"):
+        assert needle not in text, needle
+
+
+def _open_tiny(plan: planning.Plan, name: str) -> None:
+    bench = plan.bench(name)
+    tiny = registry.TinyTier(division="open", closed_rules_not_met=["max_sequence_length 8192: the tiny model trains on 128"])
+    plan.benchmarks[name] = bench.model_copy(update={"tiny": tiny})
+
+
+def test_a_benchmark_whose_closed_rules_cannot_hold_at_tiny_size_runs_its_tiny_tier_open(workdir):
+    tiny = make_plan(workdir, benchmarks=["llama2_70b_lora", "rgat"])
+    _open_tiny(tiny, "rgat")
+    assert (tiny.division("rgat"), tiny.division("llama2_70b_lora")) == ("open", "closed")
+    assert " --division open " in tiny.train_job("rgat", 0).command
+    assert " --division closed " in tiny.train_job("llama2_70b_lora", 0).command
+    assert tiny.package_division() == "closed"  # the config's; rgat's open reports stay out of it, with the reason
+    alone = make_plan(workdir, benchmarks=["rgat"])
+    _open_tiny(alone, "rgat")
+    assert alone.package_division() == "open"
+    full = make_plan(workdir, scale="full")
+    _open_tiny(full, "rgat")
+    assert full.division("rgat") == "closed" and "-e MLPERF_SUBMISSION_DIVISION=closed" in full.train_job("rgat", 0).command
+    assert make_plan(workdir, division="open").division("llama2_70b_lora") == "open"
+
+
+@pytest.mark.parametrize(
+    ("tiny", "message"),
+    [
+        ({"division": "open"}, "list each closed rule the tiny tier does not meet"),
+        ({"closed_rules_not_met": ["x"]}, "a closed tiny tier meets every closed rule"),
+        ({"division": "half-open", "closed_rules_not_met": ["x"]}, "Input should be 'closed' or 'open'"),
+    ],
+)
+def test_the_tiny_division_says_why_it_is_open(tiny, message):
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match=re.escape(message)):
+        registry.TinyTier(**tiny)
+
+
+def test_a_package_of_one_division_leaves_the_others_out_and_says_so(tmp_path, capsys, monkeypatch):
+    from mlperf_wf.cli import main
+
+    report = tmp_path / "report.json"
+    report.write_text(json.dumps({"benchmark": "rgat", "ruleset": "5.1.0", "division": "open", "runs": []}))
+    (tmp_path / "config" / "systems").mkdir(parents=True)
+    shutil.copy(ROOT / "config" / "systems" / "cpu-tiny.yaml", tmp_path / "config" / "systems")
+    argv = ["package", str(report), "--org", "o", "--system", "cpu-tiny", "--ruleset", "5.1.0", "--division", "closed"]
+    monkeypatch.chdir(tmp_path)
+    assert main([*argv, "--out", str(tmp_path / "pkg"), "--check-out", str(tmp_path / "check.json")]) == 2
+    assert "no report was checked under ruleset 5.1.0 in the closed division; the reports have [('5.1.0', 'open')]" in capsys.readouterr().err
+
+
+def test_the_package_of_several_benchmarks_is_a_round_and_division_that_one_of_them_ran(workdir):
+    """llama31_8b (6.1.0, open at tiny size) with bert (5.0.0, closed): the package is 6.1.0 open, not 6.1.0
+    closed, which no report has; bert's report is then listed as left out."""
+    plan = make_plan(workdir, benchmarks=["llama31_8b", "bert"], division="closed")
+    assert (plan.package_ruleset(), plan.package_division()) == ("6.1.0", "open")
+    plan = make_plan(workdir, benchmarks=["llama2_70b_lora", "llama31_8b"], division="closed")
+    assert (plan.package_ruleset(), plan.package_division()) == ("6.1.0", "closed")
+
+
+def test_the_submission_variables_the_plan_sets_are_the_ones_the_round_patches_read(workdir):
+    """The names live twice (the plan, and the hooks module inside images that lack mlperf_wf): they must agree."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("hooks_submission", ROOT / "containers" / "hooks" / "mlperf_wf_submission.py")
+    hooks = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hooks)
+    assert set(make_plan(workdir, scale="full").submission_env("rgat")) == set(hooks.VARIABLES.values())
+
+
+@pytest.mark.parametrize("succeeds", [True, False])
+def test_per_run_scratch_goes_once_the_run_succeeded_and_stays_after_a_failure(workdir, succeeds):
+    """llama31_8b's runs write a data index and NeMo's outputs to per-run scratch (hundreds of GB at full scale): the
+    train job removes it after a successful run; a failed run keeps it (the next attempt starts from an emptied run
+    folder). The plan's own line, with the launcher replaced by a stand-in that writes into the scratch and ends."""
+    import subprocess
+
+    plan = make_plan(workdir, scale="full", launcher="local", full_container={}, submission={**DEFAULTS["submission"], "platform": "cpu-tiny"})
+    command = plan.train_job("llama31_8b", 0).command
+    scratch = workdir / "results/llama31_8b/runs/0/scratch"
+    assert f"&& rm -rf {Path('results/llama31_8b/runs/0/scratch')}" in command
+    launcher = command[command.index("(cd ") : command.rindex(") && rm -rf")]
+    assert command.endswith(" || exit $?")
+    stand_in = f"(mkdir -p {scratch}/npy_index && touch {scratch}/npy_index/index.npy && {'true' if succeeds else 'false'})"
+    line = command.split(" || exit 2; ", 2)[2].replace(launcher, stand_in, 1)  # without the preflight and the emptying
+    # as the train rule runs it: the rule's next command (provenance) must not run after a failed run
+    ran = subprocess.run(["bash", "-c", f"set -euo pipefail; {{ {line}; }} 2>&1; echo next-command"], cwd=workdir, capture_output=True, text=True)
+    assert (ran.returncode == 0) == succeeds and ("next-command" in ran.stdout) == succeeds, ran.stdout + ran.stderr
+    assert scratch.exists() != succeeds

@@ -1,0 +1,1 @@
+"""Compliance, scores, reports, packages, status."""

@@ -1,0 +1,52 @@
+"""The README is a landing page and every page it sends a reader to exists: at most 150 lines, every relative link of
+the README, docs/, config/ and containers/ pages resolves, every docs page is reachable from the README, and no
+stray notes file sits at the root."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PAGES = [ROOT / "README.md", ROOT / "config/README.md", ROOT / "containers/README.md", *sorted((ROOT / "docs").glob("*.md"))]
+LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
+
+
+def relative_links(page: Path) -> list[str]:
+    return [target for target in LINK.findall(page.read_text()) if "://" not in target and not target.startswith("mailto:")]
+
+
+def test_the_readme_is_a_landing_page():
+    lines = (ROOT / "README.md").read_text().splitlines()
+    assert len(lines) <= 150, f"README.md has {len(lines)} lines; move details into docs/"
+    linked = {(ROOT / target).resolve() for target in relative_links(ROOT / "README.md")}
+    unlinked = [page.name for page in sorted((ROOT / "docs").glob("*.md")) if page.resolve() not in linked]
+    assert unlinked == [], f"docs pages the README does not link: {unlinked}"
+
+
+def test_every_relative_link_resolves():
+    broken = [f"{page.relative_to(ROOT)}: {target}" for page in PAGES for target in relative_links(page) if not (page.parent / target).exists()]
+    assert broken == []
+
+
+def test_no_stray_notes_at_the_root_or_in_a_benchmark_folder_but_its_reference_notes():
+    assert sorted(path.name for path in ROOT.glob("NOTES*")) == []
+    notes = sorted(str(path.relative_to(ROOT)) for path in (ROOT / "src/mlperf_wf/benchmarks").glob("*/NOTES*"))
+    assert notes == ["src/mlperf_wf/benchmarks/llama31_8b/NOTES-reference-llama31_8b.md"]
+
+
+BENCHMARK_SECTIONS = ("What the reference does", "Full scale in this workflow", "Rehearsal", "Tiny tier", "Deviations", "Tests", "Status")
+"""The benchmark README template (docs/adding-a-benchmark.md): these second-level sections in this order, the first
+four in every README; anything else is a third-level section inside one of them."""
+OUTSIDE_REFERENCES = re.compile(r"definition of done|done-definition|benchmark-done|\b(item|point) [0-9]\b|\bissue [0-9]+", re.IGNORECASE)
+
+
+def test_every_benchmark_readme_follows_the_template_and_stands_alone():
+    for readme in sorted((ROOT / "src/mlperf_wf/benchmarks").glob("*/README.md")):
+        text = readme.read_text()
+        outside_fences = re.sub(r"```.*?```", "", text, flags=re.DOTALL)
+        sections = re.findall(r"^## (.+)$", outside_fences, flags=re.MULTILINE)
+        assert all(section in BENCHMARK_SECTIONS for section in sections), f"{readme}: sections {sections}"
+        assert sections == sorted(sections, key=BENCHMARK_SECTIONS.index), f"{readme}: sections out of order: {sections}"
+        assert set(BENCHMARK_SECTIONS[:4]) <= set(sections), f"{readme}: missing {set(BENCHMARK_SECTIONS[:4]) - set(sections)}"
+        assert not OUTSIDE_REFERENCES.search(text), f"{readme}: {OUTSIDE_REFERENCES.search(text).group(0)!r} refers to a text outside the project"

@@ -1,0 +1,189 @@
+"""The tiny DAG through a real one-node SLURM on localhost, with `--profile slurm` and the executor plugin.
+
+The test starts munge, slurmctld and slurmd itself and stops them by PID. It needs
+root and Debian's `slurmctld slurmd slurm-client munge` (`.ci/run` installs them);
+slurm.conf must be at /etc/slurm/slurm.conf, because the SLURM jobstep strips
+SLURM_CONF before its nested srun. A file already there is put back afterwards (and at the next
+session's start when a killed session could not: see conftest).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from mlperf_wf.config.workflow_config import WorkflowConfig
+from tests.conftest import CONF_BACKUP, CONF_MARKER, SYSTEM_CONF, remove_stale_test_conf
+from tests.results.test_status import check_watched, run_watched
+
+ROOT = Path(__file__).resolve().parents[2]
+DAEMONS = ("/usr/sbin/munged", "/usr/sbin/slurmctld", "/usr/sbin/slurmd", "/usr/bin/sbatch")
+pytestmark = pytest.mark.skipif(
+    os.geteuid() != 0 or not all(Path(p).exists() for p in DAEMONS),
+    reason="needs root and Debian's slurmctld slurmd slurm-client munge (bash .ci/run installs them)",
+)
+
+
+def slurm_conf(state: Path) -> str:
+    # More CPUs and memory than this VM has (config_overrides keeps slurmd from draining the node),
+    # so that the profile's real-cluster requests (4-8 cores a job) still schedule here.
+    cpus = 16
+    return "\n".join(
+        [
+            CONF_MARKER,
+            "ClusterName=mlperfwf",
+            "SlurmctldHost=localhost",
+            "SlurmUser=root",
+            "SlurmdUser=root",
+            "AuthType=auth/munge",
+            "CredType=cred/munge",
+            "SlurmctldPort=6817",
+            "SlurmdPort=6818",
+            f"StateSaveLocation={state}/state",
+            f"SlurmdSpoolDir={state}/spool",
+            f"SlurmctldPidFile={state}/slurmctld.pid",
+            f"SlurmdPidFile={state}/slurmd.pid",
+            f"SlurmctldLogFile={state}/slurmctld.log",
+            f"SlurmdLogFile={state}/slurmd.log",
+            "ProctrackType=proctrack/linuxproc",
+            "TaskPlugin=task/none",
+            "MpiDefault=none",
+            "SchedulerType=sched/backfill",
+            "SelectType=select/cons_tres",
+            "SelectTypeParameters=CR_Core_Memory",
+            "ReturnToService=2",
+            "MinJobAge=600",
+            "SlurmdParameters=config_overrides",
+            "JobAcctGatherType=jobacct_gather/none",
+            "AccountingStorageType=accounting_storage/none",
+            "JobCompType=jobcomp/none",
+            f"NodeName=localhost NodeAddr=127.0.0.1 CPUs={cpus} RealMemory=32000 State=UNKNOWN",
+            "PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP",
+            "",
+        ]
+    )
+
+
+@pytest.fixture(scope="module")
+def slurm(tmp_path_factory):
+    state = tmp_path_factory.mktemp("slurm")
+    for sub in ("state", "spool"):
+        (state / sub).mkdir()
+    remove_stale_test_conf()
+    if SYSTEM_CONF.exists():
+        shutil.copy2(SYSTEM_CONF, CONF_BACKUP)
+    SYSTEM_CONF.parent.mkdir(parents=True, exist_ok=True)
+    SYSTEM_CONF.write_text(slurm_conf(state))
+    Path("/run/munge").mkdir(parents=True, exist_ok=True)
+    shutil.chown("/run/munge", "munge", "munge")
+    daemons = []
+    try:
+        daemons.append(subprocess.Popen(["runuser", "-u", "munge", "--", "/usr/sbin/munged", "-F"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        time.sleep(1)
+        daemons.append(subprocess.Popen(["/usr/sbin/slurmctld", "-D", "-i"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        daemons.append(subprocess.Popen(["/usr/sbin/slurmd", "-D", "-N", "localhost"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            states = subprocess.run(["sinfo", "-h", "-o", "%T"], capture_output=True, text=True).stdout.split()
+            if states and all(s in ("idle", "mixed") for s in states):
+                break
+            time.sleep(1)
+        else:
+            pytest.fail(f"SLURM did not come up: {(state / 'slurmctld.log').read_text()[-2000:] if (state / 'slurmctld.log').exists() else ''}")
+        yield state
+    finally:
+        for proc in reversed(daemons):
+            proc.send_signal(signal.SIGTERM)
+        for proc in reversed(daemons):
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        if CONF_BACKUP.exists():
+            CONF_BACKUP.replace(SYSTEM_CONF)
+        else:
+            SYSTEM_CONF.unlink(missing_ok=True)
+
+
+def test_tiny_dag_runs_through_sbatch_with_the_slurm_profile(slurm, tmp_path):
+    workdir = tmp_path / "cluster_checkout"
+    workdir.mkdir()
+    shutil.copytree(ROOT / "config", workdir / "config")
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    argv = [
+        sys.executable, "-m", "snakemake", "-s", str(ROOT / "workflow/Snakefile"), "-d", str(workdir),
+        "--profile", str(ROOT / "profiles/slurm"),
+        # this one-node cluster has no slurmdbd: poll with squeue, soon
+        "--slurm-status-command", "squeue", "--slurm-init-seconds-before-status-checks", "5",
+        "--slurm-keep-successful-logs",
+        # the profile's site values are for real nodes; this one declares 32 GB
+        "--set-resources", "preprocess_shard:mem_mb=16000",
+        "--config", "runs=2",
+    ]  # fmt: skip
+    # Detached from the terminal and the test's process group, as SLURM runs want (see machine notes).
+    # `mlperf-wf status` watches the campaign while it is in flight (tests/results/test_status.py).
+    seen = run_watched(argv, workdir, ["runs=2"], env, tmp_path / "snakemake.log", timeout=600, stdin=subprocess.DEVNULL, start_new_session=True)
+    output = seen["output"]
+    check_watched(seen, workdir, ["runs=2"])
+    assert seen["scheduler"] & {"RUNNING", "PENDING"}, f"squeue never named a train job: {seen['scheduler']}"
+    train_logs = sorted((workdir / ".snakemake/slurm_logs/rule_train").rglob("*.log"))
+    assert len(train_logs) == 2, f"each train job went through sbatch: {train_logs}"
+    assert output.count("with SLURM jobid") >= 2 or output.count("SLURM jobid") >= 2
+    report = json.loads((workdir / "results/tiny/llama2_70b_lora/report.json").read_text())
+    assert [r["compliance"] for r in report["runs"]] == ["passed", "passed"]
+    assert {r["made_with"]["launcher"] for r in report["runs"]} == {"local"}
+
+
+# Stand-in for the pyxis SPANK plugin (tests only): this SLURM has no enroot, so the container options are
+# dropped and the rest of the line goes to the real srun, from the same place in the job a pyxis srun runs.
+PYXIS_STAND_IN = """#!/bin/sh
+for word do
+  shift
+  case "$word" in --container-*|--no-container-*) ;; *) set -- "$@" "$word" ;; esac
+done
+exec /usr/bin/srun "$@"
+"""
+
+
+def test_a_pyxis_job_starts_its_own_srun_in_the_allocation(slurm, tmp_path):
+    """The plan's one-node pyxis line, submitted with the plan's resources through the SLURM executor: the jobstep
+    wraps the job in `srun -n1`, and the job's own srun must still get its step (--overlap; without it, it waits
+    for what that step holds, "step creation temporarily disabled", until the 2-minute walltime) and a MASTER_ADDR
+    (the jobstep clears SLURM_JOB_NODELIST)."""
+    from mlperf_wf.plan import launch
+    from mlperf_wf.plan import plan as planning
+
+    config = {**__import__("yaml").safe_load((ROOT / "config/config.yaml").read_text()), "scale": "full", "launcher": "pyxis"}
+    job = planning.Plan(WorkflowConfig.parse(config), ROOT, workdir=tmp_path).train_job("llama2_70b_lora", 0)
+    bench = planning.registry.load_benchmark("llama2_70b_lora")
+    one_gpu = launch.Launch("pyxis", nodes=1, gpus_per_node=1)
+    script = launch.pyxis_script(bench, "registry#image:tag", [(str(tmp_path), "/results", "rw")], {}, (), ["printenv", "MASTER_ADDR"], one_gpu, "/")
+    stand_in = tmp_path / "bin"
+    stand_in.mkdir()
+    (stand_in / "srun").write_text(PYXIS_STAND_IN)
+    (stand_in / "srun").chmod(0o755)
+    mpi = f'mpi="{job.resources.mpi}",' if job.resources.mpi else ""
+    (tmp_path / "Snakefile").write_text(
+        "rule pyxis_job:\n"
+        "    output: 'ran_on.txt'\n"
+        f"    resources: runtime=2, nodes={job.resources.nodes}, tasks={job.resources.tasks}, {mpi}\n"
+        f"    params: command={json.dumps(script)}\n"  # as the train rule passes its command
+        "    shell: '({params.command}) > {output}'\n"
+    )
+    env = {**os.environ, "PATH": f"{stand_in}{os.pathsep}{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    argv = [
+        sys.executable, "-m", "snakemake", "-s", str(tmp_path / "Snakefile"), "-d", str(tmp_path), "--executor", "slurm", "--jobs", "1",
+        "--default-resources", "slurm_partition=debug", "mem_mb=1000",
+        "--slurm-status-command", "squeue", "--slurm-init-seconds-before-status-checks", "5",
+    ]  # fmt: skip
+    proc = subprocess.run(argv, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=400, start_new_session=True, check=False)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    assert (tmp_path / "ran_on.txt").read_text().split() == ["localhost"], "the job's own srun ran its task, with the master address"

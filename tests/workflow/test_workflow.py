@@ -1,0 +1,457 @@
+"""The tiny DAG end to end through Snakemake, caching/rerun behaviour, and the full-scale dry run."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from mlperf_wf.config import registry
+from mlperf_wf.results.compliance import check
+
+ROOT = Path(__file__).resolve().parents[2]
+SNAKEFILE = ROOT / "workflow" / "Snakefile"
+TINY_RUNS = 3
+
+
+def snakemake_env(cache: Path | None = None) -> dict[str, str]:
+    """This venv first on PATH, the output cache when given, and no usable network proxy."""
+    env = dict(os.environ)
+    if cache:
+        env["SNAKEMAKE_OUTPUT_CACHE"] = str(cache)
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
+    # Any network use would fail: the DAG must not need it.
+    env.update({"HTTP_PROXY": "http://127.0.0.1:9", "HTTPS_PROXY": "http://127.0.0.1:9", "NO_PROXY": ""})
+    return env
+
+
+def snakemake_argv(workdir: Path, *args: str) -> list[str]:
+    return [sys.executable, "-m", "snakemake", "-s", str(SNAKEFILE), "-d", str(workdir), *args]
+
+
+def snakemake(workdir: Path, *args: str, check_rc: bool = True, cache: Path | None = None) -> subprocess.CompletedProcess:
+    proc = subprocess.run(snakemake_argv(workdir, *args), capture_output=True, text=True, env=snakemake_env(cache), check=False)
+    if check_rc and proc.returncode != 0:
+        raise AssertionError(f"snakemake {' '.join(args)} failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
+    return proc
+
+
+def planned_train_lines(output: str, benchmark: str = "") -> list[str]:
+    """The train jobs' shell lines of a ``snakemake -n -p`` output (for ``benchmark``, else all)."""
+    start, launch = "Shell command: { mlperf-wf check-prepared ", f" || exit $?; mlperf-wf preflight --benchmark {benchmark}".rstrip()
+    return [line for line in output.splitlines() if line.startswith(start) and launch in line]
+
+
+def new_workdir(path: Path) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    shutil.copytree(ROOT / "config", path / "config")
+    return path
+
+
+def job_counts(output: str) -> dict[str, int]:
+    """The 'Job stats' table of a Snakemake run or dry run."""
+    lines = output.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("Job stats:")) + 3
+    counts = {}
+    for line in lines[start:]:
+        parts = line.split()
+        if len(parts) != 2 or parts[0] == "total":
+            break
+        counts[parts[0]] = int(parts[1])
+    return counts
+
+
+@pytest.fixture(scope="module")
+def output_cache(tmp_path_factory) -> Path:
+    """A Snakemake output cache shared by the workflow directories of these tests."""
+    return tmp_path_factory.mktemp("output_cache")
+
+
+STATUS_SEEN: dict[Path, dict] = {}
+"""What `mlperf-wf status` showed while tiny_project's campaign ran (tests/results/test_status.py watches it)."""
+
+
+@pytest.fixture(scope="module")
+def tiny_project(tmp_path_factory, output_cache) -> Path:
+    from tests.results.test_status import run_watched
+
+    workdir = new_workdir(tmp_path_factory.mktemp("tiny"))
+    argv = snakemake_argv(workdir, "--cores", "2", "--config", f"runs={TINY_RUNS}", "--cache")
+    STATUS_SEEN[workdir] = run_watched(argv, workdir, [f"runs={TINY_RUNS}"], snakemake_env(output_cache), workdir.parent / "snakemake.log")
+    return workdir
+
+
+@pytest.mark.slow
+def test_tiny_chain_reaches_the_target_and_every_run_is_compliant(tiny_project):
+    report = json.loads((tiny_project / "results/tiny/llama2_70b_lora/report.json").read_text())
+    assert report["benchmark"] == "llama2_70b_lora" and report["ruleset"] == "6.1.0" and report["scale"] == "tiny"
+    assert report["required_runs"] == 10
+    runs = report["runs"]
+    assert [r["index"] for r in runs] == list(range(TINY_RUNS))
+    assert [r["seed"] for r in runs] == [1234 + i for i in range(TINY_RUNS)]
+    for run in runs:
+        assert run["status"] == "success" and run["compliance"] == "passed"
+        assert run["final_eval_accuracy"] <= 0.925
+        # The official checker, run again here, agrees.
+        assert check(tiny_project / run["result_file"], "6.1.0").verdict == "passed"
+    # The olympic score of 3 runs is the median run, recomputed from the logs' timestamps.
+    minutes = sorted(r["minutes"] for r in runs)
+    assert report["score"]["olympic_minutes"] == pytest.approx(minutes[1], rel=1e-12)
+    assert report["valid_submission"] is False
+    assert any("tiny" in reason for reason in report["valid_submission_reasons"])
+
+
+@pytest.mark.slow
+def test_status_during_the_campaign_and_after_it_matches_the_report(tiny_project):
+    from tests.results.test_status import check_watched
+
+    check_watched(STATUS_SEEN[tiny_project], tiny_project, [f"runs={TINY_RUNS}"], forecast_steps=2)
+
+
+@pytest.mark.slow
+def test_a_second_workflow_directory_reuses_the_prepared_data_from_the_cache(tiny_project, output_cache, tmp_path):
+    other = new_workdir(tmp_path / "second_checkout")
+    proc = snakemake(other, "--cores", "2", "resources/tiny/prepared/llama2_70b_lora/dataset", "--cache", cache=output_cache)
+    out = proc.stdout + proc.stderr
+    for path in (
+        "resources/tiny/mirror/llama2_70b_fused_qkv",
+        "resources/tiny/datasets/scrolls_gov_report_8k",
+        "resources/tiny/prepared/llama2_70b_lora/shards/govreport",
+    ):
+        assert f"Symlinking output file {path}" in out, path
+    assert "Moving output file" not in out, "nothing was computed again"
+    for rule in ("generate_tiny_mirror", "download", "preprocess"):
+        ran = [log for log in (other / "logs" / "tiny" / rule).rglob("*.log") if log.stat().st_size]
+        assert not ran, f"{rule} ran in the second directory: {ran}"
+    prepared = other / "resources/tiny/prepared/llama2_70b_lora/dataset"
+    assert (prepared / "train-00000-of-00001.parquet").read_bytes() == (
+        tiny_project / "resources/tiny/prepared/llama2_70b_lora/dataset/train-00000-of-00001.parquet"
+    ).read_bytes()
+
+
+@pytest.mark.slow
+def test_figures_and_browsable_report_with_captions(tiny_project, tmp_path):
+    for name in ("time_to_train", "convergence"):
+        for suffix in (".png", ".svg"):
+            assert (tiny_project / f"results/tiny/llama2_70b_lora/plots/{name}{suffix}").stat().st_size > 1000
+    summary = (tiny_project / "results/tiny/summary.csv").read_text().splitlines()
+    assert summary[0].startswith("benchmark,scale,ruleset") and summary[1].startswith("llama2_70b_lora,tiny,6.1.0")
+    html = tmp_path / "report.html"
+    snakemake(tiny_project, "--report", str(html), "--config", f"runs={TINY_RUNS}")
+    text = html.read_text()
+    for caption in ("Time to train of every run", "Convergence of every run", "olympic mean times the RCP scaling factor"):
+        assert caption in text
+    for figure in ("time_to_train.png", "convergence.png", "summary.png", "summary.csv"):
+        assert figure in text
+
+
+@pytest.mark.slow
+def test_submission_package_is_built_and_checked_by_the_official_checkers(tiny_project):
+    org = tiny_project / "results/tiny/submission/mlperf-workflow"
+    results = sorted(p.name for p in (org / "results/cpu-tiny/llama2_70b_lora").iterdir())
+    assert results == [f"result_{i}.txt" for i in range(TINY_RUNS)]
+    assert json.loads((org / "systems/cpu-tiny.json").read_text())["division"] == "closed"
+    made_by = org / "benchmarks/llama2_70b_lora/implementations/mlperf-workflow-tiny"
+    record = json.loads((made_by / "implementation.json").read_text())
+    assert record["made_by"].startswith("mlperf-workflow's tiny-tier CPU trainer") and record["launchers"] == ["local"]
+    assert all("mlperf-wf train --benchmark llama2_70b_lora" in command for command in record["commands"])
+    assert {"trainer.py", "hyperparameters.py", "harness.py"} <= {p.name for p in made_by.iterdir()}
+    check = json.loads((tiny_project / "results/tiny/submission/package_check.json").read_text())
+    assert check["system_descriptions"]["cpu-tiny"]["passed"] is True
+    package_log = (tiny_project / check["package_checker"]["log"]).read_text()
+    assert "Running compliance checks in dir" in package_log, "the package checker really ran"
+    errors = " ".join(check["package_checker"]["errors"])
+    assert "found 3, expected 10" in errors and "RCP Test Failed" in errors
+    assert check["valid_for_submission"] is False
+    assert "tiny" in (tiny_project / "results/tiny/submission/NOT_FOR_SUBMISSION.txt").read_text()
+    summary = (tiny_project / "results/tiny/summary.csv").read_text()
+    assert "package_checker" in summary.splitlines()[0] and "RCP Test Failed" in summary
+
+
+@pytest.mark.slow
+def test_score_reads_a_workflow_results_folder_with_its_rcp_check(tiny_project, tmp_path):
+    from mlperf_wf.cli import main
+
+    out = tmp_path / "score.json"
+    # tiny runs converge in far fewer samples than the real benchmark's reference: the RCP check fails, so exit 1
+    assert main(["score", str(tiny_project / "results/tiny/llama2_70b_lora"), "--ruleset", "6.1.0", "--json", str(out)]) == 1
+    (score,) = json.loads(out.read_text())
+    assert score["rcp"]["verdict"] == "Fail" and score["rcp"]["reference_mean"] > score["rcp"]["samples_to_converge"]
+    assert len(score["runs"]) == TINY_RUNS and all(r["compliant"] for r in score["runs"])
+
+
+@pytest.mark.slow
+def test_logged_hyperparameters_are_the_trainers(tiny_project):
+    logged = {}
+    for line in (tiny_project / "results/tiny/llama2_70b_lora/runs/0/result.txt").read_text().splitlines():
+        record = json.loads(line.removeprefix(":::MLLOG "))
+        logged.setdefault(record["key"], record["value"])
+    assert logged["lora_rank"] == 16 and logged["lora_alpha"] == 32
+    assert logged["opt_base_learning_rate"] == 4e-4 and logged["opt_gradient_clip_norm"] == 0.3
+    assert logged["global_batch_size"] == 8 and logged["seed"] == 1234
+    assert logged["train_samples"] == 4096 and logged["eval_samples"] == 256
+    assert logged["config_filename"] == "mlperf_wf/benchmarks/llama2_70b_lora/hyperparameters.py"
+
+
+@pytest.mark.slow
+def test_second_run_does_nothing_and_a_deleted_run_reruns_alone(tiny_project):
+    again = snakemake(tiny_project, "-n", "--config", f"runs={TINY_RUNS}")
+    assert "Nothing to be done" in again.stdout + again.stderr
+
+    (tiny_project / "results/tiny/llama2_70b_lora/runs/1/result.txt").unlink()
+    plan = snakemake(tiny_project, "-n", "--config", f"runs={TINY_RUNS}")
+    assert job_counts(plan.stdout) == {"train": 1, "check_compliance": 1, "report": 1, "plot_benchmark": 1, "package": 1, "summarize": 1, "all": 1}
+    assert "results/tiny/llama2_70b_lora/runs/1/result.txt" in plan.stdout
+
+    other_run = tiny_project / "results/tiny/llama2_70b_lora/runs/0/result.txt"
+    before = other_run.stat().st_mtime_ns
+    snakemake(tiny_project, "--cores", "2", "--config", f"runs={TINY_RUNS}")
+    assert other_run.stat().st_mtime_ns == before
+    assert (tiny_project / "results/tiny/llama2_70b_lora/runs/1/result.txt").is_file()
+
+
+@pytest.mark.slow
+def test_corrupted_dataset_fails_verify_and_training_never_starts(tiny_project, tmp_path):
+    workdir = tmp_path / "corrupt"
+    shutil.copytree(tiny_project, workdir)  # dereferences links into the shared cache, which must stay intact
+    shutil.rmtree(workdir / "results")
+    victim = workdir / "resources/tiny/datasets/scrolls_gov_report_8k/train-00000-of-00001.parquet"
+    data = bytearray(victim.read_bytes())
+    data[100] ^= 0xFF
+    victim.write_bytes(bytes(data))
+    proc = snakemake(workdir, "--cores", "2", "--forcerun", "verify", "--config", f"runs={TINY_RUNS}", check_rc=False)
+    assert proc.returncode != 0
+    log = (workdir / "logs/tiny/verify/scrolls_gov_report_8k.log").read_text()
+    assert "scrolls_gov_report_8k/train-00000-of-00001.parquet: md5 mismatch: expected " in log
+    assert ", actual " in log
+    assert not (workdir / "results/tiny/llama2_70b_lora/runs").exists(), "no run may start on unverified data"
+
+
+@pytest.mark.slow
+def test_lora_on_an_untrained_base_cannot_reach_the_target(tiny_project, tmp_path):
+    """The tiny target needs the pretrained checkpoint's capability: LoRA on a random base stalls."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from mlperf_wf.benchmarks.llama2_70b_lora.hyperparameters import Hyperparameters
+    from mlperf_wf.benchmarks.llama2_70b_lora.trainer import train
+    from mlperf_wf.run.harness import TinyRun
+    from tests.mllogs import tiny_run_spec
+
+    checkpoint = tiny_project / "resources/tiny/datasets/llama2_70b_fused_qkv"
+    random_base = tmp_path / "random_base"
+    shutil.copytree(checkpoint, random_base)
+    LlamaForCausalLM(LlamaConfig.from_pretrained(checkpoint)).save_pretrained(random_base)
+    spec = tiny_run_spec(
+        "llama2_70b_lora",
+        "6.1.0",
+        tmp_path / "result.txt",
+        tiny_project / "resources/tiny/prepared/llama2_70b_lora/dataset",
+        0.925,
+        {"checkpoint": random_base},
+    )
+    budget = 80  # about 3x the steps the pretrained base needs
+    hp = Hyperparameters(max_steps=budget)
+    with TinyRun(spec, hp) as run:
+        summary = train(run, hp)
+    assert summary["status"] == "aborted"
+    assert summary["eval_loss"] > 0.925
+    assert check(spec.result_file, "6.1.0").verdict == "non_converged"
+
+
+def test_full_scale_dry_run_lists_the_real_plan(tmp_path):
+    # how quickly: bench/dry_run.py (a timed assertion here would fail on a busy CI machine, not on a slow DAG)
+    workdir = new_workdir(tmp_path / "full")
+    proc = snakemake(workdir, "-n", "results/llama2_70b_lora/report.json", "--config", "scale=full")
+    assert job_counts(proc.stdout) == {
+        "download": 2,
+        "verify": 2,
+        "preprocess_shard": 1,
+        "assemble_prepared": 1,
+        "train": 10,
+        "check_compliance": 10,
+        "report": 1,
+    }
+    # the default target adds the figures and the summary
+    assert job_counts(snakemake(workdir, "-n", "--config", "scale=full").stdout)["summarize"] == 1
+    out = proc.stdout
+    assert "--uri https://llama2.mlcommons-storage.org/metadata/scrolls-gov-report-8k.uri" in out
+    assert "--uri https://llama2.mlcommons-storage.org/metadata/llama-2-70b-fused-qkv-mlperf.uri" in out
+    train_lines = planned_train_lines(out)
+    assert len(train_lines) == 10
+    for line in train_lines:
+        assert "|| exit 2; if { sync && " in line  # the job's own preflight, then the page cache
+        assert "; fi; docker run --rm --gpus all --network=host --ipc=host" in line
+        assert "accelerate launch --num_processes 8 --config_file configs/default_config.yaml scripts/train.py" in line
+    for seed in range(1234, 1244):
+        assert f"--seed {seed} " in out
+    assert not (workdir / "resources").exists() and not (workdir / "results").exists()
+
+
+def test_bad_config_is_one_clear_line(tmp_path):
+    workdir = new_workdir(tmp_path / "bad")
+    proc = snakemake(workdir, "-n", "--config", "ruleset=9.9.9", check_rc=False)
+    assert proc.returncode != 0
+    assert "ruleset '9.9.9' is not known to mlperf-logging; known rounds:" in proc.stdout + proc.stderr
+    proc = snakemake(workdir, "-n", "--config", "ruleset=6.1.0", "benchmarks=[rgat]", check_rc=False)
+    assert proc.returncode != 0
+    assert "ruleset 6.1.0: benchmark 'rgat' is not part of this round; allowed:" in proc.stdout + proc.stderr
+    proc = snakemake(workdir, "-n", "--config", "benchmarks=[resnet]", check_rc=False)
+    assert proc.returncode != 0
+    known = ", ".join(registry.benchmark_names())
+    assert f"benchmarks: ['resnet'] has no folder in src/mlperf_wf/benchmarks/; known: {known}" in proc.stdout + proc.stderr
+
+
+def train_resources_line(output: str) -> str:
+    lines = output.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("rule train:"))
+    return next(line for line in lines[start:] if line.strip().startswith("resources:"))
+
+
+def test_named_slurm_profile_requests_the_benchmark_geometry(tmp_path):
+    """`make profiles` links the profile where Snakemake looks, so `--profile slurm` works by name."""
+    config_home = tmp_path / "xdg"
+    subprocess.run(["make", "-s", "profiles", f"PROFILE_HOME={config_home}/snakemake"], cwd=ROOT, check=True, capture_output=True)
+    workdir = new_workdir(tmp_path / "cluster")
+    env_home = {"XDG_CONFIG_HOME": str(config_home)}
+    old = {k: os.environ.get(k) for k in env_home}
+    os.environ.update(env_home)
+    try:
+        single = snakemake(workdir, "--profile", "slurm", "-n", "results/llama2_70b_lora/report.json", "--config", "scale=full")
+        multi = snakemake(
+            workdir, "--profile", "slurm", "-n", "results/llama2_70b_lora/report.json",
+            "--config", "scale=full", "launcher=pyxis", "full_geometry={llama2_70b_lora: {nodes: 2}}",
+        )  # fmt: skip
+    finally:
+        for key, value in old.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+    line = train_resources_line(single.stdout)
+    for expected in ("runtime=240", "nodes=1", "gres=gpu:8", "tasks_per_gpu=0", "cpus_per_gpu=8", "slurm_extra=--exclusive"):
+        assert expected in line, (expected, line)
+    assert "mpi=" not in line, "a one-node, one-launcher run lets the jobstep place it"
+    assert "mem_mb=0" in line, "llama2 declares no host memory: the partition's whole-node default"
+    line = train_resources_line(multi.stdout)
+    for expected in ("nodes=2", "gres=gpu:8", "tasks=2", "mpi=srun"):
+        assert expected in line, (expected, line)
+    assert "srun --nodes=2 --ntasks-per-node=1 --mpi=none --overlap --container-image=" in multi.stdout
+    assert "accelerate launch --num_machines 2 --machine_rank" in multi.stdout and "--num_processes 16 --config_file" in multi.stdout
+
+
+@pytest.mark.slow
+def test_two_process_torchrun_run_is_compliant_and_logged_by_rank_zero_only(tiny_project, tmp_path):
+    from mlperf_wf.plan.launch import Launch, shell_join, tiny_command
+
+    result = tmp_path / "ddp" / "result.txt"
+    args = [
+        "--benchmark", "llama2_70b_lora", "--run-index", "0", "--seed", "4242",
+        "--data", str(tiny_project / "resources/tiny/prepared/llama2_70b_lora/dataset"),
+        "--input", f"checkpoint={tiny_project / 'resources/tiny/datasets/llama2_70b_fused_qkv'}",
+        "--result", str(result), "--ruleset", "6.1.0", "--division", "closed",
+        "--org", "test", "--platform", "cpu", "--status", "research",
+    ]  # fmt: skip
+    command = shell_join(tiny_command(args, Launch("local", tiny_processes=2)))
+    assert command.startswith("torchrun --standalone --nproc-per-node=2 -m mlperf_wf train")
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    proc = subprocess.run(command, shell=True, cwd=ROOT, env=env, capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert proc.stdout.count('"status": "success"') + proc.stderr.count('"status": "success"') >= 2, "both ranks finished"
+    keys = [json.loads(line.removeprefix(":::MLLOG "))["key"] for line in result.read_text().splitlines()]
+    assert keys.count("run_start") == 1 and keys.count("seed") == 1, "only rank 0 writes the log"
+    logged = {
+        json.loads(line.removeprefix(":::MLLOG "))["key"]: json.loads(line.removeprefix(":::MLLOG "))["value"] for line in result.read_text().splitlines()
+    }
+    assert (logged["global_batch_size"], logged["micro_batch_size"], logged["gradient_accumulation_steps"]) == (8, 4, 1)
+    assert check(result, "6.1.0").verdict == "passed"
+
+
+@pytest.mark.slow
+def test_after_the_tiny_chain_the_full_scale_plans_work_as_written(tiny_project, tmp_path):
+    """The README's next commands after `make demo`: tiny results stay under results/tiny and never block a full plan."""
+    config_home = tmp_path / "xdg"
+    subprocess.run(["make", "-s", "profiles", f"PROFILE_HOME={config_home}/snakemake"], cwd=ROOT, check=True, capture_output=True)
+    plain = snakemake(tiny_project, "-n", "results/llama2_70b_lora/report.json", "--config", "scale=full")
+    assert job_counts(plain.stdout)["train"] == 10
+    env = {**snakemake_env(), "XDG_CONFIG_HOME": str(config_home)}
+    argv = snakemake_argv(tiny_project, "--profile", "slurm", "-n", "results/llama2_70b_lora/report.json", "--config", "scale=full")
+    cluster = subprocess.run(argv, capture_output=True, text=True, env=env, check=False)
+    assert cluster.returncode == 0, cluster.stdout[-3000:] + cluster.stderr[-3000:]
+    assert job_counts(cluster.stdout)["train"] == 10
+    assert (tiny_project / "results/tiny/llama2_70b_lora/report.json").is_file()
+    assert not (tiny_project / "results/llama2_70b_lora").exists()
+
+
+@pytest.mark.slow
+def test_each_run_records_what_it_was_made_with(tiny_project):
+    record = json.loads((tiny_project / "results/tiny/llama2_70b_lora/runs/0/provenance.json").read_text())
+    assert record["scale"] == "tiny" and record["launcher"] == "local" and record["image"] is None
+    assert record["packages"]["torch"].startswith("2.13.0") and record["packages"]["mlperf-logging"] == "4.1.68"
+    assert "mlperf-wf train --benchmark llama2_70b_lora --run-index 0 --seed 1234" in record["command"]
+    assert record["workflow_git"]["commit"] is None or len(record["workflow_git"]["commit"]) == 40
+    report = json.loads((tiny_project / "results/tiny/llama2_70b_lora/report.json").read_text())
+    assert report["runs"][0]["made_with"]["launcher"] == "local"
+    assert report["runs"][0]["made_with"]["host"] == record["host"]
+
+
+STAND_IN_POWER = "power={enabled: true, interval_ms: 200, gpu_command: 'python -m mlperf_wf.run.stand_in_nvidia_smi --gpus 2 -lms {interval_ms}'}"
+"""Energy measurement on, reading the stand-in for nvidia-smi (this machine has no power sensor)."""
+
+
+@pytest.mark.slow
+def test_a_campaign_with_the_stand_in_power_sampler_reports_energy_as_the_official_summarizer(tiny_project, output_cache, tmp_path):
+    import contextlib
+    import io
+
+    from mlperf_logging.result_summarizer import result_summarizer as official
+
+    from mlperf_wf.results import scoring
+
+    other = new_workdir(tmp_path / "energy")  # the prepared data comes from the cache; the three runs are made again
+    targets = ("results/tiny/llama2_70b_lora/plots/time_to_train.png", "results/tiny/submission/package_check.json")
+    snakemake(other, "--cores", "2", *targets, "--cache", "--config", f"runs={TINY_RUNS}", STAND_IN_POWER, cache=output_cache)
+    report = json.loads((other / "results/tiny/llama2_70b_lora/report.json").read_text())
+    for run in report["runs"]:
+        node = other / f"results/tiny/llama2_70b_lora/runs/{run['index']}/power/result/node_0.txt"
+        keys = [json.loads(line.removeprefix(":::MLLOG "))["key"] for line in node.read_text().splitlines()]
+        assert keys[0] == "power_measurement_start" and keys[-1] == "power_measurement_stop" and keys.count("power_reading") >= 5
+        assert run["energy_joules"] > 0 and run["power_problems"] == []
+    assert report["score"]["energy_joules"] > 0 and report["score"]["energy_reasons"] == []
+    assert "energy to train" in (other / "results/tiny/llama2_70b_lora/plots/time_to_train.svg").read_text()
+    # the package carries power/result_<i>/node_0.txt; the package checker's power checks find nothing wrong
+    check = json.loads((other / "results/tiny/submission/package_check.json").read_text())
+    package_log = (other / check["package_checker"]["log"]).read_text()
+    assert "power" not in package_log.lower() and not any("power" in error.lower() for error in check["package_checker"]["errors"])
+    folder = other / "results/tiny/submission/mlperf-workflow/results/cpu-tiny/llama2_70b_lora"
+    assert sorted(p.name for p in (folder / "power").iterdir()) == [f"result_{i}" for i in range(TINY_RUNS)]
+    # the official summarizer on the package gives each run the energy the report shows, and the same olympic energy
+    (folder / "scaling.json").unlink(missing_ok=True)  # left by the package checker (logging#278); the report used none
+    with contextlib.redirect_stdout(io.StringIO()):
+        _, energies, _, energy_score, _ = official._compute_strong_score_standalone(
+            "llama2_70b_lora", "cpu-tiny", True, str(folder), "training", "6.1.0", return_full_scores=True
+        )
+    assert {Path(file).name: joules for file, joules in energies.items()} == pytest.approx(
+        {f"result_{i}.txt": run["energy_joules"] for i, run in enumerate(report["runs"])}, rel=1e-12
+    )
+    assert energy_score == pytest.approx(report["score"]["energy_joules"] / report["score"]["scaling_factor"], rel=1e-12)
+    (ours,) = scoring.score_paths(folder, "6.1.0", jobs=1)
+    assert ours.energy_joules == pytest.approx(energy_score * ours.scaling_factor, rel=1e-12)
+
+
+def test_the_plot_job_draws_the_reference_logs_the_config_names(tmp_path):
+    workdir = new_workdir(tmp_path / "rcp")
+    folder = tmp_path / "rcp_logs"
+    folder.mkdir()
+    figure = "results/tiny/llama2_70b_lora/plots/convergence.png"
+    plot_lines = [
+        line
+        for line in snakemake(workdir, "-n", "-p", figure, "--config", f"reference_logs={{llama2_70b_lora: {folder}}}").stdout.splitlines()
+        if "mlperf-wf plot" in line
+    ]
+    assert len(plot_lines) == 1 and f"--reference-logs {folder} " in plot_lines[0]
+    assert "--reference-logs" not in snakemake(workdir, "-n", "-p", figure).stdout
