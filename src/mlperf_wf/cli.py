@@ -437,7 +437,11 @@ def cmd_provenance(
 
     if result is not None and not result.is_file():
         raise UserError(f"provenance: --result {result}: no such file (the run wrote no log)")
-    provenance.write(out, provenance.collect(scale, launcher, image or None, command, project_root(), result, consumed))
+    try:
+        checkout = project_root()
+    except ConfigError:
+        checkout = None  # recorded as an unknown commit: a run is not failed for where the workflow was installed
+    provenance.write(out, provenance.collect(scale, launcher, image or None, command, checkout, result, consumed))
 
 
 def cmd_size(

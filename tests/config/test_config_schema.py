@@ -156,3 +156,16 @@ def test_the_checkout_is_named_found_above_the_folder_or_the_editable_source(tmp
     monkeypatch.setattr(checkout, "_editable_source", lambda: None)
     with pytest.raises(ConfigError, match=f"no workflow/Snakefile in {elsewhere} or above it"):
         checkout.project_root(elsewhere)
+
+
+def test_a_run_outside_any_checkout_records_an_unknown_commit_instead_of_failing(tmp_path, monkeypatch):
+    """`mlperf-wf provenance` on a node where the package is installed and no checkout is found: the run's provenance
+    says the commit is unknown; the run is not failed for it."""
+    from mlperf_wf import cli
+
+    monkeypatch.delenv(checkout.ENVIRONMENT, raising=False)
+    monkeypatch.setattr(checkout, "_editable_source", lambda: None)
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "provenance.json"
+    assert cli.main(["--root", str(tmp_path), "provenance", "--out", str(out), "--scale", "full", "--launcher", "local", "--command=true"]) == 0
+    assert json.loads(out.read_text())["workflow_git"] == {"commit": None, "dirty": None}

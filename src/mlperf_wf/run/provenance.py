@@ -38,8 +38,11 @@ def gpus() -> list[str]:
     return [line.strip() for line in (listing or "").splitlines() if line.strip()]
 
 
-def git_state(root: Path) -> dict:
-    """Commit of the workflow checkout and whether it had uncommitted changes."""
+def git_state(root: Path | None) -> dict:
+    """Commit of the workflow checkout and whether it had uncommitted changes (None for both where the checkout is not
+    found: a node that runs the installed package outside it)."""
+    if root is None:
+        return {"commit": None, "dirty": None}
     commit = _run(["git", "rev-parse", "HEAD"], cwd=root)
     status = _run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root)
     return {"commit": commit, "dirty": bool(status) if status is not None else None}
@@ -65,7 +68,9 @@ def consumed_digests(inputs: list[Path]) -> dict[str, str]:
     return digests
 
 
-def collect(scale: str, launcher: str, image: str | None, command: str, root: Path, result: Path | None = None, consumed: list[Path] | None = None) -> dict:
+def collect(
+    scale: str, launcher: str, image: str | None, command: str, root: Path | None, result: Path | None = None, consumed: list[Path] | None = None
+) -> dict:
     """Everything the record holds (with ``result``: the sha256 of the run log the job wrote; with ``consumed``: the
     digests of what the run read)."""
     versions = {}
