@@ -694,6 +694,7 @@ def _check_module_exists(path: Path, module: str, what: str) -> None:
         raise ConfigError(f"{path}: {what}: module {module!r} does not exist")
 
 
+@cache
 def imported_names(path: Path) -> list[tuple[int, str, str | None]]:
     """(line, module, name) of every absolute import of a Python file, read without running it: ``import a.b`` is
     (line, "a.b", None), ``from a import b`` is (line, "a", "b")."""
@@ -706,6 +707,7 @@ def imported_names(path: Path) -> list[tuple[int, str, str | None]]:
     return found
 
 
+@cache
 def _top_level_names(source: Path) -> set[str]:
     """Names a module's source binds at its top level (definitions, assignments, imports)."""
     names = set()
@@ -755,7 +757,7 @@ def _check_stands_alone(bench: BenchmarkDef) -> None:
             _check_import_resolves(source, line, module, name)
 
 
-def check_benchmark(name: str, root: Path | None = None, import_modules: bool = False) -> BenchmarkDef:
+def check_benchmark(name: str, root: Path | None = None, import_modules: bool = False, read_imports: bool = True) -> BenchmarkDef:
     """Load a benchmark and check that its roles name catalog datasets and that its folder has its modules.
 
     ``import_modules`` also imports them and checks what they define (torch and friends: slow;
@@ -775,7 +777,8 @@ def check_benchmark(name: str, root: Path | None = None, import_modules: bool = 
     for file in BENCHMARK_FILES:
         if not (bench.folder / file).is_file():
             raise ConfigError(f"{bench.folder}: no {file}; a benchmark folder holds {', '.join(BENCHMARK_FILES)}")
-    _check_stands_alone(bench)
+    if read_imports:  # every module's source parsed: `mlperf-wf check` and the tests, not every Snakemake parse
+        _check_stands_alone(bench)
     hyperparameter_model(bench)  # pydantic only: cheap, and it validates the tiny hyperparameters' defaults
     if import_modules:
         for way in bench.preparation_names():
@@ -816,7 +819,7 @@ def _imported_generator(path: Path, module: str):
         raise ConfigError(f"{path}: tiny.module: importing {module} failed: {type(err).__name__}: {err}") from None
 
 
-def check_all(root: Path | None = None, import_modules: bool = False) -> list[str]:
+def check_all(root: Path | None = None, import_modules: bool = False, read_imports: bool = True) -> list[str]:
     """Every problem of every benchmark and dataset definition, one line each (empty: all good)."""
     problems = []
     for dataset_id in dataset_ids(root):
@@ -826,7 +829,7 @@ def check_all(root: Path | None = None, import_modules: bool = False) -> list[st
             problems.append(str(err))
     for name in benchmark_names():
         try:
-            check_benchmark(name, root, import_modules)
+            check_benchmark(name, root, import_modules, read_imports)
         except ConfigError as err:
             problems.append(str(err))
     return problems
