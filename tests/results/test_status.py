@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from mlperf_wf.kinds import RunState
 from mlperf_wf.plan import plan as planning
 from mlperf_wf.results import compliance, scoring, snakemake_state, status
 from tests.mllogs import T0, write_lora_log
@@ -286,7 +287,7 @@ def check_watched(seen: dict, workdir: Path, overrides: list[str], forecast_step
     assert returncode == 0, stderr[-2000:]
     shown = json.loads(stdout)
     assert shown["snakemake"]["running"] is True or not locked
-    assert {r["state"] for r in shown["benchmarks"][0]["runs"]} <= set(status.RUN_STATES)
+    assert {r["state"] for r in shown["benchmarks"][0]["runs"]} <= set(RunState)
     after = assert_status_matches_the_report(workdir, overrides)
     # the run seen running ended with at least the evaluations it showed
     assert after.runs[live.index].evals >= live.evals

@@ -792,12 +792,17 @@ def check_benchmark(name: str, root: Path | None = None, import_modules: bool = 
     return bench
 
 
-def _imported(bench: BenchmarkDef, module: str):
-    """``benchmark_module``, with an import that fails said in one line naming the file."""
+def _import(module: str, where: Path | str):
+    """``importlib.import_module``, with an import that fails said in one line naming ``where`` it is asked for."""
     try:
-        return benchmark_module(bench, module)
+        return importlib.import_module(module)
     except ImportError as err:
-        raise ConfigError(f"{bench.folder / (module + '.py')}: import failed: {type(err).__name__}: {err}") from None
+        raise ConfigError(f"{where}: import failed: {type(err).__name__}: {err}") from None
+
+
+def _imported(bench: BenchmarkDef, module: str):
+    """One of the benchmark folder's modules (``benchmark_module``), or one line naming its file."""
+    return _import(f"{bench.module_prefix}.{module}", bench.folder / f"{module}.py")
 
 
 def check_dataset(dataset_id: str, root: Path | None = None, import_modules: bool = False) -> DatasetDef:
@@ -807,16 +812,9 @@ def check_dataset(dataset_id: str, root: Path | None = None, import_modules: boo
         path = config_dir(root) / "datasets" / f"{dataset_id}.yaml"
         tiny = dataset.tiny
         _check_module_exists(path, tiny.module_name, "tiny.module")
-        if import_modules and not callable(getattr(_imported_generator(path, tiny.module_name), tiny.function_name, None)):
+        if import_modules and not callable(getattr(_import(tiny.module_name, f"{path}: tiny.module {tiny.module_name}"), tiny.function_name, None)):
             raise ConfigError(f"{path}: tiny.module: {tiny.module_name} defines no {tiny.function_name}(out_dir, seed)")
     return dataset
-
-
-def _imported_generator(path: Path, module: str):
-    try:
-        return importlib.import_module(module)
-    except ImportError as err:
-        raise ConfigError(f"{path}: tiny.module: importing {module} failed: {type(err).__name__}: {err}") from None
 
 
 def check_all(root: Path | None = None, import_modules: bool = False, read_imports: bool = True) -> list[str]:

@@ -171,10 +171,6 @@ def _only_target_missed(messages: list[str]) -> bool:
     return bool(complaints) and all(m.strip().startswith(TARGET_CHECK) for m in complaints)
 
 
-PASSED_EXCEPT_DECLARED = Verdict.PASSED_EXCEPT_DECLARED
-"""The verdict of a run whose only complaints are failed CHECKs of keys its tiny tier declares it cannot meet."""
-
-
 def declared_check(message: str, declared: dict[str, str] | None) -> str | None:
     """The key of a complaint that is a failed CHECK of a declared key (``CHECK for 'KEY' failed ...``), else None."""
     match = re.match(r"CHECK for '([^']+)'", message.strip())

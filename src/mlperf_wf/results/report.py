@@ -18,7 +18,7 @@ from pathlib import Path
 
 from mlperf_wf.errors import ConfigError
 from mlperf_wf.kinds import Scale, Verdict
-from mlperf_wf.results import compliance, scoring
+from mlperf_wf.results import scoring
 from mlperf_wf.results.compliance import file_sha256
 
 
@@ -133,7 +133,7 @@ def build(
     reasons = list(scored.reasons)
     if scale != Scale.FULL:
         reasons.insert(0, f"scale is {scale!r}: tiny-scale runs use generated data and a tiny model, not the benchmark's")
-    except_declared = [run for run in window if run.verdict == compliance.PASSED_EXCEPT_DECLARED]
+    except_declared = [run for run in window if run.verdict == Verdict.PASSED_EXCEPT_DECLARED]
     if except_declared:
         keys = ", ".join(declared or {})
         reasons.append(

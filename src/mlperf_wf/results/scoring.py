@@ -256,7 +256,7 @@ def _score_file(path: str, ruleset: str, declared: dict[str, str] | None = None)
             last_eval = (line.value.get("value"), progress)
     counts = compliant and not errors and start is not None and stop is not None
     verdict = compliance.classify(bool(counts), messages, run_stops, declared) if crash is None else Verdict.FAILED
-    if verdict == compliance.PASSED_EXCEPT_DECLARED and not errors and start is not None and stop is not None:
+    if verdict == Verdict.PASSED_EXCEPT_DECLARED and not errors and start is not None and stop is not None:
         # The checker failed only on the tiny tier's declared open rules: timed as a run that reached the target.
         counts, problems = True, compliance.declared_problems(messages, declared or {}, ruleset)
     else:

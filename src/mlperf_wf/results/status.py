@@ -50,7 +50,6 @@ SQUEUE_FORMAT = "%i|%T|%k|%Z|%r"
 QUEUED_STATES = frozenset({"PENDING", "CONFIGURING", "REQUEUED", "REQUEUE_HOLD", "SUSPENDED", "RESV_DEL_HOLD"})
 RUNNING_STATES = frozenset({"RUNNING", "COMPLETING", "STAGE_OUT"})
 
-RUN_STATES = tuple(RunState)
 """A run is finished (passed -- also passed_except_declared --, non_converged or failed), running, queued (waiting for
 its inputs, a core or the scheduler), interrupted (a Snakemake that stopped left it half made; the next one redoes
 it) or not started (no Snakemake is running that would make it)."""
@@ -527,7 +526,7 @@ def benchmark_status(plan: Plan, name: str, root: Path, records: SnakemakeRecord
         )
         for index in range(planned)
     ]
-    counts = {state: sum(1 for r in runs if r.state == state) for state in RUN_STATES}
+    counts = {state: sum(1 for r in runs if r.state == state) for state in RunState}
     required = mlperf_rules.required_runs(bench.submission_benchmark)
     may_drop = scoring.max_dropped_runs("maskrcnn" if bench.submission_benchmark == "mask" else bench.submission_benchmark)
     validity = set_validity([r.state for r in runs], required, may_drop)
