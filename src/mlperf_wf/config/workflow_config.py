@@ -18,6 +18,7 @@ from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, WithJsonSchema
+from pydantic.fields import FieldInfo
 
 from mlperf_wf.errors import ConfigError, describe_validation_error
 from mlperf_wf.kinds import Scale
@@ -242,6 +243,11 @@ def _yaml_value(value: Any) -> str:
     return yaml.safe_dump(value, default_flow_style=True, width=10_000).strip().removesuffix("\n...").strip()
 
 
+def _section_of(field: FieldInfo) -> type[BaseModel] | None:
+    """The model of a key that is a mapping of its own keys (``submission``, ``power``), else None."""
+    return field.annotation if isinstance(field.annotation, type) and issubclass(field.annotation, BaseModel) else None
+
+
 def config_text() -> str:
     """``config/config.yaml``: every key at its default, its meaning as the comment above it."""
     defaults = WorkflowConfig().filled()
@@ -252,7 +258,7 @@ def config_text() -> str:
     ]
     for name, field in WorkflowConfig.model_fields.items():
         value = defaults[name]
-        section = field.annotation if isinstance(field.annotation, type) and issubclass(field.annotation, BaseModel) else None
+        section = _section_of(field)
         if section is None:
             parts.append(f"{_comment(field.description or '')}\n{name}: {_yaml_value(value)}")
             continue
@@ -272,7 +278,7 @@ def table_text() -> str:
     defaults = WorkflowConfig().filled()
     rows = ["| key | default | meaning |", "|---|---|---|"]
     for name, field in WorkflowConfig.model_fields.items():
-        section = field.annotation if isinstance(field.annotation, type) and issubclass(field.annotation, BaseModel) else None
+        section = _section_of(field)
         shown = "(mapping)" if section is not None else f"`{_cell(_yaml_value(defaults[name]))}`"
         rows.append(f"| `{name}` | {shown} | {_cell(field.description or '')} |")
         if section is not None:
