@@ -56,33 +56,38 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 
 SERVICES = {"docker_host", "rehearsal_box", "slurm"}
-"""Fixtures that start a machine-wide service (the Docker engine with its bridge, the cluster in a box, the one-node
-SLURM at /etc/slurm): every test that uses one runs in one xdist worker, one after another."""
-SERVICE_MODULES = {
-    "tests/benchmarks/bert/test_bert_rehearsal.py",
-    "tests/benchmarks/deepseekv3_671b/test_deepseekv3_671b_rehearsal.py",
-    "tests/workflow/test_docker.py",
-    "tests/benchmarks/llama31_405b/test_llama31_405b_rehearsal.py",
-    "tests/benchmarks/qwen35_397b_grpo/test_qwen35_397b_grpo_rehearsal.py",
-    "tests/run/test_reference_in_the_loop.py",
-    "tests/workflow/test_rehearsal.py",
-    "tests/workflow/test_slurm.py",
+"""Fixtures that start a machine-wide service: the Docker engine (a private socket and data root), the cluster in a box
+(its own namespaces and bridge), the one-node SLURM at /etc/slurm. A test that uses one runs in its module's service
+group (:data:`SERVICE_GROUPS`), one after another within the group."""
+SERVICE_GROUPS = {
+    # the cluster in a box: one box per session, its campaigns one after another
+    "tests/benchmarks/bert/test_bert_rehearsal.py": "box",
+    "tests/benchmarks/deepseekv3_671b/test_deepseekv3_671b_rehearsal.py": "box",
+    "tests/benchmarks/llama31_405b/test_llama31_405b_rehearsal.py": "box",
+    "tests/benchmarks/qwen35_397b_grpo/test_qwen35_397b_grpo_rehearsal.py": "box",
+    "tests/workflow/test_rehearsal.py": "box",
+    # the one-node SLURM owns /etc/slurm/slurm.conf and the machine's munged; these share one Docker engine
+    "tests/workflow/test_slurm.py": "engines",
+    "tests/workflow/test_docker.py": "engines",
+    "tests/run/test_reference_in_the_loop.py": "engines",
 }
-"""The modules with such tests: the xdist scheduler sees test ids only (checked against the fixtures below)."""
+"""Module -> service group. The groups run beside each other (the box's daemons live in their own namespaces and
+reach the host's only through ``SLURM_CONF``; each group's worker starts its own Docker engine); the xdist scheduler
+sees test ids only (checked against the fixtures below)."""
 
 
 def xdist_scope(nodeid: str) -> str:
-    """The work unit of a test for ``make test``'s two workers: its module (its module-scoped campaign runs once), or
-    ``services`` for every module that starts a machine-wide service."""
+    """The work unit of a test for ``make test``'s workers: its module (its module-scoped campaign runs once), or the
+    service group of a module that starts a machine-wide service."""
     module = nodeid.split("::")[0]
-    return "services" if module in SERVICE_MODULES else module
+    return SERVICE_GROUPS.get(module, module)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """A test that starts a service outside :data:`SERVICE_MODULES` would run beside another worker's service."""
-    strays = sorted({item.nodeid.split("::")[0] for item in items if SERVICES & set(getattr(item, "fixturenames", ()))} - SERVICE_MODULES)
+    """A test that starts a service outside :data:`SERVICE_GROUPS` would run beside another worker's service."""
+    strays = sorted({item.nodeid.split("::")[0] for item in items if SERVICES & set(getattr(item, "fixturenames", ()))} - set(SERVICE_GROUPS))
     if strays:
-        raise pytest.UsageError(f"tests/conftest.py: {', '.join(strays)} start a machine-wide service: add them to SERVICE_MODULES")
+        raise pytest.UsageError(f"tests/conftest.py: {', '.join(strays)} start a machine-wide service: add them to SERVICE_GROUPS")
 
 
 @pytest.hookimpl(optionalhook=True)  # xdist's hook: without xdist, tests run in one process
@@ -112,6 +117,28 @@ def parser_options(script: Path) -> set[str]:
         if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "add_argument":
             options |= {arg.value for arg in node.args if isinstance(arg, ast.Constant) and str(arg.value).startswith("--")}
     return options
+
+
+def shared_folder(tmp_path_factory) -> Path:
+    """A folder every xdist worker of this session sees (their base folders' common parent), for what is made once."""
+    base = tmp_path_factory.getbasetemp()
+    return (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "shared"
+
+
+def made_once(folder: Path, name: str, make) -> Path:
+    """``folder/name``, made by ``make(path)`` by the first worker that asks; the others wait for it (a file lock)."""
+    import fcntl
+
+    folder.mkdir(parents=True, exist_ok=True)
+    made = folder / name
+    with (folder / f"{name}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (folder / f"{name}.done").exists():
+            shutil.rmtree(made, ignore_errors=True)
+            made.unlink(missing_ok=True)
+            make(made)
+            (folder / f"{name}.done").touch()
+    return made
 
 
 DOCKER_IMAGE = "mlperf-wf-tiny:bookworm"
@@ -145,6 +172,21 @@ os.execvp("runc", ["runc", *args])
 '''
 
 
+def _debootstrap(tarball: Path) -> None:
+    """The Debian userland of :data:`DOCKER_IMAGE` as a tarball for ``docker import`` (made once per session: each
+    service group's worker runs its own engine)."""
+    rootfs = tarball.with_name("rootfs")
+    shutil.rmtree(rootfs, ignore_errors=True)
+    # The shared libraries this host's Python modules link against (ssl, ctypes, sqlite, ...).
+    libraries = "libssl3,libffi8,libsqlite3-0,libbz2-1.0,libexpat1,libreadline8,libncursesw6,libtirpc3,libnsl2,libuuid1,libgdbm6,libgomp1"
+    debootstrap = ["debootstrap", "--variant=minbase", f"--include={libraries}", "bookworm", str(rootfs), "http://deb.debian.org/debian"]
+    built = subprocess.run(debootstrap, capture_output=True, text=True)
+    if built.returncode != 0:
+        pytest.fail(f"debootstrap failed: {built.stderr[-2000:]}")
+    subprocess.run(["tar", "-C", str(rootfs), "-cf", str(tarball), "."], check=True)
+    shutil.rmtree(rootfs)
+
+
 @pytest.fixture(scope="session")
 def docker_host(tmp_path_factory):
     """``dockerd`` on a private socket and data root, with the Debian userland image loaded; yields the environment
@@ -171,16 +213,8 @@ def docker_host(tmp_path_factory):
             if time.time() > deadline or daemon.poll() is not None:
                 pytest.fail(f"dockerd did not start: {(base / 'dockerd.log').read_text()[-2000:]}")
             time.sleep(0.5)
-        rootfs = base / "rootfs"
-        # The shared libraries this host's Python modules link against (ssl, ctypes, sqlite, ...).
-        libraries = "libssl3,libffi8,libsqlite3-0,libbz2-1.0,libexpat1,libreadline8,libncursesw6,libtirpc3,libnsl2,libuuid1,libgdbm6,libgomp1"
-        debootstrap = ["debootstrap", "--variant=minbase", f"--include={libraries}", "bookworm", str(rootfs), "http://deb.debian.org/debian"]
-        built = subprocess.run(debootstrap, capture_output=True, text=True)
-        if built.returncode != 0:
-            pytest.fail(f"debootstrap failed: {built.stderr[-2000:]}")
-        tar = subprocess.Popen(["tar", "-C", str(rootfs), "-c", "."], stdout=subprocess.PIPE)
-        subprocess.run(["docker", "import", "-", DOCKER_IMAGE], stdin=tar.stdout, env=env, check=True, capture_output=True)
-        tar.wait()
+        userland = made_once(shared_folder(tmp_path_factory), "rootfs.tar", _debootstrap)
+        subprocess.run(["docker", "import", str(userland), DOCKER_IMAGE], env=env, check=True, capture_output=True)
         yield env
     finally:
         daemon.send_signal(signal.SIGTERM)
@@ -188,6 +222,42 @@ def docker_host(tmp_path_factory):
             daemon.wait(timeout=30)
         except subprocess.TimeoutExpired:
             daemon.kill()
+
+
+class TinyMirrors:
+    """The generated tiny mirrors of a benchmark's datasets (``mlperf-wf mirror``, the generate_tiny_mirror rule's own
+    command), made once for the whole test session and copied into a workflow folder's ``resources/tiny/mirror``.
+
+    llama2_70b_lora's mirror pretrains its base model (about 3 minutes on 2 cores): the tests whose subject comes
+    after it (faults, launchers, SLURM, the reference in the loop) start from the copy; Snakemake takes an existing
+    output without metadata as made. ``test_workflow.py``'s campaign and the demos generate their own."""
+
+    def __init__(self, folder: Path):
+        self.folder = folder
+
+    def seed(self, workdir: Path, benchmark: str) -> Path:
+        from mlperf_wf.config import registry
+
+        bench = registry.load_benchmark(benchmark)
+        for dataset_id in sorted({*bench.roles_for("prepare").values(), *bench.roles_for("train").values()}):
+            made = made_once(self.folder, dataset_id, lambda out, dataset_id=dataset_id: self._generate(dataset_id, out))
+            target = workdir / "resources" / "tiny" / "mirror" / dataset_id
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copytree(made, target)  # a copy: a test that breaks its data must not break the others'
+        return workdir
+
+    @staticmethod
+    def _generate(dataset_id: str, out: Path) -> None:
+        argv = [sys.executable, "-m", "mlperf_wf", "mirror", "--dataset", dataset_id, "--out", str(out)]
+        proc = subprocess.run(argv, capture_output=True, text=True, check=False)
+        if proc.returncode != 0:
+            pytest.fail(f"the tiny mirror of {dataset_id} failed: {proc.stderr[-2000:]}")
+
+
+@pytest.fixture(scope="session")
+def tiny_mirrors(tmp_path_factory) -> TinyMirrors:
+    """:class:`TinyMirrors` shared by the session's xdist workers."""
+    return TinyMirrors(shared_folder(tmp_path_factory) / "tiny-mirrors")
 
 
 @pytest.fixture(scope="session")

@@ -1,4 +1,4 @@
-"""A SLURM cluster in a box: a controller and compute nodes, each in its own network, mount and UTS namespace.
+"""A SLURM cluster in a box: a controller and compute nodes, each in its own network, mount, UTS and PID namespace.
 
 Each node is a Linux network namespace on a private bridge the box creates (its own address and hostname, as on a
 real cluster: ``hostname`` says ``n1``, a rank on ``n2`` reaches ``MASTER_ADDR=n1`` over the bridge), with its own
@@ -204,10 +204,27 @@ class ClusterBox:
             time.sleep(0.1)
 
     def in_namespace(self, host: str, argv: list[str]) -> list[str]:
-        """``argv`` run as on ``host``: its network, its hostname, the box's /etc/hosts and /etc/slurm."""
+        """``argv`` run as on ``host``: its network, its hostname, its processes, the box's /etc/hosts and /etc/slurm."""
         etc = self.conf.parent
         setup = f'hostname {host} && mount --bind {self.folder / "hosts"} /etc/hosts && mkdir -p /etc/slurm && mount --bind {etc} /etc/slurm && exec "$@"'
-        unshare = ["unshare", "--mount", "--uts", "--propagation", "private", "sh", "-c", setup, "sh", *argv]
+        # its own process table too (--pid --mount-proc): a job's `ray stop` or `pkill` on one node, which on a real cluster
+        # sees that machine's processes only, must not reach another node's or another job's
+        unshare = [
+            "unshare",
+            "--mount",
+            "--uts",
+            "--pid",
+            "--fork",
+            "--kill-child=SIGTERM",
+            "--mount-proc",
+            "--propagation",
+            "private",
+            "sh",
+            "-c",
+            setup,
+            "sh",
+            *argv,
+        ]
         # nsenter, not `ip netns exec`: that remounts /sys, hiding the cgroup tree slurmd reads
         return ["nsenter", f"--net=/run/netns/{self.namespace(host)}", *unshare]
 
@@ -237,20 +254,29 @@ class ClusterBox:
 
     # ---- stop ----
 
+    @staticmethod
+    def _pids(namespace: str) -> list[str]:
+        return subprocess.run(["ip", "netns", "pids", namespace], capture_output=True, text=True).stdout.split()
+
     def stop(self) -> None:
         """Stop every daemon (by process, never by name), then remove the namespaces and links."""
         for proc in reversed(self._daemons):
             if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
+                # a node's `unshare --fork` ignores SIGTERM while it waits: SIGKILL it, and --kill-child hands its daemon
+                # (the namespace's first process) SIGTERM
+                proc.send_signal(signal.SIGKILL if proc.args[0] == "nsenter" else signal.SIGTERM)
         for proc in reversed(self._daemons):
             try:
                 proc.wait(timeout=20)
             except subprocess.TimeoutExpired:
                 proc.kill()
         self._daemons.clear()
+        deadline = time.time() + 10  # the daemons' own shutdown
+        while time.time() < deadline and any(self._pids(namespace) for namespace in self._namespaces):
+            time.sleep(0.2)
         for namespace in self._namespaces:
             # job processes left in a namespace (a killed job's ranks) go with it
-            pids = subprocess.run(["ip", "netns", "pids", namespace], capture_output=True, text=True).stdout.split()
+            pids = self._pids(namespace)
             for pid in pids:
                 try:
                     os.kill(int(pid), signal.SIGKILL)

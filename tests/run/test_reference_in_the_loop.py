@@ -65,10 +65,10 @@ def _require_reference() -> None:
 
 
 @pytest.fixture(scope="module")
-def tiny_inputs(tmp_path_factory) -> Path:
+def tiny_inputs(tmp_path_factory, tiny_mirrors) -> Path:
     """The tiny tier's prepared GovReport data and fine-tuning base (its tokenizer is Llama's format)."""
     _require_reference()
-    workdir = new_workdir(tmp_path_factory.mktemp("tiny_inputs"))
+    workdir = tiny_mirrors.seed(new_workdir(tmp_path_factory.mktemp("tiny_inputs")), BENCH)
     snakemake(workdir, "--cores", "2", f"resources/tiny/prepared/{BENCH}/dataset", "resources/tiny/verified/llama2_70b_fused_qkv.json")
     return workdir
 

@@ -16,10 +16,10 @@ from tests.workflow.test_workflow import new_workdir, snakemake
 pytestmark = needs_docker
 
 
-def test_tiny_train_job_runs_in_a_container_through_the_docker_backend(docker_host, tmp_path, monkeypatch):
+def test_tiny_train_job_runs_in_a_container_through_the_docker_backend(docker_host, tmp_path, monkeypatch, tiny_mirrors):
     for key, value in docker_host.items():
         monkeypatch.setenv(key, value)
-    workdir = new_workdir(tmp_path / "docker_checkout")
+    workdir = tiny_mirrors.seed(new_workdir(tmp_path / "docker_checkout"), "llama2_70b_lora")
     proc = snakemake(workdir, "--cores", "2", "results/tiny/llama2_70b_lora/report.json", "--config", "runs=1", "launcher=docker")
     assert "docker run --rm --network none -v " in proc.stdout + proc.stderr
     record = json.loads((workdir / "results/tiny/llama2_70b_lora/runs/0/provenance.json").read_text())

@@ -29,11 +29,11 @@ SECRETS = {
 
 
 @pytest.fixture
-def campaign(tmp_path_factory) -> Path:
+def campaign(tmp_path_factory, tiny_mirrors) -> Path:
     """A finished two-run campaign, made once and copied for each test (each one breaks its own copy)."""
     made = tmp_path_factory.getbasetemp() / "faults_campaign"
     if not (made / "results/tiny" / BENCH / "report.json").exists():
-        new_workdir(made)
+        tiny_mirrors.seed(new_workdir(made), BENCH)
         with pytest.MonkeyPatch.context() as env:  # credentials in the environment, as on a cluster
             for variable, secret in SECRETS.items():
                 env.setenv(variable, secret)
@@ -357,11 +357,11 @@ def kill_when_started(workdir: Path, stage: str, timeout: float = 600) -> subpro
 
 
 @pytest.mark.slow
-def test_kill_9_at_every_stage_then_the_documented_rerun_completes_and_keeps_what_was_done(tmp_path):
+def test_kill_9_at_every_stage_then_the_documented_rerun_completes_and_keeps_what_was_done(tmp_path, tiny_mirrors):
     """kill -9 of Snakemake and its jobs as each stage starts (download, verify, a preparation shard, a run, a
     compliance check, the report); after each, the README's rerun (`snakemake --unlock`, then the same command with
     --rerun-incomplete) goes on. Finished runs are never redone, and the end is a report of passed runs."""
-    workdir = new_workdir(tmp_path / "w")
+    workdir = tiny_mirrors.seed(new_workdir(tmp_path / "w"), BENCH)
     killed = []
     for stage in STAGES:
         finished_runs = {p: p.stat().st_mtime_ns for p in (workdir / "results/tiny" / BENCH / "runs").glob("*/compliance.json")}
@@ -377,10 +377,10 @@ def test_kill_9_at_every_stage_then_the_documented_rerun_completes_and_keeps_wha
 
 
 @pytest.mark.slow
-def test_a_second_identical_invocation_during_a_campaign_is_one_line_and_the_first_goes_on(tmp_path):
+def test_a_second_identical_invocation_during_a_campaign_is_one_line_and_the_first_goes_on(tmp_path, tiny_mirrors):
     """The same command typed again while the campaign runs is refused in one line naming the running Snakemake
     (it failed on the first one's unfinished outputs with IncompleteFilesException); the first finishes."""
-    workdir = new_workdir(tmp_path / "w")
+    workdir = tiny_mirrors.seed(new_workdir(tmp_path / "w"), BENCH)
     argv = snakemake_argv(workdir, "--cores", "2", *CONFIG)
     with subprocess.Popen(argv, env=snakemake_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) as first:
         deadline = time.monotonic() + 600

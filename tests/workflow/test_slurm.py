@@ -113,10 +113,11 @@ def slurm(tmp_path_factory):
             SYSTEM_CONF.unlink(missing_ok=True)
 
 
-def test_tiny_dag_runs_through_sbatch_with_the_slurm_profile(slurm, tmp_path):
+def test_tiny_dag_runs_through_sbatch_with_the_slurm_profile(slurm, tmp_path, tiny_mirrors):
     workdir = tmp_path / "cluster_checkout"
     workdir.mkdir()
     shutil.copytree(ROOT / "config", workdir / "config")
+    tiny_mirrors.seed(workdir, "llama2_70b_lora")
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
     argv = [
         sys.executable, "-m", "snakemake", "-s", str(ROOT / "workflow/Snakefile"), "-d", str(workdir),

@@ -17,9 +17,13 @@ lives here, beside the trainer they share.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from mlperf_wf.language_models import causal_trainer, markov_corpus, symbol_tokenizer
 from mlperf_wf.language_models import llama31_tokenizer as tokenizer
+from mlperf_wf.language_models import markov_corpus, symbol_tokenizer
+
+if TYPE_CHECKING:  # the preparations read the file names on every Snakemake parse: torch loads where a run trains
+    from mlperf_wf.language_models.causal_trainer import Corpus
 
 TRAIN_PREFIX = "c4-train.en_6_text_document"
 VALIDATION_PREFIX = "c4-validation-91205-samples.en_text_document"
@@ -41,6 +45,8 @@ def generate(out_dir: Path, seed: int) -> list[Path]:
     return sorted(written)
 
 
-def corpus(data_dir: Path) -> causal_trainer.Corpus:
+def corpus(data_dir: Path) -> Corpus:
     """The prepared files a run reads: c4-train.en_6 and the 91,205-sample validation file."""
+    from mlperf_wf.language_models import causal_trainer
+
     return causal_trainer.Corpus((str(data_dir / TRAIN_PREFIX),), str(data_dir / VALIDATION_PREFIX))

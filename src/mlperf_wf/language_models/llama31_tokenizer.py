@@ -10,10 +10,12 @@ pretraining benchmark only reads its tokenizer, so the stand-in has none.
 from __future__ import annotations
 
 from pathlib import Path
-
-from transformers import PreTrainedTokenizerFast
+from typing import TYPE_CHECKING
 
 from mlperf_wf.language_models import symbol_tokenizer
+
+if TYPE_CHECKING:  # transformers loads where a tokenizer is built, not where its constants are read
+    from transformers import PreTrainedTokenizerFast
 
 SYMBOLS = 256
 """Symbols of the corpus; token id i is symbol i."""

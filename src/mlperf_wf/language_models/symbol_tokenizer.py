@@ -8,9 +8,10 @@ are the corpus's own, and append the special tokens the real tokenizer names.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from tokenizers import Tokenizer, models, pre_tokenizers
-from transformers import PreTrainedTokenizerFast
+if TYPE_CHECKING:  # tokenizers and transformers load where a tokenizer is built
+    from transformers import PreTrainedTokenizerFast
 
 
 def symbol(index: int) -> str:
@@ -23,6 +24,9 @@ def build(symbols: int, bos: str, eos: str, max_length: int) -> PreTrainedTokeni
     vocab = {symbol(i): i for i in range(symbols)}
     vocab[bos] = symbols
     vocab[eos] = symbols + 1
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
     core = Tokenizer(models.WordLevel(vocab=vocab, unk_token=eos))
     core.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
     return PreTrainedTokenizerFast(tokenizer_object=core, bos_token=bos, eos_token=eos, pad_token=eos, model_max_length=max_length)

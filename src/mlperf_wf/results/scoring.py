@@ -54,7 +54,6 @@ from pathlib import Path
 
 import yaml
 from mlperf_logging.compliance_checker import mlp_compliance, mlp_parser
-from mlperf_logging.result_summarizer.result_summarizer import _compute_olympic_average, _compute_total_power, _index_olympic_average
 
 from mlperf_wf.errors import UserError
 from mlperf_wf.kinds import Verdict
@@ -314,6 +313,8 @@ def run_energy(result_file: str, time_to_train_ms: float, ruleset: str) -> tuple
         return None, problems + notes
     try:
         with fast_mlperf_logging(), contextlib.redirect_stdout(io.StringIO()):  # the summarizer prints its warnings
+            from mlperf_logging.result_summarizer.result_summarizer import _compute_total_power  # scipy, pandas: only to score
+
             joules = _compute_total_power(str(Path(result_file).parent), result_file, time_to_train_ms, ruleset)
     except Exception as err:  # a value that is not a number, a line without time_ms: mlperf-logging raises
         return None, [f"{folder}: mlperf-logging's _compute_total_power raised {compliance.describe_exception(err)}", *notes]
@@ -330,6 +331,8 @@ def energy_score(benchmark: str, runs: list[RunScore], scaling_factor: float) ->
     if dropped > max_dropped:
         return None, [f"{dropped} runs do not count; at most {max_dropped} may"]
     index = [i for i, _ in sorted(enumerate(run.minutes for run in counted), key=lambda pair: pair[1])]
+    from mlperf_logging.result_summarizer.result_summarizer import _index_olympic_average  # scipy, pandas: only to score
+
     olympic = _index_olympic_average([run.energy_joules for run in counted], index, dropped, max_dropped)
     if olympic is None:
         return None, [f"{len(counted)} counted runs leave none after dropping {max_dropped} at each end"]
@@ -592,6 +595,8 @@ def _olympic(benchmark: str, runs: list[RunScore]) -> tuple[float | None, int]:
         run.dropped = "fastest"
     for run in ordered[len(ordered) - (max_dropped - dropped) :] if max_dropped - dropped else []:
         run.dropped = "slowest"
+    from mlperf_logging.result_summarizer.result_summarizer import _compute_olympic_average  # scipy, pandas: only to score
+
     return _compute_olympic_average([r.minutes for r in ordered], dropped, max_dropped), dropped
 
 

@@ -300,6 +300,11 @@ class _Rank:
         except Exception as error:
             status, problem = rehearsal_probe.PROBLEM_FOUND, repr(error)
         rehearsal_probe._write_rank(ctx, world, status, problem)
+        if status == rehearsal_probe.FAILED_ON_PURPOSE:
+            # a failing rank's process ends, as a crashed NeMo-RL worker's does: its peers' collective breaks and the
+            # driver sees the actor die (a rank that returned would leave them in the barrier until gloo's timeout)
+            sys.stdout.flush()
+            os._exit(status)
         return status
 
 
@@ -318,7 +323,14 @@ def _form_world_with_ray(ctx, config: dict, problems: list[str]) -> None:
     places = ray.get([rank.where.remote() for rank in ranks])
     order = sorted(range(len(ranks)), key=lambda i: (places[i][0], places[i][1]))
     master = places[order[0]][2]
-    statuses = ray.get([ranks[i].join.remote(r, places[i][1], len(ranks), master, ctx.checked) for r, i in enumerate(order)])
+    joined = [ranks[i].join.remote(r, places[i][1], len(ranks), master, ctx.checked) for r, i in enumerate(order)]
+    statuses = []
+    for rank, future in enumerate(joined):
+        try:
+            statuses.append(ray.get(future))
+        except ray.exceptions.RayActorError as error:  # the rank's process ended without returning
+            print(f"rehearsal driver: rank {rank}'s process died: {type(error).__name__}", file=sys.stderr, flush=True)
+            statuses.append(PROBLEM_FOUND)
     worst = max(statuses)
     print(f"rehearsal driver: ranks ended {statuses}", flush=True)
     for problem in problems:

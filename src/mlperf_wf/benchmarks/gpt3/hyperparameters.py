@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from pydantic import model_validator
 
-from mlperf_wf.language_models.causal_trainer import CausalLMHyperparameters
+from mlperf_wf.language_models.causal_hyperparameters import CausalLMHyperparameters
 
 
 class Hyperparameters(CausalLMHyperparameters):

@@ -23,12 +23,13 @@ import json
 import logging
 import time
 from pathlib import Path
-
-import torch
+from typing import TYPE_CHECKING
 
 from mlperf_wf.benchmarks.gpt3 import c4_corpus, tarball, tokenizer
 from mlperf_wf.errors import UserError
-from mlperf_wf.language_models import causal_trainer
+
+if TYPE_CHECKING:  # torch loads where the checkpoint is made or read, not where preparation reads its names
+    import torch
 
 log = logging.getLogger(__name__)
 
@@ -115,9 +116,11 @@ def write_folder(out_dir: Path, seed: int) -> list[Path]:
     """Pretrain the tiny GPT and write the checkpoint folder."""
     import tempfile
 
+    import torch
     from transformers import GPT2LMHeadModel
 
     from mlperf_wf.config.registry import load_dataset
+    from mlperf_wf.language_models import causal_trainer
 
     torch.manual_seed(seed)
     with tempfile.TemporaryDirectory() as scratch:

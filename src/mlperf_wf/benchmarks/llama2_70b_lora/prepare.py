@@ -19,12 +19,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-
-import pandas as pd
-import pyarrow.parquet as pq
+from typing import TYPE_CHECKING
 
 from mlperf_wf.acquire.prepare import link_or_copy
 from mlperf_wf.errors import UserError
+
+if TYPE_CHECKING:  # pandas and pyarrow load where a shard is made, not on every parse that lists the shards
+    import pandas as pd
 
 SPLITS = ("train", "validation")
 COLUMNS = ("input_ids", "attention_mask", "labels")
@@ -40,6 +41,8 @@ def shard_name(split: str) -> str:
 
 def tokenize_split(frame: pd.DataFrame, tokenizer) -> pd.DataFrame:
     """Tokenize (report, summary) rows into input_ids/attention_mask/labels."""
+    import pandas as pd
+
     rows = []
     for document, summary in zip(frame["input"], frame["output"], strict=True):
         prompt = [tokenizer.bos_token_id, *tokenizer(PROMPT.format(document=document)).input_ids]
@@ -56,6 +59,8 @@ def tokenize_split(frame: pd.DataFrame, tokenizer) -> pd.DataFrame:
 
 
 def _check_tokenized(path: Path) -> int:
+    import pyarrow.parquet as pq
+
     schema = pq.read_schema(path)
     missing = [c for c in COLUMNS if c not in schema.names]
     if missing:
@@ -90,6 +95,7 @@ def prepare_shard(shard: str, inputs: dict[str, Path], out_dir: Path, scale: str
             rows[split] = _check_tokenized(source)
             link_or_copy(source, out_dir / shard_name(split))
     else:
+        import pandas as pd
         from transformers import PreTrainedTokenizerFast
 
         tokenizer = PreTrainedTokenizerFast.from_pretrained(inputs["checkpoint"])

@@ -14,7 +14,7 @@ import math
 
 from mlperf_logging.mllog import constants
 
-from mlperf_wf.language_models.causal_trainer import CausalLMHyperparameters
+from mlperf_wf.language_models.causal_hyperparameters import CausalLMHyperparameters
 
 GLOBAL_BATCH_SIZE = 16
 MAX_STEPS = math.ceil(1_200_000 * 1152 / GLOBAL_BATCH_SIZE)

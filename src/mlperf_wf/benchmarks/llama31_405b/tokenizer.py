@@ -12,10 +12,12 @@ perplexity is the corpus's own nats per symbol.
 from __future__ import annotations
 
 from pathlib import Path
-
-from transformers import PreTrainedTokenizerFast
+from typing import TYPE_CHECKING
 
 from mlperf_wf.language_models import symbol_tokenizer
+
+if TYPE_CHECKING:  # transformers loads where a tokenizer is built, not where its constants are read
+    from transformers import PreTrainedTokenizerFast
 
 SYMBOLS = 1024
 """Symbols of the corpus; token id i is symbol i (more than e^5.6 ~ 270, so the target is not a unigram fit)."""

@@ -27,8 +27,6 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-import pandas as pd
-
 from mlperf_wf.acquire.verify import NewlineCount, hash_file
 from mlperf_wf.benchmarks.qwen35_397b_grpo.arithmetic import parse_prompt, split
 from mlperf_wf.errors import UserError
@@ -120,6 +118,8 @@ def convert_tiny(dataset_dir: Path, out_dir: Path) -> dict[str, int]:
     files = sorted(dataset_dir.glob("data/train-*.parquet"))
     if not files:
         raise UserError(f"{dataset_dir}: no data/train-*.parquet (an R2E-Gym-Subset repository holds its train split there)")
+    import pandas as pd  # where a conversion runs, not on every parse that lists the shards
+
     frame = pd.concat([pd.read_parquet(path) for path in files], ignore_index=True)
     validation = {task.prompt for task in split()["validation"]}
     training = {task.prompt for task in split()["train"]}

@@ -1,0 +1,63 @@
+"""What a parse, ``status`` and ``check`` load: the heavy libraries only where a job needs them.
+
+Every Snakemake invocation parses the plan, and so does every job the SLURM executor starts (a Snakemake of its
+own on the node); the registry reads each benchmark's hyperparameter model and each preparation's shard names
+there. torch and transformers (3-4 s of CPU on this machine) belong to the jobs that train or tokenize, scipy and
+pandas to scoring.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from mlperf_wf.config import registry
+
+ROOT = Path(__file__).resolve().parents[2]
+TRAINING_LIBRARIES = ("torch", "transformers", "tokenizers")
+SCORING_LIBRARIES = ("scipy", "pandas")
+
+LOADED_AFTER = """
+import json, sys
+sys.argv = {argv!r}
+try:
+    {call}
+except SystemExit:
+    pass
+finally:
+    print("LOADED " + json.dumps(sorted(name for name in {libraries!r} if name in sys.modules)))
+"""
+
+
+def loaded(tmp_path: Path, call: str, argv: list[str], libraries: tuple[str, ...]) -> list[str]:
+    """Which of ``libraries`` a process had imported when ``call`` returned."""
+    code = LOADED_AFTER.format(argv=argv, call=call, libraries=libraries)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, check=False)
+    line = next((line for line in proc.stdout.splitlines() if line.startswith("LOADED ")), None)
+    assert line, proc.stderr[-3000:]
+    return json.loads(line.removeprefix("LOADED "))
+
+
+def checkout(tmp_path: Path) -> Path:
+    shutil.copytree(ROOT / "config", tmp_path / "config")
+    return tmp_path
+
+
+@pytest.mark.parametrize("scale", ["tiny", "full"])
+def test_parsing_every_benchmark_s_plan_loads_no_training_library(tmp_path, scale):
+    workdir = checkout(tmp_path)
+    names = ",".join(registry.benchmark_names())
+    argv = ["snakemake", "-s", str(ROOT / "workflow/Snakefile"), "-d", str(workdir), "-n", "-q", "--config", f"scale={scale}", f"benchmarks=[{names}]"]
+    assert loaded(workdir, "from snakemake.cli import main; main()", argv, TRAINING_LIBRARIES) == []
+
+
+@pytest.mark.parametrize("command", ["status", "check"])
+def test_status_and_check_on_an_empty_checkout_load_neither_training_nor_scoring_libraries(tmp_path, command):
+    workdir = checkout(tmp_path)
+    call = "from mlperf_wf import cli; sys.exit(cli.main())"
+    assert loaded(workdir, call, ["mlperf-wf", command], TRAINING_LIBRARIES + SCORING_LIBRARIES) == []
