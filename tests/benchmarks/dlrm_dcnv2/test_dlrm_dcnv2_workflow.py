@@ -13,7 +13,7 @@ import pytest
 
 from mlperf_wf.benchmarks.dlrm_dcnv2 import prepare as prep
 from mlperf_wf.benchmarks.dlrm_dcnv2 import prepare_from_raw
-from tests.benchmarks.rgat.test_rgat_workflow import kill_preparation_halfway_and_rerun, shards_run
+from tests.benchmarks.scaffold import kill_preparation_halfway_and_rerun, shards_run, tiny_campaign
 from tests.workflow.test_workflow import job_counts, new_workdir, output_cache, planned_train_lines, snakemake
 
 __all__ = ["output_cache"]  # the shared-cache fixture, used here too
@@ -34,9 +34,7 @@ def killed_preparation(tmp_path_factory, output_cache) -> dict:
 
 @pytest.fixture(scope="module")
 def dlrm_project(killed_preparation, output_cache) -> Path:
-    workdir = killed_preparation["workdir"]
-    snakemake(workdir, "--cores", "2", "--cache", *FROM_RAW, cache=output_cache)
-    return workdir
+    return tiny_campaign(killed_preparation["workdir"], "dlrm_dcnv2", RUNS, output_cache, FROM_RAW[-1])
 
 
 @pytest.mark.slow

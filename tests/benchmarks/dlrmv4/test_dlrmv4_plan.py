@@ -4,22 +4,15 @@ through tests/plan/test_plan.py; regenerate with ``MLPERF_WF_UPDATE_GOLDEN=1 pyt
 
 from __future__ import annotations
 
-from tests.workflow.test_workflow import job_counts, new_workdir, planned_train_lines, snakemake
-
 NAME = "dlrmv4"
 
 
-def test_full_scale_dry_run_lists_the_ten_train_jobs(tmp_path):
-    folder = new_workdir(tmp_path / "full")
-    proc = snakemake(folder, "-n", f"results/{NAME}/report.json", "--config", "scale=full")
-    counts = job_counts(proc.stdout)
-    assert counts["train"] == 10 and counts["check_compliance"] == 10
-    assert counts["preprocess_shard"] == 3
-    out = proc.stdout
-    assert "--uri https://training.mlcommons-storage.org/metadata/dlrmv4_dataset.uri" in out
-    train_lines = planned_train_lines(out, NAME)
-    assert len(train_lines) == 10
-    for line in train_lines:
+def test_full_scale_dry_run_lists_the_ten_train_jobs(full_dry_runs):
+    """Beside every benchmark's checks (test_every_benchmark.py): this one's command."""
+    ran = full_dry_runs(NAME)
+    assert ran.counts["train"] == 10 and ran.counts["preprocess_shard"] == 3
+    out = ran.output
+    for line in ran.train_lines:
         assert "python -m generative_recommenders.dlrm_v4.train.train_ranker --dataset yambda-5b --mode streaming-train-eval" in line
     for seed in range(1234, 1244):
         assert f"-e SEED={seed} " in out  # the reference reads $SEED (R:run_and_time.sh:29)

@@ -25,9 +25,9 @@ import yaml
 
 from mlperf_wf.benchmarks.flux1.hyperparameters import Hyperparameters
 from mlperf_wf.config.registry import load_benchmark
+from tests.benchmarks.scaffold import reference_pyxis_job
 from tests.conftest import reference_source
-from tests.plan.test_plan import reference_geometry_plan, workdir  # noqa: F401 - workdir is a fixture
-from tests.workflow.test_workflow import job_counts, new_workdir, snakemake
+from tests.plan.test_plan import workdir  # noqa: F401 - workdir is a fixture
 
 NAME = "flux1"
 ROOT = Path(__file__).resolve().parents[3]
@@ -37,9 +37,7 @@ CONTAINERS = ROOT / "containers"
 
 
 def test_the_references_4_node_plan_matches_its_golden_file(workdir):  # noqa: F811
-    got = reference_geometry_plan(NAME, workdir)
-    pyxis = got["run_3/pyxis/4_node"]
-    assert pyxis["resources"]["nodes"] == 4 and pyxis["resources"]["gres"] == "gpu:8"
+    pyxis = reference_pyxis_job(NAME, workdir)
     command = pyxis["command"]
     assert 'torchrun --nnodes 4 --rdzv_id 101 --rdzv_backend c10d --rdzv_endpoint "${MASTER_ADDR}:${MASTER_PORT}" --nproc_per_node 8' in command
     for part in (
@@ -51,15 +49,12 @@ def test_the_references_4_node_plan_matches_its_golden_file(workdir):  # noqa: F
     ):
         assert part in command, part
     assert re.search(r"--training\.seed=\d+", command)
-    assert all("refused" in got[f"run_3/{launcher}/4_node"] for launcher in ("local", "docker", "apptainer"))
 
 
-def test_full_scale_dry_run_lists_the_ten_train_jobs(tmp_path):
-    folder = new_workdir(tmp_path / "full")
-    proc = snakemake(folder, "-n", f"results/{NAME}/report.json", "--config", "scale=full")
-    counts = job_counts(proc.stdout)
-    assert counts["train"] == 10 and counts["check_compliance"] == 10
-    seeds = set(re.findall(r"--training\.seed=(\d+)", proc.stdout))
+def test_full_scale_dry_run_gives_each_of_the_ten_runs_its_seed(full_dry_runs):
+    """Beside every benchmark's checks (test_every_benchmark.py): this one's command."""
+    ran = full_dry_runs(NAME)
+    seeds = set(re.findall(r"--training\.seed=(\d+)", ran.output))
     assert len(seeds) == 10
 
 

@@ -7,7 +7,6 @@ DAG listing the ten train jobs. Every launcher x 1 and 2 nodes is golden in test
 from __future__ import annotations
 
 from tests.plan.test_plan import make_plan, workdir  # noqa: F401 - workdir is a fixture
-from tests.workflow.test_workflow import job_counts, new_workdir, planned_train_lines, snakemake
 
 NAME = "gpt_oss_20b"
 SCRATCH_REMOVAL = ") && rm -rf results/gpt_oss_20b/runs/0/scratch || exit $?"
@@ -40,13 +39,8 @@ def test_torchrun_and_expert_parallelism_follow_the_gpus_per_node(workdir):  # n
     assert job.command.endswith(" GPUS_PER_NODE=2 PRIMUS_EP=2 ./run_and_time.sh'" + SCRATCH_REMOVAL) and job.resources.gres == "gpu:2"
 
 
-def test_full_scale_dry_run_lists_the_ten_train_jobs(tmp_path):
-    folder = new_workdir(tmp_path / "full")
-    proc = snakemake(folder, "-n", f"results/{NAME}/report.json", "--config", "scale=full")
-    counts = job_counts(proc.stdout)
-    assert counts["train"] == 10 and counts["check_compliance"] == 10 and counts["preprocess_shard"] == 1
-    out = proc.stdout
-    assert "--uri https://training.mlcommons-storage.org/metadata/llama-3-1-8b-preprocessed-c4-dataset.uri" in out
-    assert "--uri https://training.mlcommons-storage.org/metadata/llama-3-1-8b-tokenizer.uri" in out
-    train_lines = planned_train_lines(out, NAME)
-    assert len(train_lines) == 10 and all("./run_and_time.sh" in line for line in train_lines)
+def test_full_scale_dry_run_lists_the_ten_train_jobs(full_dry_runs):
+    """Beside every benchmark's checks (test_every_benchmark.py): this one's command."""
+    ran = full_dry_runs(NAME)
+    assert ran.counts["train"] == 10 and ran.counts["preprocess_shard"] == 1
+    assert all("./run_and_time.sh" in line for line in ran.train_lines)

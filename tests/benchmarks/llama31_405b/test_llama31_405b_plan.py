@@ -5,31 +5,23 @@ of the full-scale DAG listing the three train jobs. One node and two nodes (geom
 
 from __future__ import annotations
 
-from tests.plan.test_plan import reference_geometry_plan, workdir  # noqa: F401 - workdir is a fixture
-from tests.workflow.test_workflow import job_counts, new_workdir, planned_train_lines, snakemake
+from tests.benchmarks.scaffold import reference_pyxis_job
+from tests.plan.test_plan import workdir  # noqa: F401 - workdir is a fixture
 
 NAME = "llama31_405b"
 
 
 def test_the_references_288_node_plan_matches_its_golden_file(workdir):  # noqa: F811
-    got = reference_geometry_plan(NAME, workdir)
-    pyxis = got["run_3/pyxis/288_node"]
-    assert pyxis["resources"]["nodes"] == 288 and pyxis["resources"]["gres"] == "gpu:8"
+    pyxis = reference_pyxis_job(NAME, workdir)
     assert "MLPERF_WF_NNODES=288" in pyxis["command"] and "python3 pretrain_llama31.py" in pyxis["command"]
-    assert all("refused" in got[f"run_3/{launcher}/288_node"] for launcher in ("local", "docker", "apptainer"))
 
 
-def test_full_scale_dry_run_lists_the_three_train_jobs(tmp_path):
-    folder = new_workdir(tmp_path / "full")
-    proc = snakemake(folder, "-n", f"results/{NAME}/report.json", "--config", "scale=full")
-    counts = job_counts(proc.stdout)
-    assert counts["train"] == 3 and counts["check_compliance"] == 3 and counts["preprocess_shard"] == 3
-    out = proc.stdout
-    assert "--uri https://training.mlcommons-storage.org/metadata/mixtral-8x22b-preprocessed-c4-dataset.uri" in out
-    assert "--uri https://training.mlcommons-storage.org/metadata/mixtral-8x22b-tokenizer.uri" in out
-    train_lines = planned_train_lines(out, NAME)
-    assert len(train_lines) == 3
-    for line in train_lines:
+def test_full_scale_dry_run_lists_the_three_train_jobs(full_dry_runs):
+    """Beside every benchmark's checks (test_every_benchmark.py): this one's command."""
+    ran = full_dry_runs(NAME)
+    counts, out = ran.counts, ran.output
+    assert counts["train"] == 3 and counts["preprocess_shard"] == 3
+    for line in ran.train_lines:
         assert "python3 pretrain_llama31.py" in line and "--nodes 288 --gpus_per_node 8" in line
         assert "--gbs 1152" in line and "--eval_every 18432" in line and "--use_ckpt --resume_from_hf" in line
     for seed in range(1234, 1237):

@@ -18,33 +18,27 @@ import pytest
 
 from mlperf_wf.benchmarks.qwen35_397b_grpo import prepare
 from mlperf_wf.config.registry import load_benchmark, load_dataset
+from tests.benchmarks.scaffold import reference_pyxis_job
 from tests.conftest import reference_source
-from tests.plan.test_plan import reference_geometry_plan, workdir  # noqa: F401 - workdir is a fixture
-from tests.workflow.test_workflow import job_counts, new_workdir, planned_train_lines, snakemake
+from tests.plan.test_plan import workdir  # noqa: F401 - workdir is a fixture
+from tests.workflow.test_workflow import job_counts, new_workdir, snakemake
 
 NAME = "qwen35_397b_grpo"
 
 
 def test_the_references_64_node_plan_matches_its_golden_file(workdir):  # noqa: F811
-    got = reference_geometry_plan(NAME, workdir)
-    pyxis = got["run_3/pyxis/64_node"]
-    assert pyxis["resources"]["nodes"] == 64 and pyxis["resources"]["gres"] == "gpu:4"
+    pyxis = reference_pyxis_job(NAME, workdir)
     command = pyxis["command"]
     assert '/opt/mlperf-wf/patches/mlperf_wf_qwen35_run.sh --nodes 64 --node-rank "${SLURM_NODEID}"' in command
     assert "uv run /workspace/llm/run_grpo_nemo_gym.py --config qwen_35/configs/grpo_qwen35_397b_swe_openhands_async_gbs256.yaml" in command
     for override in ("++grpo.val_start_at=18", "++grpo.max_num_steps=30", "++policy.megatron_cfg.optimizer.lr=1.0e-6", "++policy.max_grad_norm=0.125"):
         assert override in command
-    assert all("refused" in got[f"run_3/{launcher}/64_node"] for launcher in ("local", "docker", "apptainer"))
 
 
-def test_full_scale_dry_run_lists_the_three_train_jobs(tmp_path):
-    folder = new_workdir(tmp_path / "full")
-    proc = snakemake(folder, "-n", f"results/{NAME}/report.json", "--config", "scale=full")
-    counts = job_counts(proc.stdout)
-    assert counts["train"] == 3 and counts["check_compliance"] == 3
-    train_lines = planned_train_lines(proc.stdout, NAME)
-    assert len(train_lines) == 3
-    seeds = {re.search(r"\+\+grpo\.seed=(\d+)", line).group(1) for line in train_lines}
+def test_full_scale_dry_run_gives_each_of_the_three_runs_its_seed(full_dry_runs):
+    """Beside every benchmark's checks (test_every_benchmark.py): this one's command."""
+    ran = full_dry_runs(NAME)
+    seeds = {re.search(r"\+\+grpo\.seed=(\d+)", line).group(1) for line in ran.train_lines}
     assert len(seeds) == 3
 
 

@@ -3,37 +3,33 @@ full-scale plan lists the fiftyone receive, the shards and the five reference ru
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 
 from mlperf_wf.benchmarks.retinanet import prepare as prep
+from tests.benchmarks.scaffold import run_events, tiny_campaign, tiny_report
 from tests.workflow.test_workflow import job_counts, new_workdir, output_cache, planned_train_lines, snakemake
 
 __all__ = ["output_cache"]
 
 RUNS = 2
-CONFIG = ("--config", "benchmarks=[retinanet]", f"runs={RUNS}")
 
 
 @pytest.fixture(scope="module")
 def retinanet_project(tmp_path_factory, output_cache) -> Path:
-    workdir = new_workdir(tmp_path_factory.mktemp("retinanet"))
-    snakemake(workdir, "--cores", "2", "--cache", *CONFIG, cache=output_cache)
-    return workdir
+    return tiny_campaign(tmp_path_factory.mktemp("retinanet"), "retinanet", RUNS, output_cache)
 
 
 @pytest.mark.slow
 def test_tiny_retinanet_runs_reach_the_target_and_pass_the_5_1_0_checker(retinanet_project):
-    report = json.loads((retinanet_project / "results/tiny/retinanet/report.json").read_text())
+    report = tiny_report(retinanet_project, "retinanet")
     assert report["ruleset"] == "5.1.0" and report["required_runs"] == 5
     assert report["quality_target"] == {"comparison": ">=", "value": 0.34}
     assert len({r["seed"] for r in report["runs"]}) == RUNS
     assert {r["compliance"] for r in report["runs"]} == {"passed"}
     for i in range(RUNS):
-        lines = (retinanet_project / f"results/tiny/retinanet/runs/{i}/result.txt").read_text().splitlines()
-        events = [json.loads(line.split(":::MLLOG ", 1)[1]) for line in lines]
+        events = run_events(retinanet_project, "retinanet", i)
         accuracies = [e for e in events if e["key"] == "eval_accuracy"]
         assert all("epoch_num" in e["metadata"] for e in accuracies) and accuracies[-1]["value"] >= 0.34
         assert all(e["value"] < 0.34 for e in accuracies[:-1])  # the run stops at its first evaluation past the target

@@ -4,17 +4,14 @@ directory, the tiny runs pass the 5.1.0 checker, and the full-scale plan is show
 from __future__ import annotations
 
 import json
-import os
-import re
-import signal
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
 
 from mlperf_wf.benchmarks.rgat import prepare as prep
-from tests.workflow.test_workflow import job_counts, new_workdir, output_cache, planned_train_lines, snakemake, snakemake_argv, snakemake_env
+from tests.benchmarks.scaffold import kill_preparation_halfway_and_rerun, run_events, shards_run, tiny_campaign, tiny_report
+from tests.workflow.test_workflow import job_counts, new_workdir, output_cache, planned_train_lines, snakemake, snakemake_env
 
 __all__ = ["output_cache"]  # the shared-cache fixture, used here too
 
@@ -22,37 +19,6 @@ RUNS = 3
 CONFIG = ("--config", "benchmarks=[rgat]", f"runs={RUNS}")
 DATASET = "resources/tiny/prepared/rgat/dataset"
 SHARDS = "resources/tiny/prepared/rgat/shards"
-
-
-def finished_shards(workdir: Path, benchmark: str) -> set[str]:
-    return {p.parent.name for p in (workdir / f"resources/tiny/prepared/{benchmark}/shards").glob("*/shard.json")}
-
-
-def shards_run(output: str) -> list[str]:
-    """Shards of the preprocess_shard jobs a Snakemake run started, from its job listing."""
-    names = []
-    for block in output.split("rule preprocess_shard:")[1:]:
-        match = re.search(r"wildcards: .*shard=([A-Za-z0-9_.-]+)", block)
-        names.append(match.group(1))
-    return names
-
-
-def kill_preparation_halfway_and_rerun(workdir: Path, benchmark: str, config: tuple[str, ...], total: int, output_cache: Path, timeout: float) -> dict:
-    """Prepare ``benchmark``'s tiny dataset one job at a time, SIGKILL the whole Snakemake process group once half
-    its ``total`` shards are done, then rerun: which shards were done at the kill and which the rerun made."""
-    dataset = f"resources/tiny/prepared/{benchmark}/dataset"
-    argv = snakemake_argv(workdir, "--cores", "1", dataset, "--cache", *config)
-    first = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=snakemake_env(output_cache), start_new_session=True)
-    deadline = time.monotonic() + timeout
-    while len(finished_shards(workdir, benchmark)) < total // 2 and time.monotonic() < deadline and first.poll() is None:
-        time.sleep(0.1)
-    os.killpg(first.pid, signal.SIGKILL)
-    first.wait()
-    done_at_kill = finished_shards(workdir, benchmark)
-    assert 0 < len(done_at_kill) < total, f"the kill came too late or too early: {len(done_at_kill)} of {total} shards"
-    snakemake(workdir, "--unlock", *config)  # a hard kill leaves Snakemake's lock behind
-    rerun = snakemake(workdir, "--cores", "2", dataset, "--cache", "--rerun-incomplete", *config, cache=output_cache)
-    return {"workdir": workdir, "done_at_kill": done_at_kill, "rerun": shards_run(rerun.stdout + rerun.stderr), "total": total}
 
 
 @pytest.fixture(scope="module")
@@ -64,9 +30,7 @@ def killed_preparation(tmp_path_factory, output_cache) -> dict:
 
 @pytest.fixture(scope="module")
 def rgat_project(killed_preparation, output_cache) -> Path:
-    workdir = killed_preparation["workdir"]
-    snakemake(workdir, "--cores", "2", "--cache", *CONFIG, cache=output_cache)
-    return workdir
+    return tiny_campaign(killed_preparation["workdir"], "rgat", RUNS, output_cache)
 
 
 @pytest.mark.slow
@@ -81,14 +45,14 @@ def test_killed_preparation_reruns_only_the_unfinished_shards(killed_preparation
 
 @pytest.mark.slow
 def test_tiny_rgat_runs_reach_the_target_and_pass_the_5_1_0_checker(rgat_project):
-    report = json.loads((rgat_project / "results/tiny/rgat/report.json").read_text())
+    report = tiny_report(rgat_project, "rgat")
     assert report["ruleset"] == "5.1.0" and report["required_runs"] == 10
     assert report["quality_target"] == {"comparison": ">=", "value": 0.72}
     assert [r["seed"] for r in report["runs"]] == [1234 + i for i in range(RUNS)]
     assert {r["compliance"] for r in report["runs"]} == {"passed"}
     assert report["convergence_unit"] == "epoch_num" and all(0 < r["samples_to_converge"] <= 10 for r in report["runs"])
     for i in range(RUNS):
-        lines = [json.loads(line.split(":::MLLOG ", 1)[1]) for line in (rgat_project / f"results/tiny/rgat/runs/{i}/result.txt").read_text().splitlines()]
+        lines = run_events(rgat_project, "rgat", i)
         events = {e["key"]: e for e in lines}
         assert events["opt_name"]["value"] == "adam" and events["submission_benchmark"]["value"] == "rgat"
         accuracies = [e for e in lines if e["key"] == "eval_accuracy"]

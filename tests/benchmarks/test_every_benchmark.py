@@ -1,0 +1,33 @@
+"""What holds for every benchmark's full-scale plan, checked the same way for each (``scaffold.py``); each
+benchmark's own ``test_<name>_plan.py`` adds the words of its command."""
+
+from __future__ import annotations
+
+import pytest
+
+from mlperf_wf.config import mlperf_rules, registry
+from tests.benchmarks import scaffold
+from tests.plan.test_plan import workdir  # noqa: F401 - a fixture
+
+NAMES = registry.benchmark_names()
+MULTI_NODE = [name for name in NAMES if registry.load_benchmark(name).full.geometry.nodes > 1]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_full_scale_dry_run_plans_every_required_run_from_the_published_sources(full_dry_runs, name):
+    bench = registry.load_benchmark(name)
+    ran = full_dry_runs(name)
+    required = mlperf_rules.required_runs(bench.submission_benchmark)
+    assert ran.counts["train"] == ran.counts["check_compliance"] == required, ran.counts
+    assert len(ran.train_lines) == required and len(set(ran.train_lines)) == required, "one train job per run, each its own"
+    for dataset_id in sorted({*bench.roles_for("prepare").values(), *bench.roles_for("train").values()}):
+        source = registry.load_dataset(dataset_id).source
+        if source.protocol == "r2":
+            assert f"--uri {source.uri}" in ran.output, f"{dataset_id}: the download job fetches the published {source.uri}"
+        elif source.protocol == "huggingface":
+            assert f"--revision {source.revision}" in ran.output, f"{dataset_id}: the download job pins {source.revision}"
+
+
+@pytest.mark.parametrize("name", MULTI_NODE)
+def test_the_reference_geometry_plan_asks_for_every_node_and_only_pyxis_runs_it(workdir, name):  # noqa: F811
+    scaffold.reference_pyxis_job(name, workdir)
