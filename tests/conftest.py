@@ -57,9 +57,12 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 SERVICES = {"docker_host", "rehearsal_box", "slurm"}
 """Fixtures that start a machine-wide service: the Docker engine (a private socket and data root), the cluster in a box
-(its own namespaces and bridge), the one-node SLURM at /etc/slurm. A test that uses one runs in its module's service
-group (:data:`SERVICE_GROUPS`), one after another within the group."""
-SERVICE_GROUPS = {
+(its own namespaces and bridge), the one-node SLURM at /etc/slurm. A test that uses one runs in a service group of
+:data:`WORK_GROUPS`, one after another within the group."""
+SERVICE_GROUPS = ("box", "engines")
+"""The groups of :data:`WORK_GROUPS` that start services. They run beside each other: the box's daemons live in their
+own namespaces and reach the host's only through ``SLURM_CONF``; each group's worker starts its own Docker engine."""
+WORK_GROUPS = {
     # the cluster in a box: one box per session, its campaigns one after another
     "tests/benchmarks/bert/test_bert_rehearsal.py": "box",
     "tests/benchmarks/deepseekv3_671b/test_deepseekv3_671b_rehearsal.py": "box",
@@ -70,24 +73,27 @@ SERVICE_GROUPS = {
     "tests/workflow/test_slurm.py": "engines",
     "tests/workflow/test_docker.py": "engines",
     "tests/run/test_reference_in_the_loop.py": "engines",
+    # one session fixture's campaign (tiny_project), made once in the worker that runs both
+    "tests/workflow/test_workflow.py": "llama2_70b_lora campaign",
+    "tests/benchmarks/llama2_70b_lora/test_llama2_70b_lora.py": "llama2_70b_lora campaign",
 }
-"""Module -> service group. The groups run beside each other (the box's daemons live in their own namespaces and
-reach the host's only through ``SLURM_CONF``; each group's worker starts its own Docker engine); the xdist scheduler
-sees test ids only (checked against the fixtures below)."""
+"""Module -> the work group that runs in one xdist worker: the modules of a service, or the modules that share a
+session fixture's campaign. The xdist scheduler sees test ids only (checked against the fixtures below)."""
 
 
 def xdist_scope(nodeid: str) -> str:
-    """The work unit of a test for ``make test``'s workers: its module (its module-scoped campaign runs once), or the
-    service group of a module that starts a machine-wide service."""
+    """The work unit of a test for ``make test``'s workers: its module (its module-scoped campaign runs once), or its
+    module's work group."""
     module = nodeid.split("::")[0]
-    return SERVICE_GROUPS.get(module, module)
+    return WORK_GROUPS.get(module, module)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """A test that starts a service outside :data:`SERVICE_GROUPS` would run beside another worker's service."""
-    strays = sorted({item.nodeid.split("::")[0] for item in items if SERVICES & set(getattr(item, "fixturenames", ()))} - set(SERVICE_GROUPS))
+    """A test that starts a service outside a service group would run beside another worker's service."""
+    in_service_groups = {module for module, group in WORK_GROUPS.items() if group in SERVICE_GROUPS}
+    strays = sorted({item.nodeid.split("::")[0] for item in items if SERVICES & set(getattr(item, "fixturenames", ()))} - in_service_groups)
     if strays:
-        raise pytest.UsageError(f"tests/conftest.py: {', '.join(strays)} start a machine-wide service: add them to SERVICE_GROUPS")
+        raise pytest.UsageError(f"tests/conftest.py: {', '.join(strays)} start a machine-wide service: add them to a service group of WORK_GROUPS")
 
 
 @pytest.hookimpl(optionalhook=True)  # xdist's hook: without xdist, tests run in one process
@@ -258,6 +264,32 @@ class TinyMirrors:
 def tiny_mirrors(tmp_path_factory) -> TinyMirrors:
     """:class:`TinyMirrors` shared by the session's xdist workers."""
     return TinyMirrors(shared_folder(tmp_path_factory) / "tiny-mirrors")
+
+
+TINY_CAMPAIGN_STATUS: dict[Path, dict] = {}
+"""What `mlperf-wf status` showed while ``tiny_project``'s campaign ran (tests/results/test_status.py watches it)."""
+TINY_CAMPAIGN_RUNS = 3
+
+
+@pytest.fixture(scope="session")
+def tiny_project_cache(tmp_path_factory) -> Path:
+    """The Snakemake output cache ``tiny_project`` fills (and a second workflow folder reuses)."""
+    return tmp_path_factory.mktemp("tiny_project_cache")
+
+
+@pytest.fixture(scope="session")
+def tiny_project(tmp_path_factory, tiny_project_cache) -> Path:
+    """llama2_70b_lora's tiny campaign of three runs through the whole workflow, from its own generated mirror, watched
+    by `mlperf-wf status` while it runs; shared by tests/workflow/test_workflow.py and tests/benchmarks/llama2_70b_lora/
+    (one work group: :data:`WORK_GROUPS`)."""
+    from tests.results.test_status import run_watched
+    from tests.workflow.test_workflow import new_workdir, snakemake_argv, snakemake_env
+
+    workdir = new_workdir(tmp_path_factory.mktemp("tiny"))
+    config = [f"runs={TINY_CAMPAIGN_RUNS}"]
+    argv = snakemake_argv(workdir, "--cores", "2", "--config", *config, "--cache")
+    TINY_CAMPAIGN_STATUS[workdir] = run_watched(argv, workdir, config, snakemake_env(tiny_project_cache), workdir.parent / "snakemake.log")
+    return workdir
 
 
 @pytest.fixture(scope="session")

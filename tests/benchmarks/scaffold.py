@@ -27,6 +27,8 @@ class FullDryRun:
     """``snakemake -n -p results/<name>/report.json --config scale=full`` on a fresh checkout."""
 
     name: str
+    folder: Path
+    """The checkout it ran in (nothing is written there but Snakemake's own records)."""
     output: str
     counts: dict[str, int]
     """The dry run's job stats: rule -> jobs."""
@@ -42,7 +44,7 @@ def full_dry_run(name: str, base: Path) -> FullDryRun:
     if name not in _DRY_RUNS:
         folder = new_workdir(base / f"full-{name}")
         proc = snakemake(folder, "-n", f"results/{name}/report.json", "--config", "scale=full")
-        _DRY_RUNS[name] = FullDryRun(name, proc.stdout, job_counts(proc.stdout), planned_train_lines(proc.stdout, name))
+        _DRY_RUNS[name] = FullDryRun(name, folder, proc.stdout, job_counts(proc.stdout), planned_train_lines(proc.stdout, name))
     return _DRY_RUNS[name]
 
 

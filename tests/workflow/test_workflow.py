@@ -1,4 +1,5 @@
-"""The tiny DAG end to end through Snakemake, caching/rerun behaviour, and the full-scale dry run."""
+"""The tiny DAG end to end through Snakemake (llama2_70b_lora's campaign, ``tiny_project`` in tests/conftest.py, which
+tests/benchmarks/llama2_70b_lora/ shares), caching and rerun behaviour, the report, the package and the profiles."""
 
 from __future__ import annotations
 
@@ -13,10 +14,11 @@ import pytest
 
 from mlperf_wf.config import registry
 from mlperf_wf.results.compliance import check
+from tests.conftest import TINY_CAMPAIGN_RUNS
 
 ROOT = Path(__file__).resolve().parents[2]
 SNAKEFILE = ROOT / "workflow" / "Snakefile"
-TINY_RUNS = 3
+TINY_RUNS = TINY_CAMPAIGN_RUNS
 
 
 def snakemake_env(cache: Path | None = None) -> dict[str, str]:
@@ -72,20 +74,6 @@ def output_cache(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("output_cache")
 
 
-STATUS_SEEN: dict[Path, dict] = {}
-"""What `mlperf-wf status` showed while tiny_project's campaign ran (tests/results/test_status.py watches it)."""
-
-
-@pytest.fixture(scope="module")
-def tiny_project(tmp_path_factory, output_cache) -> Path:
-    from tests.results.test_status import run_watched
-
-    workdir = new_workdir(tmp_path_factory.mktemp("tiny"))
-    argv = snakemake_argv(workdir, "--cores", "2", "--config", f"runs={TINY_RUNS}", "--cache")
-    STATUS_SEEN[workdir] = run_watched(argv, workdir, [f"runs={TINY_RUNS}"], snakemake_env(output_cache), workdir.parent / "snakemake.log")
-    return workdir
-
-
 @pytest.mark.slow
 def test_tiny_chain_reaches_the_target_and_every_run_is_compliant(tiny_project):
     report = json.loads((tiny_project / "results/tiny/llama2_70b_lora/report.json").read_text())
@@ -108,15 +96,16 @@ def test_tiny_chain_reaches_the_target_and_every_run_is_compliant(tiny_project):
 
 @pytest.mark.slow
 def test_status_during_the_campaign_and_after_it_matches_the_report(tiny_project):
+    from tests.conftest import TINY_CAMPAIGN_STATUS
     from tests.results.test_status import check_watched
 
-    check_watched(STATUS_SEEN[tiny_project], tiny_project, [f"runs={TINY_RUNS}"], forecast_steps=2)
+    check_watched(TINY_CAMPAIGN_STATUS[tiny_project], tiny_project, [f"runs={TINY_RUNS}"], forecast_steps=2)
 
 
 @pytest.mark.slow
-def test_a_second_workflow_directory_reuses_the_prepared_data_from_the_cache(tiny_project, output_cache, tmp_path):
+def test_a_second_workflow_directory_reuses_the_prepared_data_from_the_cache(tiny_project, tiny_project_cache, tmp_path):
     other = new_workdir(tmp_path / "second_checkout")
-    proc = snakemake(other, "--cores", "2", "resources/tiny/prepared/llama2_70b_lora/dataset", "--cache", cache=output_cache)
+    proc = snakemake(other, "--cores", "2", "resources/tiny/prepared/llama2_70b_lora/dataset", "--cache", cache=tiny_project_cache)
     out = proc.stdout + proc.stderr
     for path in (
         "resources/tiny/mirror/llama2_70b_fused_qkv",
@@ -186,19 +175,6 @@ def test_score_reads_a_workflow_results_folder_with_its_rcp_check(tiny_project, 
 
 
 @pytest.mark.slow
-def test_logged_hyperparameters_are_the_trainers(tiny_project):
-    logged = {}
-    for line in (tiny_project / "results/tiny/llama2_70b_lora/runs/0/result.txt").read_text().splitlines():
-        record = json.loads(line.removeprefix(":::MLLOG "))
-        logged.setdefault(record["key"], record["value"])
-    assert logged["lora_rank"] == 16 and logged["lora_alpha"] == 32
-    assert logged["opt_base_learning_rate"] == 4e-4 and logged["opt_gradient_clip_norm"] == 0.3
-    assert logged["global_batch_size"] == 8 and logged["seed"] == 1234
-    assert logged["train_samples"] == 4096 and logged["eval_samples"] == 256
-    assert logged["config_filename"] == "mlperf_wf/benchmarks/llama2_70b_lora/hyperparameters.py"
-
-
-@pytest.mark.slow
 def test_second_run_does_nothing_and_a_deleted_run_reruns_alone(tiny_project):
     again = snakemake(tiny_project, "-n", "--config", f"runs={TINY_RUNS}")
     assert "Nothing to be done" in again.stdout + again.stderr
@@ -230,66 +206,6 @@ def test_corrupted_dataset_fails_verify_and_training_never_starts(tiny_project, 
     assert "scrolls_gov_report_8k/train-00000-of-00001.parquet: md5 mismatch: expected " in log
     assert ", actual " in log
     assert not (workdir / "results/tiny/llama2_70b_lora/runs").exists(), "no run may start on unverified data"
-
-
-@pytest.mark.slow
-def test_lora_on_an_untrained_base_cannot_reach_the_target(tiny_project, tmp_path):
-    """The tiny target needs the pretrained checkpoint's capability: LoRA on a random base stalls."""
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    from mlperf_wf.benchmarks.llama2_70b_lora.hyperparameters import Hyperparameters
-    from mlperf_wf.benchmarks.llama2_70b_lora.trainer import train
-    from mlperf_wf.run.harness import TinyRun
-    from tests.mllogs import tiny_run_spec
-
-    checkpoint = tiny_project / "resources/tiny/datasets/llama2_70b_fused_qkv"
-    random_base = tmp_path / "random_base"
-    shutil.copytree(checkpoint, random_base)
-    LlamaForCausalLM(LlamaConfig.from_pretrained(checkpoint)).save_pretrained(random_base)
-    spec = tiny_run_spec(
-        "llama2_70b_lora",
-        "6.1.0",
-        tmp_path / "result.txt",
-        tiny_project / "resources/tiny/prepared/llama2_70b_lora/dataset",
-        0.925,
-        {"checkpoint": random_base},
-    )
-    budget = 80  # about 3x the steps the pretrained base needs
-    hp = Hyperparameters(max_steps=budget)
-    with TinyRun(spec, hp) as run:
-        summary = train(run, hp)
-    assert summary["status"] == "aborted"
-    assert summary["eval_loss"] > 0.925
-    assert check(spec.result_file, "6.1.0").verdict == "non_converged"
-
-
-def test_full_scale_dry_run_lists_the_real_plan(tmp_path):
-    # how quickly: bench/dry_run.py (a timed assertion here would fail on a busy CI machine, not on a slow DAG)
-    workdir = new_workdir(tmp_path / "full")
-    proc = snakemake(workdir, "-n", "results/llama2_70b_lora/report.json", "--config", "scale=full")
-    assert job_counts(proc.stdout) == {
-        "download": 2,
-        "verify": 2,
-        "preprocess_shard": 1,
-        "assemble_prepared": 1,
-        "train": 10,
-        "check_compliance": 10,
-        "report": 1,
-    }
-    # the default target adds the figures and the summary
-    assert job_counts(snakemake(workdir, "-n", "--config", "scale=full").stdout)["summarize"] == 1
-    out = proc.stdout
-    assert "--uri https://llama2.mlcommons-storage.org/metadata/scrolls-gov-report-8k.uri" in out
-    assert "--uri https://llama2.mlcommons-storage.org/metadata/llama-2-70b-fused-qkv-mlperf.uri" in out
-    train_lines = planned_train_lines(out)
-    assert len(train_lines) == 10
-    for line in train_lines:
-        assert "|| exit 2; if { sync && " in line  # the job's own preflight, then the page cache
-        assert "; fi; docker run --rm --gpus all --network=host --ipc=host" in line
-        assert "accelerate launch --num_processes 8 --config_file configs/default_config.yaml scripts/train.py" in line
-    for seed in range(1234, 1244):
-        assert f"--seed {seed} " in out
-    assert not (workdir / "resources").exists() and not (workdir / "results").exists()
 
 
 def test_bad_config_is_one_clear_line(tmp_path):
@@ -404,7 +320,7 @@ STAND_IN_POWER = "power={enabled: true, interval_ms: 200, gpu_command: 'python -
 
 
 @pytest.mark.slow
-def test_a_campaign_with_the_stand_in_power_sampler_reports_energy_as_the_official_summarizer(tiny_project, output_cache, tmp_path):
+def test_a_campaign_with_the_stand_in_power_sampler_reports_energy_as_the_official_summarizer(tiny_project, tiny_project_cache, tmp_path):
     import contextlib
     import io
 
@@ -414,7 +330,7 @@ def test_a_campaign_with_the_stand_in_power_sampler_reports_energy_as_the_offici
 
     other = new_workdir(tmp_path / "energy")  # the prepared data comes from the cache; the three runs are made again
     targets = ("results/tiny/llama2_70b_lora/plots/time_to_train.png", "results/tiny/submission/package_check.json")
-    snakemake(other, "--cores", "2", *targets, "--cache", "--config", f"runs={TINY_RUNS}", STAND_IN_POWER, cache=output_cache)
+    snakemake(other, "--cores", "2", *targets, "--cache", "--config", f"runs={TINY_RUNS}", STAND_IN_POWER, cache=tiny_project_cache)
     report = json.loads((other / "results/tiny/llama2_70b_lora/report.json").read_text())
     for run in report["runs"]:
         node = other / f"results/tiny/llama2_70b_lora/runs/{run['index']}/power/result/node_0.txt"
