@@ -53,3 +53,24 @@ def test_a_real_snakemake_s_lock_and_marker_are_read_while_its_job_runs(tmp_path
         proc.wait()
     after = snakemake_state.read_snakemake_records(tmp_path)
     assert after.stale_lock and not after.locked, "killed with -9: its lock stays, and no Snakemake works here"
+
+
+def test_the_jobs_a_running_snakemake_reported_failed_are_read_from_its_log(tmp_path):
+    (tmp_path / "Snakefile").write_text(
+        'rule all:\n    input: "out/bad.txt", "out/slow.txt"\n'
+        'rule bad:\n    output: "out/bad.txt", "out/bad.json"\n    shell: "exit 3"\n'
+        'rule slow:\n    output: "out/slow.txt"\n    shell: "sleep 20 && touch {output}"\n'
+    )
+    argv = [sys.executable, "-m", "snakemake", "--cores", "2", "--keep-going"]  # --quiet logs no failed job
+    proc = subprocess.Popen(argv, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        records = snakemake_state.read_snakemake_records(tmp_path)
+        while not records.failed and time.monotonic() < deadline:
+            time.sleep(0.5)
+            records = snakemake_state.read_snakemake_records(tmp_path)
+        assert records.locked and records.failed == {"out/bad.txt", "out/bad.json"}
+        assert "out/slow.txt" in records.started and "out/slow.txt" not in records.failed
+    finally:
+        proc.kill()
+        proc.wait()

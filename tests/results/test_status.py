@@ -99,8 +99,17 @@ def campaign(tmp_path: Path):
     mark_started(root, "resources/tiny/prepared/rgat/shards/labels")
     (root / "resources/tiny/prepared/rgat/shards/labels").mkdir()
     os.utime(train_logs / "2.log", (os.path.getmtime(root / ".snakemake/locks/0.output.lock") + 5,) * 2)
+    report_failed(root, f"{RUNS}/2/result.txt", f"{RUNS}/2/provenance.json")
     with live_snakemake(root):
         yield root
+
+
+def report_failed(root: Path, *outputs: str) -> None:
+    """What the running Snakemake writes to its log when a job fails."""
+    log = root / ".snakemake/log/2026-12-02T000000.000000.snakemake.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    block = f"[Wed Dec  2 00:00:05 2026]\nError in rule train:\n    jobid: 3\n    output: {', '.join(outputs)}\n    log: logs/tiny/train/2.log\n"
+    log.write_text((log.read_text() if log.exists() else "") + block)
 
 
 def shutil_copy_config(root: Path) -> None:
@@ -145,6 +154,22 @@ def test_each_run_state_from_the_files_snakemake_and_the_runs_write(campaign, pl
     text = status.render(result)
     assert "run 3: running 5.00 min, last eval 1.05 at samples_count 2048 (target <= 0.925)" in text
     assert "2/" in text and "shards done, making labels" in text
+
+
+def test_a_run_whose_job_made_its_log_before_snakemake_marked_it_is_starting_not_failed(campaign, plan):
+    """The local executor starts the job's shell (which creates the run's log) before Snakemake writes the job's
+    incomplete marker: a log without a marker, while Snakemake runs and has reported no failure of the job, is a
+    run starting for a few seconds (``status.STARTING_SECONDS``: Snakemake under --quiet reports none)."""
+    log = campaign / "logs/tiny/train" / LORA / "4.log"
+    log.write_text("")
+    lora = status.campaign_status(campaign, {}, [LORA], runs_given=True, plan=plan).benchmarks[0]
+    starting = lora.runs[4]
+    assert starting.state == "running" and starting.initialising and not starting.problems
+    assert "run 4: running" in status.render(status.campaign_status(campaign, {}, [LORA], runs_given=True, plan=plan))
+    later = log.stat().st_mtime + status.STARTING_SECONDS + 1
+    assert status.campaign_status(campaign, {}, [LORA], runs_given=True, plan=plan, now=later).benchmarks[0].runs[4].state == "failed"
+    report_failed(campaign, f"{RUNS}/4/result.txt", f"{RUNS}/4/provenance.json")
+    assert status.campaign_status(campaign, {}, [LORA], runs_given=True, plan=plan).benchmarks[0].runs[4].state == "failed"
 
 
 def test_without_a_lock_a_started_run_is_interrupted_and_nothing_is_queued(campaign, plan):

@@ -32,6 +32,10 @@ class SnakemakeRecords:
     """Output -> scheduler job id (None for a local job) of every job started and not finished (incomplete markers)."""
     stale_lock: bool = False
     """Lock files are there but no Snakemake runs in the folder on this host (one was killed): ``snakemake --unlock``."""
+    failed: frozenset[str] = frozenset()
+    """Outputs of the jobs the running Snakemake reported failed (``Error in rule`` in its log; ``--quiet`` writes none).
+    A job's log without an incomplete marker is not enough at once: the local executor starts the job's shell, which
+    creates the log, before Snakemake writes the marker."""
 
 
 def snakemake_processes_in(root: Path) -> list[int] | None:
@@ -111,12 +115,33 @@ def read_snakemake_records(root: Path) -> SnakemakeRecords:
                 started[key] = str(job_id) if job_id is not None else None
     if lock_files and snakemake_running_in(root) is False:  # a Snakemake killed with -9 left its lock
         return SnakemakeRecords(locked=False, lock_time=None, wanted=frozenset(), started=started, stale_lock=True)
+    lock_time = min((t for t in times if t is not None), default=None)
     return SnakemakeRecords(
         locked=bool(lock_files),
-        lock_time=min((t for t in times if t is not None), default=None),
+        lock_time=lock_time,
         wanted=frozenset(wanted),
         started=started,
+        failed=failed_outputs(root, lock_time) if lock_files else frozenset(),
     )
+
+
+def failed_outputs(root: Path, since: float | None) -> frozenset[str]:
+    """The outputs of the jobs whose failure the Snakemake log written since ``since`` reports: its blocks
+    ``Error in rule <name>:`` with an indented ``output: a, b`` line."""
+    logs = sorted((root / ".snakemake" / "log").glob("*.snakemake.log"))
+    current = [log for log in logs if since is None or (mtime_or_none(log) or 0) >= since]
+    failed: set[str] = set()
+    for log in current[-1:]:
+        in_error = False
+        for line in read_text_or_empty(log).splitlines():
+            if line.startswith("Error in rule "):
+                in_error = True
+            elif in_error and line.startswith("    output: "):
+                failed |= {path.strip() for path in line.removeprefix("    output: ").split(",") if path.strip()}
+                in_error = False
+            elif line and not line.startswith(" "):
+                in_error = False
+    return frozenset(failed)
 
 
 def _marker_key(relative: Path) -> str | None:

@@ -49,6 +49,10 @@ SQUEUE_FORMAT = "%i|%T|%k|%Z|%r"
 """Job id, state, comment (the SLURM executor's ``rule_<rule>_wildcards_<values>``), working folder, reason."""
 QUEUED_STATES = frozenset({"PENDING", "CONFIGURING", "REQUEUED", "REQUEUE_HOLD", "SUSPENDED", "RESV_DEL_HOLD"})
 RUNNING_STATES = frozenset({"RUNNING", "COMPLETING", "STAGE_OUT"})
+STARTING_SECONDS = 10.0
+"""How long a train job's log may stand without Snakemake's incomplete marker and still be a run starting (the local
+executor starts the job's shell, which creates the log, before Snakemake writes the marker); after that, or once
+Snakemake's log reports the job failed (not under ``--quiet``), it is a failed run."""
 
 """A run is finished (passed -- also passed_except_declared --, non_converged or failed), running, queued (waiting for
 its inputs, a core or the scheduler), interrupted (a Snakemake that stopped left it half made; the next one redoes
@@ -391,6 +395,9 @@ def run_status(
         return finished
     log_time = mtime_or_none(train_log)
     failed_now = log_time is not None and (not records.locked or (records.lock_time is not None and log_time >= records.lock_time))
+    if failed_now and records.locked and files["result"] not in records.failed and now - log_time < STARTING_SECONDS:
+        # the job's shell has made its log and Snakemake has not written the job's marker yet: a run starting
+        return RunStatus(index=index, state=RunState.RUNNING, result_file=str(result), initialising=True)
     if failed_now:
         last = _last_line(train_log)
         why = f"training job failed: {last}" if last else "training job failed"
