@@ -567,8 +567,16 @@ def cmd_score(path: Path, ruleset: str, json_out: Path | None, csv_out: Path | N
         for run in score.runs:
             if run.verdict != Verdict.PASSED or run.minutes is None:
                 why = run.problems or [m.splitlines()[0] for m in run.messages[:3] if m.strip()]
-                print(f"  {Path(run.file).name}: {run.verdict or 'failed'}" + (f": {'; '.join(why)}" if why else ""))
+                print(f"  {_run_name(run.file, score.folder)}: {run.verdict or 'failed'}" + (f": {'; '.join(why)}" if why else ""))
     return 0 if all(s.valid for s in scores) else 1
+
+
+def _run_name(file: str, folder: str) -> str:
+    """A run as its folder names it: ``run 3 (runs/3/result.txt)`` for a workflow's run, else the file's path under
+    the scored folder (``result_2.txt``)."""
+    relative = Path(file).relative_to(folder) if Path(file).is_relative_to(folder) else Path(file)
+    parts = relative.parts
+    return f"run {parts[1]} ({relative})" if len(parts) == 3 and parts[0] == "runs" and parts[2] == "result.txt" else str(relative)
 
 
 def cmd_power_sample(

@@ -298,7 +298,25 @@ def _check_problem(message: str, ruleset: str) -> str:
     match = re.fullmatch(r"v\['value'\]\s+in\s+(.+)", test)
     if match:
         return f"{key} is {shown}, {ruleset} requires one of {match.group(1)}"
+    for pattern, words in RULE_WORDING:
+        match = pattern.fullmatch(test)
+        if match:
+            return f"{key} is {shown}, {ruleset} requires {words.format(*match.groups())}"
     return f"{key} ({shown}) fails the {ruleset} rule: {test}"
+
+
+RULE_WORDING: tuple[tuple[re.Pattern, str], ...] = (
+    (
+        re.compile(r"s\.get\('lr_min'\) is not None and s\['lr_min'\].*<= v\['value'\] <= s\['lr_max'\].*"),
+        "a value within the learning-rate band its rules give for the logged global_batch_size",
+    ),
+    (re.compile(r"is_integer\(v\['value'\]\) and v\['value'\] > 0"), "a positive integer"),
+    (re.compile(r"is_integer\(v\['value'\]\) and v\['value'\] >= (\S+)"), "an integer >= {}"),
+    (re.compile(r"\(?v\['value'\] <= ([^)\s]+)\)? and v\['value'\] > 0(?:\.0)?"), "a value in (0, {}]"),
+    (re.compile(r"v\['value'\] == (.+?) - s\['(\w+)'\]"), "{} less the logged {}"),
+)
+"""Rule tests of mlperf-logging's YAML that are not a plain comparison, and what they require in words (``{}``: the
+test's groups); a test no pattern knows is shown as written."""
 
 
 @dataclass(frozen=True)

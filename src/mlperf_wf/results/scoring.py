@@ -431,6 +431,9 @@ class BenchmarkFolder:
     benchmark: str
     result_files: tuple[str, ...]
     system_desc: dict
+    declared: dict[str, str] | None = None
+    """The open rules the benchmark's tiny tier declares it does not meet, for a workflow folder of tiny runs (its
+    runs' provenance says ``scale: tiny``), as the workflow's report applies them; None otherwise."""
 
 
 LOG_SUFFIXES = (".out", ".log", ".txt")
@@ -506,7 +509,22 @@ def discover(path: Path) -> list[BenchmarkFolder]:
         system, benchmark = path.name, logged if isinstance(logged, str) and logged else path.name
     desc_file = path.parent.parent.parent / "systems" / f"{system}.json"
     desc = json.loads(desc_file.read_text()) if desc_file.is_file() else {}
-    return [BenchmarkFolder(str(path), system, benchmark, tuple(files), desc)]
+    return [BenchmarkFolder(str(path), system, benchmark, tuple(files), desc, _declared_of_workflow_runs(path, benchmark))]
+
+
+def _declared_of_workflow_runs(path: Path, benchmark: str) -> dict[str, str] | None:
+    """The tiny tier's declared open rules where ``path`` is a workflow's ``results/tiny/<benchmark>/`` (its runs'
+    provenance records the scale)."""
+    from mlperf_wf.config import registry
+
+    provenance = next(iter(sorted(path.glob("runs/*/provenance.json"))), None)
+    if provenance is None or benchmark not in registry.benchmark_names():
+        return None
+    try:
+        scale = json.loads(provenance.read_text()).get("scale")
+    except (OSError, ValueError):
+        return None
+    return registry.declared_open_rules(benchmark, scale)
 
 
 def _logged_value(files: tuple[str, ...] | list[str], key: str) -> object:
@@ -605,7 +623,7 @@ def score_paths(path: Path, ruleset: str, jobs: int | None = None, rcp_bypass: b
     folders = discover(path)
     jobs = jobs or os.cpu_count() or 1
     with ProcessPoolExecutor(max_workers=jobs, initializer=_quiet_worker) as pool:
-        file_futures = [[pool.submit(score_file, p, ruleset) for p in f.result_files] for f in folders]
+        file_futures = [[pool.submit(score_file, p, ruleset, f.declared) for p in f.result_files] for f in folders]
         # RCP checks start as soon as a folder's division is known, while other files are still checked.
         closed = [_division(f) == "closed" for f in folders]
         rcp_futures = [_submit_rcp(pool, f, ruleset, rcp_bypass) if c else None for f, c in zip(folders, closed, strict=True)]

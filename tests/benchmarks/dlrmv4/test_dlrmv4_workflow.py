@@ -4,6 +4,7 @@ declared open rules, and the report."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -38,3 +39,23 @@ def test_tiny_runs_reach_the_real_target_and_pass_except_the_declared_rules(proj
         accuracies = [e for e in lines if e["key"] == "eval_accuracy"]
         assert all(e["metadata"]["samples_count"] % interval == 0 for e in accuracies)
         assert accuracies[-1]["value"] >= 0.75 and events["run_stop"]["metadata"]["status"] == "success"
+
+
+@pytest.mark.slow
+def test_score_gives_the_report_s_verdicts_and_score_and_names_each_run_by_its_folder(project, tmp_path, capsys):
+    """`mlperf-wf score results/tiny/dlrmv4` applies the tiny tier's declared open rules as the report does: the same
+    verdict for every run and the same olympic minutes; a run that is not plainly passed is named by its folder, with
+    the declared rule and why in words."""
+    from mlperf_wf.cli import main
+
+    report = tiny_report(project, "dlrmv4")
+    out = tmp_path / "score.json"
+    main(["score", str(project / "results/tiny/dlrmv4"), "--ruleset", report["ruleset"], "--json", str(out)])
+    printed = capsys.readouterr().out
+    (score,) = json.loads(out.read_text())
+    assert [run["verdict"] for run in score["runs"]] == [run["compliance"] for run in report["runs"]]
+    assert score["olympic_minutes"] == pytest.approx(report["score"]["olympic_minutes"], rel=1e-12)
+    assert "failed compliance" not in printed, printed
+    for index in range(RUNS):
+        line = next(line for line in printed.splitlines() if line.startswith(f"  run {index} (runs/{index}/result.txt): passed_except_declared: "))
+        assert "s.get(" not in line, line
