@@ -51,8 +51,27 @@ def remove_stale_test_conf() -> None:
         SYSTEM_CONF.unlink()
 
 
+SHARED_AHEAD: list[subprocess.Popen] = []
+"""What the session's first process started making ahead (:func:`pytest_sessionstart`)."""
+
+
 def pytest_sessionstart(session: pytest.Session) -> None:
     remove_stale_test_conf()
+    whole_suite = [str(arg) for arg in session.config.args] in ([], [str(ROOT / "tests")], ["tests"])
+    if whole_suite and not hasattr(session.config, "workerinput"):  # the xdist controller, or the only process
+        # llama2_70b_lora's tiny mirror (3 minutes of pretraining) starts now, beside the first tests, rather than
+        # when the first test that needs it holds a worker; that test waits on the same lock (made_once)
+        folder = session.config._tmp_path_factory.getbasetemp() / "shared" / "tiny-mirrors"  # shared_folder's
+        code = "import sys; from pathlib import Path; from tests.conftest import TinyMirrors; TinyMirrors(Path(sys.argv[1])).make(sys.argv[2])"
+        argv = [sys.executable, "-c", code, str(folder), "llama2_70b_lora"]
+        SHARED_AHEAD.append(subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True))
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    for proc in SHARED_AHEAD:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)  # the generator it started too
+        proc.wait()
 
 
 SERVICES = {"docker_host", "rehearsal_box", "slurm"}
@@ -241,12 +260,16 @@ class TinyMirrors:
     def __init__(self, folder: Path):
         self.folder = folder
 
-    def seed(self, workdir: Path, benchmark: str) -> Path:
+    def make(self, benchmark: str) -> dict[str, Path]:
+        """Dataset id -> the made mirror of each dataset ``benchmark`` reads."""
         from mlperf_wf.config import registry
 
         bench = registry.load_benchmark(benchmark)
-        for dataset_id in sorted({*bench.roles_for("prepare").values(), *bench.roles_for("train").values()}):
-            made = made_once(self.folder, dataset_id, lambda out, dataset_id=dataset_id: self._generate(dataset_id, out))
+        datasets = sorted({*bench.roles_for("prepare").values(), *bench.roles_for("train").values()})
+        return {dataset_id: made_once(self.folder, dataset_id, lambda out, dataset_id=dataset_id: self._generate(dataset_id, out)) for dataset_id in datasets}
+
+    def seed(self, workdir: Path, benchmark: str) -> Path:
+        for dataset_id, made in self.make(benchmark).items():
             target = workdir / "resources" / "tiny" / "mirror" / dataset_id
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copytree(made, target)  # a copy: a test that breaks its data must not break the others'
