@@ -228,6 +228,24 @@ def train_resources_line(output: str) -> str:
     return next(line for line in lines[start:] if line.strip().startswith("resources:"))
 
 
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (
+            ["results/llama2_70b_lorra/report.json", "--config", "scale=full"],
+            "target results/llama2_70b_lorra/report.json ('llama2_70b_lorra') names no benchmark; known: bert, ",
+        ),
+        (["results/llama2_70b_lora/report.json"], "is a full-scale path (results/<benchmark>/... at full scale, results/tiny/<benchmark>/... at tiny scale)"),
+    ],
+)
+def test_a_target_snakemake_cannot_make_is_one_line_naming_what_it_can(tmp_path, argv, needle):
+    """A typo in a benchmark's name (`make dryrun-full BENCH=llama2_70b_lorra`) or the other scale's path, which
+    Snakemake alone reports as a MissingRuleException."""
+    proc = snakemake(new_workdir(tmp_path / "w"), "-n", *argv, check_rc=False)
+    said = proc.stdout + proc.stderr
+    assert proc.returncode != 0 and needle in said and "MissingRuleException" not in said, said[-2000:]
+
+
 def test_named_slurm_profile_requests_the_benchmark_geometry(tmp_path):
     """`make profiles` links the profile where Snakemake looks, so `--profile slurm` works by name."""
     config_home = tmp_path / "xdg"

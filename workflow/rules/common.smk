@@ -43,6 +43,25 @@ except ConfigError as err:
     )
     raise WorkflowError(message) from None
 
+
+
+def command_line_targets():
+    """The targets of the `snakemake` command line this process runs (read by Snakemake's own parser: the DAG
+    settings are not there yet while the Snakefile is parsed); none when this is not such a command line."""
+    from snakemake.cli import get_argument_parser
+
+    try:
+        return get_argument_parser().parse_known_args(sys.argv[1:])[0].targets or []
+    except (SystemExit, Exception):
+        return []
+
+
+# A target that names no benchmark (a typo) or the other scale's path is one line, not a MissingRuleException.
+if workflow.is_main_process:
+    _target_problem = PLAN.target_problem(command_line_targets())
+    if _target_problem:
+        raise WorkflowError(_target_problem)
+
 SCALE = PLAN.scale
 RESULTS = PLAN.results_root
 LOGS = PLAN.logs_root

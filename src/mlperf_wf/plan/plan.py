@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import shlex
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -223,6 +224,33 @@ class Plan:
 
     def report(self, name: str) -> str:
         return f"{self.results_root}/{name}/report.json"
+
+    def target_problem(self, targets: Iterable[str]) -> str | None:
+        """One line for the targets under ``results/`` that this invocation cannot make, where Snakemake would only say
+        MissingRuleException: a folder that names no benchmark (a typo; the known names listed), or the other
+        scale's path (``results/tiny/...`` is the tiny tier's, ``results/<benchmark>/...`` the full scale's)."""
+        known = registry.benchmark_names()
+        shared = {"submission", "summary.csv", "summary.png", "summary.svg"}
+        unknown, other_scale = [], []
+        for target in targets:
+            parts = Path(target).parts
+            if len(parts) < 2 or parts[0] != FULL_RESULTS:
+                continue
+            tiny = parts[1] == Path(TINY_RESULTS).name
+            folder = parts[2] if tiny and len(parts) > 2 else parts[1]
+            if folder not in known and folder not in shared:
+                unknown.append(f"{target} ({folder!r})")
+            elif tiny != (self.scale == Scale.TINY):
+                other_scale.append(target)
+        if unknown:
+            return f"target {', '.join(unknown)} names no benchmark; known: {', '.join(known)}"
+        if other_scale:
+            wanted = "full" if self.scale == Scale.TINY else "tiny"
+            return (
+                f"target {', '.join(other_scale)} is a {wanted}-scale path ({FULL_RESULTS}/<benchmark>/... at full scale, "
+                f"{TINY_RESULTS}/<benchmark>/... at tiny scale) and this invocation plans scale={self.scale}: add --config scale={wanted}"
+            )
+        return None
 
     # ---- download ----
 
