@@ -42,9 +42,9 @@ demo: $(BIN)/activate
 	@for name in $(subst $(comma),$(space),$(BENCH_LIST)); do $(BIN)/python -c "import json, sys; name = sys.argv[1]; r = json.load(open(f'results/tiny/{name}/report.json')); print('report:', f'results/tiny/{name}/report.json', '| olympic score (min):', r['score']['time_to_train_minutes'], '| runs:', len(r['runs']), '| compliance:', sorted({x['compliance'] for x in r['runs']}))" $$name; done
 
 # MLPERF_WF_REQUIRE_REFERENCE: the reference-in-the-loop tests fail, rather than skip, without their venv.
-# TEST_WORKERS xdist workers (tests/conftest.py keeps a module's tests together and the service tests on one worker);
-# TEST_WORKERS=0 runs them in this process, one after another.
-TEST_WORKERS ?= 2
+# TEST_WORKERS xdist workers (tests/conftest.py keeps a module's tests together and each engine's tests on one worker):
+# three on two cores, as the cluster in a box's worker mostly waits; TEST_WORKERS=0 runs them in this process.
+TEST_WORKERS ?= 3
 test: $(BIN)/activate $(REFERENCE_VENV)/bin/activate
 	MLPERF_WF_REQUIRE_REFERENCE=1 $(BIN)/python -m pytest -q --durations=25 -n $(TEST_WORKERS)
 

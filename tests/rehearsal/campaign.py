@@ -193,7 +193,7 @@ def run_on_box(
     retries: int | None = None,
     docker_env: dict[str, str] | None = None,
     runs_of: dict[str, list[int]] | None = None,
-    timeout: float = 1200,
+    timeout: float = 2400,
 ) -> Campaign:
     """Every run's result (``runs_of``: only these runs of a benchmark) through ``--profile slurm`` on the box (the
     test checks it with the compliance checker: the log ends where the probe took over, so the workflow's compliance
