@@ -115,8 +115,9 @@ def cmd_download(
 ) -> None:
     """Download into ``dest``: a catalog dataset (R2 or hub; its source unless flags override it), any R2 ``--uri``,
     any hub ``--repository`` at a ``--revision``, or a ``--url-list``."""
-    from mlperf_wf.acquire.download import download_dataset, download_url_list
+    from mlperf_wf.acquire.download import ACCESS_REFUSED, download_dataset, download_url_list
     from mlperf_wf.config.registry import load_dataset
+    from mlperf_wf.errors import DownloadError
 
     hub = hub or HubOptions()
     definition = load_dataset(dataset) if dataset else None
@@ -142,7 +143,12 @@ def cmd_download(
         catalog = definition is not None and uri_url == definition.source.uri
         pinned = {f.path: f.md5 for f in definition.files if f.md5} if catalog else None
         wanted = definition.wanted if definition else (lambda _path: True)
-        record = download_dataset(uri_url, md5_url, dest, wanted=wanted, pinned_md5=pinned, jobs=jobs)
+        try:
+            record = download_dataset(uri_url, md5_url, dest, wanted=wanted, pinned_md5=pinned, jobs=jobs)
+        except DownloadError as err:
+            if definition is None or ACCESS_REFUSED not in str(err):
+                raise
+            raise DownloadError(f"{err}. {definition.id}'s access, as the catalog says: {definition.license}") from None
     log.info("%s: %d files, %d bytes transferred in %.1f s", dest.name, len(record.files), record.bytes_transferred, record.seconds)
 
 

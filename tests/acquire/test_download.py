@@ -203,3 +203,40 @@ def test_verify_right_after_download_reads_nothing_again(tmp_path):
     (dest / "a.bin").write_bytes(b"changed")
     with pytest.raises(ChecksumError, match=r"ds/a\.bin: md5 mismatch"):
         verify_dataset(dest, stamps_file=tmp_path / "stamps.json")
+
+
+class SignInR2Server(R2Server):
+    """R2 behind Cloudflare Access: a request without a valid token is sent to the sign-in page."""
+
+    def _redirect(self, path: str) -> str | None:
+        return "https://mlcommons.cloudflareaccess.com/cdn-cgi/access/login" if path.endswith(".uri") else None
+
+
+@pytest.mark.parametrize(
+    ("server_class", "fault", "env", "said"),
+    [
+        (R2Server, "403", {}, "HTTP 403 (expected 200): access refused: none of MLPERF_WF_CF_ACCESS_CLIENT_ID with MLPERF_WF_CF_ACCESS_CLIENT_SECRET"),
+        (R2Server, "401", {"MLPERF_WF_CF_ACCESS_TOKEN": "tok3n"}, "HTTP 401 (expected 200): access refused: the MLPERF_WF_CF_ACCESS_* credentials were sent"),
+        (SignInR2Server, None, {}, "HTTP 302 (expected 200) to https://mlcommons.cloudflareaccess.com/cdn-cgi/access/login: access refused: none of"),
+    ],
+)
+def test_a_refusal_names_the_credentials_to_set_and_the_catalog_s_access_note(tmp_path, monkeypatch, capsys, server_class, fault, env, said):
+    """R2 refuses members-only data without a Cloudflare Access token (401, 403, or a redirect to its sign-in page): the
+    line says which credentials the request carried and which variables give them, then what the catalog says of
+    the dataset's access."""
+    from mlperf_wf import cli
+    from mlperf_wf.config.registry import load_dataset
+
+    for variable in ("MLPERF_WF_CF_ACCESS_CLIENT_ID", "MLPERF_WF_CF_ACCESS_CLIENT_SECRET", "MLPERF_WF_CF_ACCESS_TOKEN"):
+        monkeypatch.delenv(variable, raising=False)
+    for variable, value in env.items():
+        monkeypatch.setenv(variable, value)
+    make_bucket(tmp_path / "bucket", "ds", {"a.bin": 100})
+    with server_class(tmp_path / "bucket", "ds") as server:
+        server.faults = {"/metadata/ds.uri": [fault]} if fault else {}
+        monkeypatch.setenv("MLPERF_WF_CF_ACCESS_HOSTS", server.base.split("//")[1])
+        status = cli.main(["download", "--dataset", "scrolls_gov_report_8k", "--uri", server.uri_url, "--dest", str(tmp_path / "out")])
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert status != 0 and said in line, line
+    assert line.endswith(f"scrolls_gov_report_8k's access, as the catalog says: {load_dataset('scrolls_gov_report_8k').license}"), line
+    assert "tok3n" not in line

@@ -31,7 +31,7 @@ from pathlib import Path
 import requests
 from tqdm import tqdm
 
-from mlperf_wf.acquire.credentials import Credentials, headers_for, hosts_from
+from mlperf_wf.acquire.credentials import Credentials, headers_for, hosts_from, origin
 from mlperf_wf.acquire.manifest import CHUNK, MANIFEST_NAME, parse_manifest
 from mlperf_wf.acquire.verify import git_blob_hash, hash_file, quarantine_file
 from mlperf_wf.errors import ChecksumError, DownloadError
@@ -58,6 +58,33 @@ def auth_headers(environ: dict[str, str] | None = None) -> Credentials:
     return Credentials("MLPERF_WF_CF_ACCESS_*", headers, hosts_from(env, AUTH_HOSTS_ENV, AUTH_HOSTS), AUTH_HOSTS_ENV)
 
 
+ACCESS_REFUSED = "access refused"
+"""Words every refusal's line holds (the download command adds the catalog's access note after them)."""
+
+
+def not_the_file(url: str, response: requests.Response, headers: Credentials | dict[str, str], expected: str = "200") -> str:
+    """The line for an answer that is not the file. A refusal (401, 403) or a redirect (where R2's Cloudflare Access
+    sends a request without a valid token: its sign-in page) says which credentials the request carried, and how to
+    give them."""
+    status = response.status_code
+    line = f"{url}: HTTP {status} (expected {expected})"
+    if status not in (401, 403) and not response.is_redirect:
+        return line
+    where = f" to {response.headers.get('location')}" if response.is_redirect and response.headers.get("location") else ""
+    if not isinstance(headers, Credentials) or not headers.name.startswith("MLPERF_WF_CF_ACCESS"):
+        return f"{line}{where}"  # another protocol's caller says which credentials it takes (the hub: HF_TOKEN)
+    if not headers.headers:
+        how = (
+            "none of MLPERF_WF_CF_ACCESS_CLIENT_ID with MLPERF_WF_CF_ACCESS_CLIENT_SECRET (a Cloudflare Access service token) or "
+            "MLPERF_WF_CF_ACCESS_TOKEN is set; members-only MLCommons data needs one"
+        )
+    elif not headers.allowed(url):
+        how = f"MLPERF_WF_CF_ACCESS_* are set but not sent to {origin(url)}: add it to {headers.hosts_variable} if it is MLCommons' host"
+    else:
+        how = "the MLPERF_WF_CF_ACCESS_* credentials were sent and refused: check that they are current and give access to this dataset"
+    return f"{line}{where}: {ACCESS_REFUSED}: {how}"
+
+
 def _is_file_url(url: str) -> bool:
     return urllib.parse.urlparse(url).scheme == "file"
 
@@ -81,7 +108,7 @@ def fetch_text(url: str, headers: Credentials | dict[str, str], timeout: float =
     except requests.RequestException as err:
         raise DownloadError(f"{url}: {type(err).__name__}: {err}") from None
     if response.status_code != 200:
-        raise DownloadError(f"{url}: HTTP {response.status_code} (expected 200)")
+        raise DownloadError(not_the_file(url, response, headers))
     return response.text
 
 
@@ -96,7 +123,7 @@ def fetch_pages(url: str, headers: Credentials | dict[str, str], timeout: float 
         except requests.RequestException as err:
             raise DownloadError(f"{url}: {type(err).__name__}: {err}") from None
         if response.status_code != 200:
-            raise DownloadError(f"{url}: HTTP {response.status_code} (expected 200)")
+            raise DownloadError(not_the_file(url, response, headers))
         yield response.text
         url = response.links.get("next", {}).get("url")
 
@@ -239,7 +266,7 @@ def _transfer(url: str, partial: _Partial, transport: Transport, progress: Progr
         if response.status_code >= 500 or response.status_code == 429:
             raise TransientError(f"HTTP {response.status_code}")
         if response.status_code not in (200, 206):
-            raise DownloadError(f"{url}: HTTP {response.status_code} (expected 200 or 206); not retried")
+            raise DownloadError(f"{not_the_file(url, response, transport.headers, '200 or 206')}; not retried")
         if response.status_code == 200 and partial.size:
             log.info("%s: server ignored Range; restarting from byte 0", url)
             partial.restart()
