@@ -487,6 +487,9 @@ class BenchmarkDef(_Strict):
     """Workflow name: the folder's name (not written in the file); ``results/<name>/``."""
     submission_benchmark: str
     """The ``submission_benchmark`` value mlperf-logging knows; the rounds it belongs to come from mlperf-logging."""
+    quality_metric: str
+    """What the benchmark's ``eval_accuracy`` measures, in words (an AUC, a loss, an accuracy): figures and status say
+    it beside the key (the target itself comes from mlperf-logging)."""
     reference: Reference
     """Reference implementation at its pinned commit."""
     inputs: dict[str, Input] = Field(min_length=1)

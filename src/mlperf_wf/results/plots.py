@@ -17,6 +17,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 from mlperf_logging.compliance_checker import mlp_parser
 
+from mlperf_wf.config import registry
 from mlperf_wf.kinds import Scale
 from mlperf_wf.results.compliance import mllog_record
 from mlperf_wf.results.scoring import LOG_SUFFIXES, eval_progress, fast_mlperf_logging
@@ -62,15 +63,9 @@ def time_to_train(report: dict, stem: Path) -> list[Path]:
             )
     score = report["score"]
     if score["olympic_minutes"] is not None:
-        ax.axhline(score["olympic_minutes"], color="#d62728", linestyle="--", linewidth=1)
-        ax.annotate(
-            f"olympic mean {score['olympic_minutes']:.4g} min",
-            (len(runs) - 0.5, score["olympic_minutes"]),
-            ha="right",
-            va="bottom",
-            color="#d62728",
-            fontsize=8,
-        )
+        # in the legend, above the bars: a label on the line itself sits behind the bars that reach it
+        ax.axhline(score["olympic_minutes"], color="#d62728", linestyle="--", linewidth=1, label=f"olympic mean {score['olympic_minutes']:.4g} min")
+        ax.legend(loc="upper left", fontsize=8, frameon=False)
     ax.set_xticks(range(len(runs)), labels, fontsize=7)
     ax.set_ylabel("time to train (minutes, run_start to run_stop)")
     ttt = score["time_to_train_minutes"]
@@ -175,8 +170,9 @@ def _metric_panels(report: dict, stem: Path) -> list[Path]:
             points = eval_curve(Path(run["result_file"]), report["ruleset"], target["metric"])
             if points:
                 xs, ys = zip(*points, strict=True)
-                (line,) = ax.plot(xs, ys, "-", linewidth=1, marker=".", markersize=3)
-                ax.annotate(f"seed {run['seed']}", (xs[-1], ys[-1]), fontsize=6, color=line.get_color(), xytext=(3, 0), textcoords="offset points")
+                ax.plot(xs, ys, "-", linewidth=1, marker=".", markersize=3, label=f"seed {run['seed']}")
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=6, ncol=2 if len(report["runs"]) > 5 else 1, frameon=False, loc="best")
         _draw_target(ax, target)
         ax.set_xlabel("samples (eval_accuracy samples_count)")
         ax.set_ylabel(f"eval_accuracy, metric {target['metric']}")
@@ -202,8 +198,11 @@ def convergence(report: dict, stem: Path, reference_logs: Path | None = None) ->
             continue
         xs, ys = zip(*points, strict=True)
         style = "-" if not run["dropped"] or run["dropped"] in ("fastest", "slowest") else ":"
-        (line,) = ax.plot(xs, ys, style, linewidth=1, marker=".", markersize=3)
-        ax.annotate(f"seed {run['seed']}", (xs[-1], ys[-1]), fontsize=6, color=line.get_color(), xytext=(3, 0), textcoords="offset points")
+        # runs that stop at the same evaluation end at one point: the seeds go to the legend, not beside the ends
+        dropped = f" ({run['dropped']})" if run["dropped"] else ""
+        ax.plot(xs, ys, style, linewidth=1, marker=".", markersize=3, label=f"seed {run['seed']}{dropped}")
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=6, ncol=2 if len(report["runs"]) > 5 else 1, frameon=False, loc="best")
     _draw_target(ax, report["quality_target"])
     rcp = report.get("rcp")
     # RCPs describe the real benchmark; against a tiny run they would only squash the curves.
@@ -220,7 +219,8 @@ def convergence(report: dict, stem: Path, reference_logs: Path | None = None) ->
         )
     unit = report.get("convergence_unit") or "samples_count"
     ax.set_xlabel(f"{'epochs' if unit == 'epoch_num' else 'samples'} (eval_accuracy {unit})")
-    ax.set_ylabel("eval_accuracy")
+    known = report["benchmark"] in registry.benchmark_names()
+    ax.set_ylabel(f"eval_accuracy: {registry.load_benchmark(report['benchmark']).quality_metric}" if known else "eval_accuracy", fontsize=8)
     drawn = f" and {len(curves)} reference logs (grey)" if curves and not beside else ""
     ax.set_title(f"{report['benchmark']}: convergence of {len(report['runs'])} runs ({report['scale']}){drawn}", fontsize=10)
     if beside:
