@@ -73,6 +73,26 @@ def test_olympic_score_drops_fastest_and_slowest(tmp_path, ten_minutes):
     assert [r["samples_to_converge"] for r in report["runs"]] == [3264] * 10
 
 
+@pytest.mark.parametrize(
+    ("minutes", "division", "said"),
+    [
+        ([20.0, 21.0], "closed", "the RCP check needs at least 3 scored runs; 2 here"),
+        ([20.0, 21.0, 19.0], "open", "the open division has no RCP check (mlperf-logging checks closed results only)"),
+    ],
+)
+def test_a_report_without_an_rcp_check_says_why_and_so_does_the_summary(tmp_path, minutes, division, said):
+    from mlperf_wf.results import plots
+
+    args = make_runs(tmp_path, minutes)
+    out = tmp_path / "report.json"
+    command = ["report", "--benchmark", "llama2_70b_lora", "--ruleset", "6.1.0", "--division", division, "--scale", "full", "--platform", "p"]
+    assert main([*command, *args, "--out", str(out)]) == 0
+    report = json.loads(out.read_text())
+    assert report["rcp"] is None and report["rcp_not_checked"] == said
+    frame = plots.summary([out], tmp_path / "summary.csv", tmp_path / "summary")
+    assert list(frame["rcp"]) == [f"not checked: {said}"]
+
+
 def test_one_non_converged_run_is_the_dropped_slowest(tmp_path, ten_minutes):
     report = run_report(tmp_path, make_runs(tmp_path, ten_minutes, statuses={1: "aborted"}))
     counted = sorted(m for i, m in enumerate(ten_minutes) if i != 1)[1:]

@@ -137,6 +137,8 @@ def test_figures_and_browsable_report_with_captions(tiny_project, tmp_path):
         assert caption in text
     for figure in ("time_to_train.png", "convergence.png", "summary.png", "summary.csv"):
         assert figure in text
+    # the front page names the round and division the runs were checked against, not the config's "latest"
+    assert "llama2_70b_lora: ruleset 6.1.0, closed division" in text and "ruleset latest" not in text
 
 
 @pytest.mark.slow

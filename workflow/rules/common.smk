@@ -62,6 +62,10 @@ if workflow.is_main_process:
     if _target_problem:
         raise WorkflowError(_target_problem)
 
+# The report's front page (report/workflow.rst) says each benchmark's round and division as its runs are checked, not
+# the config's "latest" and a division the tiny tier may not use.
+config["rounds_checked"] = PLAN.rounds_in_words()
+
 SCALE = PLAN.scale
 RESULTS = PLAN.results_root
 LOGS = PLAN.logs_root

@@ -153,6 +153,10 @@ class Plan:
             return "open"
         return self.settings.division
 
+    def rounds_in_words(self) -> str:
+        """Each configured benchmark's round and division as its runs are checked (the report's front page)."""
+        return "; ".join(f"{name}: ruleset {self.ruleset(name)}, {self.division(name)} division" for name in self.settings.benchmarks)
+
     def package_division(self) -> str:
         """Division of the submission package: the config's, unless no configured benchmark of the package's
         round runs in it (a package is one round and one division; the other reports are listed as left out)."""

@@ -258,7 +258,7 @@ def summary(report_files: list[Path], csv_out: Path, stem: Path, package_check: 
                 "energy_joules": score.get("energy_joules"),
                 "olympic_minutes": score["olympic_minutes"],
                 "scaling_factor": score["scaling_factor"],
-                "rcp": (report.get("rcp") or {}).get("verdict"),
+                "rcp": (report.get("rcp") or {}).get("verdict") or f"not checked: {report.get('rcp_not_checked')}",
                 "valid_submission": report["valid_submission"],
                 "reasons": "; ".join(report["valid_submission_reasons"]),
                 "package_checker": ("passed" if package["package_checker"]["passed"] else f"errors: {package_errors}") if package else None,

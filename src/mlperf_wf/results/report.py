@@ -21,6 +21,10 @@ from mlperf_wf.kinds import Scale, Verdict
 from mlperf_wf.results import scoring
 from mlperf_wf.results.compliance import file_sha256
 
+RCP_MIN_RUNS = 3
+"""Fewest scored runs the RCP check is run on: mlperf-logging's checker takes the olympic mean of the submission's
+samples to converge (its fastest and slowest dropped), which fewer leave empty."""
+
 
 @dataclass
 class RunEntry:
@@ -66,10 +70,13 @@ class Report:
     """time_to_train_minutes (olympic x scaling factor), olympic_minutes, scaling_factor and its source, counted runs;
     energy_joules (the olympic energy to train x scaling factor, when the runs have power logs) and why it is missing."""
     rcp: dict | None
+    """mlperf-logging's RCP check of the scored runs; None where it does not apply (``rcp_not_checked`` says why)."""
     valid_submission: bool
     valid_submission_reasons: list[str] = field(default_factory=list)
     convergence_unit: str | None = None
     """What runs' samples_to_converge count: samples_count (LLMs) or epoch_num (rgat), as their evaluations log it."""
+    rcp_not_checked: str | None = None
+    """Why ``rcp`` is None: the open division has no RCP check; it needs at least 3 scored runs."""
     forecast: dict | None = None
     """How likely the required set is to be valid and pass the RCP check from the scored runs
     (:func:`mlperf_wf.plan.sizing.forecast_of_files`): with every run there, the summarizer's and the checker's verdicts."""
@@ -121,7 +128,13 @@ def build(
             "median_minutes": None if math.isinf(chosen.median) else chosen.median,
             "note": f"{chosen.runs_made} runs made, {required} required: scored the {required} consecutive runs closest to the median window",
         }
-    rcp = scoring.check_rcp_of_files([r.file for r in window], ruleset) if division == "closed" and len(window) >= 3 else None
+    rcp = scoring.check_rcp_of_files([r.file for r in window], ruleset) if division == "closed" and len(window) >= RCP_MIN_RUNS else None
+    if division != "closed":
+        rcp_not_checked = f"the {division} division has no RCP check (mlperf-logging checks closed results only)"
+    elif rcp is None:
+        rcp_not_checked = f"the RCP check needs at least {RCP_MIN_RUNS} scored runs; {len(window)} here"
+    else:
+        rcp_not_checked = None
     folder = scoring.BenchmarkFolder(
         folder=str(Path(results[0]).parent.parent) if results else ".",
         system=platform,
@@ -180,6 +193,7 @@ def build(
         selection=selection,
         score=score,
         rcp=asdict(rcp) if rcp else None,
+        rcp_not_checked=rcp_not_checked,
         valid_submission=not reasons,
         valid_submission_reasons=reasons,
         convergence_unit=next((run.progress_key for run in runs if run.progress_key), None),
