@@ -800,7 +800,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "path",
         type=Path,
-        help="organisation folder, benchmark folder of result_*.txt, workflow results/<benchmark>/, or a folder of logs (*.out, *.log, *.txt with :::MLLOG)",
+        help=(
+            "a round's folder of organisations, an organisation folder, a benchmark folder of result_*.txt, workflow results/<benchmark>/,"
+            " or a folder of logs (*.out, *.log, *.txt with :::MLLOG)"
+        ),
     )
     p.add_argument("--ruleset", required=True)
     p.add_argument("--json", type=Path, dest="json_out")

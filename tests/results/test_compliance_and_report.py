@@ -165,3 +165,18 @@ def test_score_cli_rejects_a_compliance_failure_and_duplicate_seeds(tmp_path, ca
     assert bad["compliant"] is False and bad["dropped"] == "failed compliance"
     assert any("lora_rank" in m for m in bad["messages"])
     assert any("seeds used by more than one run: [7]" in r for r in score["reasons"])
+
+
+def test_score_takes_a_round_s_folder_of_organisations(tmp_path):
+    """As the result summarizer takes root/{*}: every organisation folder (results/, systems/) under the round's."""
+    minutes = [20.0, 21.0, 19.0, 25.0, 22.0, 18.0, 23.0, 24.0, 20.5, 21.5]
+    for org, system in (("OrgA", "sys_a"), ("OrgB", "sys_b")):
+        (tmp_path / "round" / org / "systems").mkdir(parents=True)
+        (tmp_path / "round" / org / "systems" / f"{system}.json").write_text(json.dumps({"system_name": system, "division": "closed"}))
+        for i, m in enumerate(minutes):
+            write_lora_log(tmp_path / "round" / org / "results" / system / "llama2_70b_lora" / f"result_{i}.txt", 100 + i, m, CONVERGED)
+    (tmp_path / "round" / "README.md").write_text("not an organisation")
+    assert main(["score", str(tmp_path / "round"), "--ruleset", "6.1.0", "--json", str(tmp_path / "s.json")]) == 0
+    scores = json.loads((tmp_path / "s.json").read_text())
+    assert sorted(score["system"] for score in scores) == ["sys_a", "sys_b"]
+    assert all(score["time_to_train"] == pytest.approx(sum(sorted(minutes)[1:-1]) / 8, rel=1e-9) for score in scores)

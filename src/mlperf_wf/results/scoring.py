@@ -472,15 +472,24 @@ def _has_mllog(path: Path) -> bool:
         return False
 
 
+def _is_organisation(path: Path) -> bool:
+    """A submission's organisation folder: ``results/`` and ``systems/``."""
+    return (path / "results").is_dir() and (path / "systems").is_dir()
+
+
 def discover(path: Path) -> list[BenchmarkFolder]:
-    """Organisation folder, benchmark folder, workflow ``results/<benchmark>/`` folder, or a folder of logs of any name.
+    """A round's folder of organisations, an organisation folder, benchmark folder, workflow ``results/<benchmark>/``
+    folder, or a folder of logs of any name.
 
     In a folder of logs named otherwise (``seed_1.out``, ...) the benchmark is the
     logs' ``submission_benchmark`` and the folder's own name stands for the system.
     """
     if not path.exists():
         raise UserError(f"{path}: no such folder")
-    if (path / "results").is_dir() and (path / "systems").is_dir():
+    organisations = [sub for sub in sorted(path.iterdir()) if _is_organisation(sub)] if path.is_dir() and not _is_organisation(path) else []
+    if organisations:  # a round's folder of organisations, as the result summarizer takes root/{*}
+        return [found for organisation in organisations for found in discover(organisation)]
+    if _is_organisation(path):
         found = []
         for system_dir in sorted(p for p in (path / "results").iterdir() if p.is_dir()):
             desc_file = path / "systems" / f"{system_dir.name}.json"
