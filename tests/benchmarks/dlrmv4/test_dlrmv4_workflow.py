@@ -59,3 +59,15 @@ def test_score_gives_the_report_s_verdicts_and_score_and_names_each_run_by_its_f
     for index in range(RUNS):
         line = next(line for line in printed.splitlines() if line.startswith(f"  run {index} (runs/{index}/result.txt): passed_except_declared: "))
         assert "s.get(" not in line, line
+
+
+@pytest.mark.slow
+def test_the_browsable_report_of_a_benchmark_s_campaign_is_made_with_its_config(project, tmp_path):
+    """`make report BENCH=dlrmv4` (snakemake --report with the demo's config; here the campaign's runs too) after the
+    campaign: Snakemake's report needs the config of the run it reports on, which the README says."""
+    from tests.workflow.test_workflow import snakemake
+
+    html = tmp_path / "report.html"
+    snakemake(project, "--report", str(html), "--config", "benchmarks=[dlrmv4]", f"runs={RUNS}")
+    text = html.read_text()
+    assert "dlrmv4: ruleset 6.1.0, open division" in text and "time_to_train.png" in text
