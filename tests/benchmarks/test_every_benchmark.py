@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from mlperf_wf.config import mlperf_rules, registry
+from mlperf_wf.plan import plan as planning
 from tests.benchmarks import scaffold
 from tests.plan.test_plan import workdir  # noqa: F401 - a fixture
 
@@ -20,6 +21,8 @@ def test_the_full_scale_dry_run_plans_every_required_run_from_the_published_sour
     required = mlperf_rules.required_runs(bench.submission_benchmark)
     assert ran.counts["train"] == ran.counts["check_compliance"] == required, ran.counts
     assert len(ran.train_lines) == required and len(set(ran.train_lines)) == required, "one train job per run, each its own"
+    downloads = [line for line in ran.output.splitlines() if line.startswith("Shell command: mlperf-wf download ")]
+    assert downloads and all(f"--jobs {planning.DOWNLOAD_CONNECTIONS} " in line for line in downloads), "as many connections as the job will open"
     for dataset_id in sorted({*bench.roles_for("prepare").values(), *bench.roles_for("train").values()}):
         source = registry.load_dataset(dataset_id).source
         if source.protocol == "r2":

@@ -34,6 +34,7 @@ rule download:
     params:
         dataset="{dataset}",
         source=download_source_args,
+        connections=planning.DOWNLOAD_CONNECTIONS,
     shell:
         "mlperf-wf download --dataset {params.dataset} --dest {output.dataset}"
-        " {params.source} --jobs {threads} > {log} 2>&1"
+        " {params.source} --jobs {params.connections} > {log} 2>&1"

@@ -33,6 +33,9 @@ from mlperf_wf.kinds import Scale
 from mlperf_wf.plan import launch, sizing
 from mlperf_wf.run import power
 
+DOWNLOAD_CONNECTIONS = 4
+"""Files a download job fetches at once: network-bound, so not the cores Snakemake gives the job (a dry run or a
+two-core machine gives one; the job still asks its scheduler for four)."""
 TINY_RESULTS = "results/tiny"
 FULL_RESULTS = "results"
 TINY_LAUNCHERS = ("local", "docker")
