@@ -249,6 +249,10 @@ def docker_host(tmp_path_factory):
             daemon.kill()
 
 
+SNAKEMAKE_THREAD_VARIABLES = ("OMP_NUM_THREADS", "GOTO_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS")
+"""What Snakemake sets to a shell job's threads (snakemake/shell.py)."""
+
+
 class TinyMirrors:
     """The generated tiny mirrors of a benchmark's datasets (``mlperf-wf mirror``, the generate_tiny_mirror rule's own
     command), made once for the whole test session and copied into a workflow folder's ``resources/tiny/mirror``.
@@ -278,7 +282,10 @@ class TinyMirrors:
     @staticmethod
     def _generate(dataset_id: str, out: Path) -> None:
         argv = [sys.executable, "-m", "mlperf_wf", "mirror", "--dataset", dataset_id, "--out", str(out)]
-        proc = subprocess.run(argv, capture_output=True, text=True, check=False)
+        # the environment Snakemake gives the rule's one-thread job: the same numerics, and no oversubscribed cores
+        # (torch's default of a thread per core, beside the other workers, took four times as long)
+        env = {**os.environ, **dict.fromkeys(SNAKEMAKE_THREAD_VARIABLES, "1")}
+        proc = subprocess.run(argv, capture_output=True, text=True, check=False, env=env)
         if proc.returncode != 0:
             pytest.fail(f"the tiny mirror of {dataset_id} failed: {proc.stderr[-2000:]}")
 
