@@ -44,10 +44,10 @@ except ConfigError as err:
     raise WorkflowError(message) from None
 
 
-
 def command_line_targets():
     """The targets of the `snakemake` command line this process runs (read by Snakemake's own parser: the DAG
-    settings are not there yet while the Snakefile is parsed); none when this is not such a command line."""
+    settings are not there yet while the Snakefile is parsed); none when this is not such a command line.
+    """
     from snakemake.cli import get_argument_parser
 
     try:
