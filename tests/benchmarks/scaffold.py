@@ -1,4 +1,4 @@
-"""What every benchmark's tests share: the full-scale dry run of its campaign (made once per test process) and its plan
+"""What every benchmark's tests share: the full-scale dry run of its campaign (made once per session) and its plan
 at the reference's own geometry, both checked the same way for all of them by ``test_every_benchmark.py``; its tiny
 campaign through Snakemake, the MLLOG events of a run, and a preparation killed halfway and resumed. A benchmark's own
 test files add only what is particular to it (its command's words, its targets, its shards)."""
@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mlperf_wf.config import registry
+from tests.conftest import made_once
 from tests.plan.test_plan import reference_geometry_plan
 from tests.workflow.test_workflow import job_counts, new_workdir, planned_train_lines, snakemake, snakemake_argv, snakemake_env
 
@@ -36,16 +37,21 @@ class FullDryRun:
     """The train jobs' shell lines."""
 
 
-_DRY_RUNS: dict[str, FullDryRun] = {}
+DRY_RUN_OUTPUT = "dry-run.txt"
 
 
 def full_dry_run(name: str, base: Path) -> FullDryRun:
-    """The full-scale dry run of ``name`` (in ``base``/full-<name>), made once per test process."""
-    if name not in _DRY_RUNS:
-        folder = new_workdir(base / f"full-{name}")
+    """The full-scale dry run of ``name`` in ``base``/full-<name>: made once per session (``base`` is shared by the
+    xdist workers: the first to ask makes it, the others wait and read its output)."""
+
+    def make(folder: Path) -> None:
+        new_workdir(folder)
         proc = snakemake(folder, "-n", f"results/{name}/report.json", "--config", "scale=full")
-        _DRY_RUNS[name] = FullDryRun(name, folder, proc.stdout, job_counts(proc.stdout), planned_train_lines(proc.stdout, name))
-    return _DRY_RUNS[name]
+        (folder / DRY_RUN_OUTPUT).write_text(proc.stdout)
+
+    folder = made_once(base, f"full-{name}", make)
+    output = (folder / DRY_RUN_OUTPUT).read_text()
+    return FullDryRun(name, folder, output, job_counts(output), planned_train_lines(output, name))
 
 
 def reference_pyxis_job(name: str, workdir: Path) -> dict:
