@@ -37,7 +37,7 @@ import sys
 from pathlib import Path
 
 from mlperf_wf.benchmarks.qwen35_397b_grpo import megatron_checkpoint
-from tests.rehearsal.probe import PROBLEM_FOUND, ProbeFailure
+from tests.rehearsal.probe import FAIL_VARIABLE, FAILED_ON_PURPOSE, PROBLEM_FOUND, ProbeFailure, seed
 from tests.rehearsal.spec import Rehearsal
 
 NEMO_RL = "nemo-rl-3fca04c9"
@@ -329,8 +329,11 @@ def _form_world_with_ray(ctx, config: dict, problems: list[str]) -> None:
         try:
             statuses.append(ray.get(future))
         except ray.exceptions.RayActorError as error:  # the rank's process ended without returning
-            print(f"rehearsal driver: rank {rank}'s process died: {type(error).__name__}", file=sys.stderr, flush=True)
-            statuses.append(PROBLEM_FOUND)
+            # its own words may not reach the job's log (Ray stops forwarding a dead worker's output): the driver's do
+            on_purpose = os.environ.get(FAIL_VARIABLE, "") == f"{seed()}:{rank}"
+            why = f"fails on purpose ({FAIL_VARIABLE})" if on_purpose else "ended without returning"
+            print(f"rehearsal driver: rank {rank} {why}: its process died ({type(error).__name__})", file=sys.stderr, flush=True)
+            statuses.append(FAILED_ON_PURPOSE if on_purpose else PROBLEM_FOUND)
     worst = max(statuses)
     print(f"rehearsal driver: ranks ended {statuses}", flush=True)
     for problem in problems:
