@@ -51,6 +51,8 @@ def remove_stale_test_conf() -> None:
         SYSTEM_CONF.unlink()
 
 
+SHARED, TINY_MIRRORS = "shared", "tiny-mirrors"
+"""The session's folder for what is made once (:func:`shared_folder`), and the tiny mirrors' place in it."""
 SHARED_AHEAD: list[subprocess.Popen] = []
 """What the session's first process started making ahead (:func:`pytest_sessionstart`)."""
 
@@ -61,7 +63,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     if whole_suite and not hasattr(session.config, "workerinput"):  # the xdist controller, or the only process
         # llama2_70b_lora's tiny mirror (3 minutes of pretraining) starts now, beside the first tests, rather than
         # when the first test that needs it holds a worker; that test waits on the same lock (made_once)
-        folder = session.config._tmp_path_factory.getbasetemp() / "shared" / "tiny-mirrors"  # shared_folder's
+        folder = session.config._tmp_path_factory.getbasetemp() / SHARED / TINY_MIRRORS  # shared_folder's, seen from above
         code = "import sys; from pathlib import Path; from tests.conftest import TinyMirrors; TinyMirrors(Path(sys.argv[1])).make(sys.argv[2])"
         argv = [sys.executable, "-c", code, str(folder), "llama2_70b_lora"]
         SHARED_AHEAD.append(subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True))
@@ -147,7 +149,7 @@ def parser_options(script: Path) -> set[str]:
 def shared_folder(tmp_path_factory) -> Path:
     """A folder every xdist worker of this session sees (their base folders' common parent), for what is made once."""
     base = tmp_path_factory.getbasetemp()
-    return (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "shared"
+    return (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / SHARED
 
 
 def made_once(folder: Path, name: str, make) -> Path:
@@ -293,7 +295,7 @@ class TinyMirrors:
 @pytest.fixture(scope="session")
 def tiny_mirrors(tmp_path_factory) -> TinyMirrors:
     """:class:`TinyMirrors` shared by the session's xdist workers."""
-    return TinyMirrors(shared_folder(tmp_path_factory) / "tiny-mirrors")
+    return TinyMirrors(shared_folder(tmp_path_factory) / TINY_MIRRORS)
 
 
 TINY_CAMPAIGN_STATUS: dict[Path, dict] = {}

@@ -486,9 +486,6 @@ def discover(path: Path) -> list[BenchmarkFolder]:
     """
     if not path.exists():
         raise UserError(f"{path}: no such folder")
-    organisations = [sub for sub in sorted(path.iterdir()) if _is_organisation(sub)] if path.is_dir() and not _is_organisation(path) else []
-    if organisations:  # a round's folder of organisations, as the result summarizer takes root/{*}
-        return [found for organisation in organisations for found in discover(organisation)]
     if _is_organisation(path):
         found = []
         for system_dir in sorted(p for p in (path / "results").iterdir() if p.is_dir()):
@@ -501,6 +498,9 @@ def discover(path: Path) -> list[BenchmarkFolder]:
                 if files:
                     found.append(BenchmarkFolder(str(bench_dir), system_dir.name, bench_dir.name, tuple(files), desc))
         return found
+    organisations = [sub for sub in sorted(path.iterdir()) if _is_organisation(sub)] if path.is_dir() else []
+    if organisations:  # a round's folder of organisations, as the result summarizer takes root/{*}
+        return [found for organisation in organisations for found in discover(organisation)]
     files = _result_files(path)
     if not files and path.is_dir():
         # a folder of such folders (a reference's rcp_logs/<GBS>/...): each one is scored on its own
