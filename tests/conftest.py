@@ -76,6 +76,33 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         proc.wait()
 
 
+CPU_COSTS = os.environ.get("MLPERF_WF_TEST_CPU")
+"""A file to which each test appends its CPU seconds (its process and the children it waited for, its fixtures'
+set-up and tear-down included) and wall seconds, one JSON line: what ``make test`` costs, apart from how loaded the
+machine was (``bench/test_costs.py`` sums it)."""
+
+
+def _cpu_seconds() -> float:
+    import resource
+
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem):
+    if not CPU_COSTS:
+        yield
+        return
+    import json
+
+    cpu, wall = _cpu_seconds(), time.monotonic()
+    yield
+    cost = {"test": item.nodeid, "cpu": round(_cpu_seconds() - cpu, 2), "wall": round(time.monotonic() - wall, 2)}
+    with open(CPU_COSTS, "a") as log:
+        log.write(json.dumps(cost) + "\n")
+
+
 SERVICES = {"docker_host", "rehearsal_box", "slurm"}
 """Fixtures that start a machine-wide service: the Docker engine (a private socket and data root), the cluster in a box
 (its own namespaces and bridge), the one-node SLURM at /etc/slurm. A test that uses one runs in a service group of
