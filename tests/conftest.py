@@ -124,6 +124,7 @@ WORK_GROUPS = {
     # one session fixture's campaign (tiny_project), made once in the worker that runs both
     "tests/workflow/test_workflow.py": "llama2_70b_lora campaign",
     "tests/benchmarks/llama2_70b_lora/test_llama2_70b_lora.py": "llama2_70b_lora campaign",
+    "tests/workflow/test_readme.py": "llama2_70b_lora campaign",
 }
 """Module -> the work group that runs in one xdist worker: the modules of a service, or the modules that share a
 session fixture's campaign. The xdist scheduler sees test ids only (checked against the fixtures below)."""

@@ -386,6 +386,13 @@ def cmd_plot(report: Path, out_dir: Path, reference_logs: Path | None = None) ->
         log.info("wrote %s", path)
 
 
+def cmd_overview(report: Path, figures: list[Path], out: Path) -> None:
+    """The benchmark's page of the HTML report (``results/overview.py``)."""
+    from mlperf_wf.results import overview
+
+    log.info("wrote %s", overview.write(report, figures, out))
+
+
 def cmd_summary(reports: list[Path], package_check: Path | None, csv_out: Path, figure: Path) -> None:
     """``summary.csv`` and the cross-benchmark figure."""
     from mlperf_wf.results import plots
@@ -730,6 +737,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="folder of reference convergence logs (e.g. the reference's RCP runs; compliance not needed) drawn beside the runs",
     )
 
+    p = sub.add_parser("overview", help="one benchmark's page of the HTML report: score, ruleset, runs with verdicts, RCP, figures")
+    p.add_argument("report", type=Path)
+    p.add_argument("--figure", type=Path, action="append", default=[], help="an SVG figure shown inline (repeatable)")
+    p.add_argument("--out", type=Path, required=True)
+
     p = sub.add_parser("summary", help="summary.csv and figure across benchmarks")
     p.add_argument("reports", type=Path, nargs="+")
     p.add_argument("--package-check", type=Path, help="package_check.json of the submission package")
@@ -871,6 +883,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int | None]] = {
     "check": lambda a: cmd_check(a.import_modules),
     "config-files": lambda a: cmd_config_files(a.check),
     "plot": lambda a: cmd_plot(a.report, a.out_dir, a.reference_logs),
+    "overview": lambda a: cmd_overview(a.report, a.figure, a.out),
     "summary": lambda a: cmd_summary(a.reports, a.package_check, a.csv_out, a.figure),
     "package": lambda a: cmd_package(a.reports, a.org, a.system, a.ruleset, a.division, a.out, a.check_out),
     "extract": lambda a: cmd_extract(a.archive, a.dest),

@@ -273,7 +273,12 @@ def all_targets():
     for name in config["benchmarks"]:
         targets += expand(
             f"{RESULTS}/{name}/{{file}}",
-            file=["report.json", "plots/time_to_train.png", "plots/convergence.png"],
+            file=[
+                "report.json",
+                "overview.html",
+                "plots/time_to_train.png",
+                "plots/convergence.png",
+            ],
         )
         targets += PLAN.run_files(name, "result.txt")
         targets += PLAN.run_files(name, "compliance.json")

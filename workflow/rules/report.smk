@@ -41,14 +41,14 @@ rule plot_benchmark:
             f"{RESULTS}/{{benchmark}}/plots/time_to_train.png",
             caption="../report/time_to_train.rst",
             category="{benchmark}",
-            labels={"figure": "time to train per run"},
+            labels={"view": "time to train per run"},
         ),
         time_to_train_svg=f"{RESULTS}/{{benchmark}}/plots/time_to_train.svg",
         convergence=report(
             f"{RESULTS}/{{benchmark}}/plots/convergence.png",
             caption="../report/convergence.rst",
             category="{benchmark}",
-            labels={"figure": "convergence"},
+            labels={"view": "convergence"},
         ),
         convergence_svg=f"{RESULTS}/{{benchmark}}/plots/convergence.svg",
     log:
@@ -62,11 +62,33 @@ rule plot_benchmark:
         " {params.reference_logs} > {log} 2>&1"
 
 
+rule benchmark_page:
+    input:
+        report=rules.report.output.report,
+        time_to_train=rules.plot_benchmark.output.time_to_train_svg,
+        convergence=rules.plot_benchmark.output.convergence_svg,
+    output:
+        report(
+            f"{RESULTS}/{{benchmark}}/overview.html",
+            caption="../report/overview.rst",
+            category="{benchmark}",
+            labels={"view": "overview: score, runs, RCP"},
+        ),
+    log:
+        f"{LOGS}/benchmark_page/{{benchmark}}.log",
+    conda:
+        "../envs/mlperf-wf.yaml"
+    shell:
+        "mlperf-wf overview {input.report} --figure {input.time_to_train} --figure {input.convergence}"
+        " --out {output} > {log} 2>&1"
+
+
 rule package:
     input:
         reports=all_reports(),
     output:
-        package=directory(f"{RESULTS}/submission/{config['submission']['org']}"),
+        # the org folder (what is uploaded) inside: Snakemake's .snakemake_timestamp stays out of it
+        package=directory(f"{RESULTS}/submission/package"),
         check=report(
             f"{RESULTS}/submission/package_check.json",
             caption="../report/package.rst",
@@ -84,7 +106,7 @@ rule package:
         division=PLAN.package_division(),
     shell:
         "mlperf-wf package {input.reports} --org {params.org:q} --system {params.system:q}"
-        " --ruleset {params.ruleset} --division {params.division} --out $(dirname {output.package})"
+        " --ruleset {params.ruleset} --division {params.division} --out {output.package}"
         " --check-out {output.check} > {log} 2>&1"
 
 

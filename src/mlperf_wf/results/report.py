@@ -38,6 +38,8 @@ class RunEntry:
     compliance: str
     """The compliance stage's verdict: passed, passed_except_declared (failed only on the tiny tier's declared
     open rules, target met), non_converged or failed."""
+    compliance_problems: list[str]
+    """Why the checker did not pass the log, a few words each (empty when it passed)."""
     final_eval_accuracy: float | None
     result_file: str
     in_scored_window: bool
@@ -161,6 +163,7 @@ def build(
             samples_to_converge=run.samples_to_converge,
             status=run.status,
             compliance=verdict_of[run.file],
+            compliance_problems=list(run.problems),
             final_eval_accuracy=run.final_eval_accuracy,
             result_file=run.file,
             in_scored_window=run in window,

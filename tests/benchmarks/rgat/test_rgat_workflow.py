@@ -65,7 +65,7 @@ def test_tiny_rgat_runs_reach_the_target_and_pass_the_5_1_0_checker(rgat_project
     # the official package checker accepts the 5.1.0 rgat results except for their number (3 here, 10 required)
     assert check["package_checker"]["errors"] == [
         "ERROR - Incorrect number of files in dir, or wrong file names in directory"
-        f" results/tiny/submission/mlperf-workflow/results/cpu-tiny/rgat, found {RUNS}, expected 10"
+        f" results/tiny/submission/package/mlperf-workflow/results/cpu-tiny/rgat, found {RUNS}, expected 10"
     ]
 
 

@@ -1,0 +1,59 @@
+"""A benchmark's page of the HTML report says what report.json says: score or why none, the ruleset and division
+used, validity and why not, the RCP check or why it was not made, every run by its folder with its verdict and the
+checker's reasons, and the figures inline."""
+
+from __future__ import annotations
+
+import json
+
+from mlperf_wf.results import overview
+
+SVG = '<?xml version="1.0" encoding="utf-8"?>\n<!DOCTYPE svg PUBLIC "-//W3C//DTD SVG 1.1//EN" "x">\n<svg xmlns="http://www.w3.org/2000/svg"><text>bars</text></svg>\n'
+
+
+def run(index: int, compliance: str, problems: list[str], dropped: str | None = None) -> dict:
+    return {
+        "index": index, "seed": 1234 + index, "minutes": 0.5 + index, "samples_to_converge": 64, "status": "success",
+        "compliance": compliance, "compliance_problems": problems, "final_eval_accuracy": 0.91,
+        "result_file": f"results/tiny/dlrmv4/runs/{index}/result.txt", "in_scored_window": True, "dropped": dropped,
+    }  # fmt: skip
+
+
+REPORT = {
+    "benchmark": "dlrmv4", "ruleset": "6.0.0", "division": "open", "scale": "tiny", "required_runs": 10,
+    "quality_target": {"comparison": ">=", "value": 0.8},
+    "runs": [run(0, "passed_except_declared", ["opt_base_learning_rate: not the reference's"]), run(1, "failed", ["no run_stop"], "failed compliance")],
+    "score": {"time_to_train_minutes": None, "olympic_minutes": None, "scaling_factor": 1.0, "scaling_source": "none", "counted_runs": []},
+    "valid_submission": False, "valid_submission_reasons": ["scale is 'tiny'"],
+    "rcp": None, "rcp_not_checked": "the open division has no RCP check (mlperf-logging checks closed results only)",
+    "convergence_unit": "samples_count",
+}  # fmt: skip
+
+
+def test_the_page_says_what_the_report_says(tmp_path):
+    report = tmp_path / "report.json"
+    report.write_text(json.dumps(REPORT))
+    figure = tmp_path / "time_to_train.svg"
+    figure.write_text(SVG)
+    text = overview.write(report, [figure], tmp_path / "overview.html").read_text()
+    assert "ruleset <b>6.0.0</b>, <b>open division</b>" in text and "ruleset latest" not in text
+    assert "<b>No score.</b>" in text and "Valid submission: <b>no</b>" in text and "scale is &#x27;tiny&#x27;" in text
+    assert "RCP check: not made: the open division has no RCP check" in text
+    assert "run 0 (results/tiny/dlrmv4/runs/0)" in text and "run 1 (results/tiny/dlrmv4/runs/1)" in text
+    assert '<td class="passed_except_declared">passed_except_declared</td>' in text and "opt_base_learning_rate: not the reference&#x27;s" in text
+    assert '<td class="failed">failed</td><td>no run_stop</td>' in text and "no: failed compliance" in text
+    assert "<h2>time to train</h2>" in text and '<div class="figure"><svg xmlns' in text and "<?xml" not in text
+
+
+def test_a_scored_closed_set_shows_its_score_and_rcp_result(tmp_path):
+    scored = {
+        **REPORT,
+        "division": "closed",
+        "runs": [run(i, "passed", []) for i in range(3)],
+        "score": {"time_to_train_minutes": 1.5, "olympic_minutes": 1.5, "scaling_factor": 1.0, "scaling_source": "none", "counted_runs": [1]},
+        "rcp": {"verdict": "Fail", "message": "RCP found", "samples_to_converge": 64, "reference_mean": 3.0e6, "min_allowed_mean": 2.8e6},
+        "rcp_not_checked": None,
+    }
+    text = overview.page(scored, {})
+    assert "<b>Score: 1.5 minutes</b>" in text and "RCP check: <b>Fail</b> (RCP found)" in text and "reference mean 3e+06" in text
+    assert text.count('<td class="passed">passed</td><td>—</td>') == 3
