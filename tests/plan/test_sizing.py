@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import sys
 from importlib import resources
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -355,3 +356,49 @@ def test_the_walltime_can_rest_on_a_run_measured_on_the_system(capsys, tmp_path)
     empty.write_text("")
     assert cli.main(["size", "--benchmark", "llama2_70b_lora", "--nodes", "1", "--gpus-per-node", "8", "--throughput-from", str(empty)]) == 2
     assert "no run_start and evaluation" in capsys.readouterr().err
+
+
+def _every_rcp_table() -> list[tuple[str, str]]:
+    """Every (benchmark, ruleset) RCP table the installed checker reads (not a retired benchmark's old table)."""
+    from mlperf_logging.rcp_checker import rcp_checker
+
+    root = resources.files("mlperf_logging.rcp_checker")
+    known = rcp_checker.submission_runs[sizing.USAGE]
+    tables = sorted(
+        (path.name.removeprefix("rcps_").removesuffix(".json"), folder.name.removeprefix(f"{sizing.USAGE}_"))
+        for folder in root.iterdir()
+        if folder.is_dir() and folder.name.startswith(f"{sizing.USAGE}_")
+        for path in folder.iterdir()
+        if path.name.startswith("rcps_") and path.name.endswith(".json")
+    )
+    return [(benchmark, ruleset) for benchmark, ruleset in tables if benchmark in known]
+
+
+def test_the_cached_rcp_numbers_are_the_checker_s_for_every_table_and_case(tmp_path, monkeypatch):
+    """A parse reads each table's numbers from the cache an earlier process wrote (no scipy): for every RCP table of
+    the installed mlperf-logging, the points and the coverage of every case (exact, interpolated, below, above) read
+    back are those the checker computed."""
+    monkeypatch.setenv(sizing.RCP_CACHE_VARIABLE, str(tmp_path / "cache"))
+    tables = _every_rcp_table()
+    assert len(tables) > 20, tables
+    for benchmark, ruleset in tables:
+        sizing.rcp_table.cache_clear()
+        computed = sizing.rcp_table(benchmark, ruleset)
+        sizes = sorted({point.gbs for point in computed.points})
+        asked = sorted({1, *sizes, *((a + b) // 2 for a, b in pairwise(sizes)), sizes[-1] * 2})
+        cases = {gbs: sizing.coverage(computed, gbs) for gbs in asked}
+        sizing.rcp_table.cache_clear()
+        cached = sizing.rcp_table(benchmark, ruleset)
+        assert "checker" not in cached.__dict__, "read from the cache, not computed"
+        assert cached == computed and cached.unit == computed.unit, (benchmark, ruleset)
+        assert cached.coverages == cases, (benchmark, ruleset)
+        assert [case.record for case in cached.coverages.values()] == [case.record for case in cases.values()], "the records the test reads"
+    sizing.rcp_table.cache_clear()
+
+
+def test_an_rcp_cache_file_is_named_by_what_made_its_numbers(tmp_path, monkeypatch):
+    monkeypatch.setenv(sizing.RCP_CACHE_VARIABLE, str(tmp_path))
+    one, other = sizing._cache_file("flux1", "6.1.0", b"{}"), sizing._cache_file("flux1", "6.1.0", b'{"changed": 1}')
+    assert one.parent == tmp_path and one != other, "another RCP file (a new round's numbers) never reads the old cache"
+    (tmp_path / one.name).write_text("not json")  # a cut-short write: computed again
+    assert sizing._read_cache("flux1", "6.1.0", one) is None

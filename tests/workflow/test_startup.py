@@ -43,17 +43,31 @@ def loaded(tmp_path: Path, call: str, argv: list[str], libraries: tuple[str, ...
     return json.loads(line.removeprefix("LOADED "))
 
 
-def checkout(tmp_path: Path) -> Path:
-    shutil.copytree(ROOT / "config", tmp_path / "config")
-    return tmp_path
+def checkout(folder: Path) -> Path:
+    shutil.copytree(ROOT / "config", folder / "config")
+    return folder
+
+
+BARE_SNAKEFILE = 'rule all:\n    input: expand("out/{i}.txt", i=range(3))\n\nrule job:\n    output: "out/{i}.txt"\n    shell: "touch {output}"\n'
 
 
 @pytest.mark.parametrize("scale", ["tiny", "full"])
-def test_parsing_every_benchmark_s_plan_loads_no_training_library(tmp_path, scale):
-    workdir = checkout(tmp_path)
+def test_parsing_every_benchmark_s_plan_loads_no_training_or_scoring_library(tmp_path, scale, monkeypatch):
+    """With the RCP numbers cached by an earlier parse (sizing.RCP_CACHE_VARIABLE), as every parse after the first on a
+    machine: no torch, no scipy; pandas only because Snakemake itself loads it (its SLURM executor plugin), which a
+    bare Snakefile shows."""
+    monkeypatch.setenv("MLPERF_WF_RCP_CACHE", str(tmp_path / "rcp-cache"))
+    workdir = checkout(tmp_path / "project")
     names = ",".join(registry.benchmark_names())
     argv = ["snakemake", "-s", str(ROOT / "workflow/Snakefile"), "-d", str(workdir), "-n", "-q", "--config", f"scale={scale}", f"benchmarks=[{names}]"]
-    assert loaded(workdir, "from snakemake.cli import main; main()", argv, TRAINING_LIBRARIES) == []
+    call = "from snakemake.cli import main; main()"
+    loaded(workdir, call, argv, ())  # the first parse on this machine fills the RCP cache
+    assert loaded(workdir, call, argv, (*TRAINING_LIBRARIES, "scipy")) == []
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    (bare / "Snakefile").write_text(BARE_SNAKEFILE)
+    snakemakes_own = loaded(bare, call, ["snakemake", "-n", "-q", "--cores", "1"], SCORING_LIBRARIES)
+    assert loaded(workdir, call, argv, SCORING_LIBRARIES) == snakemakes_own
 
 
 @pytest.mark.parametrize("command", ["status", "check"])

@@ -41,13 +41,21 @@ def _source(bench: BenchmarkDef, preparation: str) -> str:
     return str(bench.folder / f"{bench.preparation_module(preparation)}.py")
 
 
+_SHARD_NAMES: dict[tuple, tuple[str, ...]] = {}
+"""(module, its ``shards`` function, scale) -> the checked names: a parse asks for them once per job (bert has 502)."""
+
+
 def shard_names(bench: BenchmarkDef, scale: str, preparation: str = DEFAULT_PREPARATION) -> list[str]:
     """The shards of a benchmark's preparation at ``scale``."""
-    names = module(bench, preparation).shards(scale)
-    bad = [name for name in names if not name or "/" in name or name.startswith(".")]
-    if bad or len(set(names)) != len(names):
-        raise ConfigError(f"{_source(bench, preparation)}: shards({scale!r}) must be unique folder names, got {names}")
-    return names
+    chosen = module(bench, preparation)
+    key = (chosen, chosen.shards, scale)
+    if key not in _SHARD_NAMES:
+        names = list(chosen.shards(scale))
+        bad = [name for name in names if not name or "/" in name or name.startswith(".")]
+        if bad or len(set(names)) != len(names):
+            raise ConfigError(f"{_source(bench, preparation)}: shards({scale!r}) must be unique folder names, got {names}")
+        _SHARD_NAMES[key] = tuple(names)
+    return list(_SHARD_NAMES[key])
 
 
 def shard_inputs(bench: BenchmarkDef, shard: str, scale: str, preparation: str = DEFAULT_PREPARATION) -> list[str]:

@@ -39,10 +39,12 @@ def check_yaml(path: Path) -> None:
     names neither)."""
     import yaml
 
+    from mlperf_wf.config import yaml_files
+
     if not path.is_file():
         return  # Snakemake says a missing config file itself
     try:
-        yaml.safe_load(path.read_text())
+        yaml_files.load(path.read_text())
     except yaml.MarkedYAMLError as err:
         mark = err.problem_mark
         where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(path)

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import asdict, dataclass
+from functools import cache
 from importlib import resources
 
-import yaml
 from mlperf_logging import benchmark_meta
 
+from mlperf_wf.config import yaml_files
 from mlperf_wf.errors import ConfigError
 from mlperf_wf.kinds import Scale
 
@@ -107,13 +108,19 @@ def required_runs(benchmark: str) -> int:
 
 
 def _compliance_yaml(ruleset: str, name: str, missing_ok: bool = False) -> list[dict]:
-    folder = resources.files("mlperf_logging.compliance_checker") / f"{USAGE}_{ruleset}"
-    path = folder / name
-    if not path.is_file():
+    records = _compliance_records(ruleset, name)
+    if records is None:
         if missing_ok:
             return []
         raise ConfigError(f"mlperf-logging has no {USAGE}_{ruleset}/{name}")
-    return yaml.safe_load(path.read_text()) or []
+    return list(records)
+
+
+@cache
+def _compliance_records(ruleset: str, name: str) -> tuple[dict, ...] | None:
+    """The records of one of the round's rule files (package data: read once per process); None when it has none."""
+    path = resources.files("mlperf_logging.compliance_checker") / f"{USAGE}_{ruleset}" / name
+    return tuple(yaml_files.load(path.read_text()) or []) if path.is_file() else None
 
 
 def key_rules(benchmark: str, ruleset: str, division: str) -> list[dict]:

@@ -27,6 +27,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 import mlperf_wf
+from mlperf_wf.config import yaml_files
 from mlperf_wf.errors import ConfigError, describe_validation_error
 from mlperf_wf.kinds import Scale
 
@@ -601,7 +602,7 @@ def _first_error(path: Path, err: ValidationError) -> ConfigError:
 def read_yaml(path: Path) -> object:
     """A YAML file; a syntax error is one line naming the file and the position."""
     try:
-        return yaml.safe_load(path.read_text())
+        return yaml_files.load(path.read_text())
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "syntax"

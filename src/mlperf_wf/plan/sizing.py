@@ -12,11 +12,15 @@ RCP at a GBS was made with, which the full-scale plan passes to the reference (`
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import json
 import logging
 import math
+import os
+import tempfile
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
-from functools import cache
+from dataclasses import asdict, dataclass, field
+from functools import cache, cached_property
 from pathlib import Path
 
 from mlperf_wf.config import mlperf_rules
@@ -58,11 +62,22 @@ class RcpTable:
     unit: str
     """``samples`` or ``epochs`` (the checker's ``Epochs to converge`` holds samples for most LLM benchmarks)."""
     points: tuple[RcpPoint, ...]
-    checker: object = field(repr=False, compare=False)
-    """The checker itself (``RCP_Checker``), for its interpolation and test."""
+    cache_file: Path | None = field(default=None, repr=False, compare=False)
+    """Where the checker's numbers of this table are kept between processes (:func:`rcp_table`)."""
+    coverages: dict[int, Coverage] = field(default_factory=dict, repr=False, compare=False)
+    """The coverage of each GBS asked for so far (:func:`coverage`), kept in ``cache_file`` too."""
 
     def point(self, gbs: int) -> RcpPoint | None:
         return next((point for point in self.points if point.gbs == gbs), None)
+
+    @cached_property
+    def checker(self):
+        """The checker itself (``RCP_Checker``), for its interpolation and test; built when first asked for (its module
+        imports scipy.stats, a second of every Snakemake parse otherwise)."""
+        from mlperf_logging.rcp_checker import rcp_checker
+
+        with _quiet():
+            return rcp_checker.RCP_Checker(USAGE, self.ruleset, self.benchmark, verbose=False)
 
 
 @contextlib.contextmanager
@@ -76,18 +91,84 @@ def _quiet() -> Iterator[None]:
         logging.disable(previous)
 
 
+RCP_CACHE_VARIABLE = "MLPERF_WF_RCP_CACHE"
+"""A folder for the checker's numbers of each RCP table (default ``$XDG_CACHE_HOME/mlperf-workflow/rcp``, i.e.
+``~/.cache/...``). The full-scale plan sizes every batch from them in every Snakemake parse; computing them needs the
+checker's t-tests (scipy.stats, about a second to import). A file is named by the digest of the RCP file, the
+mlperf-logging version and this module's source, so a new round, checker or derivation never reads an old one."""
+
+
+def _cache_folder() -> Path:
+    named = os.environ.get(RCP_CACHE_VARIABLE)
+    if named:
+        return Path(named)
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "mlperf-workflow" / "rcp"
+
+
+def _cache_file(benchmark: str, ruleset: str, source: bytes) -> Path:
+    from importlib.metadata import version
+
+    digest = hashlib.sha256(source)
+    digest.update(version("mlperf-logging").encode())
+    digest.update(Path(__file__).read_bytes())
+    return _cache_folder() / f"{USAGE}_{ruleset}_{benchmark}_{digest.hexdigest()[:20]}.json"
+
+
+def _plain(value: object) -> object:
+    """JSON's view of the checker's values (numpy numbers as Python's)."""
+    if isinstance(value, dict):
+        return {str(key): _plain(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(item) for item in value]
+    if hasattr(value, "item") and not isinstance(value, (str, bytes)):
+        return value.item()
+    return value
+
+
+def _write_cache(table: RcpTable) -> None:
+    """The table's points and coverages into its cache file (written whole, then renamed: parses run side by side)."""
+    if table.cache_file is None:
+        return
+    content = {
+        "unit": table.unit,
+        "points": [_plain(asdict(point)) for point in table.points],
+        "coverages": {str(gbs): _plain(asdict(case)) for gbs, case in table.coverages.items()},
+    }
+    try:
+        table.cache_file.parent.mkdir(parents=True, exist_ok=True)
+        handle, temporary = tempfile.mkstemp(dir=table.cache_file.parent, prefix=".rcp-")
+        with os.fdopen(handle, "w") as out:
+            json.dump(content, out)
+        os.replace(temporary, table.cache_file)
+    except OSError:
+        pass  # a cache: without it the numbers are computed again
+
+
+def _read_cache(benchmark: str, ruleset: str, cache_file: Path) -> RcpTable | None:
+    try:
+        content = json.loads(cache_file.read_text())
+        points = tuple(RcpPoint(**{**point, "converged": tuple(point["converged"])}) for point in content["points"])
+        coverages = {int(gbs): Coverage(**{**case, "basis": tuple(case["basis"])}) for gbs, case in content["coverages"].items()}
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return RcpTable(benchmark=benchmark, ruleset=ruleset, unit=content["unit"], points=points, cache_file=cache_file, coverages=coverages)
+
+
 @cache
 def rcp_table(benchmark: str, ruleset: str) -> RcpTable | None:
-    """The RCP table of ``benchmark`` in ``ruleset`` (None: the round has no RCPs for it)."""
+    """The RCP table of ``benchmark`` in ``ruleset`` (None: the round has no RCPs for it): the checker's numbers,
+    from the cache file when an earlier process computed them (:data:`RCP_CACHE_VARIABLE`)."""
     from importlib import resources
-
-    from mlperf_logging.rcp_checker import rcp_checker
 
     path = resources.files("mlperf_logging.rcp_checker") / f"{USAGE}_{ruleset}" / f"rcps_{benchmark}.json"
     if not path.is_file():
         return None
-    with _quiet():
-        checker = rcp_checker.RCP_Checker(USAGE, ruleset, benchmark, verbose=False)
+    cache_file = _cache_file(benchmark, ruleset, path.read_bytes())
+    cached = _read_cache(benchmark, ruleset, cache_file)
+    if cached is not None:
+        return cached
+    table = RcpTable(benchmark=benchmark, ruleset=ruleset, unit="", points=(), cache_file=cache_file)
+    checker = table.checker
     points = tuple(
         RcpPoint(
             name=name,
@@ -102,7 +183,10 @@ def rcp_table(benchmark: str, ruleset: str) -> RcpTable | None:
         for name, record in checker.rcp_data.items()
     )
     unit = "samples" if max(point.mean for point in points) > 1000 else "epochs"
-    return RcpTable(benchmark=benchmark, ruleset=ruleset, unit=unit, points=points, checker=checker)
+    computed = RcpTable(benchmark=benchmark, ruleset=ruleset, unit=unit, points=points, cache_file=cache_file)
+    computed.__dict__["checker"] = checker  # the one built above (cached_property's slot)
+    _write_cache(computed)
+    return computed
 
 
 @dataclass(frozen=True)
@@ -127,9 +211,17 @@ class Coverage:
 
 
 def coverage(table: RcpTable | None, gbs: int) -> Coverage:
-    """The RCP case of ``gbs``, by the checker's own lookups on the pruned points (as the summarizer runs it)."""
+    """The RCP case of ``gbs``, by the checker's own lookups on the pruned points (as the summarizer runs it); kept
+    with the table (and its cache file) once made."""
     if table is None:
         return Coverage(gbs, "none", "Cannot find any RCPs", ())
+    if gbs not in table.coverages:
+        table.coverages[gbs] = _coverage(table, gbs)
+        _write_cache(table)
+    return table.coverages[gbs]
+
+
+def _coverage(table: RcpTable, gbs: int) -> Coverage:
     checker, rcp_pass = table.checker, "pruned_rcps"
     record = checker._find_rcp(gbs, rcp_pass)
     if record is not None:
