@@ -96,9 +96,10 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem):
         return
     import json
 
-    cpu, wall = _cpu_seconds(), time.monotonic()
+    cpu, wall, started = _cpu_seconds(), time.monotonic(), time.time()
     yield
     cost = {"test": item.nodeid, "cpu": round(_cpu_seconds() - cpu, 2), "wall": round(time.monotonic() - wall, 2)}
+    cost.update(worker=os.environ.get("PYTEST_XDIST_WORKER", "main"), started=round(started, 1))
     with open(CPU_COSTS, "a") as log:
         log.write(json.dumps(cost) + "\n")
 

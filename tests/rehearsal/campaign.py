@@ -89,6 +89,10 @@ class Campaign:
     rehearsals: dict[str, Rehearsal]
     output: str = ""
     returncode: int = -1
+    planned_run: int = 0
+    """The run of each benchmark made as planned (a later campaign in the same folder makes later runs)."""
+    failing_run: int = FAILING_RUN
+    """The run whose last rank fails on purpose."""
 
     def records(self, benchmark: str, run: int) -> list[dict]:
         folder = self.workdir / "rehearsal" / benchmark / f"seed-{SEED_BASE + run}"
@@ -122,17 +126,26 @@ class DockerRegistry:
 
 
 def prepare(
-    workdir: Path, rehearsals: list[Rehearsal], launcher: str, runs: int, fail: dict[str, str] | None = None, docker: DockerRegistry | None = None
+    workdir: Path,
+    rehearsals: list[Rehearsal],
+    launcher: str,
+    runs: int,
+    fail: dict[str, str] | None = None,
+    docker: DockerRegistry | None = None,
+    prepared: bool = False,
 ) -> Path:
     """The workflow folder, its datasets verified and prepared by the workflow's own rules, and the images; returns
     the config file. With ``docker``, each image is built on the Debian userland, pushed and pinned by its digest,
-    and this machine's Python and the project (the venv, the probe) are site mounts (``full_mounts``) of the runs."""
+    and this machine's Python and the project (the venv, the probe) are site mounts (``full_mounts``) of the runs.
+    With ``prepared``, ``workdir`` is an earlier campaign's folder whose datasets it verified and prepared (the same
+    published layout, the same rules): only the images and this launcher's config are made, for later runs."""
     from tests.workflow.test_workflow import new_workdir
 
-    new_workdir(workdir)
-    system = yaml.safe_load((ROOT / "config" / "systems" / "cpu-tiny.yaml").read_text())
-    system.update({"system_name": "mlperf-workflow's cluster in a box (rehearsal)", "number_of_nodes": 2})
-    (workdir / "config" / "systems" / f"{PLATFORM}.yaml").write_text(yaml.safe_dump(system))
+    if not prepared:
+        new_workdir(workdir)
+        system = yaml.safe_load((ROOT / "config" / "systems" / "cpu-tiny.yaml").read_text())
+        system.update({"system_name": "mlperf-workflow's cluster in a box (rehearsal)", "number_of_nodes": 2})
+        (workdir / "config" / "systems" / f"{PLATFORM}.yaml").write_text(yaml.safe_dump(system))
     pinned = {r.benchmark: (f"box.registry/mlperf-workflow/{r.benchmark}", images.layer_digest(r)) for r in rehearsals}
     mounts: dict[str, list[str]] = {}
     if launcher == "docker":
@@ -144,8 +157,10 @@ def prepare(
             pinned[rehearsal.benchmark] = images.push_docker_image(folder, f"{docker.host}/mlperf-workflow/{rehearsal.benchmark}", docker.env)
             software = sorted({str(Path(sys.base_prefix).resolve()), str(ROOT)})
             mounts[rehearsal.benchmark] = [*(f"{path}:{path}:ro" for path in software), f"{records}:{records}:rw"]
-    configfile = workdir / "rehearsal.yaml"
+    configfile = workdir / f"rehearsal-{launcher}.yaml"
     configfile.write_text(yaml.safe_dump(config(rehearsals, launcher, runs, pinned, mounts)))
+    if prepared:
+        return configfile
     for rehearsal in rehearsals:
         write_published(workdir, rehearsal)
         make_shards = getattr(module(rehearsal.benchmark), "make_shards", None)
@@ -194,6 +209,8 @@ def run_on_box(
     docker_env: dict[str, str] | None = None,
     runs_of: dict[str, list[int]] | None = None,
     timeout: float = 2400,
+    planned_run: int = 0,
+    failing_run: int = FAILING_RUN,
 ) -> Campaign:
     """Every run's result (``runs_of``: only these runs of a benchmark) through ``--profile slurm`` on the box (the
     test checks it with the compliance checker: the log ends where the probe took over, so the workflow's compliance
@@ -217,10 +234,10 @@ def run_on_box(
     env["PATH"] = f"{stand_ins}{os.pathsep}{env['PATH']}"
     # Detached from the test's terminal and process group, as SLURM runs want (see the machine notes).
     proc = subprocess.run(argv, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout, start_new_session=True, check=False)
-    return Campaign(workdir, launcher, {r.benchmark: r for r in rehearsals}, proc.stdout + proc.stderr, proc.returncode)
+    return Campaign(workdir, launcher, {r.benchmark: r for r in rehearsals}, proc.stdout + proc.stderr, proc.returncode, planned_run, failing_run)
 
 
-def failing_ranks(rehearsals: list[Rehearsal], nodes: int | None = None) -> dict[str, str]:
-    """``fail`` for :func:`prepare`: run :data:`FAILING_RUN`'s last rank of each benchmark (``nodes``: the run's, when
-    the launcher runs on fewer nodes than the rehearsal's)."""
-    return {r.benchmark: f"{SEED_BASE + FAILING_RUN}:{(nodes or r.nodes) * r.gpus_per_node - 1}" for r in rehearsals}
+def failing_ranks(rehearsals: list[Rehearsal], nodes: int | None = None, run: int = FAILING_RUN) -> dict[str, str]:
+    """``fail`` for :func:`prepare`: run ``run``'s last rank of each benchmark (``nodes``: the run's, when the launcher
+    runs on fewer nodes than the rehearsal's)."""
+    return {r.benchmark: f"{SEED_BASE + run}:{(nodes or r.nodes) * r.gpus_per_node - 1}" for r in rehearsals}

@@ -83,9 +83,9 @@ def test_the_full_scale_job_reaches_the_gpu_with_every_path_and_the_world_as_pla
 def check_reached_the_gpu(ran: campaign.Campaign, name: str, nodes: int) -> None:
     """Run 0 exited 0 on every node with every probe check held, and the world is ``nodes`` x GPUs per node."""
     rehearsal = REHEARSALS[name]
-    result = ran.run_folder(name, 0) / "result.txt"
-    ranks = ran.ranks(name, 0)
-    assert result.exists() and ranks and all(r["status"] == 0 for r in ranks), _explain(ran, name, 0)
+    result = ran.run_folder(name, ran.planned_run) / "result.txt"
+    ranks = ran.ranks(name, ran.planned_run)
+    assert result.exists() and ranks and all(r["status"] == 0 for r in ranks), _explain(ran, name, ran.planned_run)
     # every check the probe made held, and it made some: paths opened, variables read
     checks = [check for r in ranks for check in r["checked"]]
     assert all(check["held"] for check in checks), [c for c in checks if not c["held"]]
@@ -117,12 +117,12 @@ def test_the_reference_s_log_lines_reach_the_run_s_result_file_from_rank_0_and_t
 
 def check_log_lines(ran: campaign.Campaign, name: str) -> None:
     """Run 0's result file holds the reference's start-of-run lines, written once, and the checker reads them."""
-    result = ran.run_folder(name, 0) / "result.txt"
-    assert result.exists(), _explain(ran, name, 0)
+    result = ran.run_folder(name, ran.planned_run) / "result.txt"
+    assert result.exists(), _explain(ran, name, ran.planned_run)
     facts = compliance.read_facts(result)
     assert "cache_clear" in facts.values and "init_start" in facts.values, facts.values
     # cache_clear is what the launch line did on the run's nodes before the reference started, not a constant
-    job_log = ran.train_log(name, 0)
+    job_log = ran.train_log(name, ran.planned_run)
     dropped = "mlperf-wf: page cache dropped on" in job_log
     assert dropped or "mlperf-wf: the page cache was not dropped on" in job_log, f"the launch line did not drop the page cache:\n{job_log[-2000:]}"
     assert facts.values["cache_clear"] is dropped, (facts.values["cache_clear"], job_log[-1000:])
@@ -154,13 +154,13 @@ def test_a_failing_rank_fails_the_job_and_the_job_s_log_says_so(pyxis_campaign, 
 
 def check_failing_rank_fails(ran: campaign.Campaign, name: str) -> None:
     """Run 1, whose last rank exits non-zero, is a failed job whose own log says why."""
-    records = ran.ranks(name, FAILING_RUN)
-    assert any(r["status"] == FAILED_ON_PURPOSE for r in records), _explain(ran, name, FAILING_RUN)
-    assert not (ran.run_folder(name, FAILING_RUN) / "result.txt").exists(), "a run with a failed rank is not a finished run"
-    log = ran.train_log(name, FAILING_RUN)
+    records = ran.ranks(name, ran.failing_run)
+    assert any(r["status"] == FAILED_ON_PURPOSE for r in records), _explain(ran, name, ran.failing_run)
+    assert not (ran.run_folder(name, ran.failing_run) / "result.txt").exists(), "a run with a failed rank is not a finished run"
+    log = ran.train_log(name, ran.failing_run)
     # the rank's own words, or its launcher's account of it (flux1's torchrun shows local rank 0's output only)
     assert "fails on purpose" in log or re.search(r"exitcode\s*:\s*5|exit code 5", log), f"the job's own log says why it failed:\n{log[-2000:]}"
-    assert f"results/{name}/runs/{FAILING_RUN}/result.txt" in ran.output and "Error in rule train" in ran.output
+    assert f"results/{name}/runs/{ran.failing_run}/result.txt" in ran.output and "Error in rule train" in ran.output
 
 
 @pytest.mark.skipif(RETRIED not in REHEARSALS, reason=f"{RETRIED} is not rehearsed in this session")
@@ -191,20 +191,30 @@ DOCKER_FAILING = ("bert", "retinanet")
 same way for every image (the pyxis campaign fails a rank of every benchmark); bert's two processes, retinanet's torchrun."""
 
 
+DOCKER_RUNS = (2, 3)
+"""The docker campaign's planned and failing runs: made after the pyxis campaign's runs 0 and 1, in its folder."""
+
+
 @pytest.fixture(scope="module")
-def docker_campaign(box, docker_host, tmp_path_factory) -> campaign.Campaign:
-    """Run 0 of every one-node benchmark (and run 1, with a failing rank, of ``DOCKER_FAILING``), each in its image
-    pushed to a loopback registry and pinned by digest, through the plan's `docker run` on the box's Docker node."""
+def docker_campaign(box, docker_host, pyxis_campaign) -> campaign.Campaign:
+    """Run 2 of every one-node benchmark (and run 3, with a failing rank, of ``DOCKER_FAILING``), each in its image
+    pushed to a loopback registry and pinned by digest, through the plan's `docker run` on the box's Docker node; in
+    the pyxis campaign's folder, whose datasets its own rules verified and prepared (the launcher does not change them)."""
     from tests.oci_registry import LoopbackRegistry
 
     rehearsals = [REHEARSALS[name] for name in DOCKER_NAMES]
-    workdir = tmp_path_factory.mktemp("docker_rehearsal") / "project"
+    planned, failing = DOCKER_RUNS
+    runs = failing + 1
     with LoopbackRegistry() as registry_server:
         docker = campaign.DockerRegistry(docker_host, registry_server.host)
-        configfile = campaign.prepare(workdir, rehearsals, "docker", runs=2, fail=campaign.failing_ranks(rehearsals, nodes=1), docker=docker)
-        runs_of = {name: [0, FAILING_RUN] if name in DOCKER_FAILING else [0] for name in DOCKER_NAMES}
+        fail = campaign.failing_ranks(rehearsals, nodes=1, run=failing)
+        configfile = campaign.prepare(pyxis_campaign.workdir, rehearsals, "docker", runs=runs, fail=fail, docker=docker, prepared=True)
+        runs_of = {name: [planned, failing] if name in DOCKER_FAILING else [planned] for name in DOCKER_NAMES}
         docker_env = {"DOCKER_HOST": docker_host["DOCKER_HOST"]}
-        yield campaign.run_on_box(box, workdir, configfile, rehearsals, "docker", runs=2, retries=0, docker_env=docker_env, runs_of=runs_of)
+        yield campaign.run_on_box(
+            box, pyxis_campaign.workdir, configfile, rehearsals, "docker", runs=runs, retries=0, docker_env=docker_env, runs_of=runs_of,
+            planned_run=planned, failing_run=failing,
+        )  # fmt: skip
 
 
 @pytest.mark.parametrize("name", DOCKER_NAMES)
