@@ -59,8 +59,12 @@ def records() -> Path:
 
 
 def _write(name: str, record: dict) -> None:
+    """Whole or not at all: a launcher ends a failed run's other ranks at any moment, maybe mid-write (the records are
+    read as ``*.json``; the half-written file is not one)."""
     path = records() / name
-    path.write_text(json.dumps(record, indent=1, default=str))
+    partial = path.with_name(f".{name}.{os.getpid()}.partial")
+    partial.write_text(json.dumps(record, indent=1, default=str))
+    os.replace(partial, path)
 
 
 LAUNCH_VARIABLES = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "NODE_RANK", "MASTER_ADDR", "MASTER_PORT")

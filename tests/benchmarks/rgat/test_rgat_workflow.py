@@ -15,7 +15,7 @@ from tests.workflow.test_workflow import job_counts, new_workdir, output_cache, 
 
 __all__ = ["output_cache"]  # the shared-cache fixture, used here too
 
-RUNS = 2
+RUNS = 3
 CONFIG = ("--config", "benchmarks=[rgat]", f"runs={RUNS}")
 DATASET = "resources/tiny/prepared/rgat/dataset"
 SHARDS = "resources/tiny/prepared/rgat/shards"
