@@ -74,10 +74,14 @@ class RcpTable:
     def checker(self):
         """The checker itself (``RCP_Checker``), for its interpolation and test; built when first asked for (its module
         imports scipy.stats, a second of every Snakemake parse otherwise)."""
-        from mlperf_logging.rcp_checker import rcp_checker
+        return _checker(self.benchmark, self.ruleset)
 
-        with _quiet():
-            return rcp_checker.RCP_Checker(USAGE, self.ruleset, self.benchmark, verbose=False)
+
+def _checker(benchmark: str, ruleset: str):
+    from mlperf_logging.rcp_checker import rcp_checker
+
+    with _quiet():
+        return rcp_checker.RCP_Checker(USAGE, ruleset, benchmark, verbose=False)
 
 
 @contextlib.contextmanager
@@ -134,14 +138,16 @@ def _write_cache(table: RcpTable) -> None:
         "points": [_plain(asdict(point)) for point in table.points],
         "coverages": {str(gbs): _plain(asdict(case)) for gbs, case in table.coverages.items()},
     }
+    temporary = None
     try:
         table.cache_file.parent.mkdir(parents=True, exist_ok=True)
         handle, temporary = tempfile.mkstemp(dir=table.cache_file.parent, prefix=".rcp-")
         with os.fdopen(handle, "w") as out:
             json.dump(content, out)
         os.replace(temporary, table.cache_file)
-    except OSError:
-        pass  # a cache: without it the numbers are computed again
+    except OSError:  # a cache: without it the numbers are computed again
+        if temporary:
+            Path(temporary).unlink(missing_ok=True)
 
 
 def _read_cache(benchmark: str, ruleset: str, cache_file: Path) -> RcpTable | None:
@@ -167,8 +173,7 @@ def rcp_table(benchmark: str, ruleset: str) -> RcpTable | None:
     cached = _read_cache(benchmark, ruleset, cache_file)
     if cached is not None:
         return cached
-    table = RcpTable(benchmark=benchmark, ruleset=ruleset, unit="", points=(), cache_file=cache_file)
-    checker = table.checker
+    checker = _checker(benchmark, ruleset)
     points = tuple(
         RcpPoint(
             name=name,

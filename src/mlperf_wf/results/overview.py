@@ -63,7 +63,7 @@ def _runs(report: dict) -> list[str]:
     for run in report["runs"]:
         folder = str(Path(run["result_file"]).parent)
         why = "; ".join(run.get("compliance_problems") or []) or ("—" if run["compliance"] == "passed" else "")
-        scored = "yes" if run["in_scored_window"] and not run["dropped"] else f"no: {run['dropped']}" if run["dropped"] else "yes"
+        scored = f"no: {run['dropped']}" if run["dropped"] else "yes"
         rows.append(
             "<tr>"
             + _cell(f"run {run['index']} ({folder})")

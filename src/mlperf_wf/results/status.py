@@ -591,9 +591,11 @@ def load_config(root: Path, overrides: list[str]) -> dict:
     """``root/config/config.yaml`` with ``KEY=VALUE`` overrides (values read as YAML, as Snakemake's ``--config``)."""
     import yaml
 
+    from mlperf_wf.config import yaml_files
+
     path = root / "config" / "config.yaml"
     try:
-        config = yaml.safe_load(path.read_text()) or {}
+        config = yaml_files.load(path.read_text()) or {}
     except OSError as err:
         raise ConfigError(f"{path}: cannot read the workflow config ({err.strerror}); run status in the campaign's folder or give --root") from None
     for item in overrides:
