@@ -280,28 +280,32 @@ def docker_host(tmp_path_factory):
             daemon.kill()
 
 
-SNAKEMAKE_THREAD_VARIABLES = ("OMP_NUM_THREADS", "GOTO_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS")
-"""What Snakemake sets to a shell job's threads (snakemake/shell.py)."""
-
-
 class TinyMirrors:
-    """The generated tiny mirrors of a benchmark's datasets (``mlperf-wf mirror``, the generate_tiny_mirror rule's own
-    command), made once for the whole test session and copied into a workflow folder's ``resources/tiny/mirror``.
+    """The generated tiny mirrors of a benchmark's datasets, made once for the whole test session by the workflow's own
+    ``generate_tiny_mirror`` rule into a Snakemake output cache (:attr:`cache`), and copied into a workflow folder's
+    ``resources/tiny/mirror``.
 
     llama2_70b_lora's mirror pretrains its base model (about 3 minutes on 2 cores): the tests whose subject comes
-    after it (faults, launchers, SLURM, the reference in the loop) start from the copy; Snakemake takes an existing
-    output without metadata as made. ``test_workflow.py``'s campaign and the demos generate their own."""
+    after it (faults, launchers, SLURM, the reference in the loop) start from a copy (Snakemake takes an existing output
+    without metadata as made); ``tiny_project``'s campaign runs with the same cache, so its ``generate_tiny_mirror`` job
+    is Snakemake's cache lookup of this one. The demos generate their own."""
 
     def __init__(self, folder: Path):
         self.folder = folder
+        self.cache = folder / "output-cache"
+        """The ``SNAKEMAKE_OUTPUT_CACHE`` the mirrors are stored in."""
 
     def make(self, benchmark: str) -> dict[str, Path]:
         """Dataset id -> the made mirror of each dataset ``benchmark`` reads."""
+        workdir = made_once(self.folder, benchmark, lambda out: self._generate(benchmark, out))
+        return {dataset_id: workdir / "resources" / "tiny" / "mirror" / dataset_id for dataset_id in self.datasets(benchmark)}
+
+    @staticmethod
+    def datasets(benchmark: str) -> list[str]:
         from mlperf_wf.config import registry
 
         bench = registry.load_benchmark(benchmark)
-        datasets = sorted({*bench.roles_for("prepare").values(), *bench.roles_for("train").values()})
-        return {dataset_id: made_once(self.folder, dataset_id, lambda out, dataset_id=dataset_id: self._generate(dataset_id, out)) for dataset_id in datasets}
+        return sorted({*bench.roles_for("prepare").values(), *bench.roles_for("train").values()})
 
     def seed(self, workdir: Path, benchmark: str) -> Path:
         for dataset_id, made in self.make(benchmark).items():
@@ -310,15 +314,18 @@ class TinyMirrors:
             shutil.copytree(made, target)  # a copy: a test that breaks its data must not break the others'
         return workdir
 
-    @staticmethod
-    def _generate(dataset_id: str, out: Path) -> None:
-        argv = [sys.executable, "-m", "mlperf_wf", "mirror", "--dataset", dataset_id, "--out", str(out)]
-        # the environment Snakemake gives the rule's one-thread job: the same numerics, and no oversubscribed cores
-        # (torch's default of a thread per core, beside the other workers, took four times as long)
-        env = {**os.environ, **dict.fromkeys(SNAKEMAKE_THREAD_VARIABLES, "1")}
-        proc = subprocess.run(argv, capture_output=True, text=True, check=False, env=env)
+    def _generate(self, benchmark: str, workdir: Path) -> None:
+        from tests.workflow.test_workflow import new_workdir, snakemake_argv, snakemake_env
+
+        self.cache.mkdir(parents=True, exist_ok=True)
+        targets = [f"resources/tiny/mirror/{dataset_id}" for dataset_id in self.datasets(benchmark)]
+        # one core: Snakemake gives the one-thread job OMP_NUM_THREADS=1 ... (the same numerics as every campaign's),
+        # and the tests beside it keep the other core
+        argv = snakemake_argv(new_workdir(workdir), *targets, "--cores", "1", "--cache")
+        proc = subprocess.run(argv, capture_output=True, text=True, check=False, env=snakemake_env(self.cache))
         if proc.returncode != 0:
-            pytest.fail(f"the tiny mirror of {dataset_id} failed: {proc.stderr[-2000:]}")
+            logs = "\n".join(log.read_text()[-2000:] for log in sorted((workdir / "logs").rglob("*.log")))
+            pytest.fail(f"the tiny mirrors of {benchmark} failed: {proc.stderr[-3000:]}\n{logs}")
 
 
 @pytest.fixture(scope="session")
@@ -333,19 +340,20 @@ TINY_CAMPAIGN_RUNS = 3
 
 
 @pytest.fixture(scope="session")
-def tiny_project_cache(tmp_path_factory) -> Path:
-    """The Snakemake output cache ``tiny_project`` fills (and a second workflow folder reuses)."""
-    return tmp_path_factory.mktemp("tiny_project_cache")
+def tiny_project_cache(tiny_mirrors) -> Path:
+    """The Snakemake output cache ``tiny_project`` fills (and a second workflow folder reuses): the tiny mirrors'."""
+    return tiny_mirrors.cache
 
 
 @pytest.fixture(scope="session")
-def tiny_project(tmp_path_factory, tiny_project_cache) -> Path:
-    """llama2_70b_lora's tiny campaign of three runs through the whole workflow, from its own generated mirror, watched
-    by `mlperf-wf status` while it runs; shared by tests/workflow/test_workflow.py and tests/benchmarks/llama2_70b_lora/
-    (one work group: :data:`WORK_GROUPS`)."""
+def tiny_project(tmp_path_factory, tiny_mirrors, tiny_project_cache) -> Path:
+    """llama2_70b_lora's tiny campaign of three runs through the whole workflow, watched by `mlperf-wf status` while it
+    runs; its mirrors come from the output cache :class:`TinyMirrors` filled with the same rule; shared by
+    tests/workflow/test_workflow.py and tests/benchmarks/llama2_70b_lora/ (one work group: :data:`WORK_GROUPS`)."""
     from tests.results.test_status import run_watched
     from tests.workflow.test_workflow import new_workdir, snakemake_argv, snakemake_env
 
+    tiny_mirrors.make("llama2_70b_lora")  # in the cache before the campaign asks for it
     workdir = new_workdir(tmp_path_factory.mktemp("tiny"))
     config = [f"runs={TINY_CAMPAIGN_RUNS}"]
     argv = snakemake_argv(workdir, "--cores", "2", "--config", *config, "--cache")

@@ -7,13 +7,12 @@ import sys
 from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
-from snakemake.utils import validate
 
 sys.path.insert(0, str(Path(workflow.basedir).parent / "src"))
 
 from mlperf_wf.plan import plan as planning  # noqa: E402
 from mlperf_wf.plan import preflight  # noqa: E402
-from mlperf_wf.config.config_check import check_config  # noqa: E402
+from mlperf_wf.config.config_check import parsed_config  # noqa: E402
 from mlperf_wf.errors import ConfigError  # noqa: E402
 from mlperf_wf.results.snakemake_state import another_snakemake_in  # noqa: E402
 
@@ -26,16 +25,17 @@ if workflow.is_main_process:
             "(`mlperf-wf status` shows it), or stop it first"
         )
 
-# One line for a bad config; Snakemake's validate (which fills in the defaults) prints the whole config.
+# One line for a bad config (Snakemake's validate prints the whole config); the typed model fills in
+# the defaults (workflow/schemas/config.schema.yaml is generated from it).
 try:
-    check_config(config)
+    WORKFLOW_CONFIG = parsed_config(config)
 except ConfigError as err:
     raise WorkflowError(str(err)) from None
-validate(config, schema="../schemas/config.schema.yaml")
+config.update(WORKFLOW_CONFIG.filled())
 
 
 try:
-    PLAN = planning.load(config, project_root=Path(workflow.basedir).parent)
+    PLAN = planning.load(WORKFLOW_CONFIG, project_root=Path(workflow.basedir).parent)
 except ConfigError as err:
     # at full scale with every other preflight problem at once (a ruleset a benchmark is not part of stops the plan)
     message = preflight.unloadable_config(

@@ -4,12 +4,30 @@ Snakemake's own ``validate`` prints the whole config (hundreds of lines) for a m
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from mlperf_wf.errors import ConfigError
+
+if TYPE_CHECKING:
+    from mlperf_wf.config.workflow_config import WorkflowConfig
 
 
 def _where(path: list[object]) -> str:
     return "config" + "".join(f".{part}" if isinstance(part, str) else f"[{part}]" for part in path)
+
+
+def parsed_config(config: dict) -> WorkflowConfig:
+    """``config`` as the typed model, every default filled in; refused with :func:`check_config`'s one line.
+
+    The model and the schema accept the same configs (tests/config/test_config_schema.py), so the schema's validator
+    (whose import alone is about a tenth of a parse) runs only to word a refusal."""
+    from mlperf_wf.config.workflow_config import WorkflowConfig
+
+    try:
+        return WorkflowConfig.parse(config)
+    except ConfigError:
+        check_config(config)
+        raise
 
 
 def check_config(config: dict) -> None:

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mlperf_wf.config.checkout import project_root
-from mlperf_wf.config.config_check import check_config
+from mlperf_wf.config.config_check import parsed_config
 from mlperf_wf.errors import ConfigError
 from mlperf_wf.kinds import RunState, Verdict
 from mlperf_wf.results import compliance
@@ -603,10 +603,7 @@ def load_config(root: Path, overrides: list[str]) -> dict:
         if not sep or not key:
             raise ConfigError(f"--config {item!r}: expected KEY=VALUE, as given to snakemake --config")
         config[key] = yaml.safe_load(value)
-    check_config(config)
-    from mlperf_wf.config.workflow_config import WorkflowConfig
-
-    return WorkflowConfig.parse(config).filled()
+    return parsed_config(config).filled()
 
 
 def campaign_status(
