@@ -18,9 +18,8 @@ from typing import TYPE_CHECKING
 
 from mlperf_wf.acquire.verify import STAMPS_NAME
 from mlperf_wf.config.checkout import project_root
-from mlperf_wf.config.registry import DEFAULT_PREPARATION
 from mlperf_wf.errors import ConfigError, UserError
-from mlperf_wf.kinds import Scale, Verdict
+from mlperf_wf.kinds import DEFAULT_PREPARATION, Scale, Verdict
 
 if TYPE_CHECKING:
     from mlperf_wf.acquire.download import DownloadRecord

@@ -5,6 +5,10 @@ from __future__ import annotations
 
 from enum import StrEnum
 
+DEFAULT_PREPARATION = "default"
+"""The preparation a benchmark uses unless the config's ``preparation`` picks another: its ``prepare`` module
+reading its ``inputs``."""
+
 
 class Scale(StrEnum):
     """What a campaign runs."""

@@ -17,9 +17,13 @@ import os
 import shutil
 from pathlib import Path
 from types import ModuleType
+from typing import TYPE_CHECKING
 
-from mlperf_wf.config.registry import DEFAULT_PREPARATION, BenchmarkDef, benchmark_module
 from mlperf_wf.errors import ConfigError, UserError
+from mlperf_wf.kinds import DEFAULT_PREPARATION
+
+if TYPE_CHECKING:
+    from mlperf_wf.config.registry import BenchmarkDef
 
 DEFAULT_SHARD_RESOURCES = {"mem_mb": 16000, "runtime": 1440}
 """Scheduler resources of a shard job when the module does not say (16 GB, a day)."""
@@ -27,6 +31,8 @@ DEFAULT_SHARD_RESOURCES = {"mem_mb": 16000, "runtime": 1440}
 
 def module(bench: BenchmarkDef, preparation: str = DEFAULT_PREPARATION) -> ModuleType:
     """The module of the benchmark's preparation (``prepare`` unless the config picks another one)."""
+    from mlperf_wf.config.registry import benchmark_module  # not for the stamps: check-prepared starts in a tenth of a second
+
     return benchmark_module(bench, bench.preparation_module(preparation))
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-from importlib import metadata
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
@@ -25,6 +24,8 @@ MARKER = Path("workflow") / "Snakefile"
 def _editable_source() -> Path | None:
     """The folder an editable install was made from, read from each installed copy's ``direct_url.json`` (a source
     tree on ``PYTHONPATH`` may show its own ``egg-info`` first, which has none)."""
+    from importlib import metadata  # a few hundredths of a second: only where the checkout is looked for
+
     for distribution in metadata.distributions(name=DISTRIBUTION):
         record = distribution.read_text("direct_url.json")
         url = json.loads(record) if record else {}

@@ -29,7 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 import mlperf_wf
 from mlperf_wf.config import yaml_files
 from mlperf_wf.errors import ConfigError, describe_validation_error
-from mlperf_wf.kinds import Scale
+from mlperf_wf.kinds import DEFAULT_PREPARATION, Scale
 
 PACKAGE = "mlperf_wf"
 BENCHMARKS_PACKAGE = f"{PACKAGE}.benchmarks"
@@ -453,11 +453,6 @@ class TinyTier(_Strict):
         if self.division == "closed" and self.closed_rules_not_met:
             raise ValueError("tiny.closed_rules_not_met is given, but tiny.division is closed: a closed tiny tier meets every closed rule")
         return self
-
-
-DEFAULT_PREPARATION = "default"
-"""The preparation a benchmark uses unless the config's ``preparation`` picks another: its ``prepare`` module
-reading its ``inputs``."""
 
 
 class Preparation(_Strict):

@@ -26,10 +26,10 @@ from pydantic import ValidationError
 
 from mlperf_wf.acquire import prepare
 from mlperf_wf.config import hyperparameters, mlperf_rules, registry
-from mlperf_wf.config.registry import DEFAULT_PREPARATION, SHARDS_ROLE, BenchmarkDef, Container
+from mlperf_wf.config.registry import SHARDS_ROLE, BenchmarkDef, Container
 from mlperf_wf.config.workflow_config import GeometryOverride, WorkflowConfig
 from mlperf_wf.errors import ConfigError, describe_validation_error
-from mlperf_wf.kinds import Scale
+from mlperf_wf.kinds import DEFAULT_PREPARATION, Scale
 from mlperf_wf.plan import launch, sizing
 from mlperf_wf.run import power
 
