@@ -25,6 +25,7 @@ for the retry. MLLOG lines: from the training process, to ``$COMPLIANCE_FILE`` (
 from __future__ import annotations
 
 import ast
+import bz2
 import io
 import json
 import os
@@ -34,6 +35,7 @@ import time
 import zipfile
 from pathlib import Path
 
+from mlperf_wf.acquire.verify import md5_file
 from tests.rehearsal.spec import Rehearsal
 
 REHEARSAL = Rehearsal(
@@ -53,6 +55,8 @@ TEXT_PARTS = 500
 """results_text's published parts (``results/part-00000-of-00500`` ...)."""
 CHECKPOINT_FILES = ("tf1_ckpt/model.ckpt-28252-003.data-00000-of-00001", "tf1_ckpt/model.ckpt-28252.index", "tf1_ckpt/model.ckpt-28252.meta")
 """The phase-1 checkpoint as config/datasets/bert_wikipedia_input_files.yaml lists it (the published .md5 list)."""
+RAW_DUMP = "enwiki-20200101-pages-articles-multistream.xml.bz2"
+"""The Wikipedia dump the same .md5 list names (the published text was cleaned from it; no stage reads it)."""
 
 
 def _words() -> list[str]:
@@ -105,6 +109,10 @@ def published(dataset_id: str, folder: Path) -> None:
         ):
             (folder / name).parent.mkdir(parents=True, exist_ok=True)
             (folder / name).write_bytes(b"rehearsal stand-in\n")
+        # the raw Wikipedia dump the published text was cleaned from (20 GB; no stage reads it) and its md5sum file
+        dump = folder / RAW_DUMP
+        dump.write_bytes(bz2.compress(b"<mediawiki>rehearsal stand-in</mediawiki>\n"))
+        (folder / f"{RAW_DUMP}.md5sum").write_text(f"{md5_file(dump)}  {RAW_DUMP}\n")
     else:
         raise ValueError(f"bert does not read {dataset_id}")
 
