@@ -4,6 +4,9 @@
 Both read every benchmark and dataset definition; neither may import torch, transformers, scipy or pandas
 (tests/workflow/test_startup.py asserts that). The goal: under 1 s each on this project's 2-core machine.
 
+Also the commands hundreds of a campaign's jobs run (`check-prepared`, `fresh-run-folder`), against `python -c pass`
+(the least any Python process costs): they read files only, and load no catalog or config library.
+
     python bench/startup.py [--repeat 5]
 """
 
@@ -43,6 +46,14 @@ def main() -> int:
         for command in ("status", "check"):
             took = seconds([sys.executable, "-m", "mlperf_wf", command], checkout, args.repeat)
             print(f"ours      mlperf-wf {command:6s} (empty checkout): {took:5.2f} s  ({took / baseline:.2f}x baseline; goal < 1 s)")
+        (checkout / "prepared").mkdir()
+        (checkout / "prepared" / "part-0").write_bytes(b"tiny")
+        (checkout / "runs" / "0").mkdir(parents=True)
+        python = seconds([sys.executable, "-c", "pass"], checkout, args.repeat)
+        print(f"baseline  python -c pass:                   {python:5.2f} s (median of {args.repeat})")
+        for command, operand in (("check-prepared", "prepared"), ("fresh-run-folder", "runs/0")):
+            took = seconds([sys.executable, "-m", "mlperf_wf", command, operand], checkout, args.repeat)
+            print(f"ours      mlperf-wf {command:16s}:      {took:5.2f} s  ({took / python:.2f}x baseline)")
     return 0
 
 
