@@ -1,5 +1,6 @@
 """The workflow's closed vocabularies as enums: a scale, a compliance verdict, a run's state. Each member equals its
-text (``StrEnum``), which is what the config, the files and the JSON hold, so ``Scale.TINY == "tiny"``."""
+text (``StrEnum``), which is what the config, the files and the JSON hold, so ``Scale.TINY == "tiny"``. Also the name
+of the default preparation (the commands every job runs read these without the catalog)."""
 
 from __future__ import annotations
 
