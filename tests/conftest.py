@@ -304,8 +304,7 @@ class TinyMirrors:
     def datasets(benchmark: str) -> list[str]:
         from mlperf_wf.config import registry
 
-        bench = registry.load_benchmark(benchmark)
-        return sorted({*bench.roles_for("prepare").values(), *bench.roles_for("train").values()})
+        return registry.load_benchmark(benchmark).datasets_read()
 
     def seed(self, workdir: Path, benchmark: str) -> Path:
         for dataset_id, made in self.make(benchmark).items():

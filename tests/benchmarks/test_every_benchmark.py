@@ -23,7 +23,7 @@ def test_the_full_scale_dry_run_plans_every_required_run_from_the_published_sour
     assert len(ran.train_lines) == required and len(set(ran.train_lines)) == required, "one train job per run, each its own"
     downloads = [line for line in ran.output.splitlines() if line.startswith("Shell command: mlperf-wf download ")]
     assert downloads and all(f"--jobs {planning.DOWNLOAD_CONNECTIONS} " in line for line in downloads), "as many connections as the job will open"
-    for dataset_id in sorted({*bench.roles_for("prepare").values(), *bench.roles_for("train").values()}):
+    for dataset_id in bench.datasets_read():
         source = registry.load_dataset(dataset_id).source
         if source.protocol == "r2":
             assert f"--uri {source.uri}" in ran.output, f"{dataset_id}: the download job fetches the published {source.uri}"

@@ -37,7 +37,7 @@ SEED_BASE = 1234
 def write_published(workdir: Path, rehearsal: Rehearsal) -> list[str]:
     """Every dataset the benchmark's preparation and runs read, in its published layout, as the downloader leaves it."""
     bench = registry.load_benchmark(rehearsal.benchmark)
-    dataset_ids = sorted({*bench.roles_for("prepare").values(), *bench.roles_for("train").values()})
+    dataset_ids = bench.datasets_read()
     for dataset_id in dataset_ids:
         folder = workdir / "resources" / "full" / "datasets" / dataset_id
         if (folder / "manifest.md5").exists():

@@ -21,8 +21,7 @@ def _first_reader() -> dict[str, str]:
     """R2 dataset with a file list -> the first benchmark (by name) that reads it."""
     readers: dict[str, str] = {}
     for name in registry.benchmark_names():
-        bench = registry.load_benchmark(name)
-        for dataset_id in sorted({*bench.roles_for("prepare").values(), *bench.roles_for("train").values()}):
+        for dataset_id in registry.load_benchmark(name).datasets_read():
             entry = registry.load_dataset(dataset_id)
             if entry.source.protocol == "r2" and entry.files and dataset_id not in CHECKED_ELSEWHERE:
                 readers.setdefault(dataset_id, name)
@@ -39,9 +38,5 @@ def test_the_published_layout_is_the_catalog_s_file_list(dataset_id, tmp_path):
 
 
 def test_the_entries_checked_elsewhere_are_read_by_a_benchmark():
-    read = {
-        d
-        for name in registry.benchmark_names()
-        for d in (*registry.load_benchmark(name).roles_for("prepare").values(), *registry.load_benchmark(name).roles_for("train").values())
-    }
+    read = {dataset_id for name in registry.benchmark_names() for dataset_id in registry.load_benchmark(name).datasets_read()}
     assert CHECKED_ELSEWHERE <= read

@@ -517,6 +517,10 @@ class BenchmarkDef(_Strict):
         inputs = self.inputs if stage == "train" or preparation == DEFAULT_PREPARATION else self.preparation(preparation).inputs
         return {role: item.dataset for role, item in inputs.items() if stage in item.used_by}
 
+    def datasets_read(self) -> list[str]:
+        """Every dataset the benchmark reads, its default preparation's and its runs', each once (sorted)."""
+        return sorted({*self.roles_for("prepare").values(), *self.roles_for("train").values()})
+
     def preparation_names(self) -> list[str]:
         """The preparations this benchmark offers, the default first."""
         return [DEFAULT_PREPARATION, *self.preparations]
