@@ -140,3 +140,50 @@ class LoopbackRegistry:
     def __exit__(self, *exc: object) -> None:
         self._server.shutdown()
         self._server.server_close()
+
+
+def _layer(files: dict[str, bytes]) -> bytes:
+    """A gzipped layer tarball of ``files`` (container path -> contents; ``dir/.wh.name`` deletes ``dir/name`` below)."""
+    import gzip
+    import io
+    import tarfile
+
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w") as tar:
+        for path, data in sorted(files.items()):
+            info = tarfile.TarInfo(path.lstrip("/"))
+            info.size, info.mode = len(data), 0o755 if path.endswith(".sh") else 0o644
+            tar.addfile(info, io.BytesIO(data))
+    return gzip.compress(raw.getvalue(), mtime=0)
+
+
+def push_image(host: str, repository: str, tag: str, layers: list[dict[str, bytes]], env: dict[str, str], workdir: str = "/") -> str:
+    """Push an OCI image of ``layers`` (each: container path -> contents, lowest first) with ``env`` and
+    ``workdir`` to the registry at ``host``, over its HTTP API as any client does; returns the manifest digest."""
+    import json
+    import urllib.request
+
+    def put_blob(data: bytes) -> dict:
+        digest = _digest(data)
+        request = urllib.request.Request(f"http://{host}/v2/{repository}/blobs/uploads/?digest={digest}", data=data, method="POST")
+        urllib.request.urlopen(request).close()
+        return {"digest": digest, "size": len(data)}
+
+    blobs = [_layer(layer) for layer in layers]
+    diff_ids = [_digest(__import__("gzip").decompress(blob)) for blob in blobs]
+    config = {
+        "architecture": "amd64",
+        "os": "linux",
+        "config": {"Env": [f"{k}={v}" for k, v in env.items()], "WorkingDir": workdir},
+        "rootfs": {"type": "layers", "diff_ids": diff_ids},
+    }
+    manifest = {
+        "schemaVersion": 2,
+        "mediaType": "application/vnd.oci.image.manifest.v1+json",
+        "config": {"mediaType": "application/vnd.oci.image.config.v1+json", **put_blob(json.dumps(config).encode())},
+        "layers": [{"mediaType": "application/vnd.oci.image.layer.v1.tar+gzip", **put_blob(blob)} for blob in blobs],
+    }
+    body = json.dumps(manifest).encode()
+    request = urllib.request.Request(f"http://{host}/v2/{repository}/manifests/{tag}", data=body, method="PUT", headers={"Content-Type": manifest["mediaType"]})
+    urllib.request.urlopen(request).close()
+    return _digest(body)

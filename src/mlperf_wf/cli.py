@@ -441,6 +441,23 @@ def cmd_extract(archive: Path, dest: Path) -> None:
     log.info("%s: %d members extracted into %s", archive.name, len(names), dest)
 
 
+def cmd_bundle_export(names: list[str], scale: str, out: Path, wheels_from: list[Path], squashfs: bool | None) -> None:
+    """Write the offline bundle of ``names`` (``mlperf_wf.acquire.bundle``) and print what the other side types."""
+    from mlperf_wf.acquire import bundle
+
+    digest = bundle.export(Path.cwd(), project_root(), out, names, scale, wheels_from, squashfs)
+    print(f"bundle: {out} ({bundle.BUNDLE_FILE} {digest})")
+    print(f"on the site: mlperf-wf --root WORKFLOW_FOLDER bundle import {out} --expect {digest}")
+
+
+def cmd_bundle_import(source: Path, images: Path | None, docker: bool, expect: str | None) -> None:
+    """Check an offline bundle, place its images and datasets and write ``config/site.yaml``."""
+    from mlperf_wf.acquire import bundle
+
+    site = bundle.import_bundle(source, Path.cwd(), images or Path.cwd() / "resources" / "images", docker, expect)
+    print(f"bundle: every file of {source} matches {bundle.BUNDLE_FILE}; the plan now starts the local images ({site})")
+
+
 def cmd_provenance(
     out: Path, scale: str, launcher: str, image: str | None, command: str, result: Path | None = None, consumed: list[Path] | None = None
 ) -> None:
@@ -486,6 +503,7 @@ def cmd_preflight(benchmarks: list[str], image: str | None, platform: str | None
     its one ``--benchmark``. Otherwise the full-scale plan of the config (``config/config.yaml``, each ``--configfile``,
     then ``--config`` values, as Snakemake merges them) for the ``--benchmark`` given, or the config's benchmarks.
     """
+    from mlperf_wf.config.workflow_config import merge_config
     from mlperf_wf.plan import preflight
     from mlperf_wf.results import status
 
@@ -498,8 +516,8 @@ def cmd_preflight(benchmarks: list[str], image: str | None, platform: str | None
         logging.getLogger().setLevel(logging.WARNING)
         config = status.load_config(Path.cwd(), [])
         for configfile in configfiles:
-            _merge(config, _read_configfile(configfile))
-        _merge(config, _overrides(config_overrides))
+            merge_config(config, _read_configfile(configfile))
+        merge_config(config, _overrides(config_overrides))
         names = benchmarks or list(config["benchmarks"])
         problems = preflight.config_problems(config, project_root(), Path.cwd(), names)
         what = f"the full-scale plan of {', '.join(names)}"
@@ -532,15 +550,6 @@ def _overrides(items: list[str]) -> dict:
             raise ConfigError(f"--config {item!r}: expected KEY=VALUE, as given to snakemake --config")
         values[key] = yaml.safe_load(value)
     return values
-
-
-def _merge(config: dict, update: dict) -> None:
-    """``update`` into ``config``, mappings key by key (as Snakemake merges a ``--configfile``)."""
-    for key, value in update.items():
-        if isinstance(value, dict) and isinstance(config.get(key), dict):
-            _merge(config[key], value)
-        else:
-            config[key] = value
 
 
 def cmd_score(path: Path, ruleset: str, json_out: Path | None, csv_out: Path | None, jobs: int | None, rcp_bypass: bool) -> int:
@@ -679,6 +688,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--source", help="fiftyone: file:FOLDER, the folder the reference's FiftyOne fetch wrote (or the tiny mirror)")
     p.add_argument("--expect", default="catalog", help="fiftyone: whose image counts and checksums apply: catalog (default) or tiny")
     p.add_argument("--jobs", type=int, default=4, help="files downloaded at once (default 4)")
+
+    p = sub.add_parser("bundle", help="an offline bundle for a site without network: export it here, import it there")
+    bundle_sub = p.add_subparsers(dest="bundle_command", required=True)
+    q = bundle_sub.add_parser("export", help="pinned images (OCI archive, enroot squashfs), verified datasets and wheels, with sha256s")
+    q.add_argument("--benchmark", action="append", required=True, help="a benchmark to carry (repeatable)")
+    q.add_argument("--scale", choices=("tiny", "full"), default="full")
+    q.add_argument("--out", type=Path, required=True, help="a new folder for the bundle")
+    q.add_argument("--wheels-from", type=Path, action="append", default=[], help="a folder of more wheels to carry (pip download -d)")
+    q.add_argument("--squashfs", action=argparse.BooleanOptionalAction, default=None, help="enroot images (default: where mksquashfs exists)")
+    q = bundle_sub.add_parser("import", help="check every file of a bundle, then place its images and datasets and write config/site.yaml")
+    q.add_argument("bundle", type=Path)
+    q.add_argument("--images", type=Path, help="the site's image folder, on the filesystem the compute nodes share (default: resources/images)")
+    q.add_argument("--docker", action="store_true", help="also load the images into this node's Docker engine (DOCKER_HOST)")
+    q.add_argument("--expect", help="the sha256 of bundle.json that export printed")
 
     p = sub.add_parser("verify", help="check a dataset folder against its md5 list (only changed files are re-read)")
     p.add_argument("folder", type=Path)
@@ -879,6 +902,11 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int | None]] = {
     "preprocess": lambda a: cmd_preprocess(a.benchmark, a.scale, a.shard, a.input, a.out, a.preparation),
     "assemble": lambda a: cmd_assemble(a.benchmark, a.scale, a.shards, a.out, a.preparation),
     "train": _train,
+    "bundle": lambda a: (
+        cmd_bundle_export(a.benchmark, a.scale, a.out, a.wheels_from, a.squashfs)
+        if a.bundle_command == "export"
+        else cmd_bundle_import(a.bundle, a.images, a.docker, a.expect)
+    ),
     "check": lambda a: cmd_check(a.import_modules),
     "config-files": lambda a: cmd_config_files(a.check),
     "plot": lambda a: cmd_plot(a.report, a.out_dir, a.reference_logs),

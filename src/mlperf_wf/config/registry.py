@@ -273,11 +273,30 @@ class Container(_Strict):
     (or give it in the workflow config's ``full_container``)."""
     dockerfile: str | None = None
     """Dockerfile (under ``containers/``) that builds the image from the reference base."""
+    squashfs: str | None = None
+    """This site's enroot image file of the pinned image (``mlperf-wf bundle import`` writes it): pyxis starts it
+    directly (``--container-image=/path.sqsh``) instead of importing ``image@digest`` from a registry."""
+    oci_archive: str | None = None
+    """This site's OCI archive of the pinned image (``mlperf-wf bundle import``): Apptainer starts it
+    (``oci-archive:/path``) instead of pulling from a registry."""
+    image_id: str | None = Field(None, pattern=f"^{IMAGE_DIGEST}$")
+    """The pinned image's Docker ID (its config digest) where ``mlperf-wf bundle import --docker`` loaded it into this
+    node's engine: ``docker run`` starts it by ID, never from a registry."""
 
     @property
     def reference(self) -> str:
-        """Docker's spelling: ``image@digest`` when pinned (the digest decides), else the tag alone."""
+        """Docker's spelling: ``image@digest`` when pinned (the digest decides), else the tag alone. What a run records."""
         return f"{self.image}@{self.digest}" if self.digest else self.image
+
+    @property
+    def docker_reference(self) -> str:
+        """What ``docker run`` starts: the loaded image's ID where the site imported it, else :attr:`reference`."""
+        return self.image_id or self.reference
+
+    def location(self) -> tuple[str | None, str]:
+        """(registry, repository) of ``image``; registry None for Docker Hub's short names."""
+        registry, repository, _ = self._parts()
+        return registry, repository
 
     def _parts(self) -> tuple[str | None, str, str | None]:
         """(registry, repository, tag) of ``image``; a registry is a first component with a dot, a port or ``localhost``."""
@@ -289,7 +308,10 @@ class Container(_Strict):
 
     @property
     def apptainer_reference(self) -> str:
-        """Apptainer's: ``docker://registry/repository@digest``: it refuses a tag beside a digest."""
+        """Apptainer's: ``docker://registry/repository@digest``: it refuses a tag beside a digest; the site's OCI archive
+        (``oci-archive:/path``) where it imported one."""
+        if self.oci_archive:
+            return f"oci-archive:{self.oci_archive}"
         if not self.digest:
             return f"docker://{self.image}"
         registry, repository, _ = self._parts()
@@ -298,7 +320,9 @@ class Container(_Strict):
     @property
     def enroot_reference(self) -> str:
         """pyxis/enroot's: ``registry#repository:tag``; a digest takes the tag's place (enroot asks the
-        registry for ``manifests/<tag>``, which accepts a digest)."""
+        registry for ``manifests/<tag>``, which accepts a digest); the site's squashfs file where it imported one."""
+        if self.squashfs:
+            return self.squashfs
         registry, repository, tag = self._parts()
         reference = self.digest or tag
         return f"{registry + '#' if registry else ''}{repository}{':' + reference if reference else ''}"

@@ -74,6 +74,12 @@ class ContainerOverride(_Section):
     """Image repository and tag."""
     digest: Annotated[str, StringConstraints(pattern=r"^sha256:[0-9a-f]{64}$")] | None = None
     """sha256 content digest the image is pinned to."""
+    squashfs: Annotated[str, StringConstraints(pattern=r"^/")] | None = None
+    """Absolute path of this site's enroot image of it (``mlperf-wf bundle import``): pyxis starts the file."""
+    oci_archive: Annotated[str, StringConstraints(pattern=r"^/")] | None = None
+    """Absolute path of this site's OCI archive of it (``mlperf-wf bundle import``): Apptainer starts the file."""
+    image_id: Annotated[str, StringConstraints(pattern=r"^sha256:[0-9a-f]{64}$")] | None = None
+    """Its ID in this node's Docker engine (``mlperf-wf bundle import --docker``): docker starts it by ID."""
 
 
 class WorkflowConfig(_Section):
@@ -190,8 +196,21 @@ class WorkflowConfig(_Section):
 
 # ---- the generated files ----------------------------------------------------------
 
+
+def merge_config(config: dict, update: dict) -> None:
+    """``update`` into ``config``, mappings key by key (as Snakemake merges a ``--configfile``)."""
+    for key, value in update.items():
+        if isinstance(value, dict) and isinstance(config.get(key), dict):
+            merge_config(config[key], value)
+        else:
+            config[key] = value
+
+
 SCHEMA_FILE = Path("workflow/schemas/config.schema.yaml")
 CONFIG_FILE = Path("config/config.yaml")
+SITE_CONFIG = Path("config/site.yaml")
+"""What ``mlperf-wf bundle import`` set for this site (its local image files), read after :data:`CONFIG_FILE` where it
+exists: the Snakefile, ``mlperf-wf status`` and ``mlperf-wf preflight`` merge it the same way."""
 README_FILE = Path("config/README.md")
 TABLE_START = "<!-- the table below is generated from src/mlperf_wf/config/workflow_config.py: mlperf-wf config-files -->"
 TABLE_END = "<!-- end of the generated table -->"

@@ -415,7 +415,7 @@ def full_scale(bench: BenchmarkDef, run: int, seed: int, paths: RunPaths, launch
     scratch = list(scratch_by_name.values())
     passthrough = (*launch.env_passthrough, CACHE_CLEARED_VARIABLE)  # the drop's outcome, set by the line above
     if launch.launcher == "docker":
-        argv = docker_argv(image.reference, workdir, mounts, env, passthrough, command, gpus=bench.full.accelerator, devices=tuple(bench.full.devices))
+        argv = docker_argv(image.docker_reference, workdir, mounts, env, passthrough, command, gpus=bench.full.accelerator, devices=tuple(bench.full.devices))
         return f"{drop}; {_make_folders(scratch, shell_join(argv))}"
     if launch.launcher == "apptainer":
         home = paths.result_file.parent.resolve() / "home"

@@ -210,6 +210,11 @@ class Plan:
         """Local folder of a downloaded dataset."""
         return f"resources/{self.scale}/datasets/{dataset_id}"
 
+    def datasets_read(self, name: str) -> list[str]:
+        """Every dataset a benchmark's chosen preparation and its runs read, each once (sorted)."""
+        bench = self.bench(name)
+        return sorted({*bench.roles_for("prepare", self.preparation(name)).values(), *bench.roles_for("train").values()})
+
     def verified_record(self, dataset_id: str) -> str:
         """Verification record of a dataset."""
         return f"resources/{self.scale}/verified/{dataset_id}.json"

@@ -86,6 +86,20 @@ def _tiny_platform(subject: str) -> Problem:
     )
 
 
+IMAGE_FILES = {"pyxis": "squashfs", "apptainer": "oci_archive"}
+"""The launcher -> the local image file of a site's ``full_container`` (``mlperf-wf bundle import``) it starts."""
+
+
+def _missing_image_files(benchmark: str, container, launcher: str) -> list[Problem]:
+    """The site's image file the launcher would start, where it is named but not there (checked on the login node: the
+    shared filesystem the compute nodes read it from)."""
+    kind = IMAGE_FILES.get(launcher)
+    path = getattr(container, kind) if kind else None
+    if path is None or Path(path).is_file():
+        return []
+    return [Problem("image", benchmark, f"full_container.{benchmark}.{kind}: {path} does not exist; run `mlperf-wf bundle import` again")]
+
+
 def _unpinned(benchmark: str, image: str) -> Problem:
     return Problem(
         "image",
@@ -151,6 +165,7 @@ def _benchmark_problems(plan: Plan, name: str) -> list[Problem]:
         container = plan.container(name)
         if not container.digest:
             problems.append(_unpinned(name, container.reference))
+        problems += _missing_image_files(name, container, settings.launcher)
     problems += _scratch_problems(plan, name)
     return problems
 

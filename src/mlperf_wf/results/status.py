@@ -588,16 +588,20 @@ def shard_status(plan: Plan, name: str, root: Path, records: SnakemakeRecords) -
 
 
 def load_config(root: Path, overrides: list[str]) -> dict:
-    """``root/config/config.yaml`` with ``KEY=VALUE`` overrides (values read as YAML, as Snakemake's ``--config``)."""
+    """``root/config/config.yaml`` (then ``config/site.yaml`` where it exists) with ``KEY=VALUE`` overrides (values read
+    as YAML, as Snakemake's ``--config``)."""
     import yaml
 
     from mlperf_wf.config import yaml_files
+    from mlperf_wf.config.workflow_config import CONFIG_FILE, SITE_CONFIG, merge_config
 
-    path = root / "config" / "config.yaml"
+    path = root / CONFIG_FILE
     try:
         config = yaml_files.load(path.read_text()) or {}
     except OSError as err:
         raise ConfigError(f"{path}: cannot read the workflow config ({err.strerror}); run status in the campaign's folder or give --root") from None
+    if (root / SITE_CONFIG).exists():
+        merge_config(config, yaml_files.load((root / SITE_CONFIG).read_text()) or {})
     for item in overrides:
         key, sep, value = item.partition("=")
         if not sep or not key:

@@ -1,0 +1,298 @@
+"""An offline bundle: everything a site whose compute side has no network needs to run a set of benchmarks.
+
+``mlperf-wf bundle export`` (on a connected machine, in a workflow folder whose datasets were downloaded and verified)
+writes one folder:
+
+- ``images/``: each pinned image as an OCI archive copied by digest (its manifest unchanged, so its sha256 is the pin)
+  and, where ``mksquashfs`` exists, its enroot squashfs, which pyxis starts without importing anything;
+- ``datasets/<scale>/<id>/``: every verified dataset the benchmarks read (hard links where the filesystem allows): at
+  full scale what the download wrote, at tiny scale the generated mirror it reads (:func:`carried_folder`);
+- ``wheels/``: the workflow's and the checker's (mlperf-logging) wheels, and any others given (``--wheels-from``);
+- ``bundle.json``: what each file is and its sha256 and size; export prints the sha256 of ``bundle.json`` itself.
+
+``mlperf-wf bundle import`` (on the disconnected side) checks every file against ``bundle.json`` (and ``bundle.json``
+against the printed digest with ``--expect``) before it copies anything, refuses a changed, missing or added file by
+name, then puts the images in the site's image folder (once per site: an identical file already there is kept),
+optionally loads them into the local Docker engine, places the datasets where the download rule would have left them,
+and writes ``config/site.yaml``, which the workflow reads after ``config/config.yaml``: each benchmark's
+``full_container`` then names the local files, so a full-scale plan starts nothing from a registry.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from mlperf_wf.acquire import image_files
+from mlperf_wf.acquire.image_files import sha256_file
+from mlperf_wf.errors import UserError
+
+BUNDLE_FILE = "bundle.json"
+FORMAT = 1
+"""Version of ``bundle.json``'s layout; import refuses another."""
+CHECKER_DISTRIBUTION = "mlperf-logging"
+WORKFLOW_DISTRIBUTION = "mlperf-workflow"
+
+
+class BundleError(UserError):
+    """A bundle cannot be made or is not what its ``bundle.json`` says."""
+
+
+@dataclass(frozen=True)
+class BundledImage:
+    """One pinned image of the bundle."""
+
+    image: str
+    """Repository and tag, as pinned in the plan."""
+    digest: str
+    """Manifest digest (the pin)."""
+    config_digest: str
+    """Config digest: the image's Docker ID once loaded."""
+    oci_archive: str
+    """Bundle path of its OCI archive."""
+    squashfs: str | None
+    """Bundle path of its enroot squashfs (None where ``mksquashfs`` was missing at export)."""
+    benchmarks: tuple[str, ...]
+    """The benchmarks that run it."""
+
+
+def _link_or_copy(source: Path, target: Path) -> None:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copy2(source, target)
+
+
+def _copy_tree(source: Path, target: Path) -> None:
+    for path in sorted(source.rglob("*")):
+        if path.is_symlink():
+            raise BundleError(f"{path}: a link in a downloaded dataset; a bundle carries plain files only")
+        if path.is_file():
+            _link_or_copy(path, target / path.relative_to(source))
+
+
+def _image_name(repository: str, digest: str) -> str:
+    return f"{repository.replace('/', '_')}@{digest.split(':', 1)[1][:16]}"
+
+
+def _export_images(plan, names: list[str], out: Path, squashfs: bool) -> dict[str, BundledImage]:
+    by_digest: dict[str, BundledImage] = {}
+    for name in names:
+        container = plan.container(name)
+        if container.digest in by_digest:
+            known = by_digest[container.digest]
+            by_digest[container.digest] = BundledImage(**{**asdict(known), "benchmarks": (*known.benchmarks, name)})
+            continue
+        registry, repository = container.location()
+        stem = _image_name(repository, container.digest)
+        archive = out / "images" / f"{stem}.oci.tar"
+        print(f"bundle: {container.reference} -> {archive.relative_to(out)}", file=sys.stderr)
+        archived = image_files.write_oci_archive(registry, repository, container.digest, archive)
+        sqsh = None
+        if squashfs:
+            sqsh = out / "images" / f"{stem}.sqsh"
+            image_files.write_squashfs(archive, sqsh)
+        by_digest[container.digest] = BundledImage(
+            image=container.image,
+            digest=container.digest,
+            config_digest=archived.config_digest,
+            oci_archive=str(archive.relative_to(out)),
+            squashfs=str(sqsh.relative_to(out)) if sqsh else None,
+            benchmarks=(name,),
+        )
+    return {image.digest: image for image in by_digest.values()}
+
+
+def carried_folder(plan, dataset_id: str) -> str:
+    """The folder of a dataset a bundle carries: what the download wrote at full scale; at tiny scale what the download
+    reads (the generated mirror, the tiny tier's published source), so the site's own download and verify rules run
+    on it without network."""
+    return plan.download_inputs(dataset_id).get("mirror") or plan.dataset_dir(dataset_id)
+
+
+def _verified_datasets(plan, root: Path, names: list[str]) -> list[str]:
+    """Every dataset the benchmarks read; each must have been verified in ``root``."""
+    dataset_ids = sorted({dataset_id for name in names for dataset_id in plan.datasets_read(name)})
+    for dataset_id in dataset_ids:
+        if not (root / plan.verified_record(dataset_id)).is_file():
+            raise BundleError(
+                f"{plan.verified_record(dataset_id)}: missing: dataset {dataset_id} is not verified in {root}; run "
+                f"`snakemake {plan.verified_record(dataset_id)} --config scale={plan.scale}` there first"
+            )
+    return dataset_ids
+
+
+def _export_datasets(plan, root: Path, dataset_ids: list[str], out: Path) -> dict[str, dict[str, str]]:
+    datasets = {}
+    for dataset_id in dataset_ids:
+        place = carried_folder(plan, dataset_id)
+        target = out / "datasets" / str(plan.scale) / dataset_id
+        _copy_tree(root / place, target)
+        datasets[dataset_id] = {"bundle": str(target.relative_to(out)), "place": place}
+    return datasets
+
+
+def _pip(argv: list[str], what: str) -> None:
+    done = subprocess.run([sys.executable, "-m", "pip", *argv], capture_output=True, text=True)
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["no message"])[-1]
+        raise BundleError(f"{what}: pip {argv[0]} failed: {last}")
+
+
+def _export_wheels(project_root: Path, out: Path, wheels_from: list[Path]) -> list[str]:
+    from importlib import metadata
+
+    wheels = out / "wheels"
+    wheels.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="mlperf-wf-wheel-") as scratch:
+        # built from a copy of what the wheel is made of: setuptools writes build/ and egg-info beside its sources
+        source = Path(scratch) / "source"
+        shutil.copytree(project_root / "src", source / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+        for name in ("pyproject.toml", "README.md"):
+            shutil.copy2(project_root / name, source / name)
+        _pip(["wheel", "--quiet", "--no-deps", "--no-build-isolation", "--wheel-dir", str(wheels), str(source)], "the workflow's wheel")
+    checker = f"{CHECKER_DISTRIBUTION}=={metadata.version(CHECKER_DISTRIBUTION)}"
+    _pip(["download", "--quiet", "--no-deps", "--only-binary=:all:", "--dest", str(wheels), checker], checker)
+    for folder in wheels_from:
+        found = sorted(folder.glob("*.whl"))
+        if not found:
+            raise BundleError(f"--wheels-from {folder}: no .whl files there (make them with `pip download -r requirements.txt -d {folder}`)")
+        for wheel in found:
+            if not (wheels / wheel.name).exists():
+                _link_or_copy(wheel, wheels / wheel.name)
+    pins = [f"{WORKFLOW_DISTRIBUTION}=={metadata.version(WORKFLOW_DISTRIBUTION)}", checker]
+    (wheels / "requirements.txt").write_text("".join(f"{pin}\n" for pin in pins))
+    return sorted(str(path.relative_to(out)) for path in wheels.iterdir())
+
+
+def export(root: Path, project_root: Path, out: Path, names: list[str], scale: str, wheels_from: list[Path], squashfs: bool | None = None) -> str:
+    """Write the bundle of ``names`` at ``scale`` into the new folder ``out``; returns the sha256 of its ``bundle.json``.
+    ``squashfs``: make the enroot images (default: where ``mksquashfs`` exists)."""
+    from mlperf_wf.config.config_check import parsed_config
+    from mlperf_wf.plan import plan as planning
+    from mlperf_wf.results import status
+
+    if out.exists() and any(out.iterdir()):
+        raise BundleError(f"--out {out}: exists and is not empty; give a new folder")
+    settings = status.load_config(root, [f"benchmarks=[{','.join(names)}]", f"scale={scale}"])
+    plan = planning.load(parsed_config(settings), project_root=project_root, workdir=root)
+    if squashfs is None:
+        squashfs = shutil.which("mksquashfs") is not None
+    for name in names:
+        if not plan.container(name).digest:
+            raise BundleError(
+                f"full_container.{name}.digest: unset for {plan.container(name).image}; a bundle carries pinned images only (push the image and set its digest)"
+            )
+    dataset_ids = _verified_datasets(plan, root, names)
+    out.mkdir(parents=True, exist_ok=True)
+    images = _export_images(plan, names, out, squashfs)
+    datasets = _export_datasets(plan, root, dataset_ids, out)
+    wheels = _export_wheels(project_root, out, wheels_from)
+    files = {}
+    for path in sorted(p for p in out.rglob("*") if p.is_file()):
+        files[str(path.relative_to(out))] = {"sha256": sha256_file(path), "size": path.stat().st_size}
+    described = {
+        "format": FORMAT,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "scale": scale,
+        "benchmarks": names,
+        "images": [asdict(image) for image in images.values()],
+        "datasets": datasets,
+        "wheels": wheels,
+        "files": files,
+    }
+    manifest = out / BUNDLE_FILE
+    manifest.write_text(json.dumps(described, indent=1) + "\n")
+    return sha256_file(manifest)
+
+
+def check(bundle: Path, expect: str | None = None) -> dict:
+    """``bundle.json`` (checked against ``expect``), after every file of the bundle was checked against it: nothing
+    missing, changed or added. A problem is one line naming the file."""
+    manifest = bundle / BUNDLE_FILE
+    if not manifest.is_file():
+        raise BundleError(f"{manifest}: missing: {bundle} is not a bundle made by `mlperf-wf bundle export`")
+    if expect and sha256_file(manifest) != expect:
+        raise BundleError(f"{manifest}: sha256 {sha256_file(manifest)} is not the {expect} export printed: the bundle was changed")
+    try:
+        described = json.loads(manifest.read_text())
+    except json.JSONDecodeError as err:
+        raise BundleError(f"{manifest}: not JSON ({err.msg}, line {err.lineno})") from None
+    if described.get("format") != FORMAT:
+        raise BundleError(f"{manifest}: format {described.get('format')!r}; this mlperf-wf reads format {FORMAT}")
+    listed = described["files"]
+    present = {str(p.relative_to(bundle)) for p in bundle.rglob("*") if p.is_file() and p != manifest}
+    for added in sorted(present - set(listed)):
+        raise BundleError(f"{bundle / added}: not in {BUNDLE_FILE}: a file was added to the bundle after export")
+    for name, expected in sorted(listed.items()):
+        path = bundle / name
+        if not path.is_file():
+            raise BundleError(f"{path}: missing from the bundle ({BUNDLE_FILE} lists it)")
+        size = path.stat().st_size
+        if size != expected["size"]:
+            raise BundleError(f"{path}: {size} bytes, {BUNDLE_FILE} says {expected['size']}: the file was changed after export")
+        digest = sha256_file(path)
+        if digest != expected["sha256"]:
+            raise BundleError(f"{path}: sha256 {digest} is not {BUNDLE_FILE}'s {expected['sha256']}: the file was changed after export")
+    return described
+
+
+def _same_tree(source: Path, target: Path) -> bool:
+    def listing(folder: Path) -> dict[str, int]:
+        return {str(p.relative_to(folder)): p.stat().st_size for p in folder.rglob("*") if p.is_file()}
+
+    return listing(source) == listing(target)
+
+
+def import_bundle(bundle: Path, root: Path, images_dir: Path, docker: bool = False, expect: str | None = None) -> Path:
+    """Check the bundle (:func:`check`), then place its images, datasets and the site config; returns the site config."""
+    import yaml
+
+    from mlperf_wf.config.workflow_config import SITE_CONFIG
+
+    described = check(bundle, expect)
+    for dataset_id, where in described["datasets"].items():
+        target = root / where["place"]
+        if target.exists() and not _same_tree(bundle / where["bundle"], target):
+            raise BundleError(f"{target}: exists with other files than the bundle's {dataset_id}; move it away to import this one")
+    images_dir.mkdir(parents=True, exist_ok=True)
+    containers = {}
+    for image in described["images"]:
+        local = {}
+        for kind in ("oci_archive", "squashfs"):
+            if not image[kind]:
+                continue
+            source, target = bundle / image[kind], images_dir / Path(image[kind]).name
+            if not (target.exists() and sha256_file(target) == described["files"][image[kind]]["sha256"]):
+                partial = target.with_name(target.name + ".partial")
+                shutil.copy2(source, partial)
+                partial.replace(target)
+            local[kind] = str(target.resolve())
+        if docker:
+            name = f"mlperf-wf-bundle/{Path(image['oci_archive']).name.split('@')[0]}:{image['digest'].split(':')[1][:16]}"
+            local["image_id"] = image_files.load_into_docker(images_dir / Path(image["oci_archive"]).name, name.lower(), os.environ.get("DOCKER_HOST"))
+        for name in image["benchmarks"]:
+            containers[name] = {"image": image["image"], "digest": image["digest"], **local}
+    for where in described["datasets"].values():
+        target = root / where["place"]
+        if not target.exists():
+            partial = target.with_name(target.name + ".importing")
+            shutil.rmtree(partial, ignore_errors=True)
+            _copy_tree(bundle / where["bundle"], partial)
+            partial.replace(target)
+    site = root / SITE_CONFIG
+    current = (yaml.safe_load(site.read_text()) or {}) if site.exists() else {}
+    current.setdefault("full_container", {}).update(containers)
+    partial = site.with_name(site.name + ".partial")
+    header = f"# Written by `mlperf-wf bundle import {bundle}`: read after config.yaml. Delete it to pull from registries again.\n"
+    partial.write_text(header + yaml.safe_dump(current, sort_keys=True))
+    partial.replace(site)
+    return site
