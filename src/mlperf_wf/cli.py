@@ -458,11 +458,56 @@ def cmd_bundle_import(source: Path, images: Path | None, docker: bool, expect: s
     print(f"bundle: every file of {source} matches {bundle.BUNDLE_FILE}; the plan now starts the local images ({site})")
 
 
+def _role_paths(items: list[str]) -> dict[str, tuple[Path, Path]]:
+    found = {}
+    for item in items:
+        role, sep, paths = item.partition("=")
+        folder, colon, record = paths.partition(":")
+        if not (sep and colon and role and folder and record):
+            raise UserError(f"--input {item!r}: expected ROLE=FOLDER:VERIFICATION_RECORD")
+        found[role] = (Path(folder), Path(record))
+    return found
+
+
+def cmd_node_check(args: argparse.Namespace) -> int:
+    """``probe``: check this node into ``--out``; ``verdict``: read every node's record, fail naming the bad ones."""
+    from mlperf_wf.run import node_check
+
+    if args.node_check_command == "probe":
+        record = node_check.probe(
+            args.out,
+            args.nodes,
+            node_check.environment_rank(),
+            args.master_addr,
+            args.port,
+            args.prepared,
+            _role_paths(args.input),
+            args.matrix_size,
+            args.matmul_tflops,
+            args.allreduce_gbps,
+            args.timeout,
+            args.gpu_matmul_tflops,
+        )
+        print(f"node check of {record['host']}: {record['problem'] or 'passed'}", file=sys.stderr)
+        return 1 if record["problem"] else 0
+    passed, message, _ = node_check.verdict(args.out, [host for host in args.hosts.split(",") if host], args.excluded)
+    print(f"mlperf-wf: {message}", file=sys.stderr)
+    return 0 if passed else 1
+
+
 def cmd_provenance(
-    out: Path, scale: str, launcher: str, image: str | None, command: str, result: Path | None = None, consumed: list[Path] | None = None
+    out: Path,
+    scale: str,
+    launcher: str,
+    image: str | None,
+    command: str,
+    result: Path | None = None,
+    consumed: list[Path] | None = None,
+    node_checks: Path | None = None,
 ) -> None:
-    """Write what a run was made with next to its log (and the digest of the log, which compliance and report check)."""
-    from mlperf_wf.run import provenance
+    """Write what a run was made with next to its log (and the digest of the log, which compliance and report check),
+    with every attempt's node check where the run had one."""
+    from mlperf_wf.run import node_check, provenance
 
     if result is not None and not result.is_file():
         raise UserError(f"provenance: --result {result}: no such file (the run wrote no log)")
@@ -470,7 +515,10 @@ def cmd_provenance(
         checkout = project_root()
     except ConfigError:
         checkout = None  # recorded as an unknown commit: a run is not failed for where the workflow was installed
-    provenance.write(out, provenance.collect(scale, launcher, image or None, command, checkout, result, consumed))
+    record = provenance.collect(scale, launcher, image or None, command, checkout, result, consumed)
+    if node_checks is not None and str(node_checks) not in ("", "."):
+        record["node_checks"] = node_check.attempts(node_checks)
+    provenance.write(out, record)
 
 
 def cmd_size(
@@ -703,6 +751,25 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--docker", action="store_true", help="also load the images into this node's Docker engine (DOCKER_HOST)")
     q.add_argument("--expect", help="the sha256 of bundle.json that export printed")
 
+    p = sub.add_parser("node-check", help="readiness of every node of a full-scale run before it starts (a train job runs it)")
+    check_sub = p.add_subparsers(dest="node_check_command", required=True)
+    q = check_sub.add_parser("probe", help="check this node: all-reduce with the others, matrix multiply, the data's names and sizes, GPUs")
+    q.add_argument("--out", type=Path, required=True, help="the attempt's folder (this node writes <hostname>.json)")
+    q.add_argument("--nodes", type=int, required=True)
+    q.add_argument("--master-addr", required=True, help="the first node of the job")
+    q.add_argument("--port", type=int, required=True)
+    q.add_argument("--prepared", type=Path, help="the prepared tree the run reads (checked against its stamps)")
+    q.add_argument("--input", action="append", default=[], help="ROLE=FOLDER:VERIFICATION_RECORD of a dataset the run reads (repeatable)")
+    q.add_argument("--matrix-size", type=int, default=8192)
+    q.add_argument("--matmul-tflops", type=float, help="least TFLOPS per device measured")
+    q.add_argument("--gpu-matmul-tflops", type=float, help="least TFLOPS per GPU (not applied to a CPU measurement)")
+    q.add_argument("--allreduce-gbps", type=float, help="least all-reduce bus bandwidth (GB/s)")
+    q.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for the other nodes")
+    q = check_sub.add_parser("verdict", help="every node's record of an attempt: fail naming the bad nodes, and exclude them")
+    q.add_argument("--out", type=Path, required=True)
+    q.add_argument("--hosts", required=True, help="comma-separated nodes of the job")
+    q.add_argument("--excluded", type=Path, required=True, help="the file of excluded nodes the train rule reads")
+
     p = sub.add_parser("verify", help="check a dataset folder against its md5 list (only changed files are re-read)")
     p.add_argument("folder", type=Path)
     p.add_argument("--manifest", type=Path, help="md5 list ('md5  path' lines; default: FOLDER/manifest.md5)")
@@ -795,6 +862,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--command", default="", dest="command_line", help="the run's command line")
     p.add_argument("--result", type=Path, help="the run log the job wrote: its sha256 is recorded")
     p.add_argument("--consumed", type=Path, nargs="*", default=[], help="what the run read (its inputs): their digests are recorded")
+    p.add_argument("--node-checks", type=Path, help="the run's node-check folder: every attempt's verdict is recorded")
 
     p = sub.add_parser(
         "preflight",
@@ -902,6 +970,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int | None]] = {
     "preprocess": lambda a: cmd_preprocess(a.benchmark, a.scale, a.shard, a.input, a.out, a.preparation),
     "assemble": lambda a: cmd_assemble(a.benchmark, a.scale, a.shards, a.out, a.preparation),
     "train": _train,
+    "node-check": cmd_node_check,
     "bundle": lambda a: (
         cmd_bundle_export(a.benchmark, a.scale, a.out, a.wheels_from, a.squashfs)
         if a.bundle_command == "export"
@@ -916,7 +985,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int | None]] = {
     "extract": lambda a: cmd_extract(a.archive, a.dest),
     "fresh-run-folder": _fresh_run_folder,
     "check-prepared": lambda a: cmd_check_prepared(a.prepared),
-    "provenance": lambda a: cmd_provenance(a.out, a.scale, a.launcher, a.image, a.command_line, a.result, a.consumed),
+    "provenance": lambda a: cmd_provenance(a.out, a.scale, a.launcher, a.image, a.command_line, a.result, a.consumed, a.node_checks),
     "preflight": lambda a: cmd_preflight(a.benchmark, a.image, a.platform, a.config, a.configfile),
     "size": lambda a: cmd_size(a.benchmark, a.nodes, a.gpus_per_node, a.ruleset, a.gbs, a.throughput, a.throughput_from),
     "compliance": lambda a: cmd_compliance(a.result, a.ruleset, a.out, a.benchmark, a.scale, a.seed, a.division, a.provenance),

@@ -124,7 +124,7 @@ def test_full_plan_mounts_every_role_the_runs_read_and_requests_the_geometry(nam
         assert f"{tmp_path}/resources/full/datasets/{dataset_id}:{bench.full.mounts[role]}:ro" in job.command
     assert f"{tmp_path}/resources/full/prepared/{name}:{bench.full.mounts['prepared']}:ro" in job.command
     preflight = f"mlperf-wf preflight --benchmark {name} --image {bench.full.container.reference} --platform cpu-tiny || exit 2; "
-    preflight += f"mlperf-wf fresh-run-folder results/{name}/runs/0 || exit 2; "
+    preflight += f"mlperf-wf fresh-run-folder results/{name}/runs/0 || exit 2; {plan.node_check_line(name, 0)}; "
     scratch = [f"{tmp_path}/results/{name}/runs/0/scratch/{area}" for area in bench.full.scratch]
     # per-run scratch is removed once the run succeeded: the launch is then a subshell followed by the removal
     removal = f") && rm -rf results/{name}/runs/0/scratch || exit $?" if scratch else ""
@@ -189,7 +189,7 @@ def test_site_image_pins_the_run(workdir):
     job = plan.train_job("rgat", 0)
     assert job.image == f"registry.example/rgat:ref@{digest}"
     assert f"--image registry.example/rgat:ref@{digest} --platform cpu-tiny || exit 2; " in job.command
-    assert f"/runs/0 || exit 2; {launch.drop_page_cache()}; docker run" in job.command
+    assert f"/runs/0 || exit 2; {plan.node_check_line('rgat', 0)}; {launch.drop_page_cache()}; docker run" in job.command
 
 
 def test_pyxis_srun_overlaps_the_jobstep_on_one_node_and_runs_straight_from_the_job_on_several(workdir):
@@ -338,7 +338,8 @@ def test_per_run_scratch_goes_once_the_run_succeeded_and_stays_after_a_failure(w
     folder). The plan's own line, with the launcher replaced by a stand-in that writes into the scratch and ends."""
     import subprocess
 
-    plan = make_plan(workdir, scale="full", launcher="local", full_container={}, submission={**DEFAULTS["submission"], "platform": "cpu-tiny"})
+    settings = {"full_container": {}, "submission": {**DEFAULTS["submission"], "platform": "cpu-tiny"}, "node_check": {"enabled": False}}
+    plan = make_plan(workdir, scale="full", launcher="local", **settings)
     command = plan.train_job("llama31_8b", 0).command
     scratch = workdir / "results/llama31_8b/runs/0/scratch"
     assert f"&& rm -rf {Path('results/llama31_8b/runs/0/scratch')}" in command

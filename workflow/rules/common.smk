@@ -215,6 +215,16 @@ def train_resource(name):
     return resource
 
 
+def train_slurm_extra(wildcards, attempt):
+    """The train job's extra sbatch flags: whole nodes, none a node check named (read again for a retry)."""
+    return PLAN.train_slurm_extra()
+
+
+def node_check_records(wildcards):
+    """Where the run's node checks are recorded ('' where it has none)."""
+    return PLAN.node_check_records(wildcards.benchmark, int(wildcards.run))
+
+
 def wildcard_ruleset(wildcards):
     """Ruleset of the job's benchmark."""
     return PLAN.ruleset(wildcards.benchmark)

@@ -22,11 +22,14 @@ rule train:
         tasks_per_gpu=train_resource("tasks_per_gpu"),
         cpus_per_gpu=train_resource("cpus_per_gpu"),
         mpi=train_resource("mpi"),
+        # read at each (re)submission: a node a failed node check named is excluded from the retry
+        slurm_extra=train_slurm_extra,
     params:
         command=train_field("command"),
         launcher=train_field("launcher"),
         image=train_field("image"),
         scale=SCALE,
+        node_checks=node_check_records,
     # The prepared tree is checked against its stamps first (a byte changed since, even with its mtime restored);
     # `|| exit`: bash's errexit does not stop at the left side of a failing `&&`.
     # The whole command line in one group, so that everything it prints (the job's own preflight, the page-cache drop,
@@ -36,4 +39,4 @@ rule train:
         " mlperf-wf provenance --out {output.provenance} --result {output.result} --consumed {input}"
         " --scale {params.scale}"
         " --launcher {params.launcher} --image={params.image:q}"
-        " --command={params.command:q} >> {log} 2>&1"
+        " --command={params.command:q} --node-checks={params.node_checks:q} >> {log} 2>&1"

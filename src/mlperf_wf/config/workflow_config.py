@@ -82,6 +82,23 @@ class ContainerOverride(_Section):
     """Its ID in this node's Docker engine (``mlperf-wf bundle import --docker``): docker starts it by ID."""
 
 
+class NodeCheckConfig(_Section):
+    """The readiness check of every node of a full-scale run before it starts (``mlperf_wf.run.node_check``)."""
+
+    enabled: bool = True
+    """Check each node (collective, matrix multiply, data, GPU state) before every full-scale run; a bad node fails the
+    job, named, and the retry excludes it."""
+    matmul_tflops_per_device: Annotated[float, Field(gt=0)] | None = None
+    """Least matrix-multiply throughput per device (TFLOPS) a node must show; unset: half the dense BF16 peak of the
+    system description's accelerator where known, else measured and recorded only."""
+    allreduce_gbps: Annotated[float, Field(gt=0)] | None = None
+    """Least all-reduce bus bandwidth across the run's nodes (GB/s); unset: measured and recorded only."""
+    matrix_size: Annotated[int, Field(ge=64)] = 8192
+    """n of each GPU's n x n bf16 matrix multiply (a node without GPUs multiplies 512 x 512 float32)."""
+    timeout_s: Annotated[int, Field(ge=5)] = 120
+    """Seconds the nodes wait for each other to join the collective."""
+
+
 class WorkflowConfig(_Section):
     """The whole workflow config. *What* to run; *where* it runs (partition, account, retries) is a profile's."""
 
@@ -179,6 +196,10 @@ class WorkflowConfig(_Section):
     writes `runs/<i>/power/result/node_<k>.txt`, and the report and `mlperf-wf score` give energy per run and the
     olympic energy score as the official summarizer does (docs/energy.md). `--config` passes it as
     `'power={enabled: true}'`."""
+    node_check: NodeCheckConfig = NodeCheckConfig()
+    """Before every full-scale run, a short check of each of its nodes on the job's own allocation (all-reduce, matrix
+    multiply, the data's names and sizes, GPU ECC and slowdown); a bad node fails the job, named, and the retry
+    excludes it (docs/cluster.md). `--config 'node_check={enabled: false}'` turns it off."""
 
     @classmethod
     def parse(cls, config: dict) -> WorkflowConfig:

@@ -372,9 +372,7 @@ def pyxis_script(
     inner = _join_keep_variables(command)
     if per_gpu:
         inner = f"RANK=$SLURM_PROCID LOCAL_RANK=$SLURM_LOCALID WORLD_SIZE=$SLURM_NTASKS exec {inner}"
-    # The SLURM jobstep clears SLURM_JOB_NODELIST before it runs the job's command: ask squeue then.
-    nodelist = '${SLURM_JOB_NODELIST:-$(squeue -h -j "$SLURM_JOB_ID" -o %N)}'
-    lines = [f'export MASTER_ADDR="$(scontrol show hostnames "{nodelist}" | head -n 1)"']
+    lines = [f'export MASTER_ADDR="$(scontrol show hostnames "{NODELIST}" | head -n 1)"']
     lines += [f"export {key}={shlex.quote(value)}" for key, value in sorted(exports.items())]
     lines.append(f"{shlex.join(srun)} bash -c {shlex.quote(inner)}")
     return "; ".join(lines)
@@ -440,6 +438,45 @@ def _local(bench: BenchmarkDef, run: int, seed: int, paths: RunPaths, launch: La
         words.append(f'"MLPERF_WF_HOOKS={",".join(launch.hooks.modules)}${{MLPERF_WF_HOOKS:+,$MLPERF_WF_HOOKS}}"')
     # a subshell: the job's own redirections and later commands stay in the workflow's folder
     return f"(cd {shlex.quote(workdir)} && exec env {' '.join(words)} {shell_join(local)})"
+
+
+NODELIST = '${SLURM_JOB_NODELIST:-$(squeue -h -j "$SLURM_JOB_ID" -o %N)}'
+"""The job's nodes as SLURM writes them (the SLURM jobstep clears SLURM_JOB_NODELIST before the job's command: ask
+squeue then)."""
+
+
+def node_check_script(
+    nodes: int, srun: bool, attempts: Path, excluded: Path, prepared: Path, inputs: dict[str, tuple[Path, Path]], check, gpu_tflops: float | None
+) -> str:
+    """Shell that checks every node of the run before it starts (``mlperf_wf.run.node_check``) and stops the line, with
+    the bad nodes named in the job's log, when one is bad. ``srun``: one task per node of the allocation (``--overlap``,
+    on the host: the workflow's own environment), else this host. ``attempts``: the run's node-check folder (each attempt
+    a subfolder named by its job); ``check``: the config's ``node_check``; ``gpu_tflops``: what a GPU of the system
+    description's model must show where the config sets no expectation."""
+    # named once: the probes and the verdict must read the same folder
+    name = f'node_check_attempt={shlex.quote(str(attempts))}/"${{SLURM_JOB_ID:-$(date +%s)}}"'
+    attempt = '"$node_check_attempt"'
+    probe = ["mlperf-wf", "node-check", "probe", "--nodes", str(nodes), "--port", str(MASTER_PORT + 1), "--prepared", str(prepared)]
+    for role, (folder, record) in sorted(inputs.items()):
+        probe += ["--input", f"{role}={folder}:{record}"]
+    probe += ["--matrix-size", str(check.matrix_size), "--timeout", str(check.timeout_s)]
+    if check.matmul_tflops_per_device is not None:
+        probe += ["--matmul-tflops", f"{check.matmul_tflops_per_device:g}"]
+    elif gpu_tflops is not None:
+        probe += ["--gpu-matmul-tflops", f"{gpu_tflops:g}"]
+    if check.allreduce_gbps is not None:
+        probe += ["--allreduce-gbps", f"{check.allreduce_gbps:g}"]
+    if srun:
+        hosts = f'"$(scontrol show hostnames "{NODELIST}" | paste -sd, -)"'
+        master = f'"$(scontrol show hostnames "{NODELIST}" | head -n 1)"'
+        run = f"srun --nodes={nodes} --ntasks-per-node=1 --overlap {shlex.join(probe)} --master-addr {master} --out {attempt}"
+    else:
+        hosts = master = '"$(hostname)"'
+        run = f"{shlex.join(probe)} --master-addr {master} --out {attempt}"
+    # the probes' own exit status is not what decides: the verdict reads every node's record (a node that wrote none is
+    # bad), so a probe that failed or hung on one node cannot pass unseen
+    verdict = f"mlperf-wf node-check verdict --out {attempt} --hosts {hosts} --excluded {shlex.quote(str(excluded))}"
+    return f"{name}; {run}; {verdict} || exit 1"
 
 
 def drop_on_this_node(target: str = DROP_CACHES_FILE) -> str:

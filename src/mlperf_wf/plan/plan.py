@@ -31,7 +31,7 @@ from mlperf_wf.config.workflow_config import GeometryOverride, WorkflowConfig
 from mlperf_wf.errors import ConfigError, describe_validation_error
 from mlperf_wf.kinds import DEFAULT_PREPARATION, Scale
 from mlperf_wf.plan import launch, sizing
-from mlperf_wf.run import power
+from mlperf_wf.run import node_check, power
 
 DOWNLOAD_CONNECTIONS = 4
 """Files a download job fetches at once: network-bound, so not the cores Snakemake gives the job (a dry run or a
@@ -468,12 +468,7 @@ class Plan:
         settings = self.launch_settings(name)
         container = self.container(name)
         image = container.reference
-        paths = launch.RunPaths(
-            prepared=Path(self.prepared_dataset(name)),
-            result_file=Path(self.run_file(name, run, "result.txt")),
-            inputs={role: Path(self.dataset_dir(dataset_id)) for role, dataset_id in bench.roles_for("train").items()},
-            output_cache=self.output_cache,
-        )
+        paths = self.run_paths(name, run)
         command = launch.full_scale(bench, run, self.seed(run), paths, settings, image=container)
         if bench.full.scratch:
             # per-run scratch (data indexes, converted caches: hundreds of GB a run) goes once the run succeeded; a
@@ -491,7 +486,8 @@ class Plan:
         check = f"mlperf-wf preflight --benchmark {name}{'' if on_host else f' --image {image}'} --platform {shlex.quote(self.settings.submission.platform)}"
         # every attempt starts in an empty run folder: a retried run must not resume the failed attempt's checkpoints
         fresh = f"mlperf-wf fresh-run-folder {shlex.quote(str(paths.result_file.parent))}"
-        command = f"{check} || exit 2; {fresh} || exit 2; {command}"
+        nodes = self.node_check_line(name, run, settings, paths)
+        command = f"{check} || exit 2; {fresh} || exit 2; {nodes + '; ' if nodes else ''}{command}"
         tasks_per_node = settings.gpus_per_node if bench.full.process_model == "per_gpu" else 1
         tasks = settings.nodes * tasks_per_node
         resources = TrainResources(
@@ -506,6 +502,56 @@ class Plan:
             mpi="srun" if tasks > 1 else None,
         )
         return TrainJob(command=command, launcher=settings.launcher, image=image, threads=1, resources=resources)
+
+    def node_check_line(self, name: str, run: int, settings: launch.Launch | None = None, paths: launch.RunPaths | None = None) -> str:
+        """The node check of a full-scale run's line (``node_check``), or '' when it is off."""
+        check = self.settings.node_check
+        if not check.enabled:
+            return ""
+        settings = settings or self.launch_settings(name)
+        paths = paths or self.run_paths(name, run)
+        records = {role: Path(self.verified_record(dataset_id)) for role, dataset_id in self.bench(name).roles_for("train").items()}
+        inputs = {role: (folder, records[role]) for role, folder in paths.inputs.items()}
+        expect = node_check.default_matmul_expectation(self.accelerator_model_name())
+        attempts, excluded = Path(self.node_check_dir(name, run)), Path(self.excluded_nodes_file())
+        return launch.node_check_script(settings.nodes, settings.launcher == "pyxis", attempts, excluded, paths.prepared, inputs, check, expect)
+
+    def run_paths(self, name: str, run: int) -> launch.RunPaths:
+        """Host paths a full-scale run reads and writes."""
+        return launch.RunPaths(
+            prepared=Path(self.prepared_dataset(name)),
+            result_file=Path(self.run_file(name, run, "result.txt")),
+            inputs={role: Path(self.dataset_dir(dataset_id)) for role, dataset_id in self.bench(name).roles_for("train").items()},
+            output_cache=self.output_cache,
+        )
+
+    def node_check_records(self, name: str, run: int) -> str:
+        """The run's node-check folder for its provenance ('' where it has none: tiny scale, or the check off)."""
+        return self.node_check_dir(name, run) if self.scale == Scale.FULL and self.settings.node_check.enabled else ""
+
+    def node_check_dir(self, name: str, run: int) -> str:
+        """Where every attempt of a run records its node check: beside the run folder, which each attempt empties."""
+        return f"{self.results_root}/{name}/node-check/{run}"
+
+    def excluded_nodes_file(self) -> str:
+        """The nodes a failed node check named; every later train job of this scale excludes them."""
+        return f"{self.results_root}/{node_check.EXCLUDED_FILE}"
+
+    def accelerator_model_name(self) -> str | None:
+        """``accelerator_model_name`` of this platform's system description, where it has one."""
+        path = self.workdir / "config" / "systems" / f"{self.settings.submission.platform}.yaml"
+        if not path.is_file():
+            return None
+        import yaml
+
+        described = yaml.safe_load(path.read_text()) or {}
+        return described.get("accelerator_model_name") if isinstance(described, dict) else None
+
+    def train_slurm_extra(self) -> str:
+        """The train jobs' extra ``sbatch`` flags: whole nodes (as NVIDIA's run.sub, ``--exclusive``), and none of the
+        nodes a node check named (``--exclude``), read when a job is submitted or resubmitted."""
+        excluded = node_check.excluded_nodes(self.workdir / self.excluded_nodes_file())
+        return "--exclusive" + (f" --exclude={','.join(excluded)}" if excluded else "")
 
 
 def unplannable_job(problem: str) -> TrainJob:

@@ -1,0 +1,272 @@
+"""Node readiness: a short check of every node of a full-scale run, on the run's own allocation, before the run starts.
+
+A bad node burns a whole multi-node run: NVIDIA's run.sub runs an all-reduce test and checks the container's mounts
+before its trials. Here each node of the job (pyxis: one ``srun`` task per node on the host, beside the job's steps;
+the one-node launchers: this host) runs :func:`probe`, which records into the attempt's folder:
+
+- ``collective``: an all-reduce across every node of the run with the backend the run uses (NCCL where the node's
+  torch sees GPUs, else gloo over the node's network), its bus bandwidth against ``node_check.allreduce_gbps``;
+- ``matmul``: dense matrix-multiply throughput of each device (bf16 on each GPU; float32 on the CPU where the node's
+  torch sees none) against ``node_check.matmul_tflops_per_device``; unset, GPUs are held to half the dense BF16 peak
+  of the system description's ``accelerator_model_name`` where :data:`PEAK_BF16_TFLOPS` knows it (a CPU measurement,
+  from a workflow environment whose torch has no CUDA, is recorded only);
+- ``data``: the prepared tree and every dataset the run reads, as this node sees them, against their records (names
+  and sizes: a stat per file, no reading);
+- ``gpus``: uncorrectable ECC errors and hardware or thermal slowdown, where ``nvidia-smi`` exists.
+
+Then :func:`verdict` reads every node's record: a node that wrote none, or whose own checks failed, is bad. The job
+fails with the bad nodes named, and they go to ``excluded-nodes.txt`` of the scale's results, which the train rule's
+``slurm_extra`` reads when it submits (or resubmits) a run: ``--exclude`` keeps the retry off them. A collective that
+failed or was slow with no node to blame fails the job without excluding anyone. The check runs before the reference
+starts: the rules' timed region (and its init window) is not touched. Every attempt's records stay (outside the run
+folder, which each attempt empties); the run's provenance lists them, and ``mlperf-wf status`` shows the excluded
+nodes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+PEAK_BF16_TFLOPS = {
+    "GB200": 2500.0,
+    "B200": 2250.0,
+    "H200": 989.0,
+    "H100": 989.0,
+    "MI325X": 1307.0,
+    "MI300X": 1307.0,
+}
+"""Dense BF16 peak per device of accelerators by a word of their model name (vendors' data sheets), most specific
+first. A healthy device multiplies large matrices at well over half of it."""
+HEALTHY_FRACTION = 0.5
+CPU_MATRIX = 512
+"""n of the CPU's n x n float32 matmul (a node without GPUs: the cluster in a box, a CPU-only site)."""
+EXCLUDED_FILE = "excluded-nodes.txt"
+"""Beside the scale's results: one node name per line (with why, after a tab); the train rule excludes them."""
+PORT_OFFSET = 1
+"""The check's rendezvous port is the run's MASTER_PORT + this (never the port the reference binds next)."""
+
+
+def default_matmul_expectation(accelerator_model_name: str | None) -> float | None:
+    """Half the dense BF16 peak of a known accelerator (TFLOPS per device), else None."""
+    name = (accelerator_model_name or "").upper()
+    for word, peak in PEAK_BF16_TFLOPS.items():
+        if word in name:
+            return peak * HEALTHY_FRACTION
+    return None
+
+
+def _problem(checks: dict) -> str | None:
+    for name, check in checks.items():
+        if check.get("ok") is False:
+            return f"{name}: {check['problem']}"
+    return None
+
+
+def _collective(nodes: int, rank: int, master_addr: str, port: int, timeout_s: float, expect_gbps: float | None) -> dict:
+    import datetime
+
+    import torch
+    import torch.distributed as dist
+
+    gpu = torch.cuda.is_available()
+    backend = "nccl" if gpu else "gloo"
+    try:
+        dist.init_process_group(backend, init_method=f"tcp://{master_addr}:{port}", world_size=nodes, rank=rank, timeout=datetime.timedelta(seconds=timeout_s))
+        device = torch.device("cuda", 0) if gpu else torch.device("cpu")
+        elements = (64 << 20) // 4 if gpu else (4 << 20) // 4
+        buffer = torch.ones(elements, dtype=torch.float32, device=device)
+        dist.all_reduce(buffer)  # warm-up: connections are made here
+        if gpu:
+            torch.cuda.synchronize()
+        iterations, started = 5, time.perf_counter()
+        for _ in range(iterations):
+            dist.all_reduce(buffer)
+        if gpu:
+            torch.cuda.synchronize()
+        seconds = (time.perf_counter() - started) / iterations
+        dist.destroy_process_group()
+    except Exception as err:  # a peer that never came, a network that refuses: recorded, the verdict decides
+        return {"ok": False, "backend": backend, "problem": f"{backend} all-reduce across {nodes} nodes failed: {str(err).splitlines()[0][:200]}"}
+    bus_gbps = 2 * (nodes - 1) / nodes * buffer.numel() * 4 / seconds / 1e9
+    result = {"backend": backend, "bus_gbps": round(bus_gbps, 3), "expected_gbps": expect_gbps}
+    if expect_gbps is not None and bus_gbps < expect_gbps:
+        return {**result, "ok": False, "problem": f"{backend} all-reduce bus bandwidth {bus_gbps:.3g} GB/s is below the expected {expect_gbps:g}"}
+    return {**result, "ok": True}
+
+
+def _matmul(matrix_size: int, expect_tflops: float | None, expect_gpu_tflops: float | None = None, seconds: float = 0.3) -> dict:
+    import torch
+
+    def throughput(device: torch.device, n: int, dtype: torch.dtype) -> float:
+        a, b = torch.randn(n, n, device=device, dtype=dtype), torch.randn(n, n, device=device, dtype=dtype)
+        torch.matmul(a, b)  # warm-up
+        sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+        sync()
+        count, started = 0, time.perf_counter()
+        while count == 0 or time.perf_counter() - started < seconds:
+            torch.matmul(a, b)
+            count += 1
+            sync()
+        return 2 * n**3 * count / (time.perf_counter() - started) / 1e12
+
+    if torch.cuda.is_available():
+        devices = {f"cuda:{i}": throughput(torch.device("cuda", i), matrix_size, torch.bfloat16) for i in range(torch.cuda.device_count())}
+        expect_tflops = expect_tflops or expect_gpu_tflops
+    else:
+        # a torch without CUDA measures the CPU: the accelerator's expectation does not apply to it
+        devices = {"cpu": throughput(torch.device("cpu"), CPU_MATRIX, torch.float32)}
+    result = {"tflops": {name: round(value, 6) for name, value in devices.items()}, "expected_tflops": expect_tflops}
+    slow = {name: value for name, value in devices.items() if expect_tflops is not None and value < expect_tflops}
+    if slow:
+        listed = ", ".join(f"{name} {value:.3g}" for name, value in slow.items())
+        return {**result, "ok": False, "problem": f"matrix-multiply throughput {listed} TFLOPS is below the expected {expect_tflops:g}"}
+    return {**result, "ok": True}
+
+
+def _sizes_problem(folder: Path, expected: dict[str, int], what: str) -> str | None:
+    for name, size in sorted(expected.items()):
+        path = folder / name
+        try:
+            actual = path.stat().st_size
+        except OSError:
+            return f"{what}: {path} is missing on this node"
+        if actual != size:
+            return f"{what}: {path} is {actual} bytes on this node, {size} when it was checked"
+    return None
+
+
+def _data(prepared: Path | None, inputs: dict[str, tuple[Path, Path]]) -> dict:
+    """Names and sizes of the run's data as this node sees them, against the prepared tree's stamps and each dataset's
+    verification record."""
+    import gzip
+
+    from mlperf_wf.acquire import prepare
+
+    files = 0
+    if prepared is not None:
+        with gzip.open(prepare.stamps_file(prepared), "rt") as handle:
+            expected = {path: stamp[0] for path, stamp in json.load(handle).items()}
+        files += len(expected)
+        problem = _sizes_problem(prepared, expected, "prepared data")
+        if problem:
+            return {"ok": False, "problem": problem, "files": files}
+    for role, (folder, record) in sorted(inputs.items()):
+        expected = {item["path"]: item["size"] for item in json.loads(record.read_text())["files"]}
+        files += len(expected)
+        problem = _sizes_problem(folder, expected, f"input {role}")
+        if problem:
+            return {"ok": False, "problem": problem, "files": files}
+    return {"ok": True, "files": files}
+
+
+def _gpus() -> dict | None:
+    """ECC and slowdown state of every GPU, where ``nvidia-smi`` exists (None elsewhere)."""
+    if shutil.which("nvidia-smi") is None:
+        return None
+    fields = "index,ecc.errors.uncorrected.volatile.total,clocks_throttle_reasons.hw_slowdown,clocks_throttle_reasons.sw_thermal_slowdown"
+    done = subprocess.run(["nvidia-smi", f"--query-gpu={fields}", "--format=csv,noheader,nounits"], capture_output=True, text=True, timeout=60)
+    if done.returncode != 0:
+        return {"ok": False, "problem": f"nvidia-smi failed: {(done.stderr.strip().splitlines() or ['no message'])[-1]}"}
+    gpus = []
+    for line in done.stdout.strip().splitlines():
+        index, ecc, hw, thermal = (part.strip() for part in line.split(","))
+        gpus.append({"index": index, "uncorrected_ecc": ecc, "hw_slowdown": hw, "thermal_slowdown": thermal})
+        if ecc.isdigit() and int(ecc) > 0:
+            return {"ok": False, "problem": f"GPU {index}: {ecc} uncorrectable ECC errors", "gpus": gpus}
+        if "Active" in (hw, thermal):
+            return {"ok": False, "problem": f"GPU {index}: {'hardware' if hw == 'Active' else 'thermal'} slowdown active", "gpus": gpus}
+    return {"ok": True, "gpus": gpus}
+
+
+def probe(
+    out: Path,
+    nodes: int,
+    node_rank: int,
+    master_addr: str,
+    port: int,
+    prepared: Path | None,
+    inputs: dict[str, tuple[Path, Path]],
+    matrix_size: int,
+    expect_tflops: float | None,
+    expect_gbps: float | None,
+    timeout_s: float,
+    expect_gpu_tflops: float | None = None,
+) -> dict:
+    """Check this node (see the module docstring) and write ``out/<hostname>.json``. The collective comes first: a node
+    whose own checks fail still joins it, so the others' records say what the network did."""
+    host = socket.gethostname()
+    started = time.time()
+    checks: dict[str, dict] = {}
+    if nodes > 1:
+        checks["collective"] = _collective(nodes, node_rank, master_addr, port, timeout_s, expect_gbps)
+    checks["data"] = _data(prepared, inputs)
+    checks["matmul"] = _matmul(matrix_size, expect_tflops, expect_gpu_tflops)
+    gpus = _gpus()
+    if gpus is not None:
+        checks["gpus"] = gpus
+    local = {name: check for name, check in checks.items() if name != "collective"}
+    record = {"host": host, "node_rank": node_rank, "seconds": round(time.time() - started, 3), "checks": checks, "problem": _problem(local)}
+    out.mkdir(parents=True, exist_ok=True)
+    partial = out / f".{host}.json.partial"
+    partial.write_text(json.dumps(record, indent=1))
+    partial.replace(out / f"{host}.json")
+    return record
+
+
+def verdict(out: Path, hosts: list[str], excluded: Path) -> tuple[bool, str, dict]:
+    """Every node's record in ``out`` for the allocation's ``hosts``: (passed, one line, the verdict written to
+    ``out/verdict.json``). Bad nodes are appended to ``excluded``."""
+    records = {}
+    for host in hosts:
+        path = out / f"{host}.json"
+        records[host] = json.loads(path.read_text()) if path.is_file() else None
+    silent = "no record: its check did not start or did not end"
+    bad = {host: record["problem"] if record else silent for host, record in records.items() if not record or record["problem"]}
+    collective = [record["checks"]["collective"] for record in records.values() if record and "collective" in record["checks"]]
+    collective_problem = next((check["problem"] for check in collective if not check["ok"]), None)
+    if bad:
+        line = "; ".join(f"{host}: {problem}" for host, problem in bad.items())
+        message = f"node check failed on {', '.join(bad)} ({line}); the retry excludes {'it' if len(bad) == 1 else 'them'} ({excluded})"
+    elif collective_problem:
+        message = f"node check failed across {', '.join(hosts)}: {collective_problem}; no node to blame, none excluded"
+    else:
+        message = f"node check passed on {', '.join(hosts)}"
+    described = {"hosts": hosts, "passed": not bad and not collective_problem, "bad": bad, "message": message, "time": time.time()}
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "verdict.json").write_text(json.dumps(described, indent=1))
+    if bad:
+        excluded.parent.mkdir(parents=True, exist_ok=True)
+        with excluded.open("a") as handle:
+            for host, problem in bad.items():
+                handle.write(f"{host}\t{problem}\n")
+    return described["passed"], message, described
+
+
+def excluded_nodes(excluded: Path) -> list[str]:
+    """The node names of ``excluded`` (first column), each once."""
+    if not excluded.is_file():
+        return []
+    names = [line.split("\t", 1)[0].strip() for line in excluded.read_text().splitlines()]
+    return sorted({name for name in names if name and not name.startswith("#")})
+
+
+def attempts(folder: Path) -> list[dict]:
+    """Every attempt's verdict of one run (oldest first), with its nodes' records, for the run's provenance."""
+    found = []
+    for verdict_file in sorted(folder.glob("*/verdict.json")):
+        described = json.loads(verdict_file.read_text())
+        described["attempt"] = verdict_file.parent.name
+        described["records"] = {p.stem: json.loads(p.read_text()) for p in sorted(verdict_file.parent.glob("*.json")) if p.name != "verdict.json"}
+        found.append(described)
+    return sorted(found, key=lambda described: described["time"])
+
+
+def environment_rank() -> int:
+    """This task's node index in the job (``SLURM_NODEID``; 0 outside SLURM)."""
+    return int(os.environ.get("SLURM_NODEID", "0"))

@@ -1,0 +1,167 @@
+"""The node check before a full-scale run: two "nodes" on this machine (each its own hostname and mount namespace),
+one made bad on purpose, and the verdict, exclusion and provenance that follow."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from mlperf_wf.acquire import prepare
+from mlperf_wf.run import node_check
+
+needs_namespaces = pytest.mark.skipif(
+    os.geteuid() != 0 or not shutil.which("unshare") or not Path("/sys/fs/cgroup/cpu").is_dir(),
+    reason="needs root, unshare and the cgroup cpu controller",
+)
+PORT = 29611
+
+
+@pytest.fixture
+def data(tmp_path) -> dict:
+    """A prepared tree with its stamps and one dataset with its verification record, as a train job reads them."""
+    prepared = tmp_path / "prepared" / "dataset"
+    (prepared / "shard").mkdir(parents=True)
+    for index in range(3):
+        (prepared / "shard" / f"part-{index}").write_bytes(b"x" * (100 + index))
+    prepare.write_stamps(prepared)
+    dataset = tmp_path / "datasets" / "tokenizer"
+    dataset.mkdir(parents=True)
+    (dataset / "tokenizer.json").write_text("{}")
+    record = tmp_path / "verified" / "tokenizer.json"
+    record.parent.mkdir()
+    record.write_text(json.dumps({"files": [{"path": "tokenizer.json", "size": 2, "md5": "x", "rehashed": True}]}))
+    return {"prepared": prepared, "input": f"tokenizer={dataset}:{record}", "attempt": tmp_path / "node-check" / "0" / "1001"}
+
+
+THROTTLED = """import os, sys
+import torch  # imported at full speed: the node is slow at its work, not at starting
+with open(sys.argv[1], "w") as procs:
+    procs.write(str(os.getpid()))
+from mlperf_wf.cli import main
+sys.exit(main(sys.argv[2:]))
+"""
+
+
+def _node(
+    host: str, rank: int, nodes: int, data: dict, setup: str = "", expect_tflops: float | None = None, cgroup: Path | None = None, timeout: int = 20
+) -> subprocess.Popen:
+    """``mlperf-wf node-check probe`` as node ``host`` would run it: its own hostname and mount namespace, after
+    ``setup`` (shell run inside them first); ``cgroup``: a CPU cgroup it joins once torch is imported."""
+    probe = ["node-check", "probe", "--nodes", str(nodes), "--master-addr", "127.0.0.1"]
+    probe += ["--port", str(PORT), "--prepared", str(data["prepared"]), "--input", data["input"], "--out", str(data["attempt"]), "--timeout", str(timeout)]
+    if expect_tflops is not None:
+        probe += ["--matmul-tflops", str(expect_tflops)]
+    python = [sys.executable, "-c", THROTTLED, str(cgroup / "cgroup.procs")] if cgroup else [sys.executable, "-m", "mlperf_wf"]
+    script = f"hostname {host}; {setup} exec {shlex.join([*python, *probe])}"
+    env = {**os.environ, "SLURM_NODEID": str(rank), "GLOO_SOCKET_IFNAME": "lo", "OMP_NUM_THREADS": "1"}
+    return subprocess.Popen(["unshare", "--uts", "--mount", "--propagation", "private", "sh", "-c", script], env=env, stderr=subprocess.PIPE, text=True)
+
+
+def _verdict(data: dict, hosts: str, excluded: Path) -> subprocess.CompletedProcess:
+    argv = [sys.executable, "-m", "mlperf_wf", "node-check", "verdict", "--out", str(data["attempt"]), "--hosts", hosts, "--excluded", str(excluded)]
+    return subprocess.run(argv, capture_output=True, text=True)
+
+
+def _throughput() -> float:
+    """This machine's 512 x 512 float32 matmul throughput (TFLOPS) in one thread, now."""
+    import torch
+
+    torch.set_num_threads(1)
+    return node_check._matmul(512, None)["tflops"]["cpu"]
+
+
+@needs_namespaces
+def test_two_healthy_nodes_pass_with_their_collective_and_throughput_recorded(data, tmp_path):
+    nodes = [_node("n1", 0, 2, data), _node("n2", 1, 2, data)]
+    assert [node.wait(timeout=120) for node in nodes] == [0, 0], [node.stderr.read() for node in nodes]
+    done = _verdict(data, "n1,n2", tmp_path / "excluded-nodes.txt")
+    assert done.returncode == 0 and done.stderr.strip() == "mlperf-wf: node check passed on n1, n2"
+    for host in ("n1", "n2"):
+        record = json.loads((data["attempt"] / f"{host}.json").read_text())
+        assert record["problem"] is None
+        assert record["checks"]["collective"]["backend"] == "gloo" and record["checks"]["collective"]["bus_gbps"] > 0
+        assert record["checks"]["matmul"]["tflops"]["cpu"] > 0 and record["checks"]["data"]["files"] == 4
+    assert not (tmp_path / "excluded-nodes.txt").exists()
+
+
+@needs_namespaces
+def test_a_node_missing_a_mounted_file_and_slow_is_named_excluded_and_recorded(data, tmp_path):
+    # n2 sees the prepared tree through a stale copy (a file missing) and runs under a CPU quota of 3 %
+    stale = tmp_path / "stale"
+    shutil.copytree(data["prepared"], stale)
+    (stale / "shard" / "part-2").unlink()
+    cgroup = Path("/sys/fs/cgroup/cpu") / f"mlperf-wf-test-{os.getpid()}"
+    cgroup.mkdir()
+    try:
+        (cgroup / "cpu.cfs_period_us").write_text("100000")
+        (cgroup / "cpu.cfs_quota_us").write_text("3000")
+        expect = _throughput() / 5  # n1, sharing this machine's two cores with whatever runs beside it, is well above it
+        stale_mount = f"mount --bind {stale} {data['prepared']};"
+        nodes = [_node("n1", 0, 2, data, expect_tflops=expect), _node("n2", 1, 2, data, setup=stale_mount, expect_tflops=expect, cgroup=cgroup)]
+        codes = [node.wait(timeout=300) for node in nodes]
+    finally:
+        cgroup.rmdir()
+    assert codes == [0, 1], [node.stderr.read() for node in nodes]
+    excluded = tmp_path / "results" / node_check.EXCLUDED_FILE
+    done = _verdict(data, "n1,n2", excluded)
+    assert done.returncode == 1
+    [line] = done.stderr.strip().splitlines()
+    assert line.startswith(f"mlperf-wf: node check failed on n2 (n2: data: prepared data: {data['prepared']}/shard/part-2 is missing on this node)")
+    assert line.endswith(f"the retry excludes it ({excluded})")
+    n2 = json.loads((data["attempt"] / "n2.json").read_text())["checks"]
+    assert n2["matmul"]["ok"] is False and "is below the expected" in n2["matmul"]["problem"]
+    assert n2["collective"]["ok"] is True  # the network was fine: the node is bad for its own reasons
+    assert json.loads((data["attempt"] / "n1.json").read_text())["problem"] is None
+    assert node_check.excluded_nodes(excluded) == ["n2"]
+    # the run's provenance lists the attempt, and a second (passing) one after it
+    second = data["attempt"].with_name("1002")
+    second.mkdir()
+    (second / "n3.json").write_text(json.dumps({"host": "n3", "problem": None, "checks": {}}))
+    node_check.verdict(second, ["n3"], excluded)
+    attempts = node_check.attempts(data["attempt"].parent)
+    assert [(a["attempt"], a["passed"], sorted(a["bad"])) for a in attempts] == [("1001", False, ["n2"]), ("1002", True, [])]
+    assert set(attempts[0]["records"]) == {"n1", "n2"}
+
+
+@needs_namespaces
+def test_a_node_that_never_reports_is_the_one_blamed(data, tmp_path):
+    started = time.monotonic()
+    lonely = _node("n1", 0, 2, data, timeout=5)
+    assert lonely.wait(timeout=120) == 0  # its own checks pass; its collective waited in vain
+    assert time.monotonic() - started < 60
+    record = json.loads((data["attempt"] / "n1.json").read_text())
+    assert record["checks"]["collective"]["ok"] is False and record["problem"] is None
+    done = _verdict(data, "n1,n2", tmp_path / "excluded")
+    assert done.returncode == 1 and "node check failed on n2 (n2: no record: its check did not start or did not end)" in done.stderr
+
+
+def test_a_collective_problem_with_no_node_to_blame_excludes_no_one(tmp_path):
+    for host in ("n1", "n2"):
+        collective = {"ok": False, "backend": "gloo", "problem": "gloo all-reduce bus bandwidth 0.1 GB/s is below the expected 100"}
+        (tmp_path / f"{host}.json").write_text(json.dumps({"host": host, "problem": None, "checks": {"collective": collective}}))
+    passed, message, _ = node_check.verdict(tmp_path, ["n1", "n2"], tmp_path / "excluded")
+    assert not passed and message.startswith("node check failed across n1, n2: gloo all-reduce bus bandwidth 0.1 GB/s")
+    assert "none excluded" in message and not (tmp_path / "excluded").exists()
+
+
+def test_known_accelerators_get_half_their_peak_as_expectation():
+    assert node_check.default_matmul_expectation("NVIDIA H100-SXM5-80GB") == 494.5
+    assert node_check.default_matmul_expectation("NVIDIA GB200") == 1250.0
+    assert node_check.default_matmul_expectation("AMD Instinct MI300X") == 653.5
+    assert node_check.default_matmul_expectation("Intel Xeon (tiny tier)") is None
+
+
+def test_an_accelerators_expectation_is_not_applied_to_a_cpu_measurement():
+    # a workflow environment whose torch has no CUDA measures the CPU: an H100's 494 TFLOPS must not fail it
+    measured = node_check._matmul(512, None, expect_gpu_tflops=494.5, seconds=0.05)
+    assert measured["ok"] is True and set(measured["tflops"]) == {"cpu"}
+    # an expectation the site set applies to whatever is measured
+    assert node_check._matmul(512, 1e6, seconds=0.05)["ok"] is False
