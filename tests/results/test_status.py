@@ -343,3 +343,18 @@ def test_a_benchmark_with_several_metrics_reaches_its_target_only_when_every_met
     assert status.reached(targets, 0.7, {"FID": 210.0, "CLIP": 0.7}) is True
     assert status.reached(targets, None, {}) is None
     assert status.reached([QualityTarget("<=", 0.925)], 0.9, {}) is True
+
+
+def test_the_nodes_a_node_check_excluded_are_shown_with_why(campaign, plan):
+    from mlperf_wf.run import node_check
+
+    excluded = campaign / plan.excluded_nodes_file()
+    excluded.parent.mkdir(parents=True, exist_ok=True)
+    node_check.verdict(campaign / "node-check-attempt", ["n1", "n2"], excluded)  # neither wrote a record
+    try:
+        result = status.campaign_status(campaign, {}, [LORA], runs_given=True, plan=plan)
+        assert result.excluded_nodes == {"n1": "no record: its check did not start or did not end", "n2": "no record: its check did not start or did not end"}
+        assert "excluded nodes (a node check named them; " in status.render(result)
+    finally:
+        excluded.unlink()
+    assert "excluded nodes" not in status.render(status.campaign_status(campaign, {}, [LORA], runs_given=True, plan=plan))

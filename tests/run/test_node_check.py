@@ -165,3 +165,13 @@ def test_an_accelerators_expectation_is_not_applied_to_a_cpu_measurement():
     assert measured["ok"] is True and set(measured["tflops"]) == {"cpu"}
     # an expectation the site set applies to whatever is measured
     assert node_check._matmul(512, 1e6, seconds=0.05)["ok"] is False
+
+
+def test_every_later_train_job_excludes_the_named_nodes(tmp_path):
+    from tests.plan.test_plan import make_plan
+
+    plan = make_plan(tmp_path, scale="full")
+    assert plan.train_slurm_extra() == "--exclusive"
+    excluded = tmp_path / plan.excluded_nodes_file()
+    node_check.verdict(tmp_path / "attempt", ["n2", "n3"], excluded)
+    assert plan.train_slurm_extra() == "--exclusive --exclude=n2,n3"

@@ -277,6 +277,8 @@ class CampaignStatus:
     snakemake: dict
     scheduler: dict
     benchmarks: list[BenchmarkStatus]
+    excluded_nodes: dict[str, str] = field(default_factory=dict)
+    """Node -> why: the nodes a failed node check named, which every later train job excludes (``node_check``)."""
 
 
 def _wall_minutes(progress: LogProgress) -> float | None:
@@ -647,7 +649,17 @@ def campaign_status(
         },
         scheduler={"source": scheduler.source, "jobs": len(scheduler.jobs), "note": scheduler.note},
         benchmarks=statuses,
+        excluded_nodes=_excluded_nodes(root / plan.excluded_nodes_file()),
     )
+
+
+def _excluded_nodes(path: Path) -> dict[str, str]:
+    excluded = {}
+    for line in read_text_or_empty(path).splitlines():
+        node, _, why = line.partition("\t")
+        if node.strip() and not node.startswith("#"):
+            excluded.setdefault(node.strip(), why.strip())
+    return excluded
 
 
 def _other_jobs(records: SnakemakeRecords, scheduler: SchedulerView, statuses: list[BenchmarkStatus]) -> list[dict]:
@@ -693,6 +705,9 @@ def render(status: CampaignStatus) -> str:
         + (f"; scheduler: squeue, {status.scheduler['jobs']} jobs" if status.scheduler["source"] == "squeue" else "")
         + (f"; {status.scheduler['note']}" if status.scheduler["note"] else "")
     )
+    if status.excluded_nodes:
+        named = "; ".join(f"{node} ({why})" for node, why in status.excluded_nodes.items())
+        lines.append(f"excluded nodes (a node check named them; remove a line of excluded-nodes.txt once the node is mended): {named}")
     for job in status.snakemake["other_jobs_started"]:
         where = f" [SLURM {job['scheduler_job']}: {job['scheduler_state'] or 'state unknown'}]" if job["scheduler_job"] else ""
         lines.append(f"  making {job['output']}{where}")
