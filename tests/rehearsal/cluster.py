@@ -254,6 +254,23 @@ class ClusterBox:
 
     # ---- stop ----
 
+    def _slurmd(self, host: str) -> str:
+        for pid in self._pids(self.namespace(host)):
+            try:
+                if Path(f"/proc/{pid}/comm").read_text().strip() == "slurmd":
+                    return pid
+            except OSError:
+                continue
+        raise RuntimeError(f"no slurmd runs on {host}")
+
+    def bind_on(self, host: str, source: Path, target: Path) -> None:
+        """Show ``source`` at ``target`` on ``host`` only (its mount namespace: what its jobs see), as a stale or wrong
+        mount on one node of a real cluster would."""
+        _run("nsenter", f"--target={self._slurmd(host)}", "--mount", "mount", "--bind", str(source), str(target))
+
+    def unbind_on(self, host: str, target: Path) -> None:
+        _run("nsenter", f"--target={self._slurmd(host)}", "--mount", "umount", str(target))
+
     @staticmethod
     def _pids(namespace: str) -> list[str]:
         return subprocess.run(["ip", "netns", "pids", namespace], capture_output=True, text=True).stdout.split()

@@ -12,7 +12,9 @@ fail (and, retried by the profile, start again from a clean run folder).
 
 from __future__ import annotations
 
+import json
 import re
+import shutil
 from collections import Counter, defaultdict
 
 import pytest
@@ -60,6 +62,31 @@ def retried_campaign(box, tmp_path_factory) -> campaign.Campaign:
     workdir = tmp_path_factory.mktemp("retried") / "project"
     configfile = campaign.prepare(workdir, rehearsals, "pyxis", runs=2, fail=campaign.failing_ranks(rehearsals))
     return campaign.run_on_box(box, workdir, configfile, rehearsals, "pyxis", runs=2)
+
+
+BAD_NODE, BAD_NODE_RUN = "n2", 2
+"""The node made bad on purpose (a file of the prepared data missing in its view), and the run it spoils first."""
+
+
+@pytest.fixture(scope="module")
+def bad_node_campaign(box, retried_campaign) -> dict:
+    """Run 2 of the retried campaign's benchmark, in its folder, with one file of the prepared data missing on
+    :data:`BAD_NODE` only (a stale mount there) and the profile's retry: the node check must name the node, fail the
+    job, and the retry must run without it."""
+    rehearsals = [REHEARSALS[RETRIED]]
+    workdir = retried_campaign.workdir
+    configfile = campaign.prepare(workdir, rehearsals, "pyxis", runs=BAD_NODE_RUN + 1, prepared=True)
+    prepared = workdir / "resources" / "full" / "prepared" / RETRIED / "dataset"
+    stale = prepared.with_name(".stale-dataset")  # beside it: the tree's relative links resolve the same
+    shutil.copytree(prepared, stale, symlinks=True)
+    missing = sorted(path for path in stale.rglob("*") if path.is_file() or path.is_symlink())[0]
+    missing.unlink()
+    box.bind_on(BAD_NODE, stale, prepared)
+    try:
+        ran = campaign.run_on_box(box, workdir, configfile, rehearsals, "pyxis", runs=BAD_NODE_RUN + 1, runs_of={RETRIED: [BAD_NODE_RUN]})
+    finally:
+        box.unbind_on(BAD_NODE, prepared)
+    return {"campaign": ran, "missing": prepared / missing.relative_to(stale)}
 
 
 def _explain(ran: campaign.Campaign, name: str, run: int) -> str:
@@ -175,6 +202,31 @@ def test_a_retried_run_starts_in_a_clean_run_folder(retried_campaign):
     clean = [check for r in retried for check in r["checked"] if check["kind"] == "clean"]
     assert clean and all(check["held"] for check in clean), f"the retry started beside the failed attempt's files: {clean}"
     assert "removed what an earlier attempt left: .rehearsal-failed-attempt" in retried_campaign.train_log(RETRIED, FAILING_RUN)
+
+
+@pytest.mark.skipif(RETRIED not in REHEARSALS, reason=f"{RETRIED} is not rehearsed in this session")
+def test_a_bad_node_is_named_the_job_fails_and_the_retry_runs_without_it(bad_node_campaign):
+    from mlperf_wf.run import node_check
+
+    ran, missing = bad_node_campaign["campaign"], bad_node_campaign["missing"]
+    assert ran.returncode == 0, ran.output[-3000:]
+    attempts = node_check.attempts(ran.workdir / "results" / RETRIED / "node-check" / str(BAD_NODE_RUN))
+    assert [attempt["passed"] for attempt in attempts] == [False, True], attempts
+    first, retry = attempts
+    assert BAD_NODE in first["hosts"] and list(first["bad"]) == [BAD_NODE]
+    assert first["bad"][BAD_NODE] == f"data: prepared data: {missing} is missing on this node"
+    assert first["message"].startswith(f"node check failed on {BAD_NODE} (") and "the retry excludes it" in first["message"]
+    assert BAD_NODE not in retry["hosts"] and len(retry["hosts"]) == REHEARSALS[RETRIED].nodes
+    # every node of each attempt ran the checks: the all-reduce across the job's nodes (gloo over the box's bridge)
+    for attempt in attempts:
+        for host, record in attempt["records"].items():
+            assert record["checks"]["collective"]["ok"] and record["checks"]["collective"]["backend"] == "gloo", (host, record)
+    assert node_check.excluded_nodes(ran.workdir / "results" / node_check.EXCLUDED_FILE) == [BAD_NODE]
+    provenance = json.loads((ran.run_folder(RETRIED, BAD_NODE_RUN) / "provenance.json").read_text())
+    assert [(a["attempt"], a["passed"]) for a in provenance["node_checks"]] == [(a["attempt"], a["passed"]) for a in attempts]
+    # the reference started only once, on the retry's nodes
+    ranks = ran.ranks(RETRIED, BAD_NODE_RUN)
+    assert ranks and {r["host"] for r in ranks} == set(retry["hosts"]), ranks
 
 
 DOCKER_NAMES = sorted(
