@@ -441,11 +441,17 @@ def cmd_extract(archive: Path, dest: Path) -> None:
     log.info("%s: %d members extracted into %s", archive.name, len(names), dest)
 
 
-def cmd_bundle_export(names: list[str], scale: str, out: Path, wheels_from: list[Path], squashfs: bool | None) -> None:
+def cmd_bundle_export(names: list[str], scale: str, out: Path, configfiles: list[Path], wheels_from: list[Path], squashfs: bool | None) -> None:
     """Write the offline bundle of ``names`` (``mlperf_wf.acquire.bundle``) and print what the other side types."""
     from mlperf_wf.acquire import bundle
+    from mlperf_wf.config.workflow_config import merge_config
+    from mlperf_wf.results import status
 
-    digest = bundle.export(Path.cwd(), project_root(), out, names, scale, wheels_from, squashfs)
+    config = status.load_config(Path.cwd(), [])
+    for configfile in configfiles:
+        merge_config(config, _read_configfile(configfile))
+    merge_config(config, {"benchmarks": names, "scale": scale})
+    digest = bundle.export(Path.cwd(), project_root(), out, config, wheels_from, squashfs)
     print(f"bundle: {out} ({bundle.BUNDLE_FILE} {digest})")
     print(f"on the site: mlperf-wf --root WORKFLOW_FOLDER bundle import {out} --expect {digest}")
 
@@ -743,6 +749,7 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--benchmark", action="append", required=True, help="a benchmark to carry (repeatable)")
     q.add_argument("--scale", choices=("tiny", "full"), default="full")
     q.add_argument("--out", type=Path, required=True, help="a new folder for the bundle")
+    q.add_argument("--configfile", type=Path, action="append", default=[], help="a config file the campaign runs with (as snakemake's)")
     q.add_argument("--wheels-from", type=Path, action="append", default=[], help="a folder of more wheels to carry (pip download -d)")
     q.add_argument("--squashfs", action=argparse.BooleanOptionalAction, default=None, help="enroot images (default: where mksquashfs exists)")
     q = bundle_sub.add_parser("import", help="check every file of a bundle, then place its images and datasets and write config/site.yaml")
@@ -972,7 +979,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int | None]] = {
     "train": _train,
     "node-check": cmd_node_check,
     "bundle": lambda a: (
-        cmd_bundle_export(a.benchmark, a.scale, a.out, a.wheels_from, a.squashfs)
+        cmd_bundle_export(a.benchmark, a.scale, a.out, a.configfile, a.wheels_from, a.squashfs)
         if a.bundle_command == "export"
         else cmd_bundle_import(a.bundle, a.images, a.docker, a.expect)
     ),

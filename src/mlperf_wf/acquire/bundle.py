@@ -173,17 +173,18 @@ def _export_wheels(project_root: Path, out: Path, wheels_from: list[Path]) -> li
     return sorted(str(path.relative_to(out)) for path in wheels.iterdir())
 
 
-def export(root: Path, project_root: Path, out: Path, names: list[str], scale: str, wheels_from: list[Path], squashfs: bool | None = None) -> str:
-    """Write the bundle of ``names`` at ``scale`` into the new folder ``out``; returns the sha256 of its ``bundle.json``.
-    ``squashfs``: make the enroot images (default: where ``mksquashfs`` exists)."""
+def export(root: Path, project_root: Path, out: Path, config: dict, wheels_from: list[Path], squashfs: bool | None = None) -> str:
+    """Write the bundle of the workflow ``config``'s benchmarks at its scale (the config as Snakemake would merge it in
+    ``root``) into the new folder ``out``; returns the sha256 of its ``bundle.json``. ``squashfs``: make the enroot
+    images (default: where ``mksquashfs`` exists)."""
     from mlperf_wf.config.config_check import parsed_config
     from mlperf_wf.plan import plan as planning
-    from mlperf_wf.results import status
 
     if out.exists() and any(out.iterdir()):
         raise BundleError(f"--out {out}: exists and is not empty; give a new folder")
-    settings = status.load_config(root, [f"benchmarks=[{','.join(names)}]", f"scale={scale}"])
-    plan = planning.load(parsed_config(settings), project_root=project_root, workdir=root)
+    settings = parsed_config(config)
+    names, scale = list(settings.benchmarks), str(settings.scale)
+    plan = planning.load(settings, project_root=project_root, workdir=root)
     if squashfs is None:
         squashfs = shutil.which("mksquashfs") is not None
     for name in names:
