@@ -13,6 +13,7 @@ import re
 import threading
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 _BLOB = re.compile(r"^/v2/(?P<name>.+)/blobs/(?P<digest>sha256:[0-9a-f]{64})$")
@@ -157,8 +158,21 @@ def _layer(files: dict[str, bytes]) -> bytes:
     return gzip.compress(raw.getvalue(), mtime=0)
 
 
-def push_image(host: str, repository: str, tag: str, layers: list[dict[str, bytes]], env: dict[str, str], workdir: str = "/") -> str:
-    """Push an OCI image of ``layers`` (each: container path -> contents, lowest first) with ``env`` and
+def folder_layer(folder: Path) -> bytes:
+    """A gzipped layer tarball of everything under ``folder`` (its paths relative to it, links kept as links)."""
+    import gzip
+    import io
+    import tarfile
+
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w") as tar:
+        for path in sorted(folder.rglob("*")):
+            tar.add(path, arcname=str(path.relative_to(folder)), recursive=False)
+    return gzip.compress(raw.getvalue(), mtime=0)
+
+
+def push_image(host: str, repository: str, tag: str, layers: list[dict[str, bytes] | bytes], env: dict[str, str], workdir: str = "/") -> str:
+    """Push an OCI image of ``layers`` (each: container path -> contents, or a made layer; lowest first) with ``env`` and
     ``workdir`` to the registry at ``host``, over its HTTP API as any client does; returns the manifest digest."""
     import json
     import urllib.request
@@ -169,7 +183,7 @@ def push_image(host: str, repository: str, tag: str, layers: list[dict[str, byte
         urllib.request.urlopen(request).close()
         return {"digest": digest, "size": len(data)}
 
-    blobs = [_layer(layer) for layer in layers]
+    blobs = [layer if isinstance(layer, bytes) else _layer(layer) for layer in layers]
     diff_ids = [_digest(__import__("gzip").decompress(blob)) for blob in blobs]
     config = {
         "architecture": "amd64",

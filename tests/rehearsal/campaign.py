@@ -139,20 +139,24 @@ def prepare(
     fail: dict[str, str] | None = None,
     docker: DockerRegistry | None = None,
     prepared: bool = False,
+    site: dict[str, tuple[str, str]] | None = None,
 ) -> Path:
     """The workflow folder, its datasets verified and prepared by the workflow's own rules, and the images; returns
     the config file. With ``docker``, each image is built on the Debian userland, pushed and pinned by its digest,
     and this machine's Python and the project (the venv, the probe) are site mounts (``full_mounts``) of the runs.
     With ``prepared``, ``workdir`` is an earlier campaign's folder whose datasets it verified and prepared (the same
-    published layout, the same rules): only the images and this launcher's config are made, for later runs."""
+    published layout, the same rules): only the images and this launcher's config are made, for later runs. With
+    ``site`` (benchmark -> the image and digest a bundle pinned), ``workdir`` is a site's folder where ``mlperf-wf bundle
+    import`` placed the datasets and wrote ``config/site.yaml``: the runs start its image files."""
     from tests.workflow.test_workflow import new_workdir
 
     if not prepared:
-        new_workdir(workdir)
+        if site is None:
+            new_workdir(workdir)
         system = yaml.safe_load((ROOT / "config" / "systems" / "cpu-tiny.yaml").read_text())
         system.update({"system_name": "mlperf-workflow's cluster in a box (rehearsal)", "number_of_nodes": 2})
         (workdir / "config" / "systems" / f"{PLATFORM}.yaml").write_text(yaml.safe_dump(system))
-    pinned = {r.benchmark: (f"box.registry/mlperf-workflow/{r.benchmark}", images.layer_digest(r)) for r in rehearsals}
+    pinned = site or {r.benchmark: (f"box.registry/mlperf-workflow/{r.benchmark}", images.layer_digest(r)) for r in rehearsals}
     mounts: dict[str, list[str]] = {}
     if launcher == "docker":
         if docker is None:
@@ -184,7 +188,7 @@ def prepare(
             targets.append(plan.prepared_dataset(rehearsal.benchmark))
         bench = plan.bench(rehearsal.benchmark)
         targets += [plan.verified_record(dataset_id) for dataset_id in bench.roles_for("train").values()]
-        if launcher == "pyxis":
+        if launcher == "pyxis" and site is None:
             records = workdir / "rehearsal" / rehearsal.benchmark
             reference = plan.container(rehearsal.benchmark).enroot_reference
             images.build_image(rehearsal, reference, workdir / "box-images", records, (fail or {}).get(rehearsal.benchmark, ""))

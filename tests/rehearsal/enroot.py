@@ -18,7 +18,9 @@ stand-in (:data:`SRUN_STAND_IN`) that takes the container options off the line a
 - the environment as pyxis makes it: the task's environment, then the image's ``ENV`` over it, then the names of
   ``--container-env`` taken from the task's environment again.
 
-An image that is not in the box's image folder fails the task as an enroot import would.
+An image that is not in the box's image folder fails the task as an enroot import would. An image file
+(``--container-image=/path/image.sqsh``: a site's imported image, ``mlperf-wf bundle import``) is unpacked from the
+squashfs itself (:func:`squashfs_image`).
 """
 
 from __future__ import annotations
@@ -142,6 +144,33 @@ def _bind(root: Path, host: str, container: str, mode: str) -> None:
         _mount("-o", "remount,bind,ro", str(target))
 
 
+RECORDS_VARIABLE = "MLPERF_WF_REHEARSAL_RECORDS"
+"""The rehearsal probe's record folder, in an image's environment (tests.rehearsal.probe.RECORDS_VARIABLE)."""
+
+
+def squashfs_image(path: Path, images: Path) -> Path:
+    """The image folder of an enroot squashfs (``--container-image=/path/image.sqsh``, as pyxis starts a site's image
+    file): unpacked once (concurrent tasks race to a rename, the loser's copy is dropped), its environment from
+    ``/etc/environment`` as enroot reads it, and the probe's record folder bound where the environment names one."""
+    folder = images / image_key(str(path))
+    if (folder / "image.json").exists():
+        return folder
+    if not path.is_file():
+        raise SystemExit(f"enroot stand-in: image file {path} does not exist (enroot would fail to start it)")
+    partial = images / f".{folder.name}.{os.getpid()}"
+    done = subprocess.run(["unsquashfs", "-no-progress", "-quiet", "-d", str(partial / "layer"), str(path)], capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"enroot stand-in: {path} is not a squashfs enroot can start: {done.stderr.strip()[-300:]}")
+    env = dict(line.split("=", 1) for line in (partial / "layer/etc/environment").read_text().splitlines() if "=" in line)
+    binds = [env[RECORDS_VARIABLE]] if RECORDS_VARIABLE in env else []
+    (partial / "image.json").write_text(json.dumps({"env": env, "workdir": "/", "binds": binds}))
+    try:
+        partial.rename(folder)
+    except OSError:
+        subprocess.run(["rm", "-rf", str(partial)], check=False)
+    return folder
+
+
 def main(argv: list[str]) -> None:
     if os.environ.get(INSIDE_VARIABLE) != str(os.getpid()):
         # a private mount namespace: what this task mounts never reaches the node or the other tasks
@@ -150,7 +179,8 @@ def main(argv: list[str]) -> None:
     spec = json.loads(base64.b64decode(argv[0]))
     command = argv[1:]
     images = Path(os.environ[IMAGES_VARIABLE])
-    image = images / image_key(spec["container-image"])
+    reference = spec["container-image"]
+    image = squashfs_image(Path(reference), images) if reference.startswith("/") else images / image_key(reference)
     if not (image / "image.json").exists():
         raise SystemExit(f"enroot stand-in: image {spec['container-image']} is not in {images} (enroot would fail to import it)")
     described = json.loads((image / "image.json").read_text())

@@ -175,3 +175,16 @@ def test_every_later_train_job_excludes_the_named_nodes(tmp_path):
     excluded = tmp_path / plan.excluded_nodes_file()
     node_check.verdict(tmp_path / "attempt", ["n2", "n3"], excluded)
     assert plan.train_slurm_extra() == "--exclusive --exclude=n2,n3"
+
+
+def test_the_run_line_holds_a_gpu_to_its_system_descriptions_accelerator_unless_the_site_says_otherwise(tmp_path):
+    from tests.plan.test_plan import make_plan
+
+    systems = tmp_path / "config" / "systems"
+    systems.mkdir(parents=True)
+    (systems / "cpu-tiny.yaml").write_text("accelerator_model_name: NVIDIA H100-SXM5-80GB\n")
+    line = make_plan(tmp_path, scale="full").node_check_line("rgat", 0)
+    assert " --gpu-matmul-tflops 494.5 " in line and "--matmul-tflops" not in line.replace("--gpu-matmul-tflops", "")
+    line = make_plan(tmp_path, scale="full", node_check={"matmul_tflops_per_device": 300}).node_check_line("rgat", 0)
+    assert " --matmul-tflops 300 " in line and "--gpu-matmul-tflops" not in line
+    assert make_plan(tmp_path, scale="full", node_check={"enabled": False}).node_check_line("rgat", 0) == ""

@@ -16,6 +16,7 @@ import json
 import re
 import shutil
 from collections import Counter, defaultdict
+from pathlib import Path
 
 import pytest
 
@@ -79,14 +80,16 @@ def bad_node_campaign(box, retried_campaign) -> dict:
     prepared = workdir / "resources" / "full" / "prepared" / RETRIED / "dataset"
     stale = prepared.with_name(".stale-dataset")  # beside it: the tree's relative links resolve the same
     shutil.copytree(prepared, stale, symlinks=True)
-    missing = sorted(path for path in stale.rglob("*") if path.is_file() or path.is_symlink())[0]
+    # a file the prepared tree's stamps list (not Snakemake's hidden timestamp)
+    missing = next(path for path in sorted(stale.rglob("*")) if path.is_file() and not path.is_symlink() and not path.name.startswith("."))
     missing.unlink()
     box.bind_on(BAD_NODE, stale, prepared)
     try:
         ran = campaign.run_on_box(box, workdir, configfile, rehearsals, "pyxis", runs=BAD_NODE_RUN + 1, runs_of={RETRIED: [BAD_NODE_RUN]})
     finally:
         box.unbind_on(BAD_NODE, prepared)
-    return {"campaign": ran, "missing": prepared / missing.relative_to(stale)}
+    # as the job names it: the plan's paths are relative to the workflow folder
+    return {"campaign": ran, "missing": (prepared / missing.relative_to(stale)).relative_to(workdir)}
 
 
 def _explain(ran: campaign.Campaign, name: str, run: int) -> str:
@@ -227,6 +230,69 @@ def test_a_bad_node_is_named_the_job_fails_and_the_retry_runs_without_it(bad_nod
     # the reference started only once, on the retry's nodes
     ranks = ran.ranks(RETRIED, BAD_NODE_RUN)
     assert ranks and {r["host"] for r in ranks} == set(retry["hosts"]), ranks
+
+
+BUNDLED = tuple(name for name in ("retinanet", "bert") if name in REHEARSALS)
+"""Benchmarks rehearsed from an offline bundle: a two-node and a one-node one."""
+
+
+@pytest.fixture(scope="module")
+def bundle_campaign(box, pyxis_campaign, tmp_path_factory) -> dict:
+    """The offline bundle of :data:`BUNDLED`, exported from the pyxis campaign's folder (its datasets verified there)
+    with their images pushed to a loopback registry and pinned, then imported inside a network namespace with no
+    interface up into a new site folder, which prepares its data with the workflow's rules and runs each benchmark's
+    full-scale job on the box from the imported enroot images; the registry is gone before anything is imported."""
+    import subprocess
+    import sys
+
+    import yaml
+
+    from tests.oci_registry import LoopbackRegistry, folder_layer, push_image
+    from tests.rehearsal import images
+
+    rehearsals = [REHEARSALS[name] for name in BUNDLED]
+    base = tmp_path_factory.mktemp("bundled")
+    site = base / "site"
+    (site / "config").mkdir(parents=True)
+    connected, out = pyxis_campaign.workdir, base / "bundle"
+    with LoopbackRegistry() as registry_server:
+        pins = {}
+        for rehearsal in rehearsals:
+            records = site / "rehearsal" / rehearsal.benchmark
+            folder = images.build_image(rehearsal, f"bundle-{rehearsal.benchmark}", base / "image-folders", records)
+            described = json.loads((folder / "image.json").read_text())
+            repository = f"mlperf-workflow/{rehearsal.benchmark}"
+            digest = push_image(registry_server.host, repository, "rehearsal", [folder_layer(folder / "layer")], described["env"], described["workdir"])
+            pins[rehearsal.benchmark] = (f"{registry_server.host}/{repository}:rehearsal", digest)
+        export_config = connected / "bundle-export.yaml"
+        export_config.write_text(yaml.safe_dump({"full_container": {name: {"image": image, "digest": digest} for name, (image, digest) in pins.items()}}))
+        argv = [sys.executable, "-m", "mlperf_wf", "--root", str(connected), "bundle", "export", *(f"--benchmark={name}" for name in BUNDLED)]
+        argv += ["--configfile", str(connected / "rehearsal-pyxis.yaml"), "--configfile", str(export_config), "--out", str(out)]
+        exported = subprocess.run(argv, capture_output=True, text=True)
+    assert exported.returncode == 0, exported.stderr[-3000:]
+    expect = exported.stdout.split("bundle.json ", 1)[1].split(")", 1)[0]
+    shutil.copytree(campaign.ROOT / "config", site / "config", dirs_exist_ok=True)
+    argv = ["unshare", "--net", sys.executable, "-m", "mlperf_wf", "--root", str(site), "bundle", "import", str(out), "--images", str(site / "images")]
+    imported = subprocess.run([*argv, "--expect", expect], capture_output=True, text=True)
+    assert imported.returncode == 0, imported.stderr[-3000:]
+    configfile = campaign.prepare(site, rehearsals, "pyxis", runs=1, site=pins)
+    ran = campaign.run_on_box(box, site, configfile, rehearsals, "pyxis", runs=1, retries=0)
+    return {"campaign": ran, "pins": pins, "site_config": yaml.safe_load((site / "config" / "site.yaml").read_text())}
+
+
+@pytest.mark.parametrize("name", BUNDLED)
+def test_from_an_offline_bundle_the_full_scale_job_starts_the_imported_image_and_reaches_the_gpu(bundle_campaign, name):
+    ran, local = bundle_campaign["campaign"], bundle_campaign["site_config"]["full_container"][name]
+    assert ran.returncode == 0, _explain(ran, name, 0)
+    image, digest = bundle_campaign["pins"][name]
+    assert (local["image"], local["digest"]) == (image, digest) and Path(local["squashfs"]).is_file()
+    assert f"--container-image={local['squashfs']}" in ran.output, "the job starts the site's image file, not a registry's"
+    ranks = ran.ranks(name, 0)
+    rehearsal = REHEARSALS[name]
+    assert ranks and all(r["status"] == 0 for r in ranks), _explain(ran, name, 0)
+    assert len({r["host"] for r in ranks}) == rehearsal.nodes
+    provenance = json.loads((ran.run_folder(name, 0) / "provenance.json").read_text())
+    assert provenance["image"] == f"{image}@{digest}" and all(a["passed"] for a in provenance["node_checks"])
 
 
 DOCKER_NAMES = sorted(

@@ -14,6 +14,7 @@ command works in a folder that holds the other scale's results.
 
 from __future__ import annotations
 
+import functools
 import json
 import shlex
 import sys
@@ -512,7 +513,7 @@ class Plan:
         paths = paths or self.run_paths(name, run)
         records = {role: Path(self.verified_record(dataset_id)) for role, dataset_id in self.bench(name).roles_for("train").items()}
         inputs = {role: (folder, records[role]) for role, folder in paths.inputs.items()}
-        expect = node_check.default_matmul_expectation(self.accelerator_model_name())
+        expect = node_check.default_matmul_expectation(self._accelerator_model_name)
         attempts, excluded = Path(self.node_check_dir(name, run)), Path(self.excluded_nodes_file())
         return launch.node_check_script(settings.nodes, settings.launcher == "pyxis", attempts, excluded, paths.prepared, inputs, check, expect)
 
@@ -536,6 +537,10 @@ class Plan:
     def excluded_nodes_file(self) -> str:
         """The nodes a failed node check named; every later train job of this scale excludes them."""
         return f"{self.results_root}/{node_check.EXCLUDED_FILE}"
+
+    @functools.cached_property
+    def _accelerator_model_name(self) -> str | None:
+        return self.accelerator_model_name()
 
     def accelerator_model_name(self) -> str | None:
         """``accelerator_model_name`` of this platform's system description, where it has one."""
