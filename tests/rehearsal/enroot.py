@@ -158,6 +158,7 @@ def squashfs_image(path: Path, images: Path) -> Path:
     if not path.is_file():
         raise SystemExit(f"enroot stand-in: image file {path} does not exist (enroot would fail to start it)")
     partial = images / f".{folder.name}.{os.getpid()}"
+    partial.mkdir(parents=True)  # unsquashfs makes the last folder of -d only
     done = subprocess.run(["unsquashfs", "-no-progress", "-quiet", "-d", str(partial / "layer"), str(path)], capture_output=True, text=True)
     if done.returncode != 0:
         raise SystemExit(f"enroot stand-in: {path} is not a squashfs enroot can start: {done.stderr.strip()[-300:]}")

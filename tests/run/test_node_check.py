@@ -188,3 +188,19 @@ def test_the_run_line_holds_a_gpu_to_its_system_descriptions_accelerator_unless_
     line = make_plan(tmp_path, scale="full", node_check={"matmul_tflops_per_device": 300}).node_check_line("rgat", 0)
     assert " --matmul-tflops 300 " in line and "--gpu-matmul-tflops" not in line
     assert make_plan(tmp_path, scale="full", node_check={"enabled": False}).node_check_line("rgat", 0) == ""
+
+
+def test_in_the_jobs_strict_shell_a_failing_probe_still_reaches_the_verdict(tmp_path):
+    """Snakemake runs a job's shell with `set -euo pipefail`: a probe that fails (here: no prepared data at all on this
+    host) must not end the line before the verdict, which names the node and excludes it."""
+    import socket
+
+    from tests.plan.test_plan import make_plan
+
+    line = make_plan(tmp_path, scale="full", launcher="local").node_check_line("rgat", 0)
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}", "OMP_NUM_THREADS": "1"}
+    done = subprocess.run(["bash", "-c", f"set -euo pipefail; {line}; echo launched"], cwd=tmp_path, capture_output=True, text=True, env=env)
+    assert done.returncode == 1 and "launched" not in done.stdout, done.stderr
+    host = socket.gethostname()
+    assert f"mlperf-wf: node check failed on {host} ({host}: data: prepared data: its record " in done.stderr
+    assert node_check.excluded_nodes(tmp_path / "results" / node_check.EXCLUDED_FILE) == [host]

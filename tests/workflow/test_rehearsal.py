@@ -80,8 +80,8 @@ def bad_node_campaign(box, retried_campaign) -> dict:
     prepared = workdir / "resources" / "full" / "prepared" / RETRIED / "dataset"
     stale = prepared.with_name(".stale-dataset")  # beside it: the tree's relative links resolve the same
     shutil.copytree(prepared, stale, symlinks=True)
-    # a file the prepared tree's stamps list (not Snakemake's hidden timestamp)
-    missing = next(path for path in sorted(stale.rglob("*")) if path.is_file() and not path.is_symlink() and not path.name.startswith("."))
+    # a file the prepared tree's stamps list (its links into the shards count; Snakemake's hidden timestamp does not)
+    missing = next(path for path in sorted(stale.rglob("*")) if path.is_file() and not path.name.startswith("."))
     missing.unlink()
     box.bind_on(BAD_NODE, stale, prepared)
     try:

@@ -473,10 +473,11 @@ def node_check_script(
     else:
         hosts = master = '"$(hostname)"'
         run = f"{shlex.join(probe)} --master-addr {master} --out {attempt}"
-    # the probes' own exit status is not what decides: the verdict reads every node's record (a node that wrote none is
-    # bad), so a probe that failed or hung on one node cannot pass unseen
+    # The probes' exit status does not decide (and must not end the job's `set -e` shell before the verdict): the verdict
+    # reads every node's record, a node that wrote none is bad, so a probe that failed or hung cannot pass unseen.
+    noted = 'echo "mlperf-wf: a node check ended with status $?; the verdict reads what each node recorded" >&2'
     verdict = f"mlperf-wf node-check verdict --out {attempt} --hosts {hosts} --excluded {shlex.quote(str(excluded))}"
-    return f"{name}; {run}; {verdict} || exit 1"
+    return f"{name}; {run} || {noted}; {verdict} || exit 1"
 
 
 def drop_on_this_node(target: str = DROP_CACHES_FILE) -> str:

@@ -150,14 +150,21 @@ def _data(prepared: Path | None, inputs: dict[str, tuple[Path, Path]]) -> dict:
 
     files = 0
     if prepared is not None:
-        with gzip.open(prepare.stamps_file(prepared), "rt") as handle:
-            expected = {path: stamp[0] for path, stamp in json.load(handle).items()}
+        stamps = prepare.stamps_file(prepared)
+        try:
+            with gzip.open(stamps, "rt") as handle:
+                expected = {path: stamp[0] for path, stamp in json.load(handle).items()}
+        except (OSError, ValueError) as err:
+            return {"ok": False, "problem": f"prepared data: its record {stamps} cannot be read on this node ({err})", "files": files}
         files += len(expected)
         problem = _sizes_problem(prepared, expected, "prepared data")
         if problem:
             return {"ok": False, "problem": problem, "files": files}
     for role, (folder, record) in sorted(inputs.items()):
-        expected = {item["path"]: item["size"] for item in json.loads(record.read_text())["files"]}
+        try:
+            expected = {item["path"]: item["size"] for item in json.loads(record.read_text())["files"]}
+        except (OSError, ValueError, KeyError, TypeError) as err:
+            return {"ok": False, "problem": f"input {role}: its verification record {record} cannot be read on this node ({err})", "files": files}
         files += len(expected)
         problem = _sizes_problem(folder, expected, f"input {role}")
         if problem:
