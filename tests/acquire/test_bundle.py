@@ -90,6 +90,10 @@ def test_the_bundle_lists_every_file_with_its_digest_and_the_image_as_pinned(exp
     assert "cd /workspace" in (unpacked / "etc/rc").read_text()
     assert {Path(wheel).name.split("-")[0] for wheel in described["wheels"] if wheel.endswith(".whl")} == {"mlperf_workflow", "mlperf_logging"}
     assert set(described["datasets"]) == set(_datasets())
+    # the workflow itself, at its commit: what the site unpacks as its workflow folder
+    with tarfile.open(exported["bundle"] / described["source"]["archive"]) as source:
+        names = set(source.getnames())
+    assert {"workflow/Snakefile", "profiles/slurm/config.yaml", "config/config.yaml", "pyproject.toml"} <= names
 
 
 def _datasets() -> list[str]:

@@ -8,6 +8,7 @@ writes one folder:
 - ``datasets/<scale>/<id>/``: every verified dataset the benchmarks read (hard links where the filesystem allows): at
   full scale what the download wrote, at tiny scale the generated mirror it reads (:func:`carried_folder`);
 - ``wheels/``: the workflow's and the checker's (mlperf-logging) wheels, and any others given (``--wheels-from``);
+- ``source/``: the workflow itself at its commit (``git archive``: the Snakefile, rules, profiles, containers);
 - ``bundle.json``: what each file is and its sha256 and size; export prints the sha256 of ``bundle.json`` itself.
 
 ``mlperf-wf bundle import`` (on the disconnected side) checks every file against ``bundle.json`` (and ``bundle.json``
@@ -173,6 +174,22 @@ def _export_wheels(project_root: Path, out: Path, wheels_from: list[Path]) -> li
     return sorted(str(path.relative_to(out)) for path in wheels.iterdir())
 
 
+def _export_source(project_root: Path, out: Path) -> dict:
+    """The workflow itself (the Snakefile, rules, profiles, config, containers): ``git archive`` of the checkout's commit,
+    which the site unpacks as its workflow folder. Uncommitted changes are not in it: the bundle says so."""
+    commit = subprocess.run(["git", "-C", str(project_root), "rev-parse", "HEAD"], capture_output=True, text=True)
+    if commit.returncode != 0:
+        raise BundleError(f"{project_root}: not a git checkout; a bundle carries the workflow as `git archive` of a commit")
+    head = commit.stdout.strip()
+    target = out / "source" / f"mlperf-workflow-{head[:12]}.tar"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    done = subprocess.run(["git", "-C", str(project_root), "archive", "--format=tar", "-o", str(target), head], capture_output=True, text=True)
+    if done.returncode != 0:
+        raise BundleError(f"{target}: git archive failed: {done.stderr.strip()[-300:]}")
+    status = subprocess.run(["git", "-C", str(project_root), "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True)
+    return {"archive": str(target.relative_to(out)), "commit": head, "uncommitted_changes_left_out": bool(status.stdout.strip())}
+
+
 def export(root: Path, project_root: Path, out: Path, config: dict, wheels_from: list[Path], squashfs: bool | None = None) -> str:
     """Write the bundle of the workflow ``config``'s benchmarks at its scale (the config as Snakemake would merge it in
     ``root``) into the new folder ``out``; returns the sha256 of its ``bundle.json``. ``squashfs``: make the enroot
@@ -197,6 +214,7 @@ def export(root: Path, project_root: Path, out: Path, config: dict, wheels_from:
     images = _export_images(plan, names, out, squashfs)
     datasets = _export_datasets(plan, root, dataset_ids, out)
     wheels = _export_wheels(project_root, out, wheels_from)
+    source = _export_source(project_root, out)
     files = {}
     for path in sorted(p for p in out.rglob("*") if p.is_file()):
         files[str(path.relative_to(out))] = {"sha256": sha256_file(path), "size": path.stat().st_size}
@@ -208,6 +226,7 @@ def export(root: Path, project_root: Path, out: Path, config: dict, wheels_from:
         "images": [asdict(image) for image in images.values()],
         "datasets": datasets,
         "wheels": wheels,
+        "source": source,
         "files": files,
     }
     manifest = out / BUNDLE_FILE
