@@ -250,6 +250,8 @@ def bundle_campaign(box, pyxis_campaign, tmp_path_factory) -> dict:
     from tests.oci_registry import LoopbackRegistry, folder_layer, push_image
     from tests.rehearsal import images
 
+    if not (shutil.which("skopeo") and shutil.which("mksquashfs") and shutil.which("unsquashfs")):
+        pytest.skip("needs skopeo and squashfs-tools (bash .ci/run installs them)")
     rehearsals = [REHEARSALS[name] for name in BUNDLED]
     base = tmp_path_factory.mktemp("bundled")
     site = base / "site"
