@@ -33,6 +33,7 @@ from pathlib import Path
 
 from mlperf_wf.acquire import image_files
 from mlperf_wf.acquire.image_files import sha256_file
+from mlperf_wf.acquire.prepare import link_or_copy
 from mlperf_wf.errors import UserError
 
 BUNDLE_FILE = "bundle.json"
@@ -64,20 +65,13 @@ class BundledImage:
     """The benchmarks that run it."""
 
 
-def _link_or_copy(source: Path, target: Path) -> None:
-    target.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        os.link(source, target)
-    except OSError:
-        shutil.copy2(source, target)
-
-
 def _copy_tree(source: Path, target: Path) -> None:
     for path in sorted(source.rglob("*")):
         if path.is_symlink():
             raise BundleError(f"{path}: a link in a downloaded dataset; a bundle carries plain files only")
         if path.is_file():
-            _link_or_copy(path, target / path.relative_to(source))
+            (target / path.relative_to(source)).parent.mkdir(parents=True, exist_ok=True)
+            link_or_copy(path, target / path.relative_to(source))
 
 
 def _image_name(repository: str, digest: str) -> str:
@@ -168,7 +162,7 @@ def _export_wheels(project_root: Path, out: Path, wheels_from: list[Path]) -> li
             raise BundleError(f"--wheels-from {folder}: no .whl files there (make them with `pip download -r requirements.txt -d {folder}`)")
         for wheel in found:
             if not (wheels / wheel.name).exists():
-                _link_or_copy(wheel, wheels / wheel.name)
+                link_or_copy(wheel, wheels / wheel.name)
     pins = [f"{WORKFLOW_DISTRIBUTION}=={metadata.version(WORKFLOW_DISTRIBUTION)}", checker]
     (wheels / "requirements.txt").write_text("".join(f"{pin}\n" for pin in pins))
     return sorted(str(path.relative_to(out)) for path in wheels.iterdir())

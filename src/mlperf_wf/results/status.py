@@ -624,6 +624,7 @@ def campaign_status(
     """The status of the campaign in ``root`` (see the module docstring); reads only. ``runs_given``: the run count
     was given on the command line (``--config runs=N``), so it is the campaign's whatever the files say."""
     from mlperf_wf.plan import plan as planning
+    from mlperf_wf.run import node_check
 
     root = Path(root)
     plan = plan or planning.load(config, project_root=project_root(root), workdir=root)
@@ -649,17 +650,8 @@ def campaign_status(
         },
         scheduler={"source": scheduler.source, "jobs": len(scheduler.jobs), "note": scheduler.note},
         benchmarks=statuses,
-        excluded_nodes=_excluded_nodes(root / plan.excluded_nodes_file()),
+        excluded_nodes=node_check.excluded_with_why(root / plan.excluded_nodes_file()),
     )
-
-
-def _excluded_nodes(path: Path) -> dict[str, str]:
-    excluded = {}
-    for line in read_text_or_empty(path).splitlines():
-        node, _, why = line.partition("\t")
-        if node.strip() and not node.startswith("#"):
-            excluded.setdefault(node.strip(), why.strip())
-    return excluded
 
 
 def _other_jobs(records: SnakemakeRecords, scheduler: SchedulerView, statuses: list[BenchmarkStatus]) -> list[dict]:

@@ -255,12 +255,19 @@ def verdict(out: Path, hosts: list[str], excluded: Path) -> tuple[bool, str, dic
     return described["passed"], message, described
 
 
+def excluded_with_why(excluded: Path) -> dict[str, str]:
+    """Node -> why (its first line) of ``excluded``."""
+    found: dict[str, str] = {}
+    for line in (excluded.read_text() if excluded.is_file() else "").splitlines():
+        node, _, why = line.partition("\t")
+        if node.strip() and not node.startswith("#"):
+            found.setdefault(node.strip(), why.strip())
+    return found
+
+
 def excluded_nodes(excluded: Path) -> list[str]:
     """The node names of ``excluded`` (first column), each once."""
-    if not excluded.is_file():
-        return []
-    names = [line.split("\t", 1)[0].strip() for line in excluded.read_text().splitlines()]
-    return sorted({name for name in names if name and not name.startswith("#")})
+    return sorted(excluded_with_why(excluded))
 
 
 def attempts(folder: Path) -> list[dict]:
