@@ -14,7 +14,7 @@ import yaml
 
 from mlperf_wf.acquire import bundle, image_files
 from tests.oci_registry import LoopbackRegistry, _layer, push_image
-from tests.workflow.test_workflow import new_workdir, planned_train_lines, snakemake, snakemake_argv, snakemake_env
+from tests.workflow.test_workflow import ROOT, new_workdir, planned_train_lines, snakemake, snakemake_argv, snakemake_env
 
 BENCHMARK = "deepseekv3_671b"
 """A benchmark whose tiny campaign is short, read from three datasets."""
@@ -58,15 +58,26 @@ def exported(tmp_path_factory, tiny_mirrors) -> dict:
 
 
 @pytest.fixture(scope="module")
-def imported(exported) -> dict:
-    """A fresh workflow folder where the bundle was imported and a tiny campaign ran, both without network."""
+def imported(exported, rehearsal_box) -> dict:
+    """A fresh workflow folder where the bundle was imported and a tiny campaign ran through ``--profile slurm`` on the
+    cluster in a box, both from the network of the box's controller (its private bridge only: no route out), its jobs
+    on the box's nodes (no route out either)."""
     site = new_workdir(exported["base"] / "site")
     images = exported["base"] / "site-images"
-    done = _mlperf_wf(site, "bundle", "import", str(exported["bundle"]), "--images", str(images), "--expect", exported["expect"], netns=True)
+    offline = rehearsal_box.on_network_of(rehearsal_box.controller, [])
+    routes = subprocess.run([*offline, "ip", "route"], capture_output=True, text=True, check=True).stdout
+    assert "default" not in routes, f"the box's network has a route out: {routes}"
+    argv = [*offline, sys.executable, "-m", "mlperf_wf", "--root", str(site), "bundle", "import", str(exported["bundle"])]
+    done = subprocess.run([*argv, "--images", str(images), "--expect", exported["expect"]], capture_output=True, text=True, env=snakemake_env())
     assert done.returncode == 0, done.stderr[-3000:]
-    argv = ["unshare", "--net", *snakemake_argv(site, "--cores", "2", "--config", f"benchmarks=[{BENCHMARK}]", "runs=1")]
-    campaign = subprocess.run(argv, capture_output=True, text=True, env=snakemake_env())
-    return {"site": site, "images": images, "campaign": campaign}
+    argv = snakemake_argv(site, "--profile", str(ROOT / "profiles/slurm"), "--config", f"benchmarks=[{BENCHMARK}]", "runs=1")
+    # no slurmdbd in the box: poll with squeue, soon
+    argv += ["--slurm-status-command", "squeue", "--slurm-init-seconds-before-status-checks", "3", "--latency-wait", "5"]
+    argv += ["--slurm-keep-successful-logs"]
+    # detached from the test's terminal and process group, as SLURM runs want (see the machine notes)
+    env = snakemake_env() | rehearsal_box.env
+    campaign = subprocess.run([*offline, *argv], capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL, start_new_session=True, timeout=900)
+    return {"site": site, "images": images, "campaign": campaign, "routes": routes}
 
 
 @needs_tools
@@ -104,10 +115,13 @@ def _datasets() -> list[str]:
 
 @needs_tools
 @pytest.mark.slow
-def test_imported_without_network_a_tiny_campaign_runs_to_its_report(imported, exported):
+def test_imported_without_network_a_tiny_campaign_runs_to_its_report_on_the_cluster(imported, exported):
     campaign = imported["campaign"]
     assert campaign.returncode == 0, campaign.stderr[-4000:]
     site = imported["site"]
+    # every job went through the box's SLURM
+    slurm_logs = {p.relative_to(site / ".snakemake/slurm_logs").parts[0] for p in (site / ".snakemake/slurm_logs").rglob("*.log")}
+    assert {"rule_train", "rule_download"} <= slurm_logs, slurm_logs
     report = json.loads((site / f"results/tiny/{BENCHMARK}/report.json").read_text())
     assert len(report["runs"]) == 1 and report["runs"][0]["compliance"] in ("passed", "passed_except_declared")
     # the site's download and verify rules ran on the carried mirrors; nothing was generated or fetched

@@ -15,15 +15,20 @@ shared, as a cluster's parallel filesystem is.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import shutil
 import signal
 import stat
 import subprocess
+import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from tests import cpu_quota
 
 SLURM_DAEMONS = ("/usr/sbin/munged", "/usr/sbin/slurmctld", "/usr/sbin/slurmd", "/usr/bin/sbatch", "/usr/sbin/ip", "/usr/bin/unshare")
 
@@ -203,6 +208,11 @@ class ClusterBox:
                 raise RuntimeError(f"munged did not start: {self._log('munged.log')}")
             time.sleep(0.1)
 
+    def on_network_of(self, host: str, argv: list[str]) -> list[str]:
+        """``argv`` run in ``host``'s network only (the box's bridge, no route out), as on a login node of a cluster
+        without internet; this machine's files and processes as they are."""
+        return ["nsenter", f"--net=/run/netns/{self.namespace(host)}", *argv]
+
     def in_namespace(self, host: str, argv: list[str]) -> list[str]:
         """``argv`` run as on ``host``: its network, its hostname, its processes, the box's /etc/hosts and /etc/slurm."""
         etc = self.conf.parent
@@ -270,6 +280,42 @@ class ClusterBox:
 
     def unbind_on(self, host: str, target: Path) -> None:
         _run("nsenter", f"--target={self._slurmd(host)}", "--mount", "umount", str(target))
+
+    @contextlib.contextmanager
+    def slow_on(self, host: str, command: tuple[str, ...], cgroup: Path) -> Iterator[list[str]]:
+        """While inside, every process on ``host`` whose command line holds the words ``command`` joins the CPU cgroup
+        ``cgroup`` once it holds a TCP socket (a node-check probe: after its start-up, as it joins the collective), as a
+        node slow at its work, not at starting, would be; yields the PIDs moved so far."""
+        moved: list[str] = []
+        stop = threading.Event()
+
+        network = os.stat(f"/run/netns/{self.namespace(host)}").st_ino
+
+        def watch() -> None:
+            # /proc read directly, not `ip netns pids`: a process every 20 ms would slow the box itself
+            while not stop.wait(0.02):
+                for pid in filter(str.isdigit, os.listdir("/proc")):
+                    if pid in moved:
+                        continue
+                    try:
+                        words = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
+                        if not any(words[i : i + len(command)] == list(command) for i in range(len(words))):
+                            continue
+                        on_host = os.stat(f"/proc/{pid}/ns/net").st_ino == network
+                    except OSError:
+                        continue
+                    if on_host and cpu_quota.has_tcp_socket(pid):
+                        with contextlib.suppress(OSError):
+                            (cgroup / "cgroup.procs").write_text(pid)
+                            moved.append(pid)
+
+        watcher = threading.Thread(target=watch, daemon=True)
+        watcher.start()
+        try:
+            yield moved
+        finally:
+            stop.set()
+            watcher.join()
 
     @staticmethod
     def _pids(namespace: str) -> list[str]:

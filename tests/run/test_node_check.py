@@ -16,9 +16,10 @@ import pytest
 
 from mlperf_wf.acquire import prepare
 from mlperf_wf.run import node_check
+from tests import cpu_quota
 
 needs_namespaces = pytest.mark.skipif(
-    os.geteuid() != 0 or not shutil.which("unshare") or not Path("/sys/fs/cgroup/cpu").is_dir(),
+    not cpu_quota.available() or not shutil.which("unshare"),
     reason="needs root, unshare and the cgroup cpu controller",
 )
 PORT = 29611
@@ -98,17 +99,11 @@ def test_a_node_missing_a_mounted_file_and_slow_is_named_excluded_and_recorded(d
     stale = tmp_path / "stale"
     shutil.copytree(data["prepared"], stale)
     (stale / "shard" / "part-2").unlink()
-    cgroup = Path("/sys/fs/cgroup/cpu") / f"mlperf-wf-test-{os.getpid()}"
-    cgroup.mkdir()
-    try:
-        (cgroup / "cpu.cfs_period_us").write_text("100000")
-        (cgroup / "cpu.cfs_quota_us").write_text("3000")
+    with cpu_quota.cpu_quota(3) as cgroup:
         expect = _throughput() / 5  # n1, sharing this machine's two cores with whatever runs beside it, is well above it
         stale_mount = f"mount --bind {stale} {data['prepared']};"
         nodes = [_node("n1", 0, 2, data, expect_tflops=expect), _node("n2", 1, 2, data, setup=stale_mount, expect_tflops=expect, cgroup=cgroup)]
         codes = [node.wait(timeout=300) for node in nodes]
-    finally:
-        cgroup.rmdir()
     assert codes == [0, 1], [node.stderr.read() for node in nodes]
     excluded = tmp_path / "results" / node_check.EXCLUDED_FILE
     done = _verdict(data, "n1,n2", excluded)

@@ -65,18 +65,38 @@ def retried_campaign(box, tmp_path_factory) -> campaign.Campaign:
     return campaign.run_on_box(box, workdir, configfile, rehearsals, "pyxis", runs=2)
 
 
-BAD_NODE, BAD_NODE_RUN = "n2", 2
-"""The node made bad on purpose (a file of the prepared data missing in its view), and the run it spoils first."""
+BAD_NODE, SLOW_NODE, BAD_NODE_RUN = "n2", "n1", 2
+"""The nodes made bad on purpose (a file of the prepared data missing in one's view; the other's matrix multiply slowed
+by a CPU quota below the expectation), both in the run's first allocation, and the run they spoil."""
+
+
+def _cpu_tflops() -> float:
+    """This machine's throughput in the node check's CPU matrix multiply, now (the best of three)."""
+    from mlperf_wf.run import node_check
+
+    return max(node_check._matmul(node_check.CPU_MATRIX, None)["tflops"]["cpu"] for _ in range(3))
 
 
 @pytest.fixture(scope="module")
 def bad_node_campaign(box, retried_campaign) -> dict:
-    """Run 2 of the retried campaign's benchmark, in its folder, with one file of the prepared data missing on
-    :data:`BAD_NODE` only (a stale mount there) and the profile's retry: the node check must name the node, fail the
-    job, and the retry must run without it."""
+    """Run 2 of the retried campaign's benchmark, in its folder, with the profile's retry and two nodes of its first
+    allocation bad: :data:`BAD_NODE` sees one file of the prepared data missing (a stale mount there), and
+    :data:`SLOW_NODE`'s check runs under a CPU quota once started (a throttled device), held to an expectation a healthy
+    node meets. The node check must name both, fail the job, and the retry must run without them."""
+    import yaml
+
+    from tests import cpu_quota
+
+    if not cpu_quota.available():
+        pytest.skip("needs root and the cgroup v1 cpu controller")
     rehearsals = [REHEARSALS[RETRIED]]
     workdir = retried_campaign.workdir
     configfile = campaign.prepare(workdir, rehearsals, "pyxis", runs=BAD_NODE_RUN + 1, prepared=True)
+    # a twentieth of what this machine's two cores do alone: the healthy nodes (two probes at once, measured at 40-50 %
+    # of it, the other test groups' work beside them) stay well above it; the slow node's 2 % of one core (0.8 %) far below
+    expected = _cpu_tflops() / 20
+    settings = yaml.safe_load(configfile.read_text())
+    configfile.write_text(yaml.safe_dump({**settings, "node_check": {"matmul_tflops_per_device": expected}}))
     prepared = workdir / "resources" / "full" / "prepared" / RETRIED / "dataset"
     stale = prepared.with_name(".stale-dataset")  # beside it: the tree's relative links resolve the same
     shutil.copytree(prepared, stale, symlinks=True)
@@ -85,11 +105,12 @@ def bad_node_campaign(box, retried_campaign) -> dict:
     missing.unlink()
     box.bind_on(BAD_NODE, stale, prepared)
     try:
-        ran = campaign.run_on_box(box, workdir, configfile, rehearsals, "pyxis", runs=BAD_NODE_RUN + 1, runs_of={RETRIED: [BAD_NODE_RUN]})
+        with cpu_quota.cpu_quota(2) as cgroup, box.slow_on(SLOW_NODE, ("node-check", "probe"), cgroup) as slowed:
+            ran = campaign.run_on_box(box, workdir, configfile, rehearsals, "pyxis", runs=BAD_NODE_RUN + 1, runs_of={RETRIED: [BAD_NODE_RUN]})
     finally:
         box.unbind_on(BAD_NODE, prepared)
     # as the job names it: the plan's paths are relative to the workflow folder
-    return {"campaign": ran, "missing": (prepared / missing.relative_to(stale)).relative_to(workdir)}
+    return {"campaign": ran, "missing": (prepared / missing.relative_to(stale)).relative_to(workdir), "expected": expected, "slowed": slowed}
 
 
 def _explain(ran: campaign.Campaign, name: str, run: int) -> str:
@@ -208,23 +229,31 @@ def test_a_retried_run_starts_in_a_clean_run_folder(retried_campaign):
 
 
 @pytest.mark.skipif(RETRIED not in REHEARSALS, reason=f"{RETRIED} is not rehearsed in this session")
-def test_a_bad_node_is_named_the_job_fails_and_the_retry_runs_without_it(bad_node_campaign):
+def test_bad_nodes_are_named_the_job_fails_and_the_retry_runs_without_them(bad_node_campaign):
     from mlperf_wf.run import node_check
 
     ran, missing = bad_node_campaign["campaign"], bad_node_campaign["missing"]
     assert ran.returncode == 0, ran.output[-3000:]
+    assert bad_node_campaign["slowed"], f"no node-check probe on {SLOW_NODE} was slowed"
     attempts = node_check.attempts(ran.workdir / "results" / RETRIED / "node-check" / str(BAD_NODE_RUN))
     assert [attempt["passed"] for attempt in attempts] == [False, True], attempts
     first, retry = attempts
-    assert BAD_NODE in first["hosts"] and list(first["bad"]) == [BAD_NODE]
+    assert {BAD_NODE, SLOW_NODE} <= set(first["hosts"]) and sorted(first["bad"]) == sorted([BAD_NODE, SLOW_NODE]), first
     assert first["bad"][BAD_NODE] == f"data: prepared data: {missing} is missing on this node"
-    assert first["message"].startswith(f"node check failed on {BAD_NODE} (") and "the retry excludes it" in first["message"]
-    assert BAD_NODE not in retry["hosts"] and len(retry["hosts"]) == REHEARSALS[RETRIED].nodes
+    slow = first["records"][SLOW_NODE]["checks"]["matmul"]
+    expected = bad_node_campaign["expected"]
+    assert slow["expected_tflops"] == expected and slow["tflops"]["cpu"] < expected, slow
+    assert first["bad"][SLOW_NODE] == f"matmul: {slow['problem']}" and "is below the expected" in slow["problem"]
+    assert first["message"].startswith("node check failed on ") and "the retry excludes them" in first["message"]
+    assert not {BAD_NODE, SLOW_NODE} & set(retry["hosts"]) and len(retry["hosts"]) == REHEARSALS[RETRIED].nodes
+    # the retry's healthy nodes met the same expectation, measured at the same time
+    for host, record in retry["records"].items():
+        assert record["checks"]["matmul"]["ok"] and record["checks"]["matmul"]["tflops"]["cpu"] >= expected, (host, record)
     # every node of each attempt ran the checks: the all-reduce across the job's nodes (gloo over the box's bridge)
     for attempt in attempts:
         for host, record in attempt["records"].items():
             assert record["checks"]["collective"]["ok"] and record["checks"]["collective"]["backend"] == "gloo", (host, record)
-    assert node_check.excluded_nodes(ran.workdir / "results" / node_check.EXCLUDED_FILE) == [BAD_NODE]
+    assert node_check.excluded_nodes(ran.workdir / "results" / node_check.EXCLUDED_FILE) == sorted([BAD_NODE, SLOW_NODE])
     provenance = json.loads((ran.run_folder(RETRIED, BAD_NODE_RUN) / "provenance.json").read_text())
     assert [(a["attempt"], a["passed"]) for a in provenance["node_checks"]] == [(a["attempt"], a["passed"]) for a in attempts]
     # the reference started only once, on the retry's nodes

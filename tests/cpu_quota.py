@@ -1,0 +1,46 @@
+"""A node made slow on purpose: a CPU cgroup (v1 ``cpu`` controller) with a quota, for the node check's tests."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+from collections.abc import Iterator
+from pathlib import Path
+
+CPU_CONTROLLER = Path("/sys/fs/cgroup/cpu")
+PERIOD_US = 100_000
+
+
+def available() -> bool:
+    """Root and the cgroup v1 ``cpu`` controller (this machine, CI's)."""
+    return os.geteuid() == 0 and (CPU_CONTROLLER / "cgroup.procs").is_file()
+
+
+@contextlib.contextmanager
+def cpu_quota(percent: float) -> Iterator[Path]:
+    """A new cgroup whose processes together get ``percent`` of one CPU; a process joins it by writing its PID to
+    ``<cgroup>/cgroup.procs``. On exit, what still runs in it goes back to the root group and the cgroup is removed."""
+    cgroup = CPU_CONTROLLER / f"mlperf-wf-test-{os.getpid()}-{secrets.token_hex(2)}"
+    cgroup.mkdir()
+    try:
+        (cgroup / "cpu.cfs_period_us").write_text(str(PERIOD_US))
+        (cgroup / "cpu.cfs_quota_us").write_text(str(max(1000, int(PERIOD_US * percent / 100))))
+        yield cgroup
+    finally:
+        for pid in (cgroup / "cgroup.procs").read_text().split():
+            with contextlib.suppress(OSError):
+                (CPU_CONTROLLER / "cgroup.procs").write_text(pid)
+        cgroup.rmdir()
+
+
+def has_tcp_socket(pid: int | str) -> bool:
+    """Whether process ``pid`` holds a TCP socket (in its network namespace's tables): for a node-check probe, that it
+    has imported torch and is joining the collective."""
+    try:
+        inodes = {os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")}
+        tables = [Path(f"/proc/{pid}/net/{name}").read_text().splitlines()[1:] for name in ("tcp", "tcp6")]
+    except OSError:
+        return False
+    held = {link[len("socket:[") : -1] for link in inodes if link.startswith("socket:[")}
+    return any(line.split()[9] in held for table in tables for line in table if len(line.split()) > 9)
