@@ -199,3 +199,42 @@ def test_in_the_jobs_strict_shell_a_failing_probe_still_reaches_the_verdict(tmp_
     host = socket.gethostname()
     assert f"mlperf-wf: node check failed on {host} ({host}: data: prepared data: its record " in done.stderr
     assert node_check.excluded_nodes(tmp_path / "results" / node_check.EXCLUDED_FILE) == [host]
+
+
+NVIDIA_SMI = """#!/bin/sh
+# nvidia-smi stand-in (tests only): the query's CSV as a node with these GPUs would print it
+[ "$1" = "--query-gpu={fields}" ] && [ "$2" = "--format=csv,noheader,nounits" ] || {{ echo "unexpected query: $*" >&2; exit 2; }}
+cat <<'CSV'
+{lines}
+CSV
+"""
+
+
+@pytest.mark.parametrize(
+    ("gpu_lines", "problem"),
+    [
+        (["0, 0, Not Active, Not Active, 1755, 1980", "1, 0, Not Active, Not Active, 1755, 1980"], None),
+        (["0, 0, Not Active, Not Active, [N/A], 1980"], None),
+        (["0, 0, Not Active, Not Active, 1755, 1980", "1, 2, Not Active, Not Active, 1755, 1980"], "GPU 1: 2 uncorrectable ECC errors"),
+        (["0, 0, Not Active, Active, 1755, 1980"], "GPU 0: thermal slowdown active"),
+        (["0, 0, Active, Not Active, 1755, 1980"], "GPU 0: hardware slowdown active"),
+        (
+            ["0, 0, Not Active, Not Active, 1755, 1980", "1, 0, Not Active, Not Active, 1200, 1980"],
+            "GPU 1: application clock 1200 MHz, below the node's 1755 MHz",
+        ),
+    ],
+)
+def test_the_gpus_state_is_read_from_nvidia_smi_and_a_faulty_or_set_apart_gpu_named(tmp_path, monkeypatch, gpu_lines, problem):
+    stand_in = tmp_path / "bin" / "nvidia-smi"
+    stand_in.parent.mkdir()
+    stand_in.write_text(NVIDIA_SMI.format(fields=",".join(node_check.GPU_FIELDS), lines="\n".join(gpu_lines)))
+    stand_in.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{stand_in.parent}{os.pathsep}{os.environ['PATH']}")
+    checked = node_check._gpus()
+    assert checked["ok"] is (problem is None) and checked.get("problem") == problem, checked
+    assert [gpu["index"] for gpu in checked["gpus"]] == [line.split(",")[0] for line in gpu_lines]
+
+
+def test_without_nvidia_smi_the_gpus_are_not_checked(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert node_check._gpus() is None

@@ -12,7 +12,8 @@ the one-node launchers: this host) runs :func:`probe`, which records into the at
   from a workflow environment whose torch has no CUDA, is recorded only);
 - ``data``: the prepared tree and every dataset the run reads, as this node sees them, against their records (names
   and sizes: a stat per file, no reading);
-- ``gpus``: uncorrectable ECC errors and hardware or thermal slowdown, where ``nvidia-smi`` exists.
+- ``gpus``: uncorrectable ECC errors, hardware or thermal slowdown, and an application clock set below the node's other
+  GPUs', where ``nvidia-smi`` exists.
 
 Then :func:`verdict` reads every node's record: a node that wrote none, or whose own checks failed, is bad. The job
 fails with the bad nodes named, and they go to ``excluded-nodes.txt`` of the scale's results, which the train rule's
@@ -172,22 +173,44 @@ def _data(prepared: Path | None, inputs: dict[str, tuple[Path, Path]]) -> dict:
     return {"ok": True, "files": files}
 
 
+GPU_FIELDS = (
+    "index",
+    "ecc.errors.uncorrected.volatile.total",
+    "clocks_throttle_reasons.hw_slowdown",
+    "clocks_throttle_reasons.sw_thermal_slowdown",
+    "clocks.applications.graphics",
+    "clocks.max.graphics",
+)
+"""What ``nvidia-smi --query-gpu`` reports of each GPU (one CSV line per GPU, in this order)."""
+CLOCK_SPREAD = 0.05
+"""A GPU whose application clock is this fraction below its node's highest was set apart (``nvidia-smi -ac``): the
+run would go at its pace."""
+
+
 def _gpus() -> dict | None:
-    """ECC and slowdown state of every GPU, where ``nvidia-smi`` exists (None elsewhere)."""
+    """ECC, slowdown and application-clock state of every GPU, where ``nvidia-smi`` exists (None elsewhere)."""
     if shutil.which("nvidia-smi") is None:
         return None
-    fields = "index,ecc.errors.uncorrected.volatile.total,clocks_throttle_reasons.hw_slowdown,clocks_throttle_reasons.sw_thermal_slowdown"
-    done = subprocess.run(["nvidia-smi", f"--query-gpu={fields}", "--format=csv,noheader,nounits"], capture_output=True, text=True, timeout=60)
+    query = ["nvidia-smi", f"--query-gpu={','.join(GPU_FIELDS)}", "--format=csv,noheader,nounits"]
+    done = subprocess.run(query, capture_output=True, text=True, timeout=60)
     if done.returncode != 0:
         return {"ok": False, "problem": f"nvidia-smi failed: {(done.stderr.strip().splitlines() or ['no message'])[-1]}"}
     gpus = []
     for line in done.stdout.strip().splitlines():
-        index, ecc, hw, thermal = (part.strip() for part in line.split(","))
-        gpus.append({"index": index, "uncorrected_ecc": ecc, "hw_slowdown": hw, "thermal_slowdown": thermal})
-        if ecc.isdigit() and int(ecc) > 0:
-            return {"ok": False, "problem": f"GPU {index}: {ecc} uncorrectable ECC errors", "gpus": gpus}
-        if "Active" in (hw, thermal):
-            return {"ok": False, "problem": f"GPU {index}: {'hardware' if hw == 'Active' else 'thermal'} slowdown active", "gpus": gpus}
+        index, ecc, hw, thermal, clock, max_clock = (part.strip() for part in line.split(","))
+        gpus.append({"index": index, "uncorrected_ecc": ecc, "hw_slowdown": hw, "thermal_slowdown": thermal, "clock_mhz": clock, "max_clock_mhz": max_clock})
+    for gpu in gpus:
+        if gpu["uncorrected_ecc"].isdigit() and int(gpu["uncorrected_ecc"]) > 0:
+            return {"ok": False, "problem": f"GPU {gpu['index']}: {gpu['uncorrected_ecc']} uncorrectable ECC errors", "gpus": gpus}
+        if "Active" in (gpu["hw_slowdown"], gpu["thermal_slowdown"]):
+            kind = "hardware" if gpu["hw_slowdown"] == "Active" else "thermal"
+            return {"ok": False, "problem": f"GPU {gpu['index']}: {kind} slowdown active", "gpus": gpus}
+    clocks = {gpu["index"]: int(gpu["clock_mhz"]) for gpu in gpus if gpu["clock_mhz"].isdigit()}  # "[N/A]" on some GPUs
+    if clocks:
+        slowest = min(clocks, key=clocks.get)
+        if clocks[slowest] < (1 - CLOCK_SPREAD) * max(clocks.values()):
+            problem = f"GPU {slowest}: application clock {clocks[slowest]} MHz, below the node's {max(clocks.values())} MHz"
+            return {"ok": False, "problem": problem, "gpus": gpus}
     return {"ok": True, "gpus": gpus}
 
 
