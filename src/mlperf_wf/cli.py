@@ -456,11 +456,11 @@ def cmd_bundle_export(names: list[str], scale: str, out: Path, configfiles: list
     print(f"on the site: mlperf-wf --root WORKFLOW_FOLDER bundle import {out} --expect {digest}")
 
 
-def cmd_bundle_import(source: Path, images: Path | None, docker: bool, expect: str | None) -> None:
+def cmd_bundle_import(source: Path, images: Path | None, docker: bool, expect: str | None, sif: bool | None) -> None:
     """Check an offline bundle, place its images and datasets and write ``config/site.yaml``."""
     from mlperf_wf.acquire import bundle
 
-    site = bundle.import_bundle(source, Path.cwd(), images or Path.cwd() / "resources" / "images", docker, expect)
+    site = bundle.import_bundle(source, Path.cwd(), images or Path.cwd() / "resources" / "images", docker, expect, sif)
     print(f"bundle: every file of {source} matches {bundle.BUNDLE_FILE}; the plan now starts the local images ({site})")
 
 
@@ -757,6 +757,7 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--images", type=Path, help="the site's image folder, on the filesystem the compute nodes share (default: resources/images)")
     q.add_argument("--docker", action="store_true", help="also load the images into this node's Docker engine (DOCKER_HOST)")
     q.add_argument("--expect", help="the sha256 of bundle.json that export printed")
+    q.add_argument("--sif", action=argparse.BooleanOptionalAction, default=None, help="Apptainer SIF images (default: where apptainer exists)")
 
     p = sub.add_parser("node-check", help="readiness of every node of a full-scale run before it starts (a train job runs it)")
     check_sub = p.add_subparsers(dest="node_check_command", required=True)
@@ -981,7 +982,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int | None]] = {
     "bundle": lambda a: (
         cmd_bundle_export(a.benchmark, a.scale, a.out, a.configfile, a.wheels_from, a.squashfs)
         if a.bundle_command == "export"
-        else cmd_bundle_import(a.bundle, a.images, a.docker, a.expect)
+        else cmd_bundle_import(a.bundle, a.images, a.docker, a.expect, a.sif)
     ),
     "check": lambda a: cmd_check(a.import_modules),
     "config-files": lambda a: cmd_config_files(a.check),

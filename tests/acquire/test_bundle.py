@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -240,3 +241,40 @@ def _write_archive(path: Path, layers: list[bytes]) -> None:
             info = tarfile.TarInfo(name)
             info.size = len(data)
             tar.addfile(info, io.BytesIO(data))
+
+
+APPTAINER = """#!/bin/sh
+# apptainer stand-in (tests only; no Apptainer here): `apptainer build OUT oci-archive:PATH` as the real one is called
+[ "$1" = build ] && [ "$#" = 3 ] && case "$3" in oci-archive:/*) true ;; *) false ;; esac || {{ echo "unexpected: $*" >&2; exit 2; }}
+[ -f "${{3#oci-archive:}}" ] || {{ echo "no archive ${{3#oci-archive:}}" >&2; exit 1; }}
+echo "$*" >> {calls}
+echo "SIF of $3" > "$2"
+"""
+
+
+@needs_tools
+@pytest.mark.slow
+def test_where_apptainer_exists_the_import_builds_each_sif_once_and_the_plan_starts_it(exported, tmp_path):
+    stand_ins, calls = tmp_path / "bin", tmp_path / "apptainer-calls"
+    stand_ins.mkdir()
+    (stand_ins / "apptainer").write_text(APPTAINER.format(calls=calls))
+    (stand_ins / "apptainer").chmod(0o755)
+    site = new_workdir(tmp_path / "site")
+    images = tmp_path / "images"
+    argv = [sys.executable, "-m", "mlperf_wf", "--root", str(site), "bundle", "import", str(exported["bundle"]), "--images", str(images)]
+    env = snakemake_env() | {"PATH": f"{stand_ins}{os.pathsep}{snakemake_env()['PATH']}"}
+    for _ in range(2):  # imported once per site: a second import finds the SIF there
+        done = subprocess.run(argv, capture_output=True, text=True, env=env)
+        assert done.returncode == 0, done.stderr[-3000:]
+    local = yaml.safe_load((site / "config/site.yaml").read_text())["full_container"][BENCHMARK]
+    assert Path(local["sif"]) == (images / Path(local["oci_archive"]).name.removesuffix(".oci.tar")).with_suffix(".sif").resolve()
+    assert calls.read_text().splitlines() == [f"build {local['sif']}.partial oci-archive:{local['oci_archive']}"]
+    config = ("--config", f"benchmarks=[{BENCHMARK}]", "scale=full", "runs=1", "launcher=apptainer", f"full_geometry={{{BENCHMARK}: {{nodes: 1}}}}")
+    [line] = planned_train_lines(snakemake(site, "-n", "-p", *config).stdout, BENCHMARK)
+    assert f" {local['sif']} " in line and "oci-archive:" not in line
+    Path(local["sif"]).unlink()
+    missing = snakemake(site, "-n", *config, check_rc=False)
+    assert f"full_container.{BENCHMARK}.sif: {local['sif']} does not exist" in missing.stderr
+    # without apptainer, and --no-sif, none is built
+    done = subprocess.run([*argv, "--no-sif"], capture_output=True, text=True, env=env)
+    assert done.returncode == 0 and not Path(local["sif"]).exists() and calls.read_text().count("build") == 1

@@ -266,8 +266,9 @@ def _same_tree(source: Path, target: Path) -> bool:
     return listing(source) == listing(target)
 
 
-def import_bundle(bundle: Path, root: Path, images_dir: Path, docker: bool = False, expect: str | None = None) -> Path:
-    """Check the bundle (:func:`check`), then place its images, datasets and the site config; returns the site config."""
+def import_bundle(bundle: Path, root: Path, images_dir: Path, docker: bool = False, expect: str | None = None, sif: bool | None = None) -> Path:
+    """Check the bundle (:func:`check`), then place its images, datasets and the site config; returns the site config.
+    ``sif``: build each image's Apptainer SIF from its archive, once (default: where ``apptainer`` exists)."""
     import yaml
 
     from mlperf_wf.config.workflow_config import SITE_CONFIG
@@ -290,6 +291,13 @@ def import_bundle(bundle: Path, root: Path, images_dir: Path, docker: bool = Fal
                 shutil.copy2(source, partial)
                 partial.replace(target)
             local[kind] = str(target.resolve())
+        if sif is None:
+            sif = shutil.which("apptainer") is not None
+        if sif:
+            target = images_dir / (Path(image["oci_archive"]).name.removesuffix(".oci.tar") + ".sif")
+            if not target.exists():  # named by the digest, written whole: one there is this image's
+                image_files.write_sif(images_dir / Path(image["oci_archive"]).name, target)
+            local["sif"] = str(target.resolve())
         if docker:
             name = f"mlperf-wf-bundle/{Path(image['oci_archive']).name.split('@')[0]}:{image['digest'].split(':')[1][:16]}"
             local["image_id"] = image_files.load_into_docker(images_dir / Path(image["oci_archive"]).name, name.lower(), os.environ.get("DOCKER_HOST"))

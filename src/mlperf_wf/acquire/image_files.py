@@ -218,6 +218,20 @@ def write_squashfs(archive_path: Path, out: Path) -> None:
         partial.replace(out)
 
 
+def write_sif(archive_path: Path, out: Path) -> None:
+    """Apptainer's SIF of an OCI archive (``apptainer build``), made once per site: Apptainer started from
+    ``oci-archive:`` converts the archive again in every job's cache. Written as ``out`` only when complete."""
+    if shutil.which("apptainer") is None:
+        raise ImageFileError(f"{out}: apptainer is not installed on this machine")
+    partial = out.with_name(out.name + ".partial")
+    partial.unlink(missing_ok=True)
+    done = subprocess.run(["apptainer", "build", str(partial), f"oci-archive:{archive_path}"], capture_output=True, text=True)
+    if done.returncode != 0 or not partial.is_file():
+        partial.unlink(missing_ok=True)
+        raise ImageFileError(f"{out}: apptainer build failed: {(done.stderr.strip().splitlines() or ['no message'])[-1]}")
+    partial.replace(out)
+
+
 def load_into_docker(archive_path: Path, name: str, docker_host: str | None = None) -> str:
     """Load an OCI archive into the local Docker engine as ``name`` (skopeo's ``docker-daemon:`` transport); returns the
     image ID, which is the archive's config digest (checked)."""

@@ -279,6 +279,9 @@ class Container(_Strict):
     oci_archive: str | None = None
     """This site's OCI archive of the pinned image (``mlperf-wf bundle import``): Apptainer starts it
     (``oci-archive:/path``) instead of pulling from a registry."""
+    sif: str | None = None
+    """This site's Apptainer SIF of the pinned image (``mlperf-wf bundle import`` where apptainer exists): Apptainer
+    starts it, converting nothing."""
     image_id: str | None = Field(None, pattern=f"^{IMAGE_DIGEST}$")
     """The pinned image's Docker ID (its config digest) where ``mlperf-wf bundle import --docker`` loaded it into this
     node's engine: ``docker run`` starts it by ID, never from a registry."""
@@ -308,8 +311,10 @@ class Container(_Strict):
 
     @property
     def apptainer_reference(self) -> str:
-        """Apptainer's: ``docker://registry/repository@digest``: it refuses a tag beside a digest; the site's OCI archive
-        (``oci-archive:/path``) where it imported one."""
+        """Apptainer's: ``docker://registry/repository@digest``: it refuses a tag beside a digest; the site's SIF file or
+        else its OCI archive (``oci-archive:/path``) where it imported one."""
+        if self.sif:
+            return self.sif
         if self.oci_archive:
             return f"oci-archive:{self.oci_archive}"
         if not self.digest:

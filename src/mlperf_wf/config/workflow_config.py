@@ -78,6 +78,9 @@ class ContainerOverride(_Section):
     """Absolute path of this site's enroot image of it (``mlperf-wf bundle import``): pyxis starts the file."""
     oci_archive: Annotated[str, StringConstraints(pattern=r"^/")] | None = None
     """Absolute path of this site's OCI archive of it (``mlperf-wf bundle import``): Apptainer starts the file."""
+    sif: Annotated[str, StringConstraints(pattern=r"^/")] | None = None
+    """Absolute path of this site's Apptainer SIF of it (``mlperf-wf bundle import`` where apptainer exists): Apptainer
+    starts the file (before the OCI archive)."""
     image_id: Annotated[str, StringConstraints(pattern=r"^sha256:[0-9a-f]{64}$")] | None = None
     """Its ID in this node's Docker engine (``mlperf-wf bundle import --docker``): docker starts it by ID."""
 

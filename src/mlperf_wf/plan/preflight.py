@@ -86,14 +86,15 @@ def _tiny_platform(subject: str) -> Problem:
     )
 
 
-IMAGE_FILES = {"pyxis": "squashfs", "apptainer": "oci_archive"}
-"""The launcher -> the local image file of a site's ``full_container`` (``mlperf-wf bundle import``) it starts."""
+IMAGE_FILES = {"pyxis": ("squashfs",), "apptainer": ("sif", "oci_archive")}
+"""The launcher -> the local image files of a site's ``full_container`` (``mlperf-wf bundle import``) it starts, the
+first one named."""
 
 
 def _missing_image_files(benchmark: str, container, launcher: str) -> list[Problem]:
     """The site's image file the launcher would start, where it is named but not there (checked on the login node: the
     shared filesystem the compute nodes read it from)."""
-    kind = IMAGE_FILES.get(launcher)
+    kind = next((kind for kind in IMAGE_FILES.get(launcher, ()) if getattr(container, kind)), None)
     path = getattr(container, kind) if kind else None
     if path is None or Path(path).is_file():
         return []
