@@ -283,9 +283,9 @@ class ClusterBox:
 
     @contextlib.contextmanager
     def slow_on(self, host: str, command: tuple[str, ...], cgroup: Path) -> Iterator[list[str]]:
-        """While inside, every process on ``host`` whose command line holds the words ``command`` joins the CPU cgroup
-        ``cgroup`` once it holds a TCP socket (a node-check probe: after its start-up, as it joins the collective), as a
-        node slow at its work, not at starting, would be; yields the PIDs moved so far."""
+        """While inside, every Python process on ``host`` whose command line holds the words ``command`` joins the CPU
+        cgroup ``cgroup`` once it holds a TCP socket (a node-check probe: after its start-up, as it joins the collective;
+        not the srun that started it), as a node slow at its work, not at starting, would be; yields the PIDs moved."""
         moved: list[str] = []
         stop = threading.Event()
 
@@ -302,9 +302,10 @@ class ClusterBox:
                         if not any(words[i : i + len(command)] == list(command) for i in range(len(words))):
                             continue
                         on_host = os.stat(f"/proc/{pid}/ns/net").st_ino == network
+                        python = Path(os.readlink(f"/proc/{pid}/exe")).name.startswith("python")
                     except OSError:
                         continue
-                    if on_host and cpu_quota.has_tcp_socket(pid):
+                    if on_host and python and cpu_quota.has_tcp_socket(pid):
                         with contextlib.suppress(OSError):
                             (cgroup / "cgroup.procs").write_text(pid)
                             moved.append(pid)

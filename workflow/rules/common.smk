@@ -12,6 +12,7 @@ sys.path.insert(0, str(Path(workflow.basedir).parent / "src"))
 
 from mlperf_wf.plan import plan as planning  # noqa: E402
 from mlperf_wf.plan import preflight  # noqa: E402
+from mlperf_wf.plan.snakemake_functions import signature_once  # noqa: E402
 from mlperf_wf.config.config_check import parsed_config  # noqa: E402
 from mlperf_wf.errors import ConfigError  # noqa: E402
 from mlperf_wf.results.snakemake_state import another_snakemake_in  # noqa: E402
@@ -130,6 +131,7 @@ wildcard_constraints:
 # ---- download ----
 
 
+@signature_once
 def download_inputs(wildcards):
     """The generated mirror at tiny scale; nothing at full scale."""
     if PREFLIGHT:
@@ -137,6 +139,7 @@ def download_inputs(wildcards):
     return PLAN.download_inputs(wildcards.dataset)
 
 
+@signature_once
 def download_source_args(wildcards):
     """`--uri/--md5` of the dataset at this scale."""
     return PLAN.download_source_args(wildcards.dataset)
@@ -145,21 +148,25 @@ def download_source_args(wildcards):
 # ---- preprocess ----
 
 
+@signature_once
 def preprocess_inputs(wildcards):
     """Every dataset the shard reads, by role, its verification record, and the earlier shards it reads."""
     return PLAN.preprocess_inputs(wildcards.benchmark, wildcards.shard)
 
 
+@signature_once
 def preprocess_role_args(wildcards):
     """`--input role=folder` arguments of the preprocess command, and `--preparation` when not the default."""
     return PLAN.preprocess_args(wildcards.benchmark, wildcards.shard)
 
 
+@signature_once
 def preparation_args(wildcards):
     """`--preparation NAME` when the config picks a preparation other than the benchmark's default."""
     return PLAN.preparation_args(wildcards.benchmark)
 
 
+@signature_once
 def preprocess_shards(wildcards):
     """Every shard folder of the benchmark, the inputs of its dataset tree."""
     return PLAN.shard_dirs(wildcards.benchmark)
@@ -168,6 +175,7 @@ def preprocess_shards(wildcards):
 def shard_resource(name):
     """Input function giving resource `name` of a preprocess_shard job."""
 
+    @signature_once
     def resource(wildcards):
         return PLAN.shard_resources(wildcards.benchmark, wildcards.shard)[name]
 
@@ -177,6 +185,7 @@ def shard_resource(name):
 # ---- train ----
 
 
+@signature_once
 def train_inputs(wildcards):
     """The prepared tree and every dataset the runs read directly."""
     if PREFLIGHT:
@@ -200,6 +209,7 @@ def planned_train_job(wildcards):
 def train_field(name):
     """Input function giving field `name` (command, launcher, image, threads) of the run's plan."""
 
+    @signature_once
     def field(wildcards):
         return getattr(planned_train_job(wildcards), name)
 
@@ -209,32 +219,38 @@ def train_field(name):
 def train_resource(name):
     """Input function giving scheduler resource `name` of the run's plan."""
 
+    @signature_once
     def resource(wildcards):
         return getattr(planned_train_job(wildcards).resources, name)
 
     return resource
 
 
+@signature_once
 def train_slurm_extra(wildcards, attempt):
     """The train job's extra sbatch flags: whole nodes, none a node check named (read again for a retry)."""
     return PLAN.train_slurm_extra()
 
 
+@signature_once
 def node_check_records(wildcards):
     """Where the run's node checks are recorded ('' where it has none)."""
     return PLAN.node_check_records(wildcards.benchmark, int(wildcards.run))
 
 
+@signature_once
 def wildcard_ruleset(wildcards):
     """Ruleset of the job's benchmark."""
     return PLAN.ruleset(wildcards.benchmark)
 
 
+@signature_once
 def wildcard_division(wildcards):
     """Division of the job's benchmark (its tiny tier may be open)."""
     return PLAN.division(wildcards.benchmark)
 
 
+@signature_once
 def wildcard_seed(wildcards):
     """Seed the job's run was started with."""
     return PLAN.seed(int(wildcards.run))
@@ -246,12 +262,14 @@ def wildcard_seed(wildcards):
 def run_files(file):
     """Input function giving `file` of every run of the job's benchmark."""
 
+    @signature_once
     def files(wildcards):
         return PLAN.run_files(wildcards.benchmark, file)
 
     return files
 
 
+@signature_once
 def report_args(wildcards, input):
     """`--result` / `--compliance` / `--provenance` of each run, for the report command."""
     return " ".join(
@@ -262,6 +280,7 @@ def report_args(wildcards, input):
     )
 
 
+@signature_once
 def reference_logs_args(wildcards):
     """``--reference-logs FOLDER`` where the config's reference_logs names one for the benchmark."""
     return PLAN.reference_logs_args(wildcards.benchmark)

@@ -11,10 +11,8 @@ rule generate_tiny_mirror:
     cache: True
     conda:
         "../envs/mlperf-wf.yaml"
-    params:
-        dataset="{dataset}",
     shell:
-        "mlperf-wf mirror --dataset {params.dataset} --out {output.mirror} > {log} 2>&1"
+        "mlperf-wf mirror --dataset {wildcards.dataset} --out {output.mirror} > {log} 2>&1"
 
 
 rule download:
@@ -32,9 +30,8 @@ rule download:
         mem_mb=4000,
         runtime=1440,
     params:
-        dataset="{dataset}",
         source=download_source_args,
         connections=planning.DOWNLOAD_CONNECTIONS,
     shell:
-        "mlperf-wf download --dataset {params.dataset} --dest {output.dataset}"
+        "mlperf-wf download --dataset {wildcards.dataset} --dest {output.dataset}"
         " {params.source} --jobs {params.connections} > {log} 2>&1"

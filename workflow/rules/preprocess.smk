@@ -23,13 +23,10 @@ rule preprocess_shard:
         mem_mb=shard_resource("mem_mb"),
         runtime=shard_resource("runtime"),
     params:
-        benchmark="{benchmark}",
-        scale="{scale}",
-        shard="{shard}",
         inputs=preprocess_role_args,
     shell:
-        "mlperf-wf preprocess --benchmark {params.benchmark} --scale {params.scale}"
-        " --shard {params.shard} {params.inputs} --out {output.shard} > {log} 2>&1"
+        "mlperf-wf preprocess --benchmark {wildcards.benchmark} --scale {wildcards.scale}"
+        " --shard {wildcards.shard} {params.inputs} --out {output.shard} > {log} 2>&1"
 
 
 # Links only (seconds at any size), so not cached: a second workflow directory
@@ -44,10 +41,7 @@ rule assemble_prepared:
     conda:
         "../envs/mlperf-wf.yaml"
     params:
-        benchmark="{benchmark}",
-        scale="{scale}",
-        shards="resources/{scale}/prepared/{benchmark}/shards",
         preparation=preparation_args,
     shell:
-        "mlperf-wf assemble --benchmark {params.benchmark} --scale {params.scale}"
-        " --shards {params.shards} {params.preparation} --out {output.dataset} > {log} 2>&1"
+        "mlperf-wf assemble --benchmark {wildcards.benchmark} --scale {wildcards.scale}"
+        " --shards resources/{wildcards.scale}/prepared/{wildcards.benchmark}/shards {params.preparation} --out {output.dataset} > {log} 2>&1"

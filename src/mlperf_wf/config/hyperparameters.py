@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 class TinyHyperparameters(BaseModel):
     """Base of every benchmark's tiny hyperparameter model: frozen, unknown keys refused."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True, validate_default=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
 
     def mllog(self, world_size: int) -> dict[str, object]:
         """mllog key -> value for every hyperparameter the run logs, as the loop uses them on ``world_size`` processes."""

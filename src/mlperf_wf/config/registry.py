@@ -44,7 +44,7 @@ BENCHMARK_FILES = (DEFINITION_FILE, "README.md", *(f"{module}.py" for module in 
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 # ---- datasets ---------------------------------------------------------------

@@ -20,6 +20,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, WithJsonSchema
 from pydantic.fields import FieldInfo
 
+from mlperf_wf.config import docstrings
 from mlperf_wf.errors import ConfigError, describe_validation_error
 from mlperf_wf.kinds import Scale
 from mlperf_wf.run.power import PowerConfig
@@ -40,7 +41,7 @@ Hyperparameters = Annotated[
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class Submission(_Section):
@@ -265,7 +266,7 @@ def _inline(node: Any, definitions: dict) -> Any:
 
 def json_schema() -> dict:
     """The JSON schema of the config (draft 2020-12), with each key's docstring as its description."""
-    raw = WorkflowConfig.model_json_schema(mode="validation")
+    raw = docstrings.with_descriptions(WorkflowConfig).model_json_schema(mode="validation")
     schema = _inline(raw, raw.get("$defs", {}))
     schema["description"] = "mlperf-workflow configuration (config/config.yaml), generated from src/mlperf_wf/config/workflow_config.py"
     return {"$schema": "https://json-schema.org/draft/2020-12/schema", **schema}
@@ -303,11 +304,11 @@ def config_text() -> str:
         value = defaults[name]
         section = _section_of(field)
         if section is None:
-            parts.append(f"{_comment(field.description or '')}\n{name}: {_yaml_value(value)}")
+            parts.append(f"{_comment(docstrings.description(WorkflowConfig, name))}\n{name}: {_yaml_value(value)}")
             continue
-        lines = [_comment(field.description or ""), f"{name}:"]
-        for sub, sub_field in section.model_fields.items():
-            lines += [_comment(sub_field.description or "", "  "), f"  {sub}: {_yaml_value(value[sub])}"]
+        lines = [_comment(docstrings.description(WorkflowConfig, name)), f"{name}:"]
+        for sub in section.model_fields:
+            lines += [_comment(docstrings.description(section, sub), "  "), f"  {sub}: {_yaml_value(value[sub])}"]
         parts.append("\n".join(lines))
     return "\n\n".join(parts) + "\n"
 
@@ -323,10 +324,10 @@ def table_text() -> str:
     for name, field in WorkflowConfig.model_fields.items():
         section = _section_of(field)
         shown = "(mapping)" if section is not None else f"`{_cell(_yaml_value(defaults[name]))}`"
-        rows.append(f"| `{name}` | {shown} | {_cell(field.description or '')} |")
+        rows.append(f"| `{name}` | {shown} | {_cell(docstrings.description(WorkflowConfig, name))} |")
         if section is not None:
-            for sub, sub_field in section.model_fields.items():
-                rows.append(f"| `{name}.{sub}` | `{_cell(_yaml_value(defaults[name][sub]))}` | {_cell(sub_field.description or '')} |")
+            for sub in section.model_fields:
+                rows.append(f"| `{name}.{sub}` | `{_cell(_yaml_value(defaults[name][sub]))}` | {_cell(docstrings.description(section, sub))} |")
     return "\n".join([TABLE_START, *rows, TABLE_END])
 
 

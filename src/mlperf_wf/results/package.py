@@ -41,7 +41,7 @@ AVAILABILITY = ("Available on-premise", "Available cloud", "Research, Developmen
 class SystemDescription(BaseModel):
     """``config/systems/<name>.yaml``: the fields ``system_desc_checker`` requires (empty strings are accepted there)."""
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True, use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
     system_name: Text
     """Human-readable system name (the results tables show it)."""

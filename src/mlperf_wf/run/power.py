@@ -58,7 +58,7 @@ _MILLISECONDS_AS_TEXT_TOO = {"type": ["integer", "string"], "pattern": "^[1-9][0
 class PowerConfig(BaseModel):
     """`power:` of the workflow config (and of a profile's `config:`): energy measurement beside every run."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
     enabled: Annotated[bool, WithJsonSchema({"type": ["boolean", "string"], "enum": [True, False, "true", "false", "True", "False"]})] = False
     """Sample power beside every run (off by default; runs' commands are unchanged when off)."""
