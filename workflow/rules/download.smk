@@ -11,8 +11,12 @@ rule generate_tiny_mirror:
     cache: True
     conda:
         "../envs/mlperf-wf.yaml"
+    # The wildcards are params, not {wildcards.*} in the shell line: Snakemake's output cache keys a job by
+    # its params and the unformatted shell line, so without them every dataset would share one cache entry.
+    params:
+        dataset="{dataset}",
     shell:
-        "mlperf-wf mirror --dataset {wildcards.dataset} --out {output.mirror} > {log} 2>&1"
+        "mlperf-wf mirror --dataset {params.dataset} --out {output.mirror} > {log} 2>&1"
 
 
 rule download:
@@ -30,8 +34,9 @@ rule download:
         mem_mb=4000,
         runtime=1440,
     params:
+        dataset="{dataset}",
         source=download_source_args,
         connections=planning.DOWNLOAD_CONNECTIONS,
     shell:
-        "mlperf-wf download --dataset {wildcards.dataset} --dest {output.dataset}"
+        "mlperf-wf download --dataset {params.dataset} --dest {output.dataset}"
         " {params.source} --jobs {params.connections} > {log} 2>&1"

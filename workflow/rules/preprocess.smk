@@ -22,11 +22,15 @@ rule preprocess_shard:
     resources:
         mem_mb=shard_resource("mem_mb"),
         runtime=shard_resource("runtime"),
+    # The wildcards are params (the output cache's key; see download.smk's generate_tiny_mirror).
     params:
+        benchmark="{benchmark}",
+        scale="{scale}",
+        shard="{shard}",
         inputs=preprocess_role_args,
     shell:
-        "mlperf-wf preprocess --benchmark {wildcards.benchmark} --scale {wildcards.scale}"
-        " --shard {wildcards.shard} {params.inputs} --out {output.shard} > {log} 2>&1"
+        "mlperf-wf preprocess --benchmark {params.benchmark} --scale {params.scale}"
+        " --shard {params.shard} {params.inputs} --out {output.shard} > {log} 2>&1"
 
 
 # Links only (seconds at any size), so not cached: a second workflow directory
@@ -41,7 +45,10 @@ rule assemble_prepared:
     conda:
         "../envs/mlperf-wf.yaml"
     params:
+        benchmark="{benchmark}",
+        scale="{scale}",
+        shards="resources/{scale}/prepared/{benchmark}/shards",
         preparation=preparation_args,
     shell:
-        "mlperf-wf assemble --benchmark {wildcards.benchmark} --scale {wildcards.scale}"
-        " --shards resources/{wildcards.scale}/prepared/{wildcards.benchmark}/shards {params.preparation} --out {output.dataset} > {log} 2>&1"
+        "mlperf-wf assemble --benchmark {params.benchmark} --scale {params.scale}"
+        " --shards {params.shards} {params.preparation} --out {output.dataset} > {log} 2>&1"

@@ -20,13 +20,14 @@ rule report:
     conda:
         "../envs/mlperf-wf.yaml"
     params:
+        benchmark="{benchmark}",
         ruleset=wildcard_ruleset,
         division=wildcard_division,
         scale=SCALE,
         platform=config["submission"]["platform"],
         runs=report_args,
     shell:
-        "mlperf-wf report --benchmark {wildcards.benchmark} --ruleset {params.ruleset}"
+        "mlperf-wf report --benchmark {params.benchmark} --ruleset {params.ruleset}"
         " --division {params.division} --scale {params.scale}"
         " --platform {params.platform:q} {params.runs}"
         " --out {output.report} > {log} 2>&1"
