@@ -279,6 +279,8 @@ def import_bundle(bundle: Path, root: Path, images_dir: Path, docker: bool = Fal
         if target.exists() and not _same_tree(bundle / where["bundle"], target):
             raise BundleError(f"{target}: exists with other files than the bundle's {dataset_id}; move it away to import this one")
     images_dir.mkdir(parents=True, exist_ok=True)
+    if sif is None:
+        sif = shutil.which("apptainer") is not None
     containers = {}
     for image in described["images"]:
         local = {}
@@ -291,16 +293,15 @@ def import_bundle(bundle: Path, root: Path, images_dir: Path, docker: bool = Fal
                 shutil.copy2(source, partial)
                 partial.replace(target)
             local[kind] = str(target.resolve())
-        if sif is None:
-            sif = shutil.which("apptainer") is not None
+        archive = Path(local["oci_archive"])  # this site's copy, placed above
         if sif:
-            target = images_dir / (Path(image["oci_archive"]).name.removesuffix(".oci.tar") + ".sif")
+            target = archive.with_name(archive.name.removesuffix(".oci.tar") + ".sif")
             if not target.exists():  # named by the digest, written whole: one there is this image's
-                image_files.write_sif(images_dir / Path(image["oci_archive"]).name, target)
-            local["sif"] = str(target.resolve())
+                image_files.write_sif(archive, target)
+            local["sif"] = str(target)
         if docker:
-            name = f"mlperf-wf-bundle/{Path(image['oci_archive']).name.split('@')[0]}:{image['digest'].split(':')[1][:16]}"
-            local["image_id"] = image_files.load_into_docker(images_dir / Path(image["oci_archive"]).name, name.lower(), os.environ.get("DOCKER_HOST"))
+            name = f"mlperf-wf-bundle/{archive.name.split('@')[0]}:{image['digest'].split(':')[1][:16]}"
+            local["image_id"] = image_files.load_into_docker(archive, name.lower(), os.environ.get("DOCKER_HOST"))
         for name in image["benchmarks"]:
             containers[name] = {"image": image["image"], "digest": image["digest"], **local}
     for where in described["datasets"].values():
