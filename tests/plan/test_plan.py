@@ -169,7 +169,7 @@ def test_tiny_run_reads_its_roles_and_overrides(tmp_path):
             {"tiny_hyperparameters": {"rgat": {"learning_rate": "fast"}}},
             r"config: tiny_hyperparameters\.rgat\.learning_rate: Input should be a valid number.*\(got 'fast'\)",
         ),
-        ({"tiny_hyperparameters": {"rgat": {"fan_out": "5,5"}}}, r"config: tiny_hyperparameters\.rgat: fan_out '5,5' has 2 hops but num_layers is 3"),
+        ({"tiny_hyperparameters": {"rgat": {"fan_out": "5,5,5"}}}, r"config: tiny_hyperparameters\.rgat: fan_out '5,5,5' has 3 hops but num_layers is 2"),
         ({"full_container": {"rgat": {"digest": "sha256:abc"}}}, r"config: full_container\.rgat\.digest: String should match pattern"),
         ({"benchmarks": ["resnet"]}, r"config: benchmarks: \['resnet'\] has no folder in src/mlperf_wf/benchmarks/"),
         ({"launcher": "pyxis"}, r"config: launcher is 'pyxis' but tiny-scale runs use auto, local or docker"),
