@@ -123,6 +123,7 @@ WORK_GROUPS = {
     "tests/workflow/test_slurm.py": "engines",
     "tests/workflow/test_docker.py": "engines",
     "tests/run/test_reference_in_the_loop.py": "engines",
+    "tests/workflow/test_image_apt_sources.py": "engines",
     # one session fixture's campaign (tiny_project), made once in the worker that runs both
     "tests/workflow/test_workflow.py": "llama2_70b_lora campaign",
     "tests/benchmarks/llama2_70b_lora/test_llama2_70b_lora.py": "llama2_70b_lora campaign",
