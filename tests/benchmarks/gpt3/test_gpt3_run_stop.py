@@ -13,7 +13,6 @@ rank sees the loss, rank 0 logs ``run_stop`` ``success`` and every rank stops.
 from __future__ import annotations
 
 import json
-import math
 import multiprocessing
 import os
 import sys
@@ -23,78 +22,29 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import reference_source
+from tests.rehearsal.benchmarks.gpt3 import CONVERGED_ITERATION, MLLoggerLikeMLPerfCommon, converged_run_args, fill_training_module
 
 ROOT = Path(__file__).resolve().parents[3]
 REFERENCE = "retired_benchmarks/gpt3/megatron-lm"
-CONVERGED_LOSS = 2.68
-"""Under the reference's 2.69 (training.py:964)."""
 COLLECTIVE_TIMEOUT_S = 8
 
 
-class WrapperLikeMLPerfCommon:
-    """What megatron's ``mllogger`` does with a line (mlperf-common's ``MLLoggerWrapper._log``): a barrier of the whole
-    world first where ``sync``, then the line from global rank 0 only where ``unique``; ``log_run_stop`` is an ``end``
-    of ``run_stop`` with ``sync=True``."""
+def _json_lines(out: Path):
+    """``emit`` of :class:`MLLoggerLikeMLPerfCommon`: one JSON line per logged line, with the rank that wrote it."""
 
-    def __init__(self, out: Path) -> None:
-        from mlperf_logging.mllog import constants
-
-        self.constants = constants
-        self.out = out
-
-    def _log(self, kind: str, key: str | None = None, value: object = None, unique: bool = True, sync: bool = False, metadata: dict | None = None, **_: object):
+    def emit(kind: str, key: str | None, value: object, metadata: dict | None) -> None:
         import torch.distributed as dist
 
-        if sync:
-            dist.barrier()
-        if not unique or dist.get_rank() == 0:
-            with open(self.out, "a") as stream:
-                stream.write(json.dumps({"rank": dist.get_rank(), "kind": kind, "key": key, "value": value, "metadata": metadata}) + "\n")
+        with open(out, "a") as stream:
+            stream.write(json.dumps({"rank": dist.get_rank(), "kind": kind, "key": key, "value": value, "metadata": metadata}) + "\n")
 
-    def start(self, *args, **kwargs):
-        self._log("start", *args, **kwargs)
-
-    def end(self, *args, **kwargs):
-        self._log("end", *args, **kwargs)
-
-    def event(self, *args, **kwargs):
-        self._log("event", *args, **kwargs)
-
-    def log_run_stop(self, status, **kwargs):
-        self.end(key=self.constants.RUN_STOP, unique=True, sync=True, metadata=dict(status=status, **kwargs))
+    return emit
 
 
 def _training_module(reference: Path, logger: object) -> types.ModuleType:
-    """``megatron.training`` with the reference's own ``evaluate_and_print_results``; ``evaluate`` returns what the
-    reference's returns on each stage: the loss on the last, nothing elsewhere (training.py:879-885)."""
-    import ast
-
-    import torch
-    import torch.distributed as dist
-
-    source = reference / "megatron" / "training.py"
-    tree = ast.parse(source.read_text())
-    found = [node for node in tree.body if isinstance(node, ast.FunctionDef) and node.name == "evaluate_and_print_results"]
+    """``megatron.training`` with the reference's own ``evaluate_and_print_results`` (the rehearsal's stand-in)."""
     module = types.ModuleType("megatron.training")
-    last = dist.get_world_size() - 1
-    run_args = types.SimpleNamespace(consumed_train_samples=6144000 + 16 * 1536, ext_lr_steps=6144000, seq_length=2048, tokens_per_batch=1536 * 2048)
-    run_args.log_validation_ppl_to_tensorboard = True
-
-    def evaluate(*_args, **_kwargs):
-        on_last_stage = dist.get_rank() == last
-        return ({"lm loss": torch.tensor([CONVERGED_LOSS], dtype=torch.float64)} if on_last_stage else {}), None
-
-    module.__dict__.update(
-        math=math,
-        mllogger=logger,
-        get_args=lambda: run_args,
-        get_tensorboard_writer=lambda: None,
-        evaluate=evaluate,
-        is_last_rank=lambda: dist.get_rank() == last,
-        print_rank_last=lambda message: print(message) if dist.get_rank() == last else None,
-        print_rank_0=lambda message: print(message) if dist.get_rank() == 0 else None,
-    )
-    exec(compile(ast.Module(body=found, type_ignores=[]), str(source), "exec"), module.__dict__)  # the reference's own function
+    fill_training_module(module, reference / "megatron" / "training.py", logger, converged_run_args())
     return module
 
 
@@ -108,7 +58,7 @@ def _rank(rank: int, world: int, port: int, reference: str, patched: bool, out: 
     record = Path(out) / f"rank{rank}.json"
     os.environ.update({"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)})
     dist.init_process_group("gloo", rank=rank, world_size=world, timeout=datetime.timedelta(seconds=COLLECTIVE_TIMEOUT_S))
-    logger: object = WrapperLikeMLPerfCommon(Path(out) / "result.txt")
+    logger: object = MLLoggerLikeMLPerfCommon(_json_lines(Path(out) / "result.txt"))
     outcome = "trained on"
     try:
         if patched:
@@ -121,7 +71,7 @@ def _rank(rank: int, world: int, port: int, reference: str, patched: bool, out: 
         module = _training_module(Path(reference), logger)
         if patched:
             mlperf_wf_gpt3._patch_training(module)
-        module.evaluate_and_print_results("iteration 4016", None, None, [], 4016, None, False)
+        module.evaluate_and_print_results(f"iteration {CONVERGED_ITERATION}", None, None, [], CONVERGED_ITERATION, None, False)
         dist.all_reduce(torch.ones(4))  # the next training step
         dist.barrier()
     except SystemExit as stop:

@@ -16,15 +16,21 @@ minutes (:43-45). The log is ``$COMPLIANCE_FILE``, where the round patch points 
 
 from __future__ import annotations
 
+import ast
+import importlib.abc
 import importlib.util
 import io
 import json
+import math
 import os
 import subprocess
 import sys
 import tarfile
+from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType, SimpleNamespace
 
+from tests.rehearsal.probe import ProbeFailure
 from tests.rehearsal.spec import Rehearsal
 
 REHEARSAL = Rehearsal(
@@ -32,6 +38,9 @@ REHEARSAL = Rehearsal(
     image_files={"/workspace/llm": "mlcommons-training-aa344c7/retired_benchmarks/gpt3/megatron-lm"},
     entry=("pretrain_gpt.py",),
     nodes=2,
+    # Megatron fits TP to the world (arguments.py: min(TP, world), then PP = min(PP, world / TP)): TP 2 gives a pipeline
+    # of two stages across the box's two nodes, as the reference's TP 8 x PP 8 spans nodes with its pipeline
+    arguments={"--tensor-model-parallel-size": "2"},
 )
 
 DATASET_TARBALL = "dataset_c4_spm.tar"
@@ -170,3 +179,150 @@ def probe(ctx) -> None:
     if limit is not None:
         ctx.equal("--exit-duration-in-mins", args.exit_duration_in_mins, limit - EXIT_MARGIN_MINUTES, "run_gpt3.sh:43-45: the job's time less 15 minutes")
     ctx.mllog_to(ctx.variable("COMPLIANCE_FILE", "the round patch points mllog there"), "mlperf_wf_gpt3 sends megatron's mllogger to $COMPLIANCE_FILE")
+    _import_megatron(ctx, args)
+
+
+CONVERGED_LOSS = 2.68
+"""A validation loss under the reference's target of 2.69 (training.py:964)."""
+CONVERGED_ITERATION = 4016
+"""The iteration at which the rehearsed run reaches the target."""
+
+
+class MLLoggerLikeMLPerfCommon:
+    """What megatron's ``mllogger`` (NVIDIA mlperf-common's ``MLLoggerWrapper``, megatron/__init__.py:33-36) does with a
+    line: a barrier of the whole world first where ``sync``, then the line from global rank 0 only where ``unique``;
+    ``log_run_stop`` is an ``end`` of ``run_stop`` with ``sync=True``. mlperf-common does not install here; ``emit(kind,
+    key, value, metadata)`` writes a line."""
+
+    def __init__(self, emit: Callable[[str, str | None, object, dict | None], None]) -> None:
+        from mlperf_logging.mllog import constants
+
+        self.constants = constants
+        self._emit = emit
+
+    def _log(self, kind: str, key: str | None = None, value: object = None, unique: bool = True, sync: bool = False, metadata: dict | None = None, **_: object):
+        import torch.distributed as dist
+
+        if sync:
+            dist.barrier()
+        if not unique or dist.get_rank() == 0:
+            self._emit(kind, key, value, metadata)
+
+    def start(self, *args, **kwargs):
+        self._log("start", *args, **kwargs)
+
+    def end(self, *args, **kwargs):
+        self._log("end", *args, **kwargs)
+
+    def event(self, *args, **kwargs):
+        self._log("event", *args, **kwargs)
+
+    def log_run_stop(self, status, **kwargs):
+        self.end(key=self.constants.RUN_STOP, unique=True, sync=True, metadata=dict(status=status, **kwargs))
+
+
+def fill_training_module(module: ModuleType, training_py: Path, logger: object, run_args: object, pipeline_stages: int | None = None) -> None:
+    """``megatron.training``'s ``evaluate_and_print_results``, the reference's own (compiled alone from ``training_py``),
+    in ``module``, with what it calls; ``evaluate`` returns what the reference's returns on each rank at the target: the
+    loss on the ranks of the last pipeline stage, nothing elsewhere (training.py:879-885). Stages as Megatron's
+    ``initialize_model_parallel`` makes them: rank r is in stage r // (world / stages); ``pipeline_stages`` defaults to
+    one per rank."""
+    import torch
+    import torch.distributed as dist
+
+    tree = ast.parse(training_py.read_text())
+    found = [node for node in tree.body if isinstance(node, ast.FunctionDef) and node.name == "evaluate_and_print_results"]
+    world = dist.get_world_size()
+    last, stages = world - 1, pipeline_stages or world
+    per_stage = world // stages
+
+    def evaluate(*_args, **_kwargs):
+        on_last_stage = dist.get_rank() // per_stage == stages - 1
+        return ({"lm loss": torch.tensor([CONVERGED_LOSS], dtype=torch.float64)} if on_last_stage else {}), None
+
+    module.__dict__.update(
+        math=math,
+        mllogger=logger,
+        get_args=lambda: run_args,
+        get_tensorboard_writer=lambda: None,
+        evaluate=evaluate,
+        is_last_rank=lambda: dist.get_rank() == last,
+        print_rank_last=lambda message: print(message) if dist.get_rank() == last else None,
+        print_rank_0=lambda message: print(message) if dist.get_rank() == 0 else None,
+    )
+    exec(compile(ast.Module(body=found, type_ignores=[]), str(training_py), "exec"), module.__dict__)  # the reference's own function
+
+
+def converged_run_args(seq_length: int = 2048, global_batch_size: int = 1536, ext_lr_steps: int = 6144000, train_samples: int = 20000000) -> SimpleNamespace:
+    """What ``evaluate_and_print_results`` and the round patch read of ``get_args()`` at the target, 16 steps in."""
+    return SimpleNamespace(
+        consumed_train_samples=ext_lr_steps + 16 * global_batch_size,
+        ext_lr_steps=ext_lr_steps,
+        seq_length=seq_length,
+        tokens_per_batch=global_batch_size * seq_length,
+        train_samples=train_samples,
+        log_validation_ppl_to_tensorboard=True,
+    )
+
+
+def _emit_through_mllog(kind: str, key: str | None, value: object, metadata: dict | None) -> None:
+    """A line through mlperf-logging's mllog, wherever the round patch pointed it (mlperf-common logs through mllog)."""
+    from mlperf_logging import mllog
+
+    getattr(mllog.get_mllogger(), kind)(key=key, value=value, metadata=metadata)
+
+
+class MegatronStandIn(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """``megatron`` (its ``mllogger`` and ``get_args``) and ``megatron.training`` (:func:`fill_training_module`), found by
+    the import system as the reference's own would be, so the image's import hooks patch them."""
+
+    def __init__(self, training_py: Path, run_args: SimpleNamespace, pipeline_stages: int) -> None:
+        self.training_py = training_py
+        self.run_args = run_args
+        self.pipeline_stages = pipeline_stages
+
+    def find_spec(self, fullname: str, path: object, target: ModuleType | None = None):
+        if fullname in ("megatron", "megatron.training"):
+            return importlib.util.spec_from_loader(fullname, self, is_package=fullname == "megatron")
+        return None
+
+    def create_module(self, spec):
+        return None
+
+    def exec_module(self, module: ModuleType) -> None:
+        if module.__name__ == "megatron":
+            module.mllogger = MLLoggerLikeMLPerfCommon(_emit_through_mllog)
+            module.get_args = lambda: self.run_args
+        else:
+            # as training.py's `from megatron import mllogger`: what the round patch made of it
+            fill_training_module(module, self.training_py, sys.modules["megatron"].mllogger, self.run_args, self.pipeline_stages)
+
+
+def _import_megatron(ctx, args) -> None:
+    """``import megatron`` as pretrain_gpt.py does at its start: the round patch wraps its ``mllogger`` and points mllog at
+    the run's result file on every rank, before anything is logged."""
+    training_py = Path(ctx.path("megatron/training.py", "the reference's megatron/training.py", kind="file"))
+    run_args = converged_run_args(args.seq_length, args.global_batch_size, getattr(args, "ext_lr_steps", 0) or 0, getattr(args, "train_samples", 0) or 0)
+    if "megatron" in sys.modules:
+        raise ProbeFailure(f"megatron was imported before pretrain_gpt.py imports it: {sys.modules['megatron']}")
+    # before the path finders (the reference's own package does not import here: six, mlperf-common, apex), after the
+    # image's import hooks, which find a watched module with the finders after them and wrap its loader
+    hooks = [i for i, finder in enumerate(sys.meta_path) if type(finder).__name__ == "_AfterImportFinder"]
+    sys.meta_path.insert(hooks[0] + 1 if hooks else 0, MegatronStandIn(training_py, run_args, args.pipeline_model_parallel_size))
+    import megatron
+
+    wrapped = type(megatron.mllogger).__name__
+    ctx.equal("megatron.mllogger", wrapped, "RoundLogger", "mlperf_wf_gpt3 wraps megatron's mllogger when megatron is imported")
+
+
+def at_the_target(ctx) -> None:
+    """The reference's ``evaluate_and_print_results`` at the target on every rank of the job's world, as patched by the
+    image's round patch at import; every rank must stop (``sys.exit(0)``) after rank 0 logged ``run_stop`` ``success``."""
+    import megatron.training
+
+    try:
+        megatron.training.evaluate_and_print_results(f"iteration {CONVERGED_ITERATION}", None, None, [], CONVERGED_ITERATION, None, False)
+        ended = "returned: the run would train on"
+    except SystemExit as stop:
+        ended = f"exited {stop.code}"
+    ctx.equal("the end of a converged run", ended, "exited 0", "mlperf_wf_gpt3: every rank stops after run_stop success")
