@@ -99,8 +99,8 @@ def apt_line(image: str, definition: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def repositories(tmp_path_factory) -> Iterator[tuple[str, Path]]:
-    """The loopback server of both repositories, and the folder of the base's apt source lists pointing at it."""
+def repositories(tmp_path_factory) -> Iterator[Path]:
+    """Both repositories served on loopback; yields the folder of the base's apt source lists pointing at them."""
     served = tmp_path_factory.mktemp("apt")
     debs = tmp_path_factory.mktemp("debs")
     names = sorted({name for image, definition in _definitions() for name in installed_packages(apt_line(image, definition))})
@@ -115,7 +115,7 @@ def repositories(tmp_path_factory) -> Iterator[tuple[str, Path]]:
     for name in NVIDIA_LISTS:
         (lists / name).write_text(f"deb {url}/cuda ./\n")
     try:
-        yield url, lists
+        yield lists
     finally:
         server.shutdown()
 
@@ -123,9 +123,7 @@ def repositories(tmp_path_factory) -> Iterator[tuple[str, Path]]:
 def run_on_the_stand_in_base(docker_host: dict, lists: Path, line: str) -> subprocess.CompletedProcess:
     """``line`` as an image build runs it (``/bin/sh -c``, stopping at the first failure) on the stand-in base: the
     Debian userland with its own archive replaced by the loopback ones and NVIDIA's two lists in place."""
-    base = "rm -f /etc/apt/sources.list /etc/apt/sources.list.d/* && cp /stand-in-lists/archive.list /etc/apt/sources.list.d/ && " + " && ".join(
-        f"cp /stand-in-lists/{name} /etc/apt/sources.list.d/{name}" for name in NVIDIA_LISTS
-    )
+    base = "rm -f /etc/apt/sources.list /etc/apt/sources.list.d/* && cp /stand-in-lists/*.list /etc/apt/sources.list.d/"
     argv = ["docker", "run", "--rm", "--network", "host", "-v", f"{lists}:/stand-in-lists:ro", DOCKER_IMAGE]
     installed = " ".join(f"/usr/share/stand-in/{name}" for name in installed_packages(line))
     # a subshell stopping at its first failing command, ending with the last command's status, as a RUN or %post does
@@ -135,13 +133,12 @@ def run_on_the_stand_in_base(docker_host: dict, lists: Path, line: str) -> subpr
 
 @pytest.mark.parametrize(("image", "definition"), _definitions())
 def test_the_apt_line_runs_on_a_base_whose_nvidia_sources_apt_refuses(docker_host, repositories, image, definition):
-    _, lists = repositories
     line = apt_line(image, definition)
     assert installed_packages(line), f"containers/{image}/{definition}: no apt-get install in {line!r}"
-    ran = run_on_the_stand_in_base(docker_host, lists, line)
+    ran = run_on_the_stand_in_base(docker_host, repositories, line)
     assert ran.returncode == 0, f"containers/{image}/{definition}: the apt line failed on the stand-in base:\n{line}\n{ran.stderr[-2000:]}"
     # the same line without its removal of NVIDIA's lists fails there, as on the real base
     kept = re.sub(r"rm -f /etc/apt/sources\.list\.d/cuda\.list /etc/apt/sources\.list\.d/nvidia-ml\.list\s*(&&\s*)?", "", line)
     assert kept != line, f"containers/{image}/{definition}: no removal of NVIDIA's lists in {line!r}"
-    failed = run_on_the_stand_in_base(docker_host, lists, kept)
+    failed = run_on_the_stand_in_base(docker_host, repositories, kept)
     assert failed.returncode != 0 and "not signed" in failed.stderr, failed.stderr[-2000:]

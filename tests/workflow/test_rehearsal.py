@@ -204,9 +204,8 @@ def check_log_lines(ran: campaign.Campaign, name: str) -> None:
     verdict = compliance.check(result, _ruleset(name))
     if hasattr(spec.module(name), "at_the_target"):
         # the end of a converged run ran too: one run_stop, success, from one rank, and the reference's end-of-run keys
-        stops = [json.loads(line.split(":::MLLOG ", 1)[1]) for line in result.read_text().splitlines() if '"key": "run_stop"' in line]
-        assert [stop["metadata"]["status"] for stop in stops] == ["success"], stops
-        keys = [json.loads(line.split(":::MLLOG ", 1)[1])["key"] for line in result.read_text().splitlines() if ":::MLLOG " in line]
+        assert facts.run_stops == ["success"], facts.run_stops
+        keys = [record["key"] for record in map(compliance.mllog_record, result.read_text().splitlines()) if record]
         assert keys[keys.index("run_stop") :] == ["run_stop", "trained_samples", "epoch_stop"], keys
         assert verdict.verdict == "failed", verdict  # no training between init_start and run_stop
     else:
