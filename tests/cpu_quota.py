@@ -32,15 +32,3 @@ def cpu_quota(percent: float) -> Iterator[Path]:
             with contextlib.suppress(OSError):
                 (CPU_CONTROLLER / "cgroup.procs").write_text(pid)
         cgroup.rmdir()
-
-
-def has_tcp_socket(pid: int | str) -> bool:
-    """Whether process ``pid`` holds a TCP socket (in its network namespace's tables): for a node-check probe, that it
-    has imported torch and is joining the collective."""
-    try:
-        inodes = {os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")}
-        tables = [Path(f"/proc/{pid}/net/{name}").read_text().splitlines()[1:] for name in ("tcp", "tcp6")]
-    except OSError:
-        return False
-    held = {link[len("socket:[") : -1] for link in inodes if link.startswith("socket:[")}
-    return any(line.split()[9] in held for table in tables for line in table if len(line.split()) > 9)

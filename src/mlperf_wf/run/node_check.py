@@ -4,16 +4,20 @@ A bad node burns a whole multi-node run: NVIDIA's run.sub runs an all-reduce tes
 before its trials. Here each node of the job (pyxis: one ``srun`` task per node on the host, beside the job's steps;
 the one-node launchers: this host) runs :func:`probe`, which records into the attempt's folder:
 
-- ``collective``: an all-reduce across every node of the run with the backend the run uses (NCCL where the node's
-  torch sees GPUs, else gloo over the node's network), its bus bandwidth against ``node_check.allreduce_gbps``;
-- ``matmul``: dense matrix-multiply throughput of each device (bf16 on each GPU; float32 on the CPU where the node's
-  torch sees none) against ``node_check.matmul_tflops_per_device``; unset, GPUs are held to half the dense BF16 peak
-  of the system description's ``accelerator_model_name`` where :data:`PEAK_BF16_TFLOPS` knows it (a CPU measurement,
-  from a workflow environment whose torch has no CUDA, is recorded only);
+- ``collective``: an all-reduce across every node of the run, its bus bandwidth against ``node_check.allreduce_gbps``:
+  NCCL where the node has GPUs and the workflow's torch is built for them; elsewhere a sum over TCP between the nodes'
+  check processes (the node's network at the run's rendezvous address, as gloo would use it);
+- ``matmul``: dense matrix-multiply throughput of each device (bf16 on each GPU with torch; float32 on the CPU with
+  numpy where torch cannot use a GPU) against ``node_check.matmul_tflops_per_device``; unset, GPUs are held to half
+  the dense BF16 peak of the system description's ``accelerator_model_name`` where :data:`PEAK_BF16_TFLOPS` knows it
+  (a CPU measurement, from a workflow environment whose torch has no CUDA, is recorded only);
 - ``data``: the prepared tree and every dataset the run reads, as this node sees them, against their records (names
   and sizes: a stat per file, no reading);
 - ``gpus``: uncorrectable ECC errors, hardware or thermal slowdown, and an application clock set below the node's other
   GPUs', where ``nvidia-smi`` exists.
+
+Torch is loaded only where it can use a GPU (:func:`torch_can_use_gpus`): importing it costs about two CPU seconds,
+paid by every node of every attempt of every run.
 
 Then :func:`verdict` reads every node's record: a node that wrote none, or whose own checks failed, is bad. The job
 fails with the bad nodes named, and they go to ``excluded-nodes.txt`` of the scale's results, which the train rule's
@@ -47,6 +51,8 @@ first. A healthy device multiplies large matrices at well over half of it."""
 HEALTHY_FRACTION = 0.5
 CPU_MATRIX = 512
 """n of the CPU's n x n float32 matmul (a node without GPUs: the cluster in a box, a CPU-only site)."""
+MATMUL_SECONDS = {"gpu": 0.3, "cpu": 0.1}
+"""How long each device's matrix multiply is timed (the CPU's: about fifty 512 x 512 products on one core)."""
 EXCLUDED_FILE = "excluded-nodes.txt"
 """Beside the scale's results: one node name per line (with why, after a tab); the train rule excludes them."""
 PORT_OFFSET = 1
@@ -69,59 +75,181 @@ def _problem(checks: dict) -> str | None:
     return None
 
 
-def _collective(nodes: int, rank: int, master_addr: str, port: int, timeout_s: float, expect_gbps: float | None) -> dict:
-    import datetime
+def torch_can_use_gpus() -> bool:
+    """Whether this node has NVIDIA or AMD GPU devices and the workflow's torch is built for them, read from the
+    device files and torch's ``version.py`` without importing torch."""
+    import ast
+    import importlib.util
 
-    import torch
-    import torch.distributed as dist
-
-    gpu = torch.cuda.is_available()
-    backend = "nccl" if gpu else "gloo"
+    if not (Path("/dev/nvidiactl").exists() or Path("/dev/kfd").exists()):
+        return False
+    spec = importlib.util.find_spec("torch")
+    if spec is None or not spec.submodule_search_locations:
+        return False
     try:
-        dist.init_process_group(backend, init_method=f"tcp://{master_addr}:{port}", world_size=nodes, rank=rank, timeout=datetime.timedelta(seconds=timeout_s))
-        device = torch.device("cuda", 0) if gpu else torch.device("cpu")
-        elements = (64 << 20) // 4 if gpu else (4 << 20) // 4
-        buffer = torch.ones(elements, dtype=torch.float32, device=device)
-        dist.all_reduce(buffer)  # warm-up: connections are made here
-        if gpu:
-            torch.cuda.synchronize()
-        iterations, started = 5, time.perf_counter()
-        for _ in range(iterations):
-            dist.all_reduce(buffer)
-        if gpu:
-            torch.cuda.synchronize()
-        seconds = (time.perf_counter() - started) / iterations
-        dist.destroy_process_group()
+        tree = ast.parse((Path(next(iter(spec.submodule_search_locations))) / "version.py").read_text())
+    except (OSError, SyntaxError):
+        return True  # an unreadable build description: let torch itself say
+    built_for = {}
+    for node in tree.body:
+        target = node.target if isinstance(node, ast.AnnAssign) else node.targets[0] if isinstance(node, ast.Assign) else None
+        if isinstance(target, ast.Name) and target.id in ("cuda", "hip") and isinstance(node.value, ast.Constant):
+            built_for[target.id] = node.value.value
+    return any(built_for.values())
+
+
+def _collective(nodes: int, rank: int, master_addr: str, port: int, timeout_s: float, expect_gbps: float | None, gpus: bool) -> dict:
+    backend = "nccl" if gpus else "tcp"
+    try:
+        bytes_reduced, seconds = (_nccl_all_reduce if gpus else _tcp_all_reduce)(nodes, rank, master_addr, port, timeout_s)
     except Exception as err:  # a peer that never came, a network that refuses: recorded, the verdict decides
         return {"ok": False, "backend": backend, "problem": f"{backend} all-reduce across {nodes} nodes failed: {str(err).splitlines()[0][:200]}"}
-    bus_gbps = 2 * (nodes - 1) / nodes * buffer.numel() * 4 / seconds / 1e9
+    bus_gbps = 2 * (nodes - 1) / nodes * bytes_reduced / seconds / 1e9
     result = {"backend": backend, "bus_gbps": round(bus_gbps, 3), "expected_gbps": expect_gbps}
     if expect_gbps is not None and bus_gbps < expect_gbps:
         return {**result, "ok": False, "problem": f"{backend} all-reduce bus bandwidth {bus_gbps:.3g} GB/s is below the expected {expect_gbps:g}"}
     return {**result, "ok": True}
 
 
-def _matmul(matrix_size: int, expect_tflops: float | None, expect_gpu_tflops: float | None = None, seconds: float = 0.3) -> dict:
+ALL_REDUCE_ITERATIONS = 5
+"""Timed all-reduces after one warm-up (which makes the connections)."""
+
+
+def _nccl_all_reduce(nodes: int, rank: int, master_addr: str, port: int, timeout_s: float) -> tuple[int, float]:
+    """(bytes reduced, seconds per all-reduce) of a 64 MiB buffer on GPU 0 with NCCL."""
+    import datetime
+
+    import torch
+    import torch.distributed as dist
+
+    dist.init_process_group("nccl", init_method=f"tcp://{master_addr}:{port}", world_size=nodes, rank=rank, timeout=datetime.timedelta(seconds=timeout_s))
+    buffer = torch.ones((64 << 20) // 4, dtype=torch.float32, device=torch.device("cuda", 0))
+    dist.all_reduce(buffer)
+    torch.cuda.synchronize()
+    started = time.perf_counter()
+    for _ in range(ALL_REDUCE_ITERATIONS):
+        dist.all_reduce(buffer)
+    torch.cuda.synchronize()
+    seconds = (time.perf_counter() - started) / ALL_REDUCE_ITERATIONS
+    dist.destroy_process_group()
+    return buffer.numel() * 4, seconds
+
+
+TCP_BUFFER = 4 << 20
+"""Bytes of float32 each node contributes to the TCP all-reduce."""
+
+
+def _tcp_all_reduce(nodes: int, rank: int, master_addr: str, port: int, timeout_s: float) -> tuple[int, float]:
+    """(bytes reduced, seconds per all-reduce) of a float32 buffer of ones summed over TCP: node 0 listens on ``port``,
+    receives every other node's buffer, and sends each the sum, which every node checks (``nodes`` everywhere)."""
+    import socket as sockets
+
+    import numpy as np
+
+    deadline = time.monotonic() + timeout_s
+    buffer = np.ones(TCP_BUFFER // 4, dtype=np.float32)
+
+    def receive(peer: sockets.socket) -> np.ndarray:
+        data = bytearray(TCP_BUFFER)
+        view, got = memoryview(data), 0
+        while got < TCP_BUFFER:
+            count = peer.recv_into(view[got:])
+            if count == 0:
+                raise ConnectionError("a peer closed its connection mid-exchange")
+            got += count
+        return np.frombuffer(data, dtype=np.float32)
+
+    if rank == 0:
+        with sockets.create_server(("", port), reuse_port=False) as server:
+            server.settimeout(max(0.1, deadline - time.monotonic()))
+            peers = []
+            try:
+                while len(peers) < nodes - 1:
+                    peer, _ = server.accept()
+                    peer.settimeout(timeout_s)
+                    peers.append(peer)
+            except TimeoutError:
+                raise TimeoutError(f"{len(peers) + 1} of {nodes} nodes joined within {timeout_s:g} s") from None
+
+            def exchange() -> np.ndarray:
+                total = buffer.copy()
+                for peer in peers:
+                    total += receive(peer)
+                for peer in peers:
+                    peer.sendall(total.tobytes())
+                return total
+
+            return _timed_exchange(exchange, nodes, peers)
+    while True:
+        try:
+            peer = sockets.create_connection((master_addr, port), timeout=max(0.1, deadline - time.monotonic()))
+            peer.settimeout(timeout_s)
+            break
+        except OSError as err:  # node 0 not listening yet
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"node 0 at {master_addr}:{port} did not answer within {timeout_s:g} s ({err})") from None
+            time.sleep(0.1)
+    with peer:
+
+        def exchange() -> np.ndarray:
+            peer.sendall(buffer.tobytes())
+            return receive(peer)
+
+        return _timed_exchange(exchange, nodes, [peer])
+
+
+def _timed_exchange(exchange, nodes: int, peers: list) -> tuple[int, float]:
+    if not (exchange() == nodes).all():  # the warm-up, checked
+        raise ValueError(f"the sum over {nodes} nodes is wrong")
+    started = time.perf_counter()
+    for _ in range(ALL_REDUCE_ITERATIONS):
+        exchange()
+    seconds = (time.perf_counter() - started) / ALL_REDUCE_ITERATIONS
+    for peer in peers:
+        peer.close()
+    return TCP_BUFFER, seconds
+
+
+def cpu_matmul_tflops(n: int, seconds: float, clock=time.perf_counter) -> float:
+    """Throughput (TFLOPS) of numpy's float32 ``n`` x ``n`` matrix multiply over at least ``seconds`` of ``clock``
+    (``time.process_time``: per CPU second, what one core does whatever runs beside it)."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((n, n), dtype=np.float32), rng.standard_normal((n, n), dtype=np.float32)
+    a @ b  # warm-up
+    count, started = 0, clock()
+    while count == 0 or clock() - started < seconds:
+        a @ b
+        count += 1
+    return 2 * n**3 * count / (clock() - started) / 1e12
+
+
+def _gpu_matmul_tflops(n: int, seconds: float) -> dict[str, float]:
+    """Each GPU's bf16 ``n`` x ``n`` matrix-multiply throughput with torch."""
     import torch
 
-    def throughput(device: torch.device, n: int, dtype: torch.dtype) -> float:
-        a, b = torch.randn(n, n, device=device, dtype=dtype), torch.randn(n, n, device=device, dtype=dtype)
+    def throughput(device: torch.device) -> float:
+        a, b = torch.randn(n, n, device=device, dtype=torch.bfloat16), torch.randn(n, n, device=device, dtype=torch.bfloat16)
         torch.matmul(a, b)  # warm-up
-        sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
-        sync()
+        torch.cuda.synchronize()
         count, started = 0, time.perf_counter()
         while count == 0 or time.perf_counter() - started < seconds:
             torch.matmul(a, b)
             count += 1
-            sync()
+            torch.cuda.synchronize()
         return 2 * n**3 * count / (time.perf_counter() - started) / 1e12
 
-    if torch.cuda.is_available():
-        devices = {f"cuda:{i}": throughput(torch.device("cuda", i), matrix_size, torch.bfloat16) for i in range(torch.cuda.device_count())}
+    return {f"cuda:{i}": throughput(torch.device("cuda", i)) for i in range(torch.cuda.device_count())}
+
+
+def _matmul(matrix_size: int, expect_tflops: float | None, expect_gpu_tflops: float | None = None, seconds: float | None = None, gpus: bool = False) -> dict:
+    if gpus:
+        devices = _gpu_matmul_tflops(matrix_size, seconds or MATMUL_SECONDS["gpu"])
         expect_tflops = expect_tflops or expect_gpu_tflops
     else:
-        # a torch without CUDA measures the CPU: the accelerator's expectation does not apply to it
-        devices = {"cpu": throughput(torch.device("cpu"), CPU_MATRIX, torch.float32)}
+        # the CPU's measurement: the accelerator's expectation does not apply to it
+        devices = {"cpu": cpu_matmul_tflops(CPU_MATRIX, seconds or MATMUL_SECONDS["cpu"])}
     result = {"tflops": {name: round(value, 6) for name, value in devices.items()}, "expected_tflops": expect_tflops}
     slow = {name: value for name, value in devices.items() if expect_tflops is not None and value < expect_tflops}
     if slow:
@@ -233,13 +361,14 @@ def probe(
     host = socket.gethostname()
     started = time.time()
     checks: dict[str, dict] = {}
+    gpus = torch_can_use_gpus()
     if nodes > 1:
-        checks["collective"] = _collective(nodes, node_rank, master_addr, port, timeout_s, expect_gbps)
+        checks["collective"] = _collective(nodes, node_rank, master_addr, port, timeout_s, expect_gbps, gpus)
     checks["data"] = _data(prepared, inputs)
-    checks["matmul"] = _matmul(matrix_size, expect_tflops, expect_gpu_tflops)
-    gpus = _gpus()
-    if gpus is not None:
-        checks["gpus"] = gpus
+    checks["matmul"] = _matmul(matrix_size, expect_tflops, expect_gpu_tflops, gpus=gpus)
+    gpu_state = _gpus()
+    if gpu_state is not None:
+        checks["gpus"] = gpu_state
     local = {name: check for name, check in checks.items() if name != "collective"}
     record = {"host": host, "node_rank": node_rank, "seconds": round(time.time() - started, 3), "checks": checks, "problem": _problem(local)}
     out.mkdir(parents=True, exist_ok=True)
