@@ -83,6 +83,17 @@ def test_example_round_trips_and_is_protobuf_wire_format(tmp_path):
         list(tfrecord.read_records(path))
 
 
+def test_packed_int64_are_protobuf_s_own_varints():
+    encoder = pytest.importorskip("google.protobuf.internal.encoder")
+    rng = np.random.default_rng(0)
+    values = np.concatenate([[0, 1, 127, 128, 16383, 16384, -1, -(2**63), 2**63 - 1], rng.integers(-(2**40), 2**40, 500), rng.integers(0, 30522, 500)])
+    expected: list[bytes] = []
+    for value in values.tolist():
+        encoder._EncodeSignedVarint(expected.append, value)
+    assert tfrecord.packed_varints(values) == b"".join(expected)
+    assert tfrecord.packed_varints(np.zeros(0, dtype=np.int64)) == b""
+
+
 # ---- the generated datasets in their published layout ----
 
 
