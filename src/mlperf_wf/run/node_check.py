@@ -7,8 +7,8 @@ the one-node launchers: this host) runs :func:`probe`, which records into the at
 - ``collective``: an all-reduce across every node of the run, its bus bandwidth against ``node_check.allreduce_gbps``:
   NCCL where the node has GPUs and the workflow's torch is built for them; elsewhere a sum over TCP between the nodes'
   check processes (the node's network at the run's rendezvous address, as gloo would use it);
-- ``matmul``: dense matrix-multiply throughput of each device (bf16 on each GPU with torch; float32 on the CPU with
-  numpy where torch cannot use a GPU) against ``node_check.matmul_tflops_per_device``; unset, GPUs are held to half
+- ``matmul``: dense matrix-multiply throughput of each device (bf16 on each GPU with torch; float32 on one CPU core
+  with numpy where torch cannot use a GPU) against ``node_check.matmul_tflops_per_device``; unset, GPUs are held to half
   the dense BF16 peak of the system description's ``accelerator_model_name`` where :data:`PEAK_BF16_TFLOPS` knows it
   (a CPU measurement, from a workflow environment whose torch has no CUDA, is recorded only);
 - ``data``: the prepared tree and every dataset the run reads, as this node sees them, against their records (names
@@ -211,18 +211,21 @@ def _timed_exchange(exchange, nodes: int, peers: list) -> tuple[int, float]:
 
 
 def cpu_matmul_tflops(n: int, seconds: float, clock=time.perf_counter) -> float:
-    """Throughput (TFLOPS) of numpy's float32 ``n`` x ``n`` matrix multiply over at least ``seconds`` of ``clock``
-    (``time.process_time``: per CPU second, what one core does whatever runs beside it)."""
+    """Throughput (TFLOPS) of numpy's float32 ``n`` x ``n`` matrix multiply on one core (one BLAS thread: several would
+    spin-wait on a busy node and measure the waiting) over at least ``seconds`` of ``clock`` (``time.process_time``:
+    what the core does per second it runs, whatever runs beside it)."""
     import numpy as np
+    from threadpoolctl import threadpool_limits
 
     rng = np.random.default_rng(0)
     a, b = rng.standard_normal((n, n), dtype=np.float32), rng.standard_normal((n, n), dtype=np.float32)
-    a @ b  # warm-up
-    count, started = 0, clock()
-    while count == 0 or clock() - started < seconds:
-        a @ b
-        count += 1
-    return 2 * n**3 * count / (clock() - started) / 1e12
+    with threadpool_limits(limits=1):
+        a @ b  # warm-up
+        count, started = 0, clock()
+        while count == 0 or clock() - started < seconds:
+            a @ b
+            count += 1
+        return 2 * n**3 * count / (clock() - started) / 1e12
 
 
 def _gpu_matmul_tflops(n: int, seconds: float) -> dict[str, float]:
