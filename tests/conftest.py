@@ -14,6 +14,11 @@ from pathlib import Path
 
 import pytest
 
+# Before anything loads torch (libgomp reads it once): three workers share two cores, and torch's OpenMP threads would
+# spin at every barrier while the core they wait for runs another worker, doubling a tiny trainer's CPU under load
+# (bench/omp_wait_policy.py). Set here, it reaches the workers, every Snakemake job and the cluster in a box's jobs.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE_COMMIT = "aa344c7"
 """The commit of the mlcommons/training excerpt in ``../shared/reference-src``."""
