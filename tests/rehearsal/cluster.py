@@ -18,11 +18,13 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
+import shlex
 import shutil
 import signal
 import stat
 import subprocess
-import threading
+import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -277,45 +279,40 @@ class ClusterBox:
         _run("nsenter", f"--target={self._slurmd(host)}", "--mount", "mount", "--bind", str(source), str(target))
 
     def unbind_on(self, host: str, target: Path) -> None:
-        _run("nsenter", f"--target={self._slurmd(host)}", "--mount", "umount", str(target))
+        # and its PID namespace: umount reads /proc/self/mountinfo, and the node's /proc has no "self" for a process
+        # outside it (a file's unmount fails there)
+        _run("nsenter", f"--target={self._slurmd(host)}", "--mount", "--pid", "umount", str(target))
 
     @contextlib.contextmanager
-    def slow_on(self, host: str, command: tuple[str, ...], cgroup: Path) -> Iterator[list[str]]:
-        """While inside, every Python process on ``host`` whose command line holds the words ``command`` joins the CPU
-        cgroup ``cgroup`` as soon as it runs (a node-check probe, not the srun that started it): its start-up is slowed
-        too, since the probe begins measuring a few hundredths of a second after it, too soon to be caught reliably by
-        a watcher; yields the PIDs moved."""
+    def slow_on(self, host: str, subcommand: tuple[str, ...], cgroup: Path) -> Iterator[list[str]]:
+        """While inside, every ``mlperf-wf <subcommand>`` on ``host`` (e.g. a node-check probe, not the srun that
+        started it) runs in the CPU cgroup ``cgroup`` from its first instruction; yields the PIDs that joined.
+
+        On ``host`` only (its mount namespace), the venv's ``mlperf-wf`` is a shell that writes its own PID into the
+        cgroup and then becomes the real one (``exec`` keeps the PID). A watcher polling ``/proc`` instead missed the
+        probe in a loaded ``make test``: without torch it lives about half a second."""
+        command = Path(sys.executable).with_name("mlperf-wf")  # first on the PATH the box's jobs get (snakemake_env)
+        folder = Path(tempfile.mkdtemp(prefix="slow-on-", dir=self.folder))
+        real, joined, wrapper = folder / "mlperf-wf.real", folder / "joined", folder / "mlperf-wf"
+        shutil.copy2(command, real)
+        joined.touch()
+        matches = " && ".join(f'[ "${position}" = {shlex.quote(word)} ]' for position, word in enumerate(subcommand, 1))
+        wrapper.write_text(
+            "#!/bin/sh\n"
+            f"if {matches}; then\n"
+            f"  echo $$ > {shlex.quote(str(cgroup / 'cgroup.procs'))} && echo $$ >> {shlex.quote(str(joined))}\n"
+            "fi\n"
+            f'exec {shlex.quote(sys.executable)} {shlex.quote(str(real))} "$@"\n'
+        )
+        wrapper.chmod(0o755)
+        self.bind_on(host, wrapper, command)
         moved: list[str] = []
-        stop = threading.Event()
-
-        network = os.stat(f"/run/netns/{self.namespace(host)}").st_ino
-
-        def watch() -> None:
-            # /proc read directly, not `ip netns pids`: a process every 20 ms would slow the box itself
-            while not stop.wait(0.02):
-                for pid in filter(str.isdigit, os.listdir("/proc")):
-                    if pid in moved:
-                        continue
-                    try:
-                        words = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
-                        if not any(words[i : i + len(command)] == list(command) for i in range(len(words))):
-                            continue
-                        on_host = os.stat(f"/proc/{pid}/ns/net").st_ino == network
-                        python = Path(os.readlink(f"/proc/{pid}/exe")).name.startswith("python")
-                    except OSError:
-                        continue
-                    if on_host and python:
-                        with contextlib.suppress(OSError):
-                            (cgroup / "cgroup.procs").write_text(pid)
-                            moved.append(pid)
-
-        watcher = threading.Thread(target=watch, daemon=True)
-        watcher.start()
         try:
             yield moved
         finally:
-            stop.set()
-            watcher.join()
+            self.unbind_on(host, command)
+            moved.extend(joined.read_text().split())
+            shutil.rmtree(folder, ignore_errors=True)
 
     @staticmethod
     def _pids(namespace: str) -> list[str]:
