@@ -286,7 +286,8 @@ class ClusterBox:
     @contextlib.contextmanager
     def slow_on(self, host: str, subcommand: tuple[str, ...], cgroup: Path) -> Iterator[list[str]]:
         """While inside, every ``mlperf-wf <subcommand>`` on ``host`` (e.g. a node-check probe, not the srun that
-        started it) runs in the CPU cgroup ``cgroup`` from its first instruction; yields the PIDs that joined.
+        started it) runs in the CPU cgroup ``cgroup`` from its first instruction; yields a list that holds, once the block ends,
+        the PIDs that joined.
 
         On ``host`` only (its mount namespace), the venv's ``mlperf-wf`` is a shell that writes its own PID into the
         cgroup and then becomes the real one (``exec`` keeps the PID). A watcher polling ``/proc`` instead missed the
