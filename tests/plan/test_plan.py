@@ -351,3 +351,20 @@ def test_per_run_scratch_goes_once_the_run_succeeded_and_stays_after_a_failure(w
     ran = subprocess.run(["bash", "-c", f"set -euo pipefail; {{ {line}; }} 2>&1; echo next-command"], cwd=workdir, capture_output=True, text=True)
     assert (ran.returncode == 0) == succeeds and ("next-command" in ran.stdout) == succeeds, ran.stdout + ran.stderr
     assert scratch.exists() != succeeds
+
+
+def test_definitions_are_checked_once_by_the_process_that_plans_not_again_in_each_job_step(monkeypatch, workdir):
+    """``load`` refuses a broken definition in one line; a Snakemake job step (``check_definitions=False``: its main
+    process checked the same files before it submitted the job) plans without reading them again."""
+    checked: list[bool] = []
+
+    def broken(read_imports: bool) -> list[str]:
+        checked.append(read_imports)
+        return ["config/datasets/x.yaml: source.url: missing"]
+
+    monkeypatch.setattr(registry, "check_all", broken)
+    with pytest.raises(ConfigError, match=re.escape("x.yaml: source.url: missing")):
+        planning.load(DEFAULTS, project_root=ROOT, workdir=workdir)
+    assert checked == [False]
+    plan = planning.load(DEFAULTS, project_root=ROOT, workdir=workdir, check_definitions=False)
+    assert checked == [False] and plan.settings.benchmarks

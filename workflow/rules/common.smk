@@ -36,7 +36,12 @@ config.update(WORKFLOW_CONFIG.filled())
 
 
 try:
-    PLAN = planning.load(WORKFLOW_CONFIG, project_root=Path(workflow.basedir).parent)
+    # a job step's definitions were checked by the main process that submitted it: not read again in every job
+    PLAN = planning.load(
+        WORKFLOW_CONFIG,
+        project_root=Path(workflow.basedir).parent,
+        check_definitions=workflow.is_main_process,
+    )
 except ConfigError as err:
     # at full scale with every other preflight problem at once (a ruleset a benchmark is not part of stops the plan)
     message = preflight.unloadable_config(

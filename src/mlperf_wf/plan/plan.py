@@ -565,10 +565,11 @@ def unplannable_job(problem: str) -> TrainJob:
     return TrainJob(command=f"echo {shlex.quote(problem)} >&2; exit 2", launcher="none", image="", threads=1, resources=TrainResources(runtime=1))
 
 
-def load(config: dict | WorkflowConfig, project_root: Path, workdir: Path | None = None) -> Plan:
+def load(config: dict | WorkflowConfig, project_root: Path, workdir: Path | None = None, check_definitions: bool = True) -> Plan:
     """Check every benchmark and dataset definition, then plan ``config`` (Snakemake's dict, or the model); any problem
-    is one ``ConfigError`` line."""
-    problems = registry.check_all(read_imports=False)  # `mlperf-wf check` reads every import; a parse need not
+    is one ``ConfigError`` line. ``check_definitions=False``: the caller's definitions were checked by the process that
+    started it (a Snakemake job step parses the Snakefile again inside every cluster job)."""
+    problems = registry.check_all(read_imports=False) if check_definitions else []  # `mlperf-wf check` reads every import
     if problems:
         more = f" ({len(problems) - 1} more: mlperf-wf check lists them)" if len(problems) > 1 else ""
         raise ConfigError(problems[0] + more)
