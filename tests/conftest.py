@@ -28,6 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # worker starts, into the ignored __pycache__ folders; a process reads them as it would its own.
 for _folder in ("src", "tests"):
     compileall.compile_dir(ROOT / _folder, quiet=1)
+
 REFERENCE_COMMIT = "aa344c7"
 """The commit of the mlcommons/training excerpt in ``../shared/reference-src``."""
 REFERENCE_COMMIT_DIR = f"mlcommons-training-{REFERENCE_COMMIT}"
