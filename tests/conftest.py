@@ -21,14 +21,6 @@ import pytest
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 ROOT = Path(__file__).resolve().parents[1]
-
-# Where the environment sets PYTHONDONTWRITEBYTECODE (this machine's does), no process writes the project's bytecode,
-# so every one of the session's ~2000 processes compiled the modules it imports again (the harness and the trainer in
-# each run, the probe in each rank): up to 0.1 s a start (bench/bytecode_cache.py). Compiled once here, before any
-# worker starts, into the ignored __pycache__ folders; a process reads them as it would its own.
-for _folder in ("src", "tests"):
-    compileall.compile_dir(ROOT / _folder, quiet=1)
-
 REFERENCE_COMMIT = "aa344c7"
 """The commit of the mlcommons/training excerpt in ``../shared/reference-src``."""
 REFERENCE_COMMIT_DIR = f"mlcommons-training-{REFERENCE_COMMIT}"
@@ -73,8 +65,16 @@ SHARED_AHEAD: list[subprocess.Popen] = []
 
 def pytest_sessionstart(session: pytest.Session) -> None:
     remove_stale_test_conf()
+    first_process = not hasattr(session.config, "workerinput")  # the xdist controller (before its workers), or the only one
+    if first_process:
+        # Where the environment sets PYTHONDONTWRITEBYTECODE (this machine's does), no process writes the project's
+        # bytecode, so each of the session's ~2000 processes compiled the modules it imports again (the harness and
+        # the trainer in each run, the probe in each rank): up to 0.1 s a start (bench/bytecode_cache.py). Compiled
+        # once here into the ignored __pycache__ folders; a process reads them as it would its own.
+        for folder in ("src", "tests"):
+            compileall.compile_dir(ROOT / folder, quiet=1)
     whole_suite = [str(arg) for arg in session.config.args] in ([], [str(ROOT / "tests")], ["tests"])
-    if whole_suite and not hasattr(session.config, "workerinput"):  # the xdist controller, or the only process
+    if whole_suite and first_process:
         # llama2_70b_lora's tiny mirror (3 minutes of pretraining) starts now, beside the first tests, rather than
         # when the first test that needs it holds a worker; that test waits on the same lock (made_once)
         folder = session.config._tmp_path_factory.getbasetemp() / SHARED / TINY_MIRRORS  # shared_folder's, seen from above
