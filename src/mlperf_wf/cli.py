@@ -134,6 +134,11 @@ def cmd_download(
             raise ConfigError(f"download: --endpoint/--repository/--repo-type/--revision are hub flags; {dataset} is protocol {protocol}")
         if protocol == "external" and not uri:
             raise UserError(f"{dataset} is not on MLCommons R2 and is not downloaded by the workflow: {definition.source.instructions}")
+        if protocol == "made_in_image" and not uri:
+            raise UserError(
+                f"{dataset} is not published: a one-off job of {definition.source.made_by}'s image makes it at full scale "
+                "(the workflow's make_in_image rule, before that benchmark's runs)"
+            )
         if definition is None and not uri:
             raise ConfigError("download: give --dataset (a catalog id), --uri (an R2 .uri URL), --repository with --revision (hub) or --url-list FILE")
         uri_url = uri or definition.source.uri
@@ -159,6 +164,14 @@ def cmd_verify(folder: Path, manifest: Path | None, out: Path | None, stamps: Pa
     if out:
         write_record(record, out)
     log.info("%s: %d files, %d bytes verified, %d bytes read", folder.name, len(record.files), record.total_bytes, record.bytes_hashed)
+
+
+def cmd_seal(dataset: str, folder: Path, jobs: int) -> None:
+    """Seal a dataset a one-off job of a benchmark's image made: its catalog files checked, its md5 list written."""
+    from mlperf_wf.acquire.made_in_image import seal
+
+    digests = seal(dataset, folder, jobs)
+    log.info("%s: %d files sealed in its md5 list", folder, len(digests))
 
 
 def _role_folders(items: list[str], allowed: dict[str, str], flag: str = "--input") -> dict[str, Path]:
@@ -858,6 +871,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("archive", type=Path)
     p.add_argument("--dest", type=Path, required=True)
 
+    p = sub.add_parser(
+        "seal",
+        help="check a dataset a one-off job of a benchmark's image made (the catalog's files are there) and write its md5 list for the verify stage",
+    )
+    p.add_argument("folder", type=Path)
+    p.add_argument("--dataset", required=True, help="its catalog id (protocol made_in_image)")
+    p.add_argument("--jobs", type=int, default=4, help="files hashed at once")
+
     p = sub.add_parser("fresh-run-folder", help="empty a run's folder before an attempt (nothing of an earlier attempt is resumed)")
     p.add_argument("folder", type=Path)
     p = sub.add_parser("check-prepared", help="refuse a prepared tree that changed since it was assembled (stat only)")
@@ -991,6 +1012,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int | None]] = {
     "summary": lambda a: cmd_summary(a.reports, a.package_check, a.csv_out, a.figure),
     "package": lambda a: cmd_package(a.reports, a.org, a.system, a.ruleset, a.division, a.out, a.check_out),
     "extract": lambda a: cmd_extract(a.archive, a.dest),
+    "seal": lambda a: cmd_seal(a.dataset, a.folder, a.jobs),
     "fresh-run-folder": _fresh_run_folder,
     "check-prepared": lambda a: cmd_check_prepared(a.prepared),
     "provenance": lambda a: cmd_provenance(a.out, a.scale, a.launcher, a.image, a.command_line, a.result, a.consumed, a.node_checks),

@@ -211,24 +211,63 @@ def planned_train_job(wildcards):
         return planning.unplannable_job(str(err))
 
 
-def train_field(name):
-    """Input function giving field `name` (command, launcher, image, threads) of the run's plan."""
+def job_field(planned_job, name):
+    """Input function giving field `name` (command, launcher, image, threads) of the job `planned_job(wildcards)`."""
 
     @signature_once
     def field(wildcards):
-        return getattr(planned_train_job(wildcards), name)
+        return getattr(planned_job(wildcards), name)
 
     return field
 
 
-def train_resource(name):
-    """Input function giving scheduler resource `name` of the run's plan."""
+def job_resource(planned_job, name):
+    """Input function giving scheduler resource `name` of the job `planned_job(wildcards)`."""
 
     @signature_once
     def resource(wildcards):
-        return getattr(planned_train_job(wildcards).resources, name)
+        return getattr(planned_job(wildcards).resources, name)
 
     return resource
+
+
+def train_field(name):
+    """Field `name` of the run's plan."""
+    return job_field(planned_train_job, name)
+
+
+def train_resource(name):
+    """Scheduler resource `name` of the run's plan."""
+    return job_resource(planned_train_job, name)
+
+
+# ---- inputs a benchmark's own image makes (full.made_in_image) ----
+
+# The datasets the make_in_image rule makes at this scale (none at tiny scale: a regex that matches nothing).
+MADE_IN_IMAGE = "|".join(PLAN.made_in_image) or "(?!)"
+
+
+def planned_image_job(wildcards):
+    """The one-off job of a benchmark's image that makes the dataset."""
+    return PLAN.image_job(wildcards.dataset)
+
+
+@signature_once
+def image_job_inputs(wildcards):
+    """What the one-off job reads: the runs' inputs but the one it makes."""
+    if PREFLIGHT:
+        PREFLIGHT.saw_benchmark(PLAN.made_in_image[wildcards.dataset][0])
+    return PLAN.image_job_inputs(wildcards.dataset)
+
+
+def image_job_field(name):
+    """Field `name` of the one-off job's plan."""
+    return job_field(planned_image_job, name)
+
+
+def image_job_resource(name):
+    """Scheduler resource `name` of the one-off job's plan."""
+    return job_resource(planned_image_job, name)
 
 
 @signature_once

@@ -75,14 +75,17 @@ class DatasetFile(_Strict):
 class DatasetSource(_Strict):
     """Where a dataset is published."""
 
-    protocol: Literal["r2", "huggingface", "fiftyone", "external"] = "r2"
+    protocol: Literal["r2", "huggingface", "fiftyone", "external", "made_in_image"] = "r2"
     """``r2``: the MLCommons R2 layout (``<name>.uri`` gives the base URL, ``<name>.md5`` beside it lists ``md5  path`` lines).
     ``huggingface``: a Hugging Face Hub repository at a pinned commit (``repository``, ``revision``), each file checked
     against the sha256 and size the hub reports for that commit (and the ``files`` values where given).
     ``fiftyone``: fetched by the reference's own FiftyOne script (``instructions``) into a local folder in FiftyOne's zoo
     layout, which the download stage receives: image counts per split (``splits``) and pinned checksums (``files``) are
     checked before and after a resumable, staged copy (``mlperf_wf.acquire.fiftyone``).
-    ``external``: published elsewhere by a tool of its own (``instructions`` say how); the download stage stops with them."""
+    ``external``: published elsewhere by a tool of its own (``instructions`` say how); the download stage stops with them.
+    ``made_in_image``: nobody publishes it; a one-off full-scale job of a benchmark's own image makes it once, before
+    that benchmark's runs (``made_by``; its definition's ``full.made_in_image`` says how), e.g. a checkpoint the
+    reference converts on first use. The tiny tier mirrors its stand-in like an R2 dataset's."""
     uri: str | None = None
     """URL of the ``<name>.uri`` metadata file (https:// or file://); required for r2."""
     md5: str | None = None
@@ -104,6 +107,8 @@ class DatasetSource(_Strict):
     """fiftyone: split folder -> number of images a complete fetch holds (in its COCO labels file and its ``data/``)."""
     labels_file: str | None = None
     """fiftyone: each split's COCO labels file under ``<split>/labels/`` (the reference script's ``--output-labels``)."""
+    made_by: str | None = None
+    """``made_in_image``: the benchmark whose image makes the dataset (its ``full.made_in_image`` names the role)."""
     credentials_required: bool = False
     """The download needs credentials the environment gives (never the command line): r2, a Cloudflare Access service
     token (``MLPERF_WF_CF_ACCESS_CLIENT_ID`` and ``MLPERF_WF_CF_ACCESS_CLIENT_SECRET``) or access token
@@ -128,6 +133,8 @@ class DatasetSource(_Strict):
             raise ValueError("protocol fiftyone needs instructions (the fetch command), splits (images per split) and labels_file")
         if self.protocol == "external" and not self.instructions:
             raise ValueError("protocol external needs instructions")
+        if (self.protocol == "made_in_image") != (self.made_by is not None):
+            raise ValueError("protocol made_in_image needs made_by (the benchmark whose image makes it), and only it takes made_by")
         if self.credentials_required and self.protocol not in ("r2", "huggingface"):
             raise ValueError(f"credentials_required: protocol {self.protocol} is not downloaded by the workflow; say in instructions what access it needs")
         return self
@@ -389,6 +396,21 @@ class ScratchArea(_Strict):
         return value
 
 
+class MadeInImage(_Strict):
+    """How a one-off full-scale job of the benchmark's image makes one of its runs' inputs, once, before the runs.
+
+    The job is a run of the reference command on the runs' geometry, with the same image, mounts and environment,
+    except that the role's folder (the dataset's, empty at first) is mounted read-write and ``replace_words`` apply; the
+    reference then writes the input where every later run, mounted read-only, finds it. Its mllog goes to the job's own
+    folder (``resources/full/made_in_image/<dataset>``), never to a run's: nothing it logs is scored."""
+
+    replace_words: dict[str, str] = Field(default_factory=dict)
+    """Whole words of ``full.command`` and what the job runs instead (e.g. one step instead of the run's steps); each
+    must be a word of the command."""
+    purpose: str = Field(min_length=1)
+    """What the reference does at this point and where it says so (the source, file and line)."""
+
+
 class FullScale(_Strict):
     """How the reference implementation runs at full scale."""
 
@@ -419,6 +441,9 @@ class FullScale(_Strict):
     and ``/dev/dri``, apptainer ``--rocm``)."""
     sizing: Sizing | None = None
     """The run's batch geometry and RCP (None: the plan's batch flags are literal; ``mlperf-wf size`` says so)."""
+    made_in_image: dict[str, MadeInImage] = Field(default_factory=dict)
+    """Input role (``used_by: [train]``, its dataset of protocol ``made_in_image``) -> how a one-off job of this image
+    makes it once before the runs (``MadeInImage``)."""
     devices: list[str] = Field(default_factory=list)
     """Host devices the container must see besides the GPUs (``/dev/...``), e.g. ``/dev/fuse`` where the reference
     starts Apptainer sandboxes inside its container: docker ``--device=DEV``, apptainer ``--bind DEV``, pyxis
@@ -600,6 +625,12 @@ class BenchmarkDef(_Strict):
             for name in placeholders(value):
                 if not self.full.sizing or name not in SIZING_PLACEHOLDERS:
                     raise ValueError(f"full.env.{variable} uses placeholder {{{name}}}; allowed in env: {list(SIZING_PLACEHOLDERS)} with full.sizing")
+        for role, made in self.full.made_in_image.items():
+            if role not in run_roles:
+                raise ValueError(f"full.made_in_image: {role!r} is not an input role the runs read; allowed: {sorted(run_roles)}")
+            for word in made.replace_words:
+                if word not in self.full.command:
+                    raise ValueError(f"full.made_in_image.{role}.replace_words: {word!r} is not a word of full.command")
         return self
 
 
@@ -803,6 +834,15 @@ def check_benchmark(name: str, root: Path | None = None, import_modules: bool = 
     for key, item in declared:
         if not (config_dir(root) / "datasets" / f"{item.dataset}.yaml").is_file():
             raise ConfigError(f"{bench.definition_file}: {key}.dataset: {item.dataset!r} is not in the dataset catalog; known: {', '.join(dataset_ids(root))}")
+    made = bench.full.made_in_image
+    for role, dataset_id in bench.roles_for("train").items():
+        source = load_dataset(dataset_id, root).source
+        if (source.protocol == "made_in_image") != (role in made) or (role in made and source.made_by != bench.name):
+            raise ConfigError(
+                f"{bench.definition_file}: inputs.{role}: dataset {dataset_id!r} is protocol {source.protocol}"
+                f"{f' made by {source.made_by}' if source.made_by else ''}; a role the benchmark's own image makes is in full.made_in_image "
+                f"and its catalog entry says protocol made_in_image, made_by {bench.name} (both, or neither)"
+            )
     for way, prep in bench.preparations.items():
         if not (bench.folder / f"{prep.module}.py").is_file():
             raise ConfigError(f"{bench.definition_file}: preparations.{way}.module: {prep.module!r} has no {prep.module}.py in {bench.folder}")
@@ -840,6 +880,10 @@ def _imported(bench: BenchmarkDef, module: str):
 def check_dataset(dataset_id: str, root: Path | None = None, import_modules: bool = False) -> DatasetDef:
     """Load a catalog entry and check that its tiny generator module exists (and defines ``generate``)."""
     dataset = load_dataset(dataset_id, root)
+    made_by = dataset.source.made_by
+    if made_by is not None and dataset_id not in (made := _made_in_image_by(made_by, root)):
+        path = config_dir(root) / "datasets" / f"{dataset_id}.yaml"
+        raise ConfigError(f"{path}: source.made_by: {made_by!r} makes no dataset {dataset_id!r} in its full.made_in_image (it makes: {', '.join(made) or 'none'})")
     if dataset.tiny is not None:
         path = config_dir(root) / "datasets" / f"{dataset_id}.yaml"
         tiny = dataset.tiny
@@ -847,6 +891,14 @@ def check_dataset(dataset_id: str, root: Path | None = None, import_modules: boo
         if import_modules and not callable(getattr(_import(tiny.module_name, f"{path}: tiny.module {tiny.module_name}"), tiny.function_name, None)):
             raise ConfigError(f"{path}: tiny.module: {tiny.module_name} defines no {tiny.function_name}(out_dir, seed)")
     return dataset
+
+
+def _made_in_image_by(benchmark: str, root: Path | None) -> list[str]:
+    """The datasets ``benchmark``'s image makes (none for a name that is no benchmark)."""
+    if benchmark not in benchmark_names():
+        return []
+    bench = load_benchmark(benchmark)
+    return [bench.roles_for("train")[role] for role in bench.full.made_in_image]
 
 
 def check_all(root: Path | None = None, import_modules: bool = False, read_imports: bool = True) -> list[str]:

@@ -81,6 +81,9 @@ class RunPaths:
     """Input role -> dataset folder, for every role the benchmark's runs read (``used_by: [train]``)."""
     output_cache: Path | None = None
     """Snakemake's output cache, where cached shards really live (their folders link there)."""
+    writable: tuple[str, ...] = ()
+    """Input roles this job writes, mounted read-write and created first: the role a one-off job of the image makes
+    (``full.made_in_image``); every run mounts its inputs read-only."""
 
 
 def output_cache_dir() -> Path | None:
@@ -119,6 +122,8 @@ class Launch:
     """Time limit of the run's job (the definition's ``walltime_minutes``): the command's ``{walltime_minutes}``."""
     batch: PlannedBatch | None = None
     """The run's global batch, its split and RCP hyperparameters (``full.sizing``): ``{gbs}``, ``{hp[KEY]}`` ..."""
+    replaced_words: tuple[tuple[str, str], ...] = ()
+    """Whole words of the reference command and what runs instead (a one-off job of the image: ``full.made_in_image``)."""
 
 
 class Minutes(int):
@@ -177,7 +182,9 @@ def reference_command(bench: BenchmarkDef, run: int, seed: int, paths: RunPaths,
         "walltime_minutes": Minutes(launch.walltime_minutes),
         **_batch_values(bench, launch),
     }
-    command = override_arguments(bench, [part.format(**values) for part in bench.full.command], launch.arguments)
+    replaced = dict(launch.replaced_words)  # the definition checks that each is a word of its command
+    command = [replaced.get(part, part).format(**values) for part in bench.full.command]
+    command = override_arguments(bench, command, launch.arguments)
     if launch.nodes > 1:
         command = _insert_after_launcher(command, [a.format(**values) for a in bench.full.multi_node_args])
     return command
@@ -243,7 +250,7 @@ def _mounts(bench: BenchmarkDef, paths: RunPaths, launch: Launch, scratch: dict[
     mounts = bench.full.mounts
     chosen = [(str(paths.prepared.parent.resolve()), mounts["prepared"], "ro")]
     for role in bench.roles_for("train"):
-        chosen.append((str(paths.inputs[role].resolve()), mounts[role], "ro"))
+        chosen.append((str(paths.inputs[role].resolve()), mounts[role], "rw" if role in paths.writable else "ro"))
     chosen.append((str(paths.result_file.parent.resolve()), mounts["results"], "rw"))
     chosen += [(str(folder), bench.full.scratch[name].mount, "rw") for name, folder in scratch.items()]
     if paths.output_cache is not None:
@@ -410,7 +417,8 @@ def full_scale(bench: BenchmarkDef, run: int, seed: int, paths: RunPaths, launch
     scratch_by_name = scratch_folders(bench, paths)
     mounts = _mounts(bench, paths, launch, scratch_by_name)
     image = image or bench.full.container
-    scratch = list(scratch_by_name.values())
+    # the folders the job writes: the per-run scratch areas, and the input a one-off job of the image makes
+    scratch = [*scratch_by_name.values(), *(paths.inputs[role].resolve() for role in paths.writable)]
     passthrough = (*launch.env_passthrough, CACHE_CLEARED_VARIABLE)  # the drop's outcome, set by the line above
     if launch.launcher == "docker":
         argv = docker_argv(image.docker_reference, workdir, mounts, env, passthrough, command, gpus=bench.full.accelerator, devices=tuple(bench.full.devices))

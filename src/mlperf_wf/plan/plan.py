@@ -14,6 +14,7 @@ command works in a folder that holds the other scale's results.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import shlex
@@ -465,12 +466,20 @@ class Plan:
         return TrainJob(command=command, launcher=settings.launcher, image=image, threads=threads, resources=TrainResources(**TINY_RUN_RESOURCES))
 
     def _full_job(self, name: str, run: int) -> TrainJob:
-        bench = self.bench(name)
         settings = self.launch_settings(name)
+        paths = self.run_paths(name, run)
+        return self._full_scale_job(name, run, self.seed(run), paths, settings, self.node_check_line(name, run, settings, paths), sampled=True)
+
+    def _full_scale_job(
+        self, name: str, run: int, seed: int, paths: launch.RunPaths, settings: launch.Launch, node_check_line: str, sampled: bool
+    ) -> TrainJob:
+        """The job line of a full-scale launch of ``name``'s image (a run, or a one-off job that makes an input):
+        the preflight, an emptied job folder, the node check where given, the launch; ``sampled``: with the power
+        sampler where the config asks for it."""
+        bench = self.bench(name)
         container = self.container(name)
         image = container.reference
-        paths = self.run_paths(name, run)
-        command = launch.full_scale(bench, run, self.seed(run), paths, settings, image=container)
+        command = launch.full_scale(bench, run, seed, paths, settings, image=container)
         if bench.full.scratch:
             # per-run scratch (data indexes, converted caches: hundreds of GB a run) goes once the run succeeded; a
             # failed run keeps it to be looked at, and the next attempt starts from an emptied run folder anyway
@@ -478,7 +487,7 @@ class Plan:
             # `|| exit $?`: a failure in front of `&&` does not stop a `set -e` shell, and the rule's next command
             # (provenance) would make the failed run's job succeed
             command = f"({command}) && rm -rf {scratch} || exit $?"
-        if self.power.enabled:
+        if sampled and self.power.enabled:
             # a sampler on every node of the run: srun places one per node under pyxis, else one on this host
             command = power.with_sampler(command, self.power, paths.result_file, settings.nodes, srun=settings.launcher == "pyxis")
         # `|| exit 2` and not `&&`: a failed check must stop the whole line, which may hold several commands
@@ -487,8 +496,7 @@ class Plan:
         check = f"mlperf-wf preflight --benchmark {name}{'' if on_host else f' --image {image}'} --platform {shlex.quote(self.settings.submission.platform)}"
         # every attempt starts in an empty run folder: a retried run must not resume the failed attempt's checkpoints
         fresh = f"mlperf-wf fresh-run-folder {shlex.quote(str(paths.result_file.parent))}"
-        nodes = self.node_check_line(name, run, settings, paths)
-        command = f"{check} || exit 2; {fresh} || exit 2; {nodes + '; ' if nodes else ''}{command}"
+        command = f"{check} || exit 2; {fresh} || exit 2; {node_check_line + '; ' if node_check_line else ''}{command}"
         tasks_per_node = settings.gpus_per_node if bench.full.process_model == "per_gpu" else 1
         tasks = settings.nodes * tasks_per_node
         resources = TrainResources(
@@ -503,6 +511,46 @@ class Plan:
             mpi="srun" if tasks > 1 else None,
         )
         return TrainJob(command=command, launcher=settings.launcher, image=image, threads=1, resources=resources)
+
+    # ---- inputs a benchmark's own image makes (full.made_in_image) ----
+
+    @functools.cached_property
+    def made_in_image(self) -> dict[str, tuple[str, str]]:
+        """Dataset id -> (benchmark, role) of each input a one-off job of a benchmark's image makes, at full scale (the
+        tiny tier mirrors and downloads its stand-in like any dataset's)."""
+        if self.scale == Scale.TINY:
+            return {}
+        made = {}
+        for name in self.benchmarks:
+            bench = self.bench(name)
+            made.update({bench.roles_for("train")[role]: (name, role) for role in bench.full.made_in_image})
+        return made
+
+    def made_in_image_dir(self, dataset_id: str) -> str:
+        """The one-off job's own folder (its mllog, scratch, home): never a run's, so nothing it logs is scored."""
+        return f"resources/{self.scale}/made_in_image/{dataset_id}"
+
+    def image_job_inputs(self, dataset_id: str) -> dict[str, str]:
+        """What the one-off job reads: the runs' inputs but the one it makes."""
+        name, role = self._made_in_image_of(dataset_id)
+        return {key: value for key, value in self.train_inputs(name).items() if key not in (role, f"{role}_verified")}
+
+    @cache  # noqa: B019 - one Plan per workflow; the rule asks for several fields of the same job
+    def image_job(self, dataset_id: str) -> TrainJob:
+        """The one-off full-scale job of a benchmark's image that makes ``dataset_id`` (``full.made_in_image``): the
+        reference command on the runs' geometry with the role's folder read-write and the definition's words
+        replaced; its mllog goes to :meth:`made_in_image_dir`."""
+        name, role = self._made_in_image_of(dataset_id)
+        made = self.bench(name).full.made_in_image[role]
+        settings = dataclasses.replace(self.launch_settings(name), replaced_words=tuple(made.replace_words.items()))
+        paths = dataclasses.replace(self.run_paths(name, 0), result_file=Path(self.made_in_image_dir(dataset_id)) / "result.txt", writable=(role,))
+        return self._full_scale_job(name, 0, self.seed(0), paths, settings, node_check_line="", sampled=False)
+
+    def _made_in_image_of(self, dataset_id: str) -> tuple[str, str]:
+        if dataset_id not in self.made_in_image:
+            made = ", ".join(self.made_in_image) or "none at this scale and for these benchmarks"
+            raise ConfigError(f"{dataset_id}: no benchmark's image makes it; made in an image: {made}")
+        return self.made_in_image[dataset_id]
 
     def node_check_line(self, name: str, run: int, settings: launch.Launch | None = None, paths: launch.RunPaths | None = None) -> str:
         """The node check of a full-scale run's line (``node_check``), or '' when it is off."""
