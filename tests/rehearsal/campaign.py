@@ -6,7 +6,8 @@
 2. The rehearsal images (``tests/rehearsal/images.py``) under the names the plan pins.
 3. ``snakemake --profile profiles/slurm`` (the official executor plugin) for each run's result, with the pyxis
    stand-in's ``srun`` first on the job's ``PATH``: the train job's command is the plan's,
-   unchanged.
+   unchanged. An input a one-off job of the benchmark's image makes (``full.made_in_image``) is made there first, by
+   the plan's ``make_in_image`` job, and verified by the workflow's ``verify`` job.
 """
 
 from __future__ import annotations
@@ -34,10 +35,17 @@ ORG = "mlperf-workflow-rehearsal"
 SEED_BASE = 1234
 
 
+def made_in_image(benchmark: str) -> list[str]:
+    """The datasets a one-off job of the benchmark's image makes on the box (``full.made_in_image``): nobody publishes them."""
+    bench = registry.load_benchmark(benchmark)
+    return [bench.roles_for("train")[role] for role in bench.full.made_in_image]
+
+
 def write_published(workdir: Path, rehearsal: Rehearsal) -> list[str]:
-    """Every dataset the benchmark's preparation and runs read, in its published layout, as the downloader leaves it."""
+    """Every dataset the benchmark's preparation and runs read, in its published layout, as the downloader leaves it
+    (not those its image makes: the campaign's workflow makes them on the box)."""
     bench = registry.load_benchmark(rehearsal.benchmark)
-    dataset_ids = bench.datasets_read()
+    dataset_ids = [dataset_id for dataset_id in bench.datasets_read() if dataset_id not in made_in_image(rehearsal.benchmark)]
     for dataset_id in dataset_ids:
         folder = workdir / "resources" / "full" / "datasets" / dataset_id
         if (folder / "manifest.md5").exists():
@@ -187,7 +195,8 @@ def prepare(
         else:
             targets.append(plan.prepared_dataset(rehearsal.benchmark))
         bench = plan.bench(rehearsal.benchmark)
-        targets += [plan.verified_record(dataset_id) for dataset_id in bench.roles_for("train").values()]
+        made = made_in_image(rehearsal.benchmark)
+        targets += [plan.verified_record(dataset_id) for dataset_id in bench.roles_for("train").values() if dataset_id not in made]
         if launcher == "pyxis" and site is None:
             records = workdir / "rehearsal" / rehearsal.benchmark
             reference = plan.container(rehearsal.benchmark).enroot_reference
@@ -234,12 +243,14 @@ def run_on_box(
         "--profile", str(ROOT / "profiles" / "slurm"), "--configfile", str(configfile),
         # no slurmdbd in the box: poll with squeue, soon
         "--slurm-status-command", "squeue", "--slurm-init-seconds-before-status-checks", "3",
-        "--latency-wait", "5", "--allowed-rules", "train",
+        # the runs, and the one-off jobs of an image that make an input, with its verification (make_in_image, verify)
+        "--latency-wait", "5", "--allowed-rules", "train", "make_in_image", "verify",
     ]  # fmt: skip
     if retries is not None:
         argv += ["--retries", str(retries)]
     if launcher == "docker":
-        argv += ["--set-resources", "train:constraint=docker"]  # the node the Docker engine runs on
+        # the node the Docker engine runs on
+        argv += ["--set-resources", "train:constraint=docker", "make_in_image:constraint=docker"]
     env = snakemake_env({**box.env, enroot.IMAGES_VARIABLE: str(workdir / "box-images"), **(docker_env or {})})
     env["PATH"] = f"{stand_ins}{os.pathsep}{env['PATH']}"
     # Detached from the test's terminal and process group, as SLURM runs want (see the machine notes).

@@ -544,7 +544,12 @@ class Plan:
         made = self.bench(name).full.made_in_image[role]
         settings = dataclasses.replace(self.launch_settings(name), replaced_words=tuple(made.replace_words.items()))
         paths = dataclasses.replace(self.run_paths(name, 0), result_file=Path(self.made_in_image_dir(dataset_id)) / "result.txt", writable=(role,))
-        return self._full_scale_job(name, 0, self.seed(0), paths, settings, node_check_line="", sampled=False)
+        return self._full_scale_job(name, 0, self.image_job_seed(), paths, settings, node_check_line="", sampled=False)
+
+    def image_job_seed(self) -> int:
+        """The one-off job's seed: one no run uses (``seed_base - 1``; ``seed_base`` 0 leaves run 0's), so that nothing
+        of the job could pass for a run's. What the job makes must not depend on it (a conversion, a cache)."""
+        return max(self.settings.seed_base - 1, 0)
 
     def _made_in_image_of(self, dataset_id: str) -> tuple[str, str]:
         if dataset_id not in self.made_in_image:

@@ -6,7 +6,8 @@ parse_args and NeMo-RL's config loader on the job's argv and environment in the 
 forming the world (tests/rehearsal/benchmarks/qwen35_397b_grpo.py). Each item below failed there before its fix:
 (a) ``${oc.env:CONTAINER_HF_CKPT_PATH}`` unset, (b) the data variables one folder above ``dataset/``, (c) the worker
 node's ``ray start --block`` exiting 1 when the head stopped (a finished run failed its job), (d) ``cache_clear`` never
-logged, (e) ``/dev/fuse`` not mounted, (f) the Megatron conversion a per-run scratch (converted in every timed init).
+logged, (e) ``/dev/fuse`` not mounted, (f) the Megatron conversion a per-run scratch (converted in every timed init);
+the conversion is now made once by the workflow (its make_in_image job, rehearsed here too).
 """
 
 from __future__ import annotations
@@ -83,6 +84,32 @@ def test_the_runs_read_the_conversion_made_once_read_only(ran):
     read_only = _checks(ran, "mount", "/inputs/nemo_gym/mcore_ckpt")
     assert read_only and all(check["held"] for check in read_only), read_only
     assert not (ran.run_folder(NAME, 0) / "scratch" / "mcore_checkpoint").exists()
+
+
+CONVERTED = "qwen35_397b_megatron_checkpoint"
+
+
+def test_the_conversion_is_made_once_by_the_workflow_s_one_step_job_of_the_image(ran):
+    """(f, the conversion as a preparation output) Nobody publishes the conversion: the campaign's workflow made it on
+    the box with its make_in_image job, the plan's launch of the run's image for one step (convert_ckpt.sh's
+    MAX_STEPS=1) with NRL_MEGATRON_CHECKPOINT_DIR empty and read-write, where NeMo-RL converts (the probe stands in for
+    the GPU work); `seal` then listed what it left, and the verify job checked it before the runs."""
+    records = ran.ranks(NAME, -1)  # the one-off job's seed is SEED_BASE - 1, which no run has (Plan.image_job_seed)
+    log = ran.workdir / "logs" / "full" / "make_in_image" / f"{CONVERTED}.log"
+    assert records and all(r["status"] == 0 for r in records), log.read_text()[-3000:] if log.exists() else ran.output[-3000:]
+    checks = [check for r in records if r["rank"] == 0 for check in r["checked"]]
+    writable = [c for c in checks if c["kind"] == "mount" and c["what"] == "/inputs/nemo_gym/mcore_ckpt"]
+    assert writable and all(c["held"] for c in writable) and "converts into" in writable[0]["why"], writable
+    one_step = [c for c in checks if c["what"] in ("grpo.max_num_steps", "entries of NRL_MEGATRON_CHECKPOINT_DIR")]
+    assert len(one_step) == 2 and all(c["held"] for c in one_step), one_step
+    folder = ran.workdir / "resources" / "full" / "datasets" / CONVERTED
+    listed = (folder / "manifest.md5").read_text()
+    assert "model__inputs_hf_checkpoint/iter_0000000/common.pt" in listed and "__0_0.distcp" in listed, listed
+    assert (ran.workdir / "resources" / "full" / "verified" / f"{CONVERTED}.json").exists()
+    # its mllog is its own, beside the job, never a run's (nothing it logs is scored)
+    made = ran.workdir / "resources" / "full" / "made_in_image" / CONVERTED / "result.txt"
+    assert '"key": "init_start"' in made.read_text()
+    assert "Error in rule make_in_image" not in ran.output
 
 
 def test_a_failing_driver_fails_the_job(ran):

@@ -15,7 +15,9 @@ pins; ``ray start --head`` on node rank 0, ``ray start --address ... --block`` o
 - every input ``main()`` and ``setup()`` open before the first GPU step: the tokenizer and model config in
   ``policy.model_name`` (the HF checkpoint), the train and validation JSON-lines (``data.*.data_path``), each
   task's SIF through ``container_formatter``, the converted Megatron checkpoint NeMo-RL looks for
-  (``nemo_rl/models/megatron/setup.py:405-419``: ``$NRL_MEGATRON_CHECKPOINT_DIR/model_<path>/iter_0000000``), and
+  (``nemo_rl/models/megatron/setup.py:405-419``: ``$NRL_MEGATRON_CHECKPOINT_DIR/model_<path>/iter_0000000``: read-only
+  in a run; empty and writable in the workflow's one-off conversion job, where the probe writes what NeMo-RL's
+  conversion leaves), and
   ``/dev/fuse`` mounted for the task sandboxes (``docker/mlperf/config_mounts.sh``);
 - the reference's MLPerf logger (``nemo_rl/algorithms/mlperf_grpo_logging.py``, with the round patch) writes
   ``init_start`` to ``logger.mlperf.log_file``.
@@ -87,8 +89,8 @@ def _sif_name(instance_id: str) -> str:
 
 
 def published(dataset_id: str, folder: Path) -> None:
-    """The four inputs as published: the HF snapshot, the R2E-Gym-Subset repository, the task SIF folder and the
-    Megatron conversion (external: convert_ckpt.sh's output, as the catalog's instructions make it)."""
+    """The three published inputs: the HF snapshot, the R2E-Gym-Subset repository and the task SIF folder (the Megatron
+    conversion is made on the box by the workflow's one-off job of the image: :func:`_convert_as_nemo_rl_does`)."""
     if dataset_id == "qwen35_397b_a17b_checkpoint":
         for name in HF_FILES:
             (folder / name).write_text(json.dumps({"rehearsal": name}) + "\n")
@@ -100,14 +102,6 @@ def published(dataset_id: str, folder: Path) -> None:
         (folder / "data").mkdir()
         (folder / "README.md").write_text("R2E-Gym-Subset (rehearsal stand-in)\n")
         (folder / "data" / "train-00000-of-00001.parquet").write_bytes(b"PAR1 rehearsal PAR1")
-    elif dataset_id == "qwen35_397b_megatron_checkpoint":
-        # as convert_ckpt.sh's one-step run leaves NRL_MEGATRON_CHECKPOINT_DIR (a Megatron-Bridge torch_dist save)
-        converted = folder / megatron_checkpoint.CONVERTED_FOLDER
-        (converted / megatron_checkpoint.ITERATION_FOLDER).mkdir(parents=True)
-        for relative in megatron_checkpoint.required_paths():
-            (folder / relative).write_text(json.dumps({"rehearsal": relative}) + "\n")
-        (converted / megatron_checkpoint.ITERATION_FOLDER / "__0_0.distcp").write_bytes(b"\0" * 16)
-        (converted / "latest_checkpointed_iteration.txt").write_text("0\n")
     elif dataset_id == "r2e_gym_task_images":
         (folder / "r2egym").mkdir()
         for instance_id in (*TRAIN_IDS, *VALIDATION_IDS):
@@ -224,9 +218,10 @@ def _geometry(ctx, config: dict) -> None:
 
 def _megatron_checkpoint(ctx, config: dict) -> None:
     """nemo_rl/models/megatron/setup.py:405-419: NeMo-RL converts the HF checkpoint into
-    ``$NRL_MEGATRON_CHECKPOINT_DIR/model_<path>/iter_0000000`` unless it is there (handle_model_import, :1390); a
-    397B conversion inside the timed run must not happen, so the conversion convert_ckpt.sh makes once must be there,
-    read-only, shared by every run."""
+    ``$NRL_MEGATRON_CHECKPOINT_DIR/model_<path>/iter_0000000`` unless it is there (handle_model_import, :1390). A 397B
+    conversion inside a timed run must not happen: in a run the conversion the one-off job made must be there,
+    read-only, shared by every run. The one-off job (the workflow's make_in_image, as convert_ckpt.sh: the run's config
+    for one step) finds the folder empty and writable, and NeMo-RL converts into it (:func:`_convert_as_nemo_rl_does`)."""
     policy = config["policy"]
     root = ctx.variable("NRL_MEGATRON_CHECKPOINT_DIR", "nemo_rl/models/policy/utils.py:247 get_megatron_checkpoint_dir")
     subdir = policy["model_name"]
@@ -235,13 +230,33 @@ def _megatron_checkpoint(ctx, config: dict) -> None:
     ctx.equal("policy.hf_config_overrides", bool(policy.get("hf_config_overrides")), False, "setup.py:414-416 adds __hfovr_<hash> to the folder otherwise")
     ctx.equal("policy.megatron_cfg.force_reconvert_from_hf", bool(policy["megatron_cfg"].get("force_reconvert_from_hf")), False, "no reconversion in the run")
     ctx.equal("the converted folder's name", subdir, megatron_checkpoint.CONVERTED_FOLDER, "the folder the catalog entry holds")
-    converted = Path(root) / subdir / "iter_0000000"
+    converted = Path(root) / subdir / megatron_checkpoint.ITERATION_FOLDER
+    writable = os.access(root, os.W_OK)
+    if not converted.is_dir():  # setup.py:418: NeMo-RL converts now
+        steps = config["grpo"]["max_num_steps"]
+        ctx.record("mount", root, "NeMo-RL converts into NRL_MEGATRON_CHECKPOINT_DIR: the one-off job's, read-write", writable)
+        ctx.equal("grpo.max_num_steps", steps, 1, "only the one-step conversion job converts (convert_ckpt.sh: MAX_STEPS=1), never a run")
+        ctx.equal("entries of NRL_MEGATRON_CHECKPOINT_DIR", sorted(os.listdir(root)), [], "the conversion starts from an empty folder")
+        if not writable:
+            ctx.fail(f"NRL_MEGATRON_CHECKPOINT_DIR={root} has no {subdir}/{megatron_checkpoint.ITERATION_FOLDER} and is read-only: NeMo-RL would convert here")
+        _convert_as_nemo_rl_does(Path(root) / subdir)
+        return
     for name in megatron_checkpoint.REQUIRED_FILES:
         ctx.path(converted / name, f"the converted Megatron checkpoint NeMo-RL loads instead of converting (setup.py:416-419, 450): {name}", kind="file")
-    writable = os.access(root, os.W_OK)
     ctx.record("mount", root, "the Megatron checkpoint is a shared, read-only input (not a per-run scratch)", not writable)
     if writable:
         ctx.fail(f"NRL_MEGATRON_CHECKPOINT_DIR={root} is writable in the run: a per-run scratch, not the shared converted checkpoint")
+
+
+def _convert_as_nemo_rl_does(folder: Path) -> None:
+    """The box's stand-in for handle_model_import's GPU work (setup.py:1390): what a Megatron-Bridge torch_dist save
+    of iteration 0 leaves, tiny contents (the rank-dependent ``__<rank>_<n>.distcp`` shards, one here, and the tracker)."""
+    iteration = folder / megatron_checkpoint.ITERATION_FOLDER
+    iteration.mkdir(parents=True)
+    for name in megatron_checkpoint.REQUIRED_FILES:
+        (iteration / name).write_text(json.dumps({"rehearsal": name}) + "\n")
+    (iteration / "__0_0.distcp").write_bytes(b"\0" * 16)
+    (folder / "latest_checkpointed_iteration.txt").write_text("0\n")
 
 
 def _log_init_start(ctx, config: dict) -> None:
