@@ -90,3 +90,42 @@ def test_cli_with_an_external_manifest_and_stamps(tmp_path):
     argv = ["verify", str(tmp_path / "ds"), "--manifest", str(tmp_path / "list.md5"), "--stamps", str(tmp_path / "stamps.json")]
     assert main(argv) == 0
     assert json.loads((tmp_path / "stamps.json").read_text())[0]["path"] == "a.bin"
+
+
+def _converted(folder, listed_too=True):
+    """A folder as the qwen35_397b_grpo conversion job leaves it (the catalog's files, optionally one left out)."""
+    from mlperf_wf.config import registry
+
+    entry = registry.load_dataset("qwen35_397b_megatron_checkpoint")
+    paths = [item.path for item in entry.files] + ["model__inputs_hf_checkpoint/iter_0000000/__0_0.distcp"]
+    for path in paths if listed_too else paths[1:]:
+        (folder / path).parent.mkdir(parents=True, exist_ok=True)
+        (folder / path).write_bytes(path.encode())
+    return paths
+
+
+def test_a_dataset_made_in_an_image_is_sealed_then_verified_without_reading_it_again(tmp_path):
+    """`mlperf-wf seal` (the make_in_image rule's last step) lists every file the job left by md5; the verify stage
+    then checks against that list, re-reading nothing just hashed, and still catches a byte changed since."""
+    folder = tmp_path / "qwen35_397b_megatron_checkpoint"
+    paths = _converted(folder)
+    assert main(["seal", "--dataset", "qwen35_397b_megatron_checkpoint", str(folder)]) == 0
+    listed = (folder / "manifest.md5").read_text().splitlines()
+    assert sorted(line.split("  ", 1)[1] for line in listed) == sorted(paths)
+    record = verify_dataset(folder)
+    assert len(record.files) == len(paths) and record.bytes_hashed == 0
+    changed = folder / paths[-1]
+    changed.write_bytes(b"X" + changed.read_bytes()[1:])
+    with pytest.raises(ChecksumError, match="md5 mismatch"):
+        verify_dataset(folder)
+
+
+def test_a_made_dataset_missing_a_catalog_file_is_not_sealed(tmp_path, capsys):
+    folder = tmp_path / "qwen35_397b_megatron_checkpoint"
+    paths = _converted(folder, listed_too=False)
+    assert main(["seal", "--dataset", "qwen35_397b_megatron_checkpoint", str(folder)]) == 2
+    error = capsys.readouterr().err.strip()
+    assert error.count("\n") == 0 and f"{folder / paths[0]}: the job of qwen35_397b_grpo's image did not leave it" in error, error
+    assert not (folder / "manifest.md5").exists()
+    assert main(["seal", "--dataset", "r2e_gym_subset", str(folder)]) == 2
+    assert "r2e_gym_subset is protocol huggingface; only a made_in_image dataset is sealed" in capsys.readouterr().err

@@ -71,7 +71,20 @@ def rendered(name: str, workdir: Path) -> dict:
                 out["full"][f"run_3/{launcher}/{nodes}_node"] = asdict(chosen.train_job(name, 3))
             except ConfigError as err:
                 out["full"][f"run_3/{launcher}/{nodes}_node"] = {"refused": str(err)}
+            out["full"].update(image_jobs(chosen, name, f"{launcher}/{nodes}_node"))
     return portable(out, workdir)
+
+
+def image_jobs(plan: planning.Plan, name: str, key: str) -> dict:
+    """The one-off jobs of ``name``'s image that make an input (``full.made_in_image``), with what they read; keys
+    ``image_job/<dataset>/<key>`` (none for a benchmark whose runs read only published data)."""
+    out = {}
+    for dataset_id in (dataset for dataset, (maker, _) in plan.made_in_image.items() if maker == name):
+        try:
+            out[f"image_job/{dataset_id}/{key}"] = {**asdict(plan.image_job(dataset_id)), "inputs": plan.image_job_inputs(dataset_id)}
+        except ConfigError as err:
+            out[f"image_job/{dataset_id}/{key}"] = {"refused": str(err)}
+    return out
 
 
 def portable(out: dict, workdir: Path) -> dict:
@@ -105,6 +118,7 @@ def reference_geometry_plan(name: str, workdir: Path) -> dict:
             out[f"run_3/{launcher}/{nodes}_node"] = asdict(plan.train_job(name, 3))
         except ConfigError as err:  # local, docker and apptainer run on one node
             out[f"run_3/{launcher}/{nodes}_node"] = {"refused": str(err)}
+        out.update(image_jobs(plan, name, f"{launcher}/{nodes}_node"))
     return matches_golden(portable(out, workdir), f"{name}_{nodes}_nodes")
 
 

@@ -43,10 +43,22 @@ def snakemake(workdir: Path, *args: str, check_rc: bool = True, cache: Path | No
     return proc
 
 
-def planned_train_lines(output: str, benchmark: str = "") -> list[str]:
-    """The train jobs' shell lines of a ``snakemake -n -p`` output (for ``benchmark``, else all)."""
+def planned_launch_lines(output: str, benchmark: str = "") -> list[str]:
+    """The shell lines of a ``snakemake -n -p`` output that launch a benchmark's image (for ``benchmark``, else all):
+    its runs' train jobs and any one-off job of its image (make_in_image)."""
     start, launch = "Shell command: { mlperf-wf check-prepared ", f" || exit $?; mlperf-wf preflight --benchmark {benchmark}".rstrip()
     return [line for line in output.splitlines() if line.startswith(start) and launch in line]
+
+
+def planned_train_lines(output: str, benchmark: str = "") -> list[str]:
+    """The train jobs' shell lines of a ``snakemake -n -p`` output (for ``benchmark``, else all): a run's job records
+    its provenance."""
+    return [line for line in planned_launch_lines(output, benchmark) if " mlperf-wf provenance " in line]
+
+
+def planned_image_job_lines(output: str, benchmark: str = "") -> list[str]:
+    """The one-off jobs of a benchmark's image (make_in_image): they seal what they made."""
+    return [line for line in planned_launch_lines(output, benchmark) if " mlperf-wf seal " in line]
 
 
 def new_workdir(path: Path) -> Path:

@@ -21,7 +21,7 @@ from mlperf_wf.config.registry import load_benchmark, load_dataset
 from tests.benchmarks.scaffold import reference_pyxis_job
 from tests.conftest import reference_source
 from tests.plan.test_plan import workdir  # noqa: F401 - workdir is a fixture
-from tests.workflow.test_workflow import job_counts, new_workdir, snakemake
+from tests.workflow.test_workflow import job_counts, new_workdir, planned_image_job_lines, snakemake
 
 NAME = "qwen35_397b_grpo"
 
@@ -40,6 +40,29 @@ def test_full_scale_dry_run_gives_each_of_the_three_runs_its_seed(full_dry_runs)
     ran = full_dry_runs(NAME)
     seeds = {re.search(r"\+\+grpo\.seed=(\d+)", line).group(1) for line in ran.train_lines}
     assert len(seeds) == 3
+
+
+CONVERTED = "qwen35_397b_megatron_checkpoint"
+
+
+def test_the_conversion_is_made_once_before_the_runs_by_a_one_step_job_of_the_run_s_launch(full_dry_runs):
+    """convert_ckpt.sh as a preparation output: the workflow does not download the conversion (nobody publishes it), its
+    make_in_image job runs the runs' own launch with ``++grpo.max_num_steps=1`` and the conversion's folder read-write,
+    its mllog in its own folder, then seals it; the verify stage checks it and every run mounts it read-only."""
+    ran = full_dry_runs(NAME)
+    assert ran.counts["make_in_image"] == 1 and ran.counts["download"] == 3 and ran.counts["verify"] == 4, ran.counts
+    assert f"mlperf-wf download --dataset {CONVERTED} " not in ran.output
+    [made] = planned_image_job_lines(ran.output, NAME)
+    mount = f"resources/full/datasets/{CONVERTED}:/inputs/nemo_gym/mcore_ckpt"
+    assert f"{mount}:rw" in made and "++grpo.max_num_steps=1 " in made and "++grpo.max_num_steps=30" not in made
+    assert f"resources/full/made_in_image/{CONVERTED}:/results:rw" in made and "/runs/" not in made
+    assert "++grpo.seed=1233 " in made  # a seed no run has (the runs: 1234-1236)
+    assert made.endswith(f"mlperf-wf seal --dataset {CONVERTED} resources/full/datasets/{CONVERTED} >> logs/full/make_in_image/{CONVERTED}.log 2>&1")
+    for run in ran.train_lines:
+        assert f"{mount}:ro" in run and "++grpo.max_num_steps=30 " in run
+    # the runs' launch: their image on their geometry (64 nodes, one launcher a node)
+    launch = re.compile(r"srun --nodes=\d+ --ntasks-per-node=\d+ --mpi=\S+ --overlap --container-image=\S+")
+    assert set(launch.findall(made)) == set(launch.findall(ran.train_lines[0])) and "srun --nodes=64 --ntasks-per-node=1 " in made
 
 
 def test_the_definition_matches_the_reference_documents():
@@ -127,3 +150,4 @@ def test_tiny_dry_run_generates_downloads_and_verifies_the_four_inputs_then_runs
     counts = job_counts(proc.stdout)
     assert counts["train"] == 3 and counts["check_compliance"] == 3
     assert counts["generate_tiny_mirror"] == counts["download"] == counts["verify"] == 4
+    assert "make_in_image" not in counts  # the tiny tier mirrors the conversion's stand-in like any dataset
