@@ -316,7 +316,8 @@ def test_an_input_made_in_the_image_is_a_run_role_and_its_replaced_words_are_the
     definition = registry.load_benchmark("qwen35_397b_grpo").model_dump()
     made = definition["full"]["made_in_image"]
     made["data"] = made.pop("megatron_checkpoint")
-    with pytest.raises(ValueError, match=r"full.made_in_image: 'data' is not an input role the runs read; allowed: \['checkpoint', 'megatron_checkpoint', 'task_images'\]"):
+    allowed = r"allowed: \['checkpoint', 'megatron_checkpoint', 'task_images'\]"
+    with pytest.raises(ValueError, match=rf"full.made_in_image: 'data' is not an input role the runs read; {allowed}"):
         registry.BenchmarkDef.model_validate(definition)
     made["megatron_checkpoint"] = made.pop("data")
     made["megatron_checkpoint"]["replace_words"] = {"++grpo.max_num_steps=300": "++grpo.max_num_steps=1"}
@@ -329,13 +330,14 @@ def test_a_role_and_its_catalog_entry_agree_on_who_makes_the_dataset(tmp_path):
     published (or the other way round), naming the definition, the role and both sides."""
     project, env = _project_copy(tmp_path)
     entry = project / "config/datasets/qwen35_397b_megatron_checkpoint.yaml"
-    entry.write_text(entry.read_text().replace("  protocol: made_in_image\n  made_by: qwen35_397b_grpo\n", "  protocol: external\n  instructions: convert it\n"))
+    made, external = "  protocol: made_in_image\n  made_by: qwen35_397b_grpo\n", "  protocol: external\n  instructions: convert it\n"
+    entry.write_text(entry.read_text().replace(made, external))
     check = _check(project, env)
     assert check.returncode == 2 and check.stderr.count("\n") == 1, check.stderr
     assert (
         "qwen35_397b_grpo/benchmark.yaml: inputs.megatron_checkpoint: dataset 'qwen35_397b_megatron_checkpoint' is protocol external; "
         "a role the benchmark's own image makes is in full.made_in_image and its catalog entry says protocol made_in_image, made_by qwen35_397b_grpo"
     ) in check.stderr
-    entry.write_text(entry.read_text().replace("  protocol: external\n  instructions: convert it\n", "  protocol: made_in_image\n  made_by: rgat\n"))
+    entry.write_text(entry.read_text().replace(external, "  protocol: made_in_image\n  made_by: rgat\n"))
     check = _check(project, env)
     assert check.returncode == 2 and "made_by: 'rgat' makes no dataset 'qwen35_397b_megatron_checkpoint'" in check.stderr, check.stderr

@@ -883,7 +883,8 @@ def check_dataset(dataset_id: str, root: Path | None = None, import_modules: boo
     made_by = dataset.source.made_by
     if made_by is not None and dataset_id not in (made := _made_in_image_by(made_by, root)):
         path = config_dir(root) / "datasets" / f"{dataset_id}.yaml"
-        raise ConfigError(f"{path}: source.made_by: {made_by!r} makes no dataset {dataset_id!r} in its full.made_in_image (it makes: {', '.join(made) or 'none'})")
+        makes = ", ".join(made) or "none"
+        raise ConfigError(f"{path}: source.made_by: {made_by!r} makes no dataset {dataset_id!r} in its full.made_in_image (it makes: {makes})")
     if dataset.tiny is not None:
         path = config_dir(root) / "datasets" / f"{dataset_id}.yaml"
         tiny = dataset.tiny

@@ -470,9 +470,7 @@ class Plan:
         paths = self.run_paths(name, run)
         return self._full_scale_job(name, run, self.seed(run), paths, settings, self.node_check_line(name, run, settings, paths), sampled=True)
 
-    def _full_scale_job(
-        self, name: str, run: int, seed: int, paths: launch.RunPaths, settings: launch.Launch, node_check_line: str, sampled: bool
-    ) -> TrainJob:
+    def _full_scale_job(self, name: str, run: int, seed: int, paths: launch.RunPaths, settings: launch.Launch, node_check_line: str, sampled: bool) -> TrainJob:
         """The job line of a full-scale launch of ``name``'s image (a run, or a one-off job that makes an input):
         the preflight, an emptied job folder, the node check where given, the launch; ``sampled``: with the power
         sampler where the config asks for it."""
