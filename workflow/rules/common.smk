@@ -243,7 +243,7 @@ def train_resource(name):
 
 # ---- inputs a benchmark's own image makes (full.made_in_image) ----
 
-# The datasets the make_in_image rule makes at this scale (none at tiny scale: a regex that matches nothing).
+# The datasets make_in_image makes at this scale (none at tiny scale: a regex that matches nothing).
 MADE_IN_IMAGE = "|".join(PLAN.made_in_image) or "(?!)"
 
 
