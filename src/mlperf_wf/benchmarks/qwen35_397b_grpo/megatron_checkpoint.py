@@ -8,8 +8,10 @@ initialisation. The reference avoids that by converting once before its runs: ``
 convert_ckpt.sh`` submits its own launcher (run.sub) for one step (``MAX_STEPS=1``) on the full allocation, which
 leaves the conversion in ``NRL_MEGATRON_CHECKPOINT_DIR`` for every later run.
 
-Here the conversion is the external dataset ``qwen35_397b_megatron_checkpoint`` (config/datasets), made once with that
-script (its instructions) and mounted read-only at ``/inputs/nemo_gym/mcore_ckpt`` by every run. Its folder name
+Here the conversion is the dataset ``qwen35_397b_megatron_checkpoint`` (config/datasets, protocol ``made_in_image``):
+the workflow's one-off job of the image makes it once the same way (``full.made_in_image`` in benchmark.yaml: the run's
+launch with ``++grpo.max_num_steps=1`` and the folder read-write), and every run mounts it read-only at
+``/inputs/nemo_gym/mcore_ckpt``. Its folder name
 depends on where the run sees the Hugging Face checkpoint (``CONTAINER_HF_CKPT_PATH=/inputs/hf_checkpoint``):
 ``model__inputs_hf_checkpoint`` (:data:`CONVERTED_FOLDER`).
 
@@ -48,7 +50,7 @@ def check(folder: Path) -> None:
         if not (folder / relative).is_file():
             raise UserError(
                 f"{folder / relative}: missing; the converted Megatron checkpoint must hold {', '.join(required_paths())} "
-                "(run the conversion once: config/datasets/qwen35_397b_megatron_checkpoint.yaml says how)"
+                "(the workflow's make_in_image job converts it once before the runs)"
             )
 
 
