@@ -311,8 +311,9 @@ def test_a_benchmark_that_imports_another_or_a_missing_module_is_one_line_of_che
 
 
 def test_an_input_made_in_the_image_is_a_run_role_and_its_replaced_words_are_the_command_s():
-    """``full.made_in_image``: only a role the runs read (the one-off job writes the folder they mount), and each
-    replaced word a word of the command (a misspelt one would leave the job running the whole run)."""
+    """``full.made_in_image``: only a role the runs read (the one-off job writes the folder they mount), made from other
+    roles of the runs, and each replaced word a word of the command (a misspelt one would leave the job running the
+    whole run)."""
     definition = registry.load_benchmark("qwen35_397b_grpo").model_dump()
     made = definition["full"]["made_in_image"]
     made["data"] = made.pop("megatron_checkpoint")
@@ -320,6 +321,10 @@ def test_an_input_made_in_the_image_is_a_run_role_and_its_replaced_words_are_the
     with pytest.raises(ValueError, match=rf"full.made_in_image: 'data' is not an input role the runs read; {allowed}"):
         registry.BenchmarkDef.model_validate(definition)
     made["megatron_checkpoint"] = made.pop("data")
+    made["megatron_checkpoint"]["made_from"] = ["megatron_checkpoint"]
+    with pytest.raises(ValueError, match=r"made_from: 'megatron_checkpoint' is not another input role of the runs; allowed: \['checkpoint', 'task_images'\]"):
+        registry.BenchmarkDef.model_validate(definition)
+    made["megatron_checkpoint"]["made_from"] = ["checkpoint"]
     made["megatron_checkpoint"]["replace_words"] = {"++grpo.max_num_steps=300": "++grpo.max_num_steps=1"}
     with pytest.raises(ValueError, match=r"replace_words: '\+\+grpo.max_num_steps=300' is not a word of full.command"):
         registry.BenchmarkDef.model_validate(definition)

@@ -254,10 +254,16 @@ def planned_image_job(wildcards):
 
 @signature_once
 def image_job_inputs(wildcards):
-    """What the one-off job reads: the runs' inputs but the one it makes."""
+    """What the one-off job reads: the runs' inputs but the one it makes; only a newer input it is made from (the
+    checkpoint a conversion converts) makes it again, the others are ancient (a re-prepared tree does not).
+    """
     if PREFLIGHT:
         PREFLIGHT.saw_benchmark(PLAN.made_in_image[wildcards.dataset][0])
-    return PLAN.image_job_inputs(wildcards.dataset)
+    remade_by = PLAN.image_job_remade_by(wildcards.dataset)
+    inputs = PLAN.image_job_inputs(wildcards.dataset)
+    return {
+        key: path if key in remade_by else ancient(path) for key, path in inputs.items()
+    }
 
 
 def image_job_field(name):

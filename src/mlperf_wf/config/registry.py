@@ -407,6 +407,10 @@ class MadeInImage(_Strict):
     replace_words: dict[str, str] = Field(default_factory=dict)
     """Whole words of ``full.command`` and what the job runs instead (e.g. one step instead of the run's steps); each
     must be a word of the command."""
+    made_from: list[str] = Field(min_length=1)
+    """The input roles what the job makes is made from (a conversion: the checkpoint it converts): a newer one makes it
+    again. The job reads the others (the prepared tree, other inputs) only to start the reference, so a newer one
+    does not remake hundreds of GB."""
     purpose: str = Field(min_length=1)
     """What the reference does at this point and where it says so (the source, file and line)."""
 
@@ -628,6 +632,10 @@ class BenchmarkDef(_Strict):
         for role, made in self.full.made_in_image.items():
             if role not in run_roles:
                 raise ValueError(f"full.made_in_image: {role!r} is not an input role the runs read; allowed: {sorted(run_roles)}")
+            sources = sorted(run_roles - {role})
+            for source in made.made_from:
+                if source not in sources:
+                    raise ValueError(f"full.made_in_image.{role}.made_from: {source!r} is not another input role of the runs; allowed: {sources}")
             for word in made.replace_words:
                 if word not in self.full.command:
                     raise ValueError(f"full.made_in_image.{role}.replace_words: {word!r} is not a word of full.command")

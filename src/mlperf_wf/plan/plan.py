@@ -533,6 +533,13 @@ class Plan:
         name, role = self._made_in_image_of(dataset_id)
         return {key: value for key, value in self.train_inputs(name).items() if key not in (role, f"{role}_verified")}
 
+    def image_job_remade_by(self, dataset_id: str) -> list[str]:
+        """The keys of :meth:`image_job_inputs` whose change makes the dataset again (its ``made_from`` roles and their
+        verification records); the rule marks the others ``ancient``: needed to start, never a reason to remake."""
+        name, role = self._made_in_image_of(dataset_id)
+        sources = self.bench(name).full.made_in_image[role].made_from
+        return [key for source in sources for key in (source, f"{source}_verified")]
+
     @cache  # noqa: B019 - one Plan per workflow; the rule asks for several fields of the same job
     def image_job(self, dataset_id: str) -> TrainJob:
         """The one-off full-scale job of a benchmark's image that makes ``dataset_id`` (``full.made_in_image``): the

@@ -65,6 +65,42 @@ def test_the_conversion_is_made_once_before_the_runs_by_a_one_step_job_of_the_ru
     assert set(launch.findall(made)) == set(launch.findall(ran.train_lines[0])) and "srun --nodes=64 --ntasks-per-node=1 " in made
 
 
+def _made_once(tmp_path: Path) -> tuple[Path, dict[str, Path]]:
+    """A full-scale folder where everything up to the conversion exists, each made after what it is made from."""
+    folder = new_workdir(tmp_path / "full")
+    full = folder / "resources" / "full"
+    made = {
+        "published": full / "datasets" / "r2e_gym_subset",
+        "checkpoint": full / "datasets" / "qwen35_397b_a17b_checkpoint",
+        "task_images": full / "datasets" / "r2e_gym_task_images",
+        "published_verified": full / "verified" / "r2e_gym_subset.json",
+        "checkpoint_verified": full / "verified" / "qwen35_397b_a17b_checkpoint.json",
+        "task_images_verified": full / "verified" / "r2e_gym_task_images.json",
+        "shard": full / "prepared" / NAME / "shards" / prepare.SHARD,
+        "prepared": full / "prepared" / NAME / "dataset",
+        "converted": full / "datasets" / CONVERTED,
+    }
+    for number, (key, path) in enumerate(made.items()):
+        if key.endswith("_verified"):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text("{}\n")
+        else:
+            path.mkdir(parents=True, exist_ok=True)
+        os.utime(path, (1_700_000_000 + number, 1_700_000_000 + number))
+    return folder, made
+
+
+@pytest.mark.parametrize(("newer", "remade"), [("prepared", False), ("task_images_verified", False), ("checkpoint_verified", True)])
+def test_only_a_newer_checkpoint_makes_the_conversion_again(tmp_path, newer, remade):
+    """``made_from: [checkpoint]``: the prepared tasks and the SIF images only start the one-step job, so a re-prepared
+    tree does not remake (and delete) 0.8 TB of conversion; a newer checkpoint does."""
+    folder, made = _made_once(tmp_path)
+    os.utime(made[newer], (1_800_000_000, 1_800_000_000))
+    proc = snakemake(folder, "-n", f"resources/full/datasets/{CONVERTED}", "--rerun-triggers", "mtime", "--config", "scale=full", f"benchmarks=[{NAME}]")
+    planned = "make_in_image" in job_counts(proc.stdout) if "Job stats:" in proc.stdout else False
+    assert planned == remade, proc.stdout[-3000:]
+
+
 def test_the_definition_matches_the_reference_documents():
     """Every value the full-scale plan takes from a reference file is in that file, at our pinned commit."""
     folder = reference_source("llm_post_training")
