@@ -130,6 +130,21 @@ def test_scratch_below_the_declared_need(workdir):
         fine_plan(workdir, name, full_scratch={name: {"index": 1}})
 
 
+def test_the_one_off_job_that_makes_an_input_needs_its_scratch_too_until_it_has_made_it(workdir):
+    """qwen35_397b_grpo's conversion job writes the runs' scratch areas in its own folder under resources/ (maybe
+    another filesystem than results/): checked while the conversion is still to make, not once it is there."""
+    name = "qwen35_397b_grpo"
+    plan = fine_plan(workdir, name, full_scratch={name: {"hf_cache": 10**9}})
+    messages = [problem.message for problem in preflight.plan_problems(plan, [name], environ={}) if problem.kind == "scratch"]
+    job = (
+        "the scratch areas of the one-off job that makes qwen35_397b_megatron_checkpoint need 1e+09 GB "
+        f"(logs 10 GB, checkpoint_dir 1 GB, hf_cache 1e+09 GB) under {workdir}/resources/full/made_in_image/qwen35_397b_megatron_checkpoint"
+    )
+    assert len(messages) == 2 and messages[0].startswith("each run's scratch areas need") and messages[1].startswith(job), messages
+    (workdir / plan.dataset_dir("qwen35_397b_megatron_checkpoint")).mkdir(parents=True)
+    assert len([p for p in preflight.plan_problems(plan, [name], environ={}) if p.kind == "scratch"]) == 1
+
+
 def test_every_problem_at_once_also_when_a_ruleset_stops_the_plan(workdir):
     config = {**DEFAULTS, "benchmarks": ["rgat", "llama2_70b_lora"], "ruleset": "6.1.0"}
     with pytest.raises(ConfigError, match="rgat"):

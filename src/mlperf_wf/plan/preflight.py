@@ -20,7 +20,7 @@ will need, for the benchmarks and datasets it targets, and returns every problem
 - ``rcp``: in the closed division, no RCP of the round covers the GBS (the RCP check would fail the set);
 - ``rules``: a planned hyperparameter breaks the round's closed rule on it;
 - ``scratch``: a run's scratch areas (``full.scratch``, sizes overridable with ``full_scratch``) need more than the
-  free space of the run folder's filesystem.
+  free space of the run folder's filesystem (or of the folder of a one-off job of the image still to make an input).
 
 Datasets already downloaded or verified need nothing more. ``mlperf-wf preflight`` prints the list for a config;
 ``snakemake`` at full scale prints it after a dry run and refuses to start a real one (``workflow/rules/common.smk``).
@@ -210,24 +210,28 @@ def batch_tables(plan: Plan, benchmarks: Iterable[str]) -> str:
 
 
 def _scratch_problems(plan: Plan, name: str) -> list[Problem]:
+    """The runs' scratch areas, and those of each one-off job of the image still to make an input (``full.made_in_image``:
+    its folder under ``resources/``, maybe another filesystem), against the free space where each goes."""
     sizes = plan.scratch_sizes(name)
     need = sum(sizes.values())
     if not need:
         return []
-    runs = plan.workdir / Path(plan.run_file(name, 0, "result.txt")).parent.parent
-    existing = next(folder for folder in (runs, *runs.parents) if folder.exists())
-    free = shutil.disk_usage(existing).free / 1e9
-    if free >= need:
-        return []
     areas = ", ".join(f"{area} {size:g} GB" for area, size in sizes.items())
-    return [
-        Problem(
-            "scratch",
-            name,
-            f"each run's scratch areas need {need:g} GB ({areas}) under {runs}, but its filesystem has {free:.1f} GB free: "
-            f"free space, or set the sizes this site needs in full_scratch ({{{name}: {{AREA: GB}}}})",
-        )
-    ]
+    folders = {"each run's scratch areas": plan.workdir / Path(plan.run_file(name, 0, "result.txt")).parent.parent}
+    for dataset_id, (maker, _) in plan.made_in_image.items():
+        if maker == name and not (plan.workdir / plan.dataset_dir(dataset_id)).exists():
+            folders[f"the scratch areas of the one-off job that makes {dataset_id}"] = plan.workdir / plan.made_in_image_dir(dataset_id)
+    problems = []
+    for whose, folder in folders.items():
+        existing = next(parent for parent in (folder, *folder.parents) if parent.exists())
+        free = shutil.disk_usage(existing).free / 1e9
+        if free < need:
+            message = (
+                f"{whose} need {need:g} GB ({areas}) under {folder}, but its filesystem has {free:.1f} GB free: "
+                f"free space, or set the sizes this site needs in full_scratch ({{{name}: {{AREA: GB}}}})"
+            )
+            problems.append(Problem("scratch", name, message))
+    return problems
 
 
 def _dataset_problems(plan: Plan, dataset_id: str, env: Mapping[str, str]) -> list[Problem]:
