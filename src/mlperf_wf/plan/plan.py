@@ -558,7 +558,7 @@ class Plan:
 
     def _made_in_image_of(self, dataset_id: str) -> tuple[str, str]:
         if dataset_id not in self.made_in_image:
-            made = ", ".join(self.made_in_image) or "none at this scale and for these benchmarks"
+            made = ", ".join(self.made_in_image) or "none at this scale"
             raise ConfigError(f"{dataset_id}: no benchmark's image makes it; made in an image: {made}")
         return self.made_in_image[dataset_id]
 
