@@ -278,3 +278,25 @@ def test_where_apptainer_exists_the_import_builds_each_sif_once_and_the_plan_sta
     # without apptainer, and --no-sif, none is built
     done = subprocess.run([*argv, "--no-sif"], capture_output=True, text=True, env=env)
     assert done.returncode == 0 and not Path(local["sif"]).exists() and calls.read_text().count("build") == 1
+
+
+def test_a_dataset_made_in_an_image_is_carried_only_when_made_and_else_made_at_the_site(tmp_path):
+    """qwen35_397b_grpo's Megatron conversion is a GPU job of its image (make_in_image): a connected side without it
+    exports the other inputs and the offline site makes it; one made and verified here is carried like any dataset.
+    A published input that is not verified still stops the export, naming it."""
+    from mlperf_wf.config.workflow_config import WorkflowConfig
+    from mlperf_wf.plan import plan as planning
+
+    config = {**yaml.safe_load((ROOT / "config" / "config.yaml").read_text()), "scale": "full", "benchmarks": ["qwen35_397b_grpo"]}
+    (tmp_path / "config").symlink_to(ROOT / "config")
+    plan = planning.Plan(WorkflowConfig.parse(config), project_root=ROOT, workdir=tmp_path)
+    published = ["qwen35_397b_a17b_checkpoint", "r2e_gym_subset", "r2e_gym_task_images"]
+    for dataset_id in published:
+        (tmp_path / plan.verified_record(dataset_id)).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / plan.verified_record(dataset_id)).write_text("{}\n")
+    assert bundle._verified_datasets(plan, tmp_path, ["qwen35_397b_grpo"]) == published
+    (tmp_path / plan.verified_record("qwen35_397b_megatron_checkpoint")).write_text("{}\n")
+    assert bundle._verified_datasets(plan, tmp_path, ["qwen35_397b_grpo"]) == sorted([*published, "qwen35_397b_megatron_checkpoint"])
+    (tmp_path / plan.verified_record("r2e_gym_task_images")).unlink()
+    with pytest.raises(bundle.BundleError, match="resources/full/verified/r2e_gym_task_images.json: missing: dataset r2e_gym_task_images is not verified"):
+        bundle._verified_datasets(plan, tmp_path, ["qwen35_397b_grpo"])

@@ -114,15 +114,20 @@ def carried_folder(plan, dataset_id: str) -> str:
 
 
 def _verified_datasets(plan, root: Path, names: list[str]) -> list[str]:
-    """Every dataset the benchmarks read; each must have been verified in ``root``."""
+    """Every dataset the benchmarks read; each must have been verified in ``root``, except one a job of a benchmark's
+    image makes (``made_in_image``: a GPU job, which the site runs itself where it was not made here; carried when it
+    was)."""
     dataset_ids = sorted({dataset_id for name in names for dataset_id in plan.datasets_read(name)})
+    carried = []
     for dataset_id in dataset_ids:
-        if not (root / plan.verified_record(dataset_id)).is_file():
+        if (root / plan.verified_record(dataset_id)).is_file():
+            carried.append(dataset_id)
+        elif dataset_id not in plan.made_in_image:
             raise BundleError(
                 f"{plan.verified_record(dataset_id)}: missing: dataset {dataset_id} is not verified in {root}; run "
                 f"`snakemake {plan.verified_record(dataset_id)} --config scale={plan.scale}` there first"
             )
-    return dataset_ids
+    return carried
 
 
 def _export_datasets(plan, root: Path, dataset_ids: list[str], out: Path) -> dict[str, dict[str, str]]:
