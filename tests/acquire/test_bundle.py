@@ -298,5 +298,5 @@ def test_a_dataset_made_in_an_image_is_carried_only_when_made_and_else_made_at_t
     (tmp_path / plan.verified_record("qwen35_397b_megatron_checkpoint")).write_text("{}\n")
     assert bundle._verified_datasets(plan, tmp_path, ["qwen35_397b_grpo"]) == sorted([*published, "qwen35_397b_megatron_checkpoint"])
     (tmp_path / plan.verified_record("r2e_gym_task_images")).unlink()
-    with pytest.raises(bundle.BundleError, match="resources/full/verified/r2e_gym_task_images.json: missing: dataset r2e_gym_task_images is not verified"):
+    with pytest.raises(bundle.BundleError, match=r"resources/full/verified/r2e_gym_task_images\.json: missing: dataset r2e_gym_task_images is not verified"):
         bundle._verified_datasets(plan, tmp_path, ["qwen35_397b_grpo"])
