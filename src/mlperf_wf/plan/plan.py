@@ -47,6 +47,8 @@ TINY_RUN_RESOURCES = {"runtime": 30, "mem_mb": 4000}
 """A tiny run: minutes on a CPU core, a few GB."""
 FETCHED_DIR = "resources/full/fetched"
 """Where a fiftyone-protocol dataset's fetch (the reference's own script) writes, one folder per dataset id."""
+NODE_CHECK_SUFFIX = "-node-check"
+"""Beside a one-off job's folder (``made_in_image_dir``), the folder of its node checks, one per attempt."""
 
 
 @dataclass(frozen=True)
@@ -549,7 +551,10 @@ class Plan:
         made = self.bench(name).full.made_in_image[role]
         settings = dataclasses.replace(self.launch_settings(name), replaced_words=tuple(made.replace_words.items()))
         paths = dataclasses.replace(self.run_paths(name, 0), result_file=Path(self.made_in_image_dir(dataset_id)) / "result.txt", writable=(role,))
-        return self._full_scale_job(name, 0, self.image_job_seed(), paths, settings, node_check_line="", sampled=False)
+        # its nodes are checked as a run's (a bad node it names is excluded from its retry and from every later job),
+        # recorded beside its folder, which each attempt empties
+        nodes = self.node_check_line(name, 0, settings, paths, attempts=f"{self.made_in_image_dir(dataset_id)}{NODE_CHECK_SUFFIX}")
+        return self._full_scale_job(name, 0, self.image_job_seed(), paths, settings, node_check_line=nodes, sampled=False)
 
     def image_job_seed(self) -> int:
         """The one-off job's seed: one no run uses (``seed_base - 1``; ``seed_base`` 0 leaves run 0's), so that nothing
@@ -562,18 +567,21 @@ class Plan:
             raise ConfigError(f"{dataset_id}: no benchmark's image makes it; made in an image: {made}")
         return self.made_in_image[dataset_id]
 
-    def node_check_line(self, name: str, run: int, settings: launch.Launch | None = None, paths: launch.RunPaths | None = None) -> str:
-        """The node check of a full-scale run's line (``node_check``), or '' when it is off."""
+    def node_check_line(
+        self, name: str, run: int, settings: launch.Launch | None = None, paths: launch.RunPaths | None = None, attempts: str | None = None
+    ) -> str:
+        """The node check of a full-scale job's line (``node_check``), or '' when it is off: every input the job reads
+        but the ones it writes (``paths.writable``), its attempts recorded in ``attempts`` (default: run ``run``'s)."""
         check = self.settings.node_check
         if not check.enabled:
             return ""
         settings = settings or self.launch_settings(name)
         paths = paths or self.run_paths(name, run)
         records = {role: Path(self.verified_record(dataset_id)) for role, dataset_id in self.bench(name).roles_for("train").items()}
-        inputs = {role: (folder, records[role]) for role, folder in paths.inputs.items()}
+        inputs = {role: (folder, records[role]) for role, folder in paths.inputs.items() if role not in paths.writable}
         expect = node_check.default_matmul_expectation(self._accelerator_model_name)
-        attempts, excluded = Path(self.node_check_dir(name, run)), Path(self.excluded_nodes_file())
-        return launch.node_check_script(settings.nodes, settings.launcher == "pyxis", attempts, excluded, paths.prepared, inputs, check, expect)
+        folder, excluded = Path(attempts or self.node_check_dir(name, run)), Path(self.excluded_nodes_file())
+        return launch.node_check_script(settings.nodes, settings.launcher == "pyxis", folder, excluded, paths.prepared, inputs, check, expect)
 
     def run_paths(self, name: str, run: int) -> launch.RunPaths:
         """Host paths a full-scale run reads and writes."""

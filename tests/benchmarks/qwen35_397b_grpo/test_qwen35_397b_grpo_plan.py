@@ -57,6 +57,9 @@ def test_the_conversion_is_made_once_before_the_runs_by_a_one_step_job_of_the_ru
     assert f"{mount}:rw" in made and "++grpo.max_num_steps=1 " in made and "++grpo.max_num_steps=30" not in made
     assert f"resources/full/made_in_image/{CONVERTED}:/results:rw" in made and "/runs/" not in made
     assert "++grpo.seed=1233 " in made  # a seed no run has (the runs: 1234-1236)
+    # its 64 nodes checked as a run's, on every input it reads but the one it makes, recorded beside its folder
+    assert f"node_check_attempt=resources/full/made_in_image/{CONVERTED}-node-check/" in made
+    assert "--input checkpoint=" in made and "--input megatron_checkpoint=" not in made
     assert made.endswith(f"mlperf-wf seal --dataset {CONVERTED} resources/full/datasets/{CONVERTED} >> logs/full/make_in_image/{CONVERTED}.log 2>&1")
     for run in ran.train_lines:
         assert f"{mount}:ro" in run and "++grpo.max_num_steps=30 " in run

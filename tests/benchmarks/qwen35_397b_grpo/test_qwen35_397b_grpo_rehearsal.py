@@ -102,6 +102,10 @@ def test_the_conversion_is_made_once_by_the_workflow_s_one_step_job_of_the_image
     assert writable and all(c["held"] for c in writable) and "converts into" in writable[0]["why"], writable
     one_step = [c for c in checks if c["what"] in ("grpo.max_num_steps", "entries of NRL_MEGATRON_CHECKPOINT_DIR")]
     assert len(one_step) == 2 and all(c["held"] for c in one_step), one_step
+    from mlperf_wf.run import node_check
+
+    checked = node_check.attempts(ran.workdir / "resources" / "full" / "made_in_image" / f"{CONVERTED}-node-check")
+    assert [(len(a["records"]), a["passed"]) for a in checked] == [(2, True)], checked  # both nodes, before the launch
     folder = ran.workdir / "resources" / "full" / "datasets" / CONVERTED
     listed = (folder / "manifest.md5").read_text()
     assert "model__inputs_hf_checkpoint/iter_0000000/common.pt" in listed and "__0_0.distcp" in listed, listed
