@@ -278,15 +278,17 @@ def test_jobs_read_the_snakefile_without_the_preflight(tmp_path):
     assert tracker.problems()[1] == "the full-scale plan of rgat"
 
 
-def test_a_geometry_the_launcher_refuses_is_one_preflight_line_not_an_input_function_error(tmp_path):
-    """gpt3 runs on 8 nodes; launcher docker runs on one. The dry run still renders the plan and lists the problem with
-    the others (it used to stop in a Snakemake InputFunctionException block with a traceback); a real run refuses."""
+@pytest.mark.parametrize(("name", "nodes", "jobs"), [("gpt3", 8, {"train": 3}), ("qwen35_397b_grpo", 64, {"train": 3, "make_in_image": 1})])
+def test_a_geometry_the_launcher_refuses_is_one_preflight_line_not_an_input_function_error(tmp_path, name, nodes, jobs):
+    """gpt3 runs on 8 nodes, qwen35_397b_grpo and the one-off job that converts its checkpoint on 64; launcher docker
+    runs on one. The dry run still renders the plan and lists the problem with the others (it used to stop in a
+    Snakemake InputFunctionException block with a traceback); a real run refuses."""
     workdir = new_workdir(tmp_path / "geometry")
-    dry = snakemake_without_credentials(workdir, "-n", "results/gpt3/report.json", "--config", "scale=full", "launcher=docker")
+    dry = snakemake_without_credentials(workdir, "-n", f"results/{name}/report.json", "--config", "scale=full", "launcher=docker")
     assert dry.returncode == 0, dry.stderr[-3000:]
     assert "InputFunctionException" not in dry.stdout + dry.stderr and "Traceback" not in dry.stdout + dry.stderr
-    assert "  - gpt3: 8 nodes need the pyxis launcher; docker runs on one node (set launcher: pyxis" in dry.stderr
-    assert job_counts(dry.stdout)["train"] == 3
-    real = snakemake_without_credentials(workdir, "--cores", "1", "results/gpt3/report.json", "--config", "scale=full", "launcher=docker")
-    assert real.returncode != 0 and "8 nodes need the pyxis launcher" in real.stdout + real.stderr
+    assert f"  - {name}: {nodes} nodes need the pyxis launcher; docker runs on one node (set launcher: pyxis" in dry.stderr
+    assert {job: job_counts(dry.stdout)[job] for job in jobs} == jobs
+    real = snakemake_without_credentials(workdir, "--cores", "1", f"results/{name}/report.json", "--config", "scale=full", "launcher=docker")
+    assert real.returncode != 0 and f"{nodes} nodes need the pyxis launcher" in real.stdout + real.stderr
     assert "InputFunctionException" not in real.stdout + real.stderr and not (workdir / "logs").exists()

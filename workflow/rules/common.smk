@@ -198,17 +198,26 @@ def train_inputs(wildcards):
     return PLAN.train_inputs(wildcards.benchmark)
 
 
-def planned_train_job(wildcards):
-    """The run's plan; where the config cannot make it (a geometry its launcher refuses), in the main process a job
-    that only fails, so the DAG renders and the preflight lists the problem with every other one (a real run refuses
-    before submitting anything); inside a job, the one-line error."""
+def planned_or_failing(plan_job, benchmark):
+    """`plan_job()`, a job of `benchmark`'s image; where the config cannot make it (a geometry its launcher refuses), in
+    the main process a job that only fails, so the DAG renders and the preflight lists the problem with every other one
+    (a real run refuses before submitting anything); inside a job, the one-line error.
+    """
     try:
-        return PLAN.train_job(wildcards.benchmark, int(wildcards.run))
+        return plan_job()
     except ConfigError as err:
         if PREFLIGHT is None:
             raise WorkflowError(str(err)) from None
-        PREFLIGHT.saw_benchmark(wildcards.benchmark)
+        PREFLIGHT.saw_benchmark(benchmark)
         return planning.unplannable_job(str(err))
+
+
+def planned_train_job(wildcards):
+    """The run's plan (or a job that only fails: `planned_or_failing`)."""
+    return planned_or_failing(
+        lambda: PLAN.train_job(wildcards.benchmark, int(wildcards.run)),
+        wildcards.benchmark,
+    )
 
 
 def job_field(planned_job, name):
@@ -248,8 +257,11 @@ MADE_IN_IMAGE = "|".join(PLAN.made_in_image) or "(?!)"
 
 
 def planned_image_job(wildcards):
-    """The one-off job of a benchmark's image that makes the dataset."""
-    return PLAN.image_job(wildcards.dataset)
+    """The one-off job of a benchmark's image that makes the dataset (or a job that only fails: `planned_or_failing`)."""
+    return planned_or_failing(
+        lambda: PLAN.image_job(wildcards.dataset),
+        PLAN.made_in_image[wildcards.dataset][0],
+    )
 
 
 @signature_once
