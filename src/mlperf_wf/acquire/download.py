@@ -32,7 +32,7 @@ import requests
 from tqdm import tqdm
 
 from mlperf_wf.acquire.credentials import Credentials, headers_for, hosts_from, origin
-from mlperf_wf.acquire.manifest import CHUNK, MANIFEST_NAME, parse_manifest
+from mlperf_wf.acquire.manifest import CHUNK, MANIFEST_NAME, manifest_text, parse_manifest
 from mlperf_wf.acquire.verify import git_blob_hash, hash_file, quarantine_file
 from mlperf_wf.errors import ChecksumError, DownloadError
 
@@ -382,7 +382,7 @@ def place_dataset(staging: Path, dest: Path, record: DownloadRecord) -> None:
     """Move the complete staging folder into place with its md5 list, record and stamps (so verifying it needs no second read)."""
     from mlperf_wf.acquire.verify import write_stamps
 
-    (staging / MANIFEST_NAME).write_text("".join(f"{digest}  {path}\n" for path, digest in record.files.items()))
+    (staging / MANIFEST_NAME).write_text(manifest_text(record.files))
     (staging / RECORD_NAME).write_text(json.dumps(asdict(record), indent=2))
     if dest.exists():
         shutil.rmtree(dest)

@@ -9,11 +9,10 @@ downloaded dataset. A job that left a listed file out fails, naming it, and noth
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from mlperf_wf.acquire.manifest import MANIFEST_NAME
-from mlperf_wf.acquire.verify import STAMPS_NAME, md5_file, write_stamps
+from mlperf_wf.acquire.manifest import MANIFEST_NAME, manifest_text
+from mlperf_wf.acquire.verify import STAMPS_NAME, md5_files, write_stamps
 from mlperf_wf.config import registry
 from mlperf_wf.errors import ChecksumError, ConfigError
 
@@ -31,8 +30,7 @@ def seal(dataset_id: str, folder: Path, jobs: int = 4) -> dict[str, str]:
             f"{len(entry.files)} files config/datasets/{dataset_id}.yaml lists are missing); nothing is sealed, the job fails"
         )
     paths = sorted(str(path.relative_to(folder)) for path in folder.rglob("*") if path.is_file() and path.name not in (MANIFEST_NAME, STAMPS_NAME))
-    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        digests = dict(zip(paths, pool.map(lambda path: md5_file(folder / path), paths), strict=True))
+    digests = md5_files(folder, paths, jobs)
     write_stamps(folder, digests)
-    (folder / MANIFEST_NAME).write_text("".join(f"{md5}  {path}\n" for path, md5 in digests.items()))
+    (folder / MANIFEST_NAME).write_text(manifest_text(digests))
     return digests

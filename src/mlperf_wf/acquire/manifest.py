@@ -5,6 +5,7 @@ Kept free of network imports so that ``mlperf-wf verify`` starts fast.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,3 +43,8 @@ def parse_manifest(text: str, source: str) -> list[ManifestEntry]:
             raise DownloadError(f"{source}:{number}: path {path!r} leaves the dataset folder")
         entries.append(ManifestEntry(md5=digest.lower() if digest else None, path=path))
     return entries
+
+
+def manifest_text(digests: Mapping[str, str]) -> str:
+    """Relative path -> md5 as an md5 list (``md5  path`` lines, md5sum's format, what :func:`parse_manifest` reads)."""
+    return "".join(f"{md5}  {path}\n" for path, md5 in digests.items())

@@ -27,6 +27,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from mlperf_wf.acquire.manifest import manifest_text
 from mlperf_wf.acquire.verify import git_blob_hash, hash_file, md5_file
 from mlperf_wf.config.registry import DatasetDef, DatasetSource
 from mlperf_wf.errors import ConfigError
@@ -56,7 +57,7 @@ def publish(root: Path, name: str, data_dir: Path) -> MirrorPaths:
         raise ValueError(f"{data_dir} is not the mirror's data folder {paths.data}")
     files = sorted(p for p in data_dir.rglob("*") if p.is_file())
     paths.md5.parent.mkdir(parents=True, exist_ok=True)
-    paths.md5.write_text("".join(f"{md5_file(p)}  {p.relative_to(data_dir).as_posix()}\n" for p in files))
+    paths.md5.write_text(manifest_text({p.relative_to(data_dir).as_posix(): md5_file(p) for p in files}))
     paths.uri.write_text(paths.data.resolve().as_uri() + "\n")
     return paths
 

@@ -103,6 +103,12 @@ def md5_file(path: Path) -> str:
     return hash_file(path, {"md5": hashlib.md5()})["md5"].hexdigest()
 
 
+def md5_files(folder: Path, paths: list[str], jobs: int) -> dict[str, str]:
+    """Relative path -> md5 of each of ``paths`` under ``folder``, ``jobs`` files hashed at once."""
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        return dict(zip(paths, pool.map(lambda path: md5_file(folder / path), paths), strict=True))
+
+
 def count_rows(path: Path) -> int:
     """Rows of a data file as publishers count them: a JSON-lines file's lines (``wc -l``), a parquet file's rows (from its footer)."""
     if path.suffix == ".parquet":
@@ -169,8 +175,7 @@ def verify_dataset(folder: Path, manifest: Path | None = None, jobs: int = 4, st
     # An external stamps file starts from the stamps the download wrote while hashing the stream.
     stamps = _load_stamps(stamps_file) or _load_stamps(folder / STAMPS_NAME)
     stale = [e for e in entries if not (e.path in stamps and stamps[e.path].matches(stats[e.path]) and stamps[e.path].md5 == e.md5)]
-    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        hashed = dict(zip((e.path for e in stale), pool.map(lambda e: md5_file(folder / e.path), stale), strict=True))
+    hashed = md5_files(folder, [e.path for e in stale], jobs)
     bad = [(e, hashed[e.path]) for e in stale if hashed[e.path] != e.md5]
     failed = {e.path for e, _ in bad}
     good = [_stamp(e.path, stats[e.path], e.md5) for e in entries if e.path not in failed]
