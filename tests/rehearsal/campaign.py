@@ -37,8 +37,7 @@ SEED_BASE = 1234
 
 def made_in_image(benchmark: str) -> list[str]:
     """The datasets a one-off job of the benchmark's image makes on the box (``full.made_in_image``): nobody publishes them."""
-    bench = registry.load_benchmark(benchmark)
-    return [bench.roles_for("train")[role] for role in bench.full.made_in_image]
+    return list(registry.load_benchmark(benchmark).datasets_made_in_image())
 
 
 def write_published(workdir: Path, rehearsal: Rehearsal) -> list[str]:

@@ -579,6 +579,10 @@ class BenchmarkDef(_Strict):
         """Every dataset the benchmark reads, its default preparation's and its runs', each once (sorted)."""
         return sorted({*self.roles_for("prepare").values(), *self.roles_for("train").values()})
 
+    def datasets_made_in_image(self) -> dict[str, str]:
+        """Dataset id -> role of each input a one-off job of this benchmark's image makes (``full.made_in_image``)."""
+        return {self.roles_for("train")[role]: role for role in self.full.made_in_image}
+
     def preparation_names(self) -> list[str]:
         """The preparations this benchmark offers, the default first."""
         return [DEFAULT_PREPARATION, *self.preparations]
@@ -906,8 +910,7 @@ def _made_in_image_by(benchmark: str, root: Path | None) -> list[str]:
     """The datasets ``benchmark``'s image makes (none for a name that is no benchmark)."""
     if benchmark not in benchmark_names():
         return []
-    bench = load_benchmark(benchmark)
-    return [bench.roles_for("train")[role] for role in bench.full.made_in_image]
+    return list(load_benchmark(benchmark).datasets_made_in_image())
 
 
 def check_all(root: Path | None = None, import_modules: bool = False, read_imports: bool = True) -> list[str]:

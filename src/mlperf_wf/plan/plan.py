@@ -520,11 +520,7 @@ class Plan:
         tiny tier mirrors and downloads its stand-in like any dataset's)."""
         if self.scale == Scale.TINY:
             return {}
-        made = {}
-        for name in self.benchmarks:
-            bench = self.bench(name)
-            made.update({bench.roles_for("train")[role]: (name, role) for role in bench.full.made_in_image})
-        return made
+        return {dataset_id: (name, role) for name in self.benchmarks for dataset_id, role in self.bench(name).datasets_made_in_image().items()}
 
     def made_in_image_dir(self, dataset_id: str) -> str:
         """The one-off job's own folder (its mllog, scratch, home): never a run's, so nothing it logs is scored."""
