@@ -6,7 +6,10 @@ children (``bench/test_costs.py`` misses the cluster in a box's jobs and the Doc
 
 The sampler reads each process's CPU time and command line from ``/proc`` every half second, so a process's last half
 second and processes shorter than that are missed: the per-kind totals are lower bounds (measure one start of a kind
-with ``/usr/bin/time`` for its real cost). Kernel threads are left out.
+with ``/usr/bin/time`` for its real cost). Kernel threads are left out, and a process already running when the
+sampling starts (the machine's init, a daemon) counts only the CPU it uses after. The report's first line is the
+machine's busy share over the same time (``/proc/stat``): near 100 % the run was bound by the CPU, and only less work,
+not more workers or another order, makes it shorter.
 """
 
 from __future__ import annotations
@@ -40,34 +43,60 @@ def kind(command: str) -> str:
     return Path(parts[0]).name if parts else "?"
 
 
-def sample(out: Path, interval: float = 0.5) -> None:
-    """Until killed: every process's latest CPU seconds and command line, written to ``out`` every 30 s."""
+def processes() -> dict[str, tuple[float, str]]:
+    """Every user process now: ``pid:start time`` (unique over the run) -> (CPU seconds so far, command line)."""
     tick = os.sysconf("SC_CLK_TCK")
+    found = {}
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+            fields = stat[stat.rindex(")") + 2 :].split()
+            command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+        except (OSError, ValueError):
+            continue
+        if int(fields[1]) == 2 or not command:  # kernel threads (children of kthreadd)
+            continue
+        found[f"{pid}:{fields[19]}"] = ((int(fields[11]) + int(fields[12])) / tick, command[:600])
+    return found
+
+
+def machine_seconds() -> tuple[float, float]:
+    """(busy, all) CPU seconds of the whole machine since boot, summed over its CPUs (``/proc/stat``; idle and iowait
+    are not busy)."""
+    values = [int(value) for value in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    tick = os.sysconf("SC_CLK_TCK")
+    return (sum(values) - values[3] - values[4]) / tick, sum(values) / tick
+
+
+def sample(out: Path, interval: float = 0.5, flush_every: float = 30.0) -> None:
+    """Until killed: every process's CPU seconds since the sampling began (a process already running then, such as a
+    daemon up for hours, counts only what it used after) and latest command line, and the machine's busy and total CPU
+    seconds over the same time, written to ``out`` every ``flush_every`` seconds."""
+    already = {key: cpu for key, (cpu, _) in processes().items()}
+    busy_at_start, all_at_start = machine_seconds()
+    started = flushed = time.monotonic()
     seen: dict[str, dict] = {}
-    flushed = time.monotonic()
     while True:
-        for pid in filter(str.isdigit, os.listdir("/proc")):
-            try:
-                stat = Path(f"/proc/{pid}/stat").read_text()
-                fields = stat[stat.rindex(")") + 2 :].split()
-                command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
-            except (OSError, ValueError):
-                continue
-            if int(fields[1]) == 2 or not command:  # kernel threads (children of kthreadd)
-                continue
-            entry = seen.setdefault(f"{pid}:{fields[19]}", {"command": command})
-            entry["cpu"] = (int(fields[11]) + int(fields[12])) / tick
-            entry["command"] = command[:600]  # the latest: after an exec, what the process became
-        if time.monotonic() - flushed > 30:
+        for key, (cpu, command) in processes().items():
+            entry = seen.setdefault(key, {"command": command})
+            entry["cpu"] = round(cpu - already.get(key, 0.0), 2)
+            entry["command"] = command  # the latest: after an exec, what the process became
+        if time.monotonic() - flushed > flush_every:
+            busy, total = machine_seconds()
+            machine = {"busy": round(busy - busy_at_start, 1), "all": round(total - all_at_start, 1), "wall": round(time.monotonic() - started, 1)}
             partial = out.with_suffix(".partial")
-            partial.write_text(json.dumps(list(seen.values())))
+            partial.write_text(json.dumps({"machine": machine, "processes": list(seen.values())}))
             partial.replace(out)
             flushed = time.monotonic()
         time.sleep(interval)
 
 
 def report(path: Path, top: int) -> None:
-    processes = json.loads(path.read_text())
+    sampled = json.loads(path.read_text())
+    processes, machine = (sampled, None) if isinstance(sampled, list) else (sampled["processes"], sampled["machine"])
+    if machine:
+        share = machine["busy"] / machine["all"] if machine["all"] else 0.0
+        print(f"machine: {machine['busy']:.0f} of {machine['all']:.0f} CPU s busy ({share:.0%}) in {machine['wall']:.0f} s")
     totals: dict[str, list[float]] = defaultdict(lambda: [0.0, 0])
     for process in processes:
         entry = totals[kind(process["command"])]
@@ -82,13 +111,15 @@ def report(path: Path, top: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("sample").add_argument("out", type=Path)
+    sampling = sub.add_parser("sample")
+    sampling.add_argument("out", type=Path)
+    sampling.add_argument("--flush-every", type=float, default=30.0, help="seconds between writes of OUT")
     reading = sub.add_parser("report")
     reading.add_argument("path", type=Path)
     reading.add_argument("--top", type=int, default=40)
     args = parser.parse_args()
     if args.command == "sample":
-        sample(args.out)
+        sample(args.out, flush_every=args.flush_every)
     else:
         report(args.path, args.top)
 
