@@ -1,0 +1,1 @@
+"""The measuring scripts of bench/: they measure what they say they measure."""
