@@ -93,16 +93,16 @@ def sample(out: Path, interval: float = 0.5, flush_every: float = 30.0) -> None:
 
 def report(path: Path, top: int) -> None:
     sampled = json.loads(path.read_text())
-    processes, machine = (sampled, None) if isinstance(sampled, list) else (sampled["processes"], sampled["machine"])
+    found, machine = (sampled, None) if isinstance(sampled, list) else (sampled["processes"], sampled["machine"])  # a list: before the machine's share
     if machine:
         share = machine["busy"] / machine["all"] if machine["all"] else 0.0
         print(f"machine: {machine['busy']:.0f} of {machine['all']:.0f} CPU s busy ({share:.0%}) in {machine['wall']:.0f} s")
     totals: dict[str, list[float]] = defaultdict(lambda: [0.0, 0])
-    for process in processes:
+    for process in found:
         entry = totals[kind(process["command"])]
         entry[0] += process["cpu"]
         entry[1] += 1
-    print(f"{len(processes)} processes: {sum(p['cpu'] for p in processes):.0f} CPU s (lower bound)")
+    print(f"{len(found)} processes: {sum(p['cpu'] for p in found):.0f} CPU s (lower bound)")
     print(f"{'CPU s':>8} {'count':>6} {'each':>6}  kind")
     for name, (cpu, count) in sorted(totals.items(), key=lambda item: -item[1][0])[:top]:
         print(f"{cpu:8.0f} {count:6.0f} {cpu / count:6.2f}  {name}")

@@ -21,6 +21,13 @@ def _burn_then_sleep(seconds: float) -> subprocess.Popen:
     return proc
 
 
+def _burners(out: Path) -> list[dict]:
+    """The burners the sampler's last write holds."""
+    if not out.exists():
+        return []
+    return [p for p in json.loads(out.read_text())["processes"] if "time.process_time() + 1.0" in p["command"]]
+
+
 def test_a_process_already_running_counts_only_the_cpu_it_uses_while_sampled(tmp_path):
     out = tmp_path / "processes.json"
     before = _burn_then_sleep(1.0)  # like the machine's init or a daemon: CPU used before the run measured
@@ -29,18 +36,15 @@ def test_a_process_already_running_counts_only_the_cpu_it_uses_while_sampled(tmp
         time.sleep(1.0)
         during = _burn_then_sleep(1.0)
         deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            time.sleep(0.7)
-            if out.exists():
-                sampled = json.loads(out.read_text())
-                if any(str(during.pid) in p["command"] or p.get("cpu", 0) >= 0.9 for p in sampled["processes"]):
-                    break
+        while time.monotonic() < deadline and not any(p["cpu"] >= 0.9 for p in _burners(out)):
+            time.sleep(0.5)  # until a write of the sampler has seen a burner's second
+        time.sleep(0.7)  # and the next write
         sampled = json.loads(out.read_text())
     finally:
         for proc in (sampler, before, during):
             proc.kill()
             proc.wait()
-    burners = [p for p in sampled["processes"] if "time.process_time() + 1.0" in p["command"]]
+    burners = _burners(out)
     assert len(burners) == 2, burners
     cpu = sorted(p["cpu"] for p in burners)
     assert cpu[0] < 0.3, f"the process that burnt its CPU before the sampling began is charged {cpu[0]} s"
