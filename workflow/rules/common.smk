@@ -260,7 +260,7 @@ def planned_image_job(wildcards):
     """The one-off job of a benchmark's image that makes the dataset (or a job that only fails: `planned_or_failing`)."""
     return planned_or_failing(
         lambda: PLAN.image_job(wildcards.dataset),
-        PLAN.made_in_image[wildcards.dataset][0],
+        PLAN.made_in_image_of(wildcards.dataset)[0],
     )
 
 
@@ -270,7 +270,7 @@ def image_job_inputs(wildcards):
     checkpoint a conversion converts) makes it again, the others are ancient (a re-prepared tree does not).
     """
     if PREFLIGHT:
-        PREFLIGHT.saw_benchmark(PLAN.made_in_image[wildcards.dataset][0])
+        PREFLIGHT.saw_benchmark(PLAN.made_in_image_of(wildcards.dataset)[0])
     remade_by = PLAN.image_job_remade_by(wildcards.dataset)
     inputs = PLAN.image_job_inputs(wildcards.dataset)
     return {

@@ -528,13 +528,13 @@ class Plan:
 
     def image_job_inputs(self, dataset_id: str) -> dict[str, str]:
         """What the one-off job reads: the runs' inputs but the one it makes."""
-        name, role = self._made_in_image_of(dataset_id)
+        name, role = self.made_in_image_of(dataset_id)
         return {key: value for key, value in self.train_inputs(name).items() if key not in (role, f"{role}_verified")}
 
     def image_job_remade_by(self, dataset_id: str) -> list[str]:
         """The keys of :meth:`image_job_inputs` whose change makes the dataset again (its ``made_from`` roles and their
         verification records); the rule marks the others ``ancient``: needed to start, never a reason to remake."""
-        name, role = self._made_in_image_of(dataset_id)
+        name, role = self.made_in_image_of(dataset_id)
         sources = self.bench(name).full.made_in_image[role].made_from
         return [key for source in sources for key in (source, f"{source}_verified")]
 
@@ -543,7 +543,7 @@ class Plan:
         """The one-off full-scale job of a benchmark's image that makes ``dataset_id`` (``full.made_in_image``): the
         reference command on the runs' geometry with the role's folder read-write and the definition's words
         replaced; its mllog goes to :meth:`made_in_image_dir`."""
-        name, role = self._made_in_image_of(dataset_id)
+        name, role = self.made_in_image_of(dataset_id)
         made = self.bench(name).full.made_in_image[role]
         settings = dataclasses.replace(self.launch_settings(name), replaced_words=tuple(made.replace_words.items()))
         paths = dataclasses.replace(self.run_paths(name, 0), result_file=Path(self.made_in_image_dir(dataset_id)) / "result.txt", writable=(role,))
@@ -557,7 +557,8 @@ class Plan:
         of the job could pass for a run's. What the job makes must not depend on it (a conversion, a cache)."""
         return max(self.settings.seed_base - 1, 0)
 
-    def _made_in_image_of(self, dataset_id: str) -> tuple[str, str]:
+    def made_in_image_of(self, dataset_id: str) -> tuple[str, str]:
+        """(benchmark, role) of the one-off job that makes ``dataset_id``, or one line saying none does."""
         if dataset_id not in self.made_in_image:
             made = ", ".join(self.made_in_image) or "none at this scale"
             raise ConfigError(f"{dataset_id}: no benchmark's image makes it; made in an image: {made}")
