@@ -16,31 +16,37 @@ from pathlib import Path
 
 import pytest
 
+from mlperf_wf import YOUNG_COLLECTION_THRESHOLD
 from mlperf_wf.config import registry
 
 ROOT = Path(__file__).resolve().parents[2]
 TRAINING_LIBRARIES = ("torch", "transformers", "tokenizers")
 SCORING_LIBRARIES = ("scipy", "pandas")
 
-LOADED_AFTER = """
-import json, sys
+AFTER = """
+import gc, json, sys
 sys.argv = {argv!r}
 try:
     {call}
 except SystemExit:
     pass
 finally:
-    print("LOADED " + json.dumps(sorted(name for name in {libraries!r} if name in sys.modules)))
+    print("AFTER " + json.dumps({expression}))
 """
+
+
+def after(tmp_path: Path, call: str, argv: list[str], expression: str) -> object:
+    """The value of ``expression`` in a fresh process once ``call`` returned (or exited)."""
+    code = AFTER.format(argv=argv, call=call, expression=expression)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, check=False)
+    line = next((line for line in proc.stdout.splitlines() if line.startswith("AFTER ")), None)
+    assert line, proc.stderr[-3000:]
+    return json.loads(line.removeprefix("AFTER "))
 
 
 def loaded(tmp_path: Path, call: str, argv: list[str], libraries: tuple[str, ...]) -> list[str]:
     """Which of ``libraries`` a process had imported when ``call`` returned."""
-    code = LOADED_AFTER.format(argv=argv, call=call, libraries=libraries)
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, check=False)
-    line = next((line for line in proc.stdout.splitlines() if line.startswith("LOADED ")), None)
-    assert line, proc.stderr[-3000:]
-    return json.loads(line.removeprefix("LOADED "))
+    return after(tmp_path, call, argv, f"sorted(name for name in {libraries!r} if name in sys.modules)")
 
 
 def checkout(folder: Path) -> Path:
@@ -98,3 +104,17 @@ def test_the_commands_every_job_runs_load_no_catalog_library(tmp_path):
     # each ran to its end: the verification record, the prepared tree's stamps, the emptied run folder
     assert json.loads((tmp_path / "verified.json").read_text())
     assert (tmp_path / "data.stamps.json.gz").is_file() and (tmp_path / "results/x/runs/0").is_dir()
+
+
+@pytest.mark.parametrize("entry", ["cli", "snakefile"])
+def test_the_cli_and_the_snakefile_make_the_garbage_collector_walk_the_imported_libraries_less_often(tmp_path, entry):
+    """Each process starts at Python's default threshold (700) and imports torch, transformers or Snakemake, whose
+    objects live to its end; our entry points raise it first (``mlperf_wf.skip_needless_garbage_collection``)."""
+    workdir = checkout(tmp_path)
+    if entry == "cli":
+        call, argv = "from mlperf_wf import cli; sys.exit(cli.main())", ["mlperf-wf", "check"]
+    else:
+        call = "from snakemake.cli import main; main()"
+        argv = ["snakemake", "-s", str(ROOT / "workflow/Snakefile"), "-n", "-q", "--config", "benchmarks=[llama2_70b_lora]"]
+    assert after(workdir, "pass", argv, "gc.get_threshold()[0]") == 700  # the default the process starts with
+    assert after(workdir, call, argv, "gc.get_threshold()[0]") == YOUNG_COLLECTION_THRESHOLD
