@@ -373,9 +373,16 @@ def test_a_campaign_with_the_stand_in_power_sampler_reports_energy_as_the_offici
     assert {Path(file).name: joules for file, joules in energies.items()} == pytest.approx(
         {f"result_{i}.txt": run["energy_joules"] for i, run in enumerate(report["runs"])}, rel=1e-12
     )
-    assert energy_score == pytest.approx(report["score"]["energy_joules"] / report["score"]["scaling_factor"], rel=1e-12)
+    # The olympic energy of three runs is the energy of the middle one by time (a stable sort). Tiny runs take under a
+    # second, timed to the ms, so two may tie: the summarizer sorts the runs in its folder listing's (glob) order, we in
+    # run order, and each counts the tied run its order puts in the middle. Without a tie there is one answer.
+    runs = report["runs"]
+    middle = runs[sorted(range(TINY_RUNS), key=lambda i: runs[i]["minutes"])[TINY_RUNS // 2]]
+    answers = [run["energy_joules"] for run in runs if run["minutes"] == middle["minutes"]]
+    assert report["score"]["energy_joules"] / report["score"]["scaling_factor"] == pytest.approx(middle["energy_joules"], rel=1e-12)
+    assert any(energy_score == pytest.approx(answer, rel=1e-12) for answer in answers), (energy_score, answers)
     (ours,) = scoring.score_paths(folder, "6.1.0", jobs=1)
-    assert ours.energy_joules == pytest.approx(energy_score * ours.scaling_factor, rel=1e-12)
+    assert ours.energy_joules == pytest.approx(middle["energy_joules"] * ours.scaling_factor, rel=1e-12)
 
 
 def test_the_plot_job_draws_the_reference_logs_the_config_names(tmp_path):
