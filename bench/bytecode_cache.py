@@ -18,12 +18,12 @@ from __future__ import annotations
 import argparse
 import compileall
 import os
-import resource
 import shutil
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from child_cpu import child_cpu_seconds  # bench/ is the script's folder, first on sys.path
 
 ROOT = Path(__file__).resolve().parents[1]
 IMPORTS = """
@@ -33,13 +33,10 @@ import mlperf_wf.run.harness, mlperf_wf.benchmarks.llama2_70b_lora.trainer
 
 
 def cpu_of(argv: list[str], cwd: Path) -> float:
-    """CPU seconds of one process (and its children)."""
+    """CPU seconds of one process (and its children), writing no bytecode."""
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
     env.pop("PYTHONPYCACHEPREFIX", None)
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    subprocess.run(argv, cwd=cwd, env=env, check=True, capture_output=True)
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    return child_cpu_seconds(argv, cwd, env)
 
 
 def remove_bytecode() -> None:

@@ -20,13 +20,13 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import resource
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from child_cpu import child_cpu_seconds  # bench/ is the script's folder, first on sys.path
 
 ROOT = Path(__file__).resolve().parents[1]
 BASELINE = "import mlperf_wf; mlperf_wf.skip_needless_garbage_collection = lambda: None; "
@@ -35,13 +35,6 @@ CLI = "import sys; from mlperf_wf.cli import main; sys.exit(main(sys.argv[1:]))"
 SNAKEMAKE = "import sys; from snakemake.cli import main; sys.argv[0] = 'snakemake'; main()"
 IMPORTS = "import torch, transformers.models.llama.modeling_llama"
 OURS = "from mlperf_wf import skip_needless_garbage_collection; skip_needless_garbage_collection(); "
-
-
-def cpu_seconds(argv: list[str], cwd: Path) -> float:
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    subprocess.run(argv, cwd=cwd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
 
 
 def digest(folder: Path) -> str:
@@ -62,7 +55,6 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as scratch:
         work = Path(scratch)
         shutil.copytree(ROOT / "config", work / "config")
-        mirrors: dict[str, set[str]] = {"baseline": set(), "ours": set()}
 
         def mirror(prefix: str, label: str, run: int) -> list[str]:
             out = work / f"mirror-{label}-{run}"
@@ -86,13 +78,12 @@ def main() -> None:
         for name, (baseline, ours) in cases.items():
             timings: dict[str, list[float]] = {"baseline": [], "ours": []}
             for run in range(args.repeat):
-                timings["baseline"].append(cpu_seconds(baseline(run), work))
-                timings["ours"].append(cpu_seconds(ours(run), work))
+                timings["baseline"].append(child_cpu_seconds(baseline(run), work))
+                timings["ours"].append(child_cpu_seconds(ours(run), work))
             base, mine = statistics.median(timings["baseline"]), statistics.median(timings["ours"])
             print(f"  {name:40s} baseline {base:6.2f}  ours {mine:6.2f}  baseline/ours {base / mine:.2f}x")
-        for label in mirrors:
-            mirrors[label] = {digest(path / "data") for path in work.glob(f"mirror-{label}-*")}  # metadata/ names its own path
-        same = len(mirrors["baseline"] | mirrors["ours"]) == 1
+        written = {digest(path / "data") for path in work.glob("mirror-*")}  # not metadata/, which names its own path
+        same = len(written) == 1
         print(f"  the mirrors' files: {'the same bytes in every run' if same else 'DIFFER between runs'}")
 
 
