@@ -16,6 +16,7 @@ import os
 import re
 import shlex
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -51,13 +52,8 @@ def _expand(value: str, env: dict[str, str]) -> str:
 def dockerfile_image(dockerfile: Path, base_env: dict[str, str] | None = None) -> tuple[list[tuple[str, str]], dict[str, str], str]:
     """(COPY source, destination) pairs, the ENV an image ends with (starting from its base image's ``base_env``, which
     the ENV lines expand, e.g. ``${PYTHONPATH:+:$PYTHONPATH}``), and its last WORKDIR."""
-    text = re.sub(r"\\\n", " ", dockerfile.read_text())
     copies, env, workdir = [], dict(base_env or {}), "/"
-    for line in text.splitlines():
-        words = line.strip().split(None, 1)
-        if len(words) < 2:
-            continue
-        instruction, rest = words[0].upper(), words[1]
+    for instruction, rest in _instructions(dockerfile):
         if instruction == "COPY":
             parts = shlex.split(rest)
             copies += [(source, parts[-1]) for source in parts[:-1] if not source.startswith("--")]
@@ -68,6 +64,31 @@ def dockerfile_image(dockerfile: Path, base_env: dict[str, str] | None = None) -
         elif instruction == "WORKDIR":
             workdir = rest.strip()
     return copies, env, workdir
+
+
+def _instructions(dockerfile: Path) -> list[tuple[str, str]]:
+    """(INSTRUCTION, the rest of its line) of a Dockerfile, continued lines joined."""
+    text = re.sub(r"\\\n", " ", dockerfile.read_text())
+    found = []
+    for line in text.splitlines():
+        words = line.strip().split(None, 1)
+        if len(words) == 2 and not words[0].startswith("#"):
+            found.append((words[0].upper(), words[1]))
+    return found
+
+
+def run_build_lines(rehearsal: Rehearsal, dockerfile: Path, layer: Path, workdir: str) -> None:
+    """The Dockerfile's ``RUN`` lines the rehearsal builds (``Rehearsal.image_build``), in the layer at ``WORKDIR``, with
+    this interpreter's folder first on ``PATH`` (its packages stand for the image's, e.g. pybind11 for a Makefile's
+    ``python3 -m pybind11``)."""
+    lines = {rest.strip() for instruction, rest in _instructions(dockerfile) if instruction == "RUN"}
+    for command in rehearsal.image_build:
+        if command not in lines:
+            raise ValueError(f"{rehearsal.benchmark}: image_build {command!r} is not a RUN line of {dockerfile}")
+        env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}"}
+        done = subprocess.run(["bash", "-c", command], cwd=layer / workdir.lstrip("/"), env=env, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise RuntimeError(f"{rehearsal.benchmark}: RUN {command} failed in the rehearsal image: {done.stderr.strip()[-600:]}")
 
 
 def _copy(source: Path, target: Path) -> None:
@@ -97,7 +118,9 @@ def build_image(rehearsal: Rehearsal, reference: str, images: Path, records: Pat
         _copy(REFERENCE_SOURCES / source, layer / container_path.lstrip("/"))
     for container_path, source in rehearsal.image_tools.items():
         _copy(ROOT / source, layer / container_path.lstrip("/"))
-    copies, env, workdir = dockerfile_image(ROOT / "containers" / rehearsal.benchmark / "Dockerfile", rehearsal.image_env)
+    dockerfile = ROOT / "containers" / rehearsal.benchmark / "Dockerfile"
+    copies, env, workdir = dockerfile_image(dockerfile, rehearsal.image_env)
+    run_build_lines(rehearsal, dockerfile, layer, workdir)
     for source, destination in copies:
         _copy(ROOT / "containers" / source, layer / destination.lstrip("/"))
     shim = layer / "opt" / "mlperf-wf" / "rehearsal" / "mlperf_wf_rehearsal.py"

@@ -11,7 +11,9 @@ process (the script the full-scale command starts, by its path) it then:
    against the environment; where the reference's packages run here the benchmark's probe runs the reference itself
    and takes over at its first GPU step (:meth:`ProbeContext.take_over_at_first_gpu_step`);
 2. forms the world as the reference's launcher formed it (gloo, from the launcher's variables) and gathers every
-   rank's host, rank, local rank and rendezvous address, so the test can check the geometry;
+   rank's host, rank, local rank and rendezvous address, so the test can check the geometry; where the benchmark's
+   module has them, every rank then runs the reference's own stages past start-up (``past_start_up``: e.g. its data
+   stage, under the job's real mounts) and the end of a run at its target (``at_the_target``);
 3. exits 0 on every rank when every check held, 3 (with the problem on stderr and in the records) when one did not.
 
 A run can be told to fail on purpose (``MLPERF_WF_REHEARSAL_FAIL``: ``<seed>:<rank>``): that rank exits 5 after the
@@ -256,7 +258,8 @@ def take_over(ctx: ProbeContext) -> None:
             _write_mllog(ctx)
         failing = os.environ.get(FAIL_VARIABLE, "")
         if not failing.startswith(f"{seed()}:"):  # in a run with a rank failing on purpose, the others would wait for it
-            _at_the_target(ctx)
+            _every_rank(ctx, "past_start_up")
+            _every_rank(ctx, "at_the_target")
         if failing and failing == f"{seed()}:{rank}":
             status, problem = FAILED_ON_PURPOSE, f"rank {rank} fails on purpose ({FAIL_VARIABLE}={failing})"
             # what a failed attempt leaves in its run folder; a retry must not start beside it
@@ -279,10 +282,11 @@ def take_over(ctx: ProbeContext) -> None:
     os._exit(status)
 
 
-def _at_the_target(ctx: ProbeContext) -> None:
-    """Where a benchmark's rehearsal also runs the end of a run that reaches its target (its module's
-    ``at_the_target(ctx)``), every rank of the formed world runs it."""
-    hook = getattr(importlib.import_module(f"tests.rehearsal.benchmarks.{ctx.benchmark}"), "at_the_target", None)
+def _every_rank(ctx: ProbeContext, stage: str) -> None:
+    """A stage of the reference that the benchmark's rehearsal runs past its start-up, on every rank of the formed
+    world, where its module has it: ``past_start_up(ctx)`` (the reference's own CPU-capable stages after start-up, e.g.
+    its data stage), then ``at_the_target(ctx)`` (the end of a run that reaches its target)."""
+    hook = getattr(importlib.import_module(f"tests.rehearsal.benchmarks.{ctx.benchmark}"), stage, None)
     if hook is not None:
         hook(ctx)
 

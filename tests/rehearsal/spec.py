@@ -44,6 +44,10 @@ class Rehearsal:
     benchmark's probe then checks the geometry the reference uses, and the generic test only every process's end."""
     arguments: dict[str, str] = field(default_factory=dict)
     """``full_arguments`` of the rehearsed run (only where the box needs them; each is named in the benchmark's README)."""
+    image_build: tuple[str, ...] = ()
+    """``RUN`` lines of the benchmark's Dockerfile (each verbatim) that build part of the image from the reference's own
+    files, run in the rehearsal image's layer at its ``WORKDIR`` with this machine's toolchain, e.g. gpt3's
+    ``make -C megatron/data`` (the C++ dataset helper)."""
     image_tools: dict[str, str] = field(default_factory=dict)
     """Container path -> folder of this project (relative to its root, e.g. ``tests/rehearsal/benchmarks/<name>_image/bin``):
     the box's stand-ins for programs of the real image that cannot run here (a GPU-less ``nvidia-smi``, ``uv run``

@@ -136,5 +136,31 @@ def _patch_training(module: ModuleType) -> None:
     module.evaluate_and_print_results = stop_when_converged
 
 
+INDEX_MAPS_VARIABLE = "MLPERF_WF_INDEX_MAPS"
+"""The writable folder the index maps go to (the plan's ``megatron_index_maps`` scratch area)."""
+
+
+def index_map_prefix(folder: str, data_prefix: str) -> str:
+    """The prefix ``_build_index_mappings`` names the maps of ``data_prefix`` with: the dataset's own path under
+    ``folder`` (two datasets of one name in different folders keep apart), whose parent is made here."""
+    prefix = os.path.join(folder, os.path.abspath(data_prefix).lstrip("/"))
+    os.makedirs(os.path.dirname(prefix), exist_ok=True)  # every rank that builds datasets: exist_ok, no race
+    return prefix
+
+
+def _patch_gpt_dataset(module: ModuleType) -> None:
+    folder = os.environ.get(INDEX_MAPS_VARIABLE)
+    if not folder:
+        return
+    build = module._build_index_mappings
+
+    def build_in_writable_folder(name: str, data_prefix: str, *args: object, **kwargs: object) -> object:
+        return build(name, index_map_prefix(folder, data_prefix), *args, **kwargs)
+
+    # GPTDataset.__init__ looks the function up in the module when it runs, so it calls this one
+    module._build_index_mappings = build_in_writable_folder
+
+
 after_import("megatron", _patch_megatron)
+after_import("megatron.data.gpt_dataset", _patch_gpt_dataset)
 after_import("megatron.training", _patch_training)

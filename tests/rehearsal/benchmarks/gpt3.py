@@ -38,9 +38,12 @@ REHEARSAL = Rehearsal(
     image_files={"/workspace/llm": "mlcommons-training-aa344c7/retired_benchmarks/gpt3/megatron-lm"},
     entry=("pretrain_gpt.py",),
     nodes=2,
+    image_build=("make -C megatron/data",),
     # Megatron fits TP to the world (arguments.py: min(TP, world), then PP = min(PP, world / TP)): TP 2 gives a pipeline
     # of two stages across the box's two nodes, as the reference's TP 8 x PP 8 spans nodes with its pipeline
-    arguments={"--tensor-model-parallel-size": "2"},
+    # --train-samples: the data stage builds the index maps for real, and 20 M samples of 2048 tokens from the published
+    # layout's tiny datasets would be a document index of billions of epochs
+    arguments={"--tensor-model-parallel-size": "2", "--train-samples": "16"},
 )
 
 DATASET_TARBALL = "dataset_c4_spm.tar"
@@ -66,7 +69,7 @@ def _add(tar: tarfile.TarFile, name: str, data: bytes) -> None:
     tar.addfile(info, io.BytesIO(data))
 
 
-def write_dataset_tarball(path: Path, documents: int = 8) -> None:
+def write_dataset_tarball(path: Path, documents: int = 160) -> None:
     """``dataset_c4_spm.tar``: ``preprocessed_c4_spm/<prefix>.{bin,idx}`` as tiny Megatron indexed datasets."""
     import tempfile
 
@@ -145,10 +148,15 @@ def _job_time_limit_minutes(ctx) -> int | None:
     return int(days or 0) * 1440 + parts[0] * 60 + parts[1]
 
 
+PARSED: dict[str, SimpleNamespace] = {}
+"""The job's arguments as the reference parsed them in this process (``probe``), for its stages past start-up."""
+
+
 def probe(ctx) -> None:
     arguments = _reference_module(ctx, "megatron/arguments.py", "reference_megatron_arguments")
     sys.argv = ["pretrain_gpt.py", *ctx.argv]
     args = arguments.parse_args(None, False)
+    PARSED["args"] = args
     ctx.equal("args.world_size", args.world_size, int(ctx.variable("WORLD_SIZE", "megatron/arguments.py:57 reads the world size")), "parse_args")
     ctx.variable("RANK", "megatron/arguments.py:56 reads the rank")
     arguments.validate_args(args, {"tokenizer_type": "GPT2BPETokenizer"})  # pretrain_gpt.py's args_defaults
@@ -265,6 +273,14 @@ def converged_run_args(seq_length: int = 2048, global_batch_size: int = 1536, ex
     )
 
 
+def _print_rank_0(message: str) -> None:
+    """megatron's ``print_rank_0``."""
+    import torch.distributed as dist
+
+    if not dist.is_initialized() or dist.get_rank() == 0:
+        print(message, flush=True)
+
+
 def _emit_through_mllog(kind: str, key: str | None, value: object, metadata: dict | None) -> None:
     """A line through mlperf-logging's mllog, wherever the round patch pointed it (mlperf-common logs through mllog)."""
     from mlperf_logging import mllog
@@ -281,9 +297,13 @@ class MegatronStandIn(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         self.run_args = run_args
         self.pipeline_stages = pipeline_stages
 
+    PACKAGES = ("megatron", "megatron.mpu")
+    """Stand-ins whose ``__init__`` does not import here (mlperf-common, apex, CUDA layers), but whose folders are the
+    reference's: their other modules (``megatron.data.*``, ``megatron.mpu.initialize``) load from the pinned tree."""
+
     def find_spec(self, fullname: str, path: object, target: ModuleType | None = None):
-        if fullname in ("megatron", "megatron.training"):
-            return importlib.util.spec_from_loader(fullname, self, is_package=fullname == "megatron")
+        if fullname in (*self.PACKAGES, "megatron.training"):
+            return importlib.util.spec_from_loader(fullname, self, is_package=fullname in self.PACKAGES)
         return None
 
     def create_module(self, spec):
@@ -291,8 +311,15 @@ class MegatronStandIn(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
     def exec_module(self, module: ModuleType) -> None:
         if module.__name__ == "megatron":
+            module.__path__ = [str(self.training_py.parent)]
             module.mllogger = MLLoggerLikeMLPerfCommon(_emit_through_mllog)
             module.get_args = lambda: self.run_args
+            module.print_rank_0 = _print_rank_0
+        elif module.__name__ == "megatron.mpu":
+            # megatron/mpu/__init__.py re-exports initialize.py's group functions (and CUDA layers, which are not needed)
+            module.__path__ = [str(self.training_py.parent / "mpu")]
+            groups = importlib.import_module("megatron.mpu.initialize")
+            module.__dict__.update({name: value for name, value in vars(groups).items() if not name.startswith("_")})
         else:
             # as training.py's `from megatron import mllogger`: what the round patch made of it
             fill_training_module(module, self.training_py, sys.modules["megatron"].mllogger, self.run_args, self.pipeline_stages)
@@ -313,6 +340,52 @@ def _import_megatron(ctx, args) -> None:
 
     wrapped = type(megatron.mllogger).__name__
     ctx.equal("megatron.mllogger", wrapped, "RoundLogger", "mlperf_wf_gpt3 wraps megatron's mllogger when megatron is imported")
+
+
+INDEX_MAPS_VARIABLE = "MLPERF_WF_INDEX_MAPS"
+"""Where the round patch sends Megatron's index maps (containers/gpt3/patches/mlperf_wf_gpt3.py)."""
+
+
+def past_start_up(ctx) -> None:
+    """The reference's data stage on every rank, for real, under the job's mounts (the first thing ``pretrain`` does
+    after ``run_start``, training.py:161-167): its own model-parallel groups (megatron/mpu/initialize.py, gloo), its C++
+    dataset helper compiled by rank 0 as ``_compile_dependencies`` does (initialize.py:110-114: ``make`` in
+    megatron/data), then on each tensor-parallel rank 0 (training.py:995) pretrain_gpt.py's own
+    ``train_valid_test_datasets_provider`` with the sample counts training.py:999-1008 gives it: Megatron's
+    ``GPTDataset`` opens every prefix and rank 0 builds and writes the index maps (gpt_dataset.py:307-397, through the
+    image's round patch), the blend's indices come from the helper, and every builder loads the maps. A write into the
+    read-only data fails here with the file and the reference's line. The one GPU operation on the way,
+    ``torch.cuda.LongTensor`` for the all-reduce that stands for a barrier (gpt_dataset.py:404), is a CPU tensor."""
+    import glob
+
+    import torch
+    import torch.distributed as dist
+
+    args = PARSED["args"]
+    mpu = importlib.import_module("megatron.mpu")
+    mpu.initialize_model_parallel(args.tensor_model_parallel_size, args.pipeline_model_parallel_size)
+    dataset_utils = importlib.import_module("megatron.data.dataset_utils")
+    if dist.get_rank() == 0:
+        dataset_utils.compile_helper()
+    dist.barrier()  # the other ranks import the helper only after rank 0 built it (initialize.py's barriers that follow)
+    torch.cuda.LongTensor = lambda values: torch.tensor(values, dtype=torch.long)  # the GPU's place in the data stage
+    if mpu.get_tensor_model_parallel_rank() != 0:
+        return
+    gpt_dataset = importlib.import_module("megatron.data.gpt_dataset")
+    namespace = {"get_args": lambda: args, "print_rank_0": _print_rank_0, "build_train_valid_test_datasets": gpt_dataset.build_train_valid_test_datasets}
+    provider = ctx.reference_function("pretrain_gpt.py", "train_valid_test_datasets_provider", namespace)
+    ctx.equal("--eval-iters", args.eval_iters, -1, "run_gpt3.sh:69: the whole validation subset, so training.py:999-1001 asks [train, -1, -1]")
+    train, valid, _ = provider([args.train_samples, -1, -1])
+    built = len(train) >= args.train_samples and len(valid) > 0
+    ctx.record("value", "datasets", "pretrain_gpt.py's provider built them", built, f"{len(train)} train, {len(valid)} valid samples")
+    for name, dataset in (("train", train), ("valid", valid)):
+        sample = dataset[0]["text"]
+        expected = args.seq_length + (1 if args.use_seq_len_plus_one_tokens else 0)  # run_gpt3.sh: --no-seq-len-plus-one-tokens
+        ctx.equal(f"a {name} sample", len(sample), expected, "GPTDataset.__getitem__ through the index maps")
+    folder = ctx.variable(INDEX_MAPS_VARIABLE, "the round patch sends the index maps there (the data is mounted read-only)")
+    written = glob.glob(os.path.join(folder, "**", "*_indexmap_*.npy"), recursive=True)
+    # three maps per dataset: two blended train prefixes and the validation prefix
+    ctx.record("glob", f"{folder}/**/*_indexmap_*.npy", "the index maps, in the run's writable folder", len(written) == 9, f"{len(written)} files")
 
 
 def at_the_target(ctx) -> None:
