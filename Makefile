@@ -30,10 +30,16 @@ $(BIN)/activate: requirements.txt requirements-dev.txt pyproject.toml
 	$(BIN)/pip install --quiet --no-deps -e .
 	touch $@
 
+# NeMo-Run at the llama31 references' pin, where ../shared holds its source (it is not on PyPI): built from a copy, since
+# hatch-vcs writes a version file into the tree and the tree has no git history to tell the version.
+NEMO_RUN_SOURCE ?= ../shared/reference-src/nemo-run-34259bd
+
 $(REFERENCE_VENV)/bin/activate: tests/reference-requirements.txt
 	$(PYTHON) -m venv $(REFERENCE_VENV)
 	$(REFERENCE_VENV)/bin/pip install --quiet torch==2.13.0
 	$(REFERENCE_VENV)/bin/pip install --quiet -r tests/reference-requirements.txt
+	if [ -d $(NEMO_RUN_SOURCE) ]; then copy=$$(mktemp -d) && cp -r $(NEMO_RUN_SOURCE)/. $$copy && chmod -R u+w $$copy \
+	  && SETUPTOOLS_SCM_PRETEND_VERSION=0.0.0+34259bd $(REFERENCE_VENV)/bin/pip install --quiet --no-deps $$copy && rm -rf $$copy; fi
 	touch $@
 
 # The tiny chain for $(BENCH): generated data -> download -> verify -> preprocess -> runs -> compliance -> report.

@@ -33,6 +33,11 @@ The reference's files are not edited. What changes, and why:
    writes its files in place). On several nodes node 0 builds it and leaves a marker; the other nodes wait for the
    marker (``MLPERF_WF_INDEX_WAIT_SECONDS``, default the script's 1 h for that task) or node 0's failure note.
    One copy, not one per node: the reference's own index is over 400 GB (config.sh:40-42) and it reads one.
+7. **A failed task fails the job.** NeMo-Run's ``Experiment.run`` launches the training even when
+   ``build_data_index`` failed and never exits non-zero for a failed task (run/experiment.py:588-612 at 34259bd), so
+   a failed run would end its job with 0 and no retry. The shared hook ``mlperf_wf_nemo_run`` (containers/hooks) ends
+   the launcher with status 1 at the first task that did not succeed, before the next task starts
+   (tests/workflow/test_nemo_run_contract.py, against the real NeMo-Run).
 
 Parts 1, 2 and 4's path rewriting are tested on CPU against mlperf-logging and stand-in classes
 (tests/benchmarks/llama31_405b/test_llama31_405b_reference.py); parts 3, 5 and 6 on the two-node rehearsal with NeMo-Run's own executor and
@@ -50,6 +55,7 @@ from pathlib import Path
 from types import ModuleType
 
 from mlperf_wf_mllog import redirect_log
+from mlperf_wf_nemo_run import fail_with_the_first_failed_task
 from mlperf_wf_submission import submission_values
 from sitecustomize import after_import
 
@@ -277,3 +283,4 @@ after_import("nemo_run", patch_nemo_run)
 after_import("nemo_run.run.torchx_backend.components.torchrun", patch_torchrun_component)
 after_import("nemo.collections.llm.gpt.data.pre_training", patch_data_module)
 after_import("nemo.collections.llm.recipes.llama31_405b", patch_recipe)
+fail_with_the_first_failed_task()

@@ -17,6 +17,11 @@ torchrun rank); the reference's files are not edited. What it changes, and why:
    the run uses (``MLPERF_CONFIG_FILENAME``, set by the workflow).
 3. **The submission values** come from the workflow's config through ``MLPERF_SUBMISSION_*`` instead of
    the reference's hard-coded organisation, division, status and platform.
+4. **A failed task fails the job.** NeMo-Run's ``Experiment.run`` launches the training even when
+   ``build_data_index`` failed and never exits non-zero for a failed task (run/experiment.py:588-612 at 34259bd), so
+   a failed run would end its job with 0 and no retry. The shared hook ``mlperf_wf_nemo_run`` (containers/hooks) ends
+   the launcher with status 1 at the first task that did not succeed, before the next task starts
+   (tests/workflow/test_nemo_run_contract.py, against the real NeMo-Run).
 
 Written for the image's Python (3.12 on nvcr.io/nvidia/pytorch:25.01).
 """
@@ -28,6 +33,7 @@ import os
 from types import ModuleType
 
 from mlperf_wf_mllog import redirect_log
+from mlperf_wf_nemo_run import fail_with_the_first_failed_task
 from mlperf_wf_submission import submission_values
 from sitecustomize import after_import
 
@@ -115,3 +121,4 @@ def _patch_callbacks(module: ModuleType) -> None:
 
 after_import("mlperf_logging.mllog", redirect_log(REFERENCE_LOG))
 after_import("callbacks", _patch_callbacks)
+fail_with_the_first_failed_task()

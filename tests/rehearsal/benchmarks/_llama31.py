@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import time
 import typing
@@ -46,19 +45,25 @@ def parse(ctx, argv: list[str]) -> argparse.Namespace:
 
 
 def run_tasks(ctx, nemo_run: SimpleNamespace, tasks: list[tuple[str, object]]) -> typing.NoReturn:
-    """Start each task's torchrun as NeMo-Run's local scheduler would (sequential=True: one after the other, the
-    experiment failing at the first failed task), then end the launcher with the experiment's status."""
+    """Run the experiment's tasks as ``exp.run(sequential=True, detach=True)`` does with local executors (NeMo-Run's
+    own behaviour, :func:`_nemo_run.run_experiment`: a failed task does not stop it, and the script then exits 0), each
+    task the torchrun command NeMo-Run makes for it; only the image's round patch can end the launcher at a failure."""
     for name, executor in tasks:
         serializable(ctx, name, executor)
     handed = json.dumps({"argv": ctx.argv, "host": probing.host(), "checked": ctx.checked})
+    experiment = []
     for name, executor in tasks:
         argv, env = _nemo_run.task_command(nemo_run, name, executor)
         print(f"rehearsal ({ctx.benchmark}) on {probing.host()}: NeMo-Run starts task {name}: {' '.join(argv)}", flush=True)
         _write_launcher(ctx, name, argv, env)
-        status = subprocess.run(argv, env={**os.environ, **env, LAUNCHER_VARIABLE: handed}, check=False).returncode
-        if status != 0:
-            print(f"rehearsal ({ctx.benchmark}) on {probing.host()}: task {name} failed (torchrun exited {status})", file=sys.stderr, flush=True)
-            os._exit(status)
+        experiment.append(nemo_run.task.ExperimentTask(name, argv, {**env, LAUNCHER_VARIABLE: handed}))
+    sys.stdout.flush()
+    try:
+        _nemo_run.run_experiment(experiment)
+    except SystemExit as stop:  # the round patch ends the launcher at a failed task (the probe runs in start-up: exit here)
+        sys.stderr.flush()
+        os._exit(stop.code if isinstance(stop.code, int) else 1)
+    sys.stderr.flush()
     os._exit(0)
 
 

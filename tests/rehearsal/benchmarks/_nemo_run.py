@@ -1,6 +1,6 @@
 """NeMo-Run at its pinned commit, as far as the llama31 references use it, for their rehearsals (tests only).
 
-NeMo-Run itself does not import here (fiddle, torchx, fabric, inquirerpy... are not in the project's venv), so the
+NeMo-Run itself is not in the project's venv, the box's userland (fiddle, torchx, fabric, inquirerpy...; only .venv-reference has it), so the
 pieces on the launch path are compiled from its own source at the pinned commit (34259bd: NeMo's reinstall.sh pins
 ``NEMO_RUN_TAG=34259bd3e752fef94045a9a019e4aaf62bd11ce2``; the rehearsal image holds that tree at ``/opt/NeMo-Run``,
 standing for the base image's pip install of it):
@@ -11,7 +11,11 @@ standing for the base image's pip install of it):
 - ``core/execution/local.py``: ``LocalExecutor`` (``nnodes()`` is hard-coded to 1 there);
 - ``run/torchx_backend/components/torchrun.py``: ``torchrun``, the component that writes torchrun's argv.
 
-Only torchx's small helpers are stand-ins (``parse_nnodes``, ``_noquote``, ``specs.AppDef/Role``). The glue that
+Only torchx's small helpers are stand-ins (``parse_nnodes``, ``_noquote``, ``specs.AppDef/Role``), and so are
+``ExperimentTask.launch`` and ``Experiment.run``'s loop for local executors (:func:`run_experiment`), which run each task
+to its end and, as NeMo-Run, go on after a failed one and return normally; ``tests/workflow/test_nemo_run_contract.py``
+runs the same experiments through the real NeMo-Run at the pin and through these, and requires the same exit status
+and the same tasks started, with the round patches and without. The glue that
 NeMo-Run runs between them (``packaging.package`` and the local scheduler's Popen) is re-typed in :func:`task_command`
 with its file and lines. Every module is put in ``sys.modules`` under NeMo-Run's own name and handed to the import
 hooks the image registered for that name (the round patch's ``after_import``), exactly as an import would.
@@ -22,12 +26,14 @@ from __future__ import annotations
 import ast
 import copy
 import dataclasses
+import enum
 import logging
 import os
 import random
 import re
 import shlex
 import string
+import subprocess
 import sys
 import typing
 from pathlib import Path
@@ -188,7 +194,47 @@ def load(source: Path = NEMO_RUN_IN_IMAGE) -> SimpleNamespace:
         Config=lambda target, **kwargs: SimpleNamespace(target=target, kwargs=kwargs),
     )
     top = fire_import_hooks("nemo_run", top)
-    return SimpleNamespace(run=top, base=base_module, local=local_module, torchrun=component_module)
+    task = fire_import_hooks("nemo_run.run.task", module("nemo_run.run.task", ExperimentTask=ExperimentTask))
+    return SimpleNamespace(run=top, base=base_module, local=local_module, torchrun=component_module, task=task)
+
+
+class AppState(enum.Enum):
+    """torchx's ``specs.api.AppState`` (the states a NeMo-Run task ends in)."""
+
+    UNSUBMITTED = 0
+    SUCCEEDED = 4
+    FAILED = 5
+    UNKNOWN = 7
+
+
+class ExperimentTask:
+    """run/task.py's ``ExperimentTask`` as far as ``Experiment.run`` uses it with a local executor: ``launch(wait=True)``
+    starts the task's process (the local scheduler's Popen of the role's argv, env over the process's) and, waited for,
+    sets ``state`` from its exit (run/task.py:176-187); a failed task raises nothing."""
+
+    def __init__(self, task_id: str, argv: list[str], env: dict[str, str]) -> None:
+        self.id = task_id
+        self.argv = argv
+        self.env = env
+        self.launched = False
+        self.state = AppState.UNSUBMITTED
+
+    def launch(self, wait: bool, runner: object, dryrun: bool = False, direct: bool = False) -> None:
+        status = subprocess.run(self.argv, env={**os.environ, **self.env}, check=False).returncode
+        self.state = AppState.SUCCEEDED if status == 0 else AppState.FAILED
+        self.launched = True
+
+
+def run_experiment(tasks: list[ExperimentTask]) -> None:
+    """``Experiment.run(sequential=True)`` with local executors (run/experiment.py:574-612): each task launched and
+    waited for in turn; a launch that raises is logged and the next task launched; how a task ended is never looked at,
+    so this returns (and the script exits 0) whatever the tasks did. Only the image's round patch, wrapping
+    ``ExperimentTask.launch`` through its import hook, can end the process at a failed task."""
+    for task in tasks:
+        try:
+            task.launch(wait=True, runner=None)
+        except Exception as error:  # experiment.py:610-612: logged, then the next task
+            print(f"Error running task {task.id}: {error}", file=sys.stderr, flush=True)
 
 
 def _unpatched(name: str):
