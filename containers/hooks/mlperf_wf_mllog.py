@@ -13,6 +13,7 @@ launch line does that on every node of the run and says whether it worked in ``M
 
 import functools
 import os
+import socket
 import sys
 from types import ModuleType
 from typing import Callable, Optional
@@ -91,9 +92,28 @@ def raise_write_errors(handler: object) -> None:
     handler.handleError = handle_error  # type: ignore[attr-defined]
 
 
-def fail_on_result_write_errors(logging_module: ModuleType) -> None:
-    """A patch for ``logging``: every ``FileHandler`` opened on the run's result file (``COMPLIANCE_FILE``) raises
-    on a write error (:func:`raise_write_errors`), whichever code configures it (mllog.config in the references)."""
+PARTS_VARIABLE = "MLPERF_WF_MLLOG_PARTS"
+"""Set by the workflow's full-scale launch line: the folder where each process that logs into the run's result file
+writes a file of its own, which the train job merges into the result file after the run."""
+
+
+def part_file(folder: str, target: str) -> str:
+    """This process's own file in ``folder`` for the lines it logs into the result file ``target``:
+    ``<target's name>.<host>.<pid>`` (the folder made here)."""
+    os.makedirs(folder, exist_ok=True)
+    return os.path.join(folder, f"{os.path.basename(target)}.{socket.gethostname()}.{os.getpid()}")
+
+
+def guard_result_file_handlers(logging_module: ModuleType) -> None:
+    """A patch for ``logging``: every ``FileHandler`` opened on the run's result file (``COMPLIANCE_FILE``), whichever
+    code configures it (mllog.config in the references), writes this process's own file in ``MLPERF_WF_MLLOG_PARTS``
+    where the launch line set it (:func:`part_file`), and raises on a write error (:func:`raise_write_errors`).
+
+    One writer per file: the ranks of a run log from several nodes (gpt3's last pipeline rank its ``eval_accuracy``
+    while rank 0 logs ``eval_stop``, every rank of llama31_405b before the world forms, deepseekv3_671b's last stage
+    every step), and appends from several nodes to one file on NFS or Lustre interleave or tear lines. The train job
+    merges the files into the result file in time order once the run has ended (``mlperf-wf merge-mllog``). The
+    handler keeps the file it was asked for in ``mlperf_wf_result_file``."""
     file_handler = logging_module.FileHandler
     if getattr(file_handler, "_mlperf_wf_raises", False):
         return
@@ -101,9 +121,11 @@ def fail_on_result_write_errors(logging_module: ModuleType) -> None:
 
     @functools.wraps(original_init)
     def __init__(self, filename, *args, **kwargs):
-        original_init(self, filename, *args, **kwargs)
-        target = result_file()
-        if target and os.path.abspath(os.fspath(filename)) == target:
+        target, parts = result_file(), os.environ.get(PARTS_VARIABLE)
+        mine = bool(target) and os.path.abspath(os.fspath(filename)) == target
+        original_init(self, part_file(parts, target) if mine and parts else filename, *args, **kwargs)
+        if mine:
+            self.mlperf_wf_result_file = target
             raise_write_errors(self)
 
     file_handler.__init__ = __init__

@@ -102,17 +102,18 @@ def _log_cache_clear_as_launched() -> None:
     after_import("mlperf_logging.mllog.mllog", log_cache_clear_as_launched)
 
 
-def _fail_on_result_write_errors() -> None:
-    """A write error on the run's result file fails the process (logging would print it and go on)."""
+def _guard_result_file_handlers() -> None:
+    """Each process writes the run's result file through a file of its own (merged after the run), and a write error
+    fails the process (logging would print it and go on)."""
     import logging
 
-    from mlperf_wf_mllog import fail_on_result_write_errors
+    from mlperf_wf_mllog import guard_result_file_handlers
 
-    fail_on_result_write_errors(logging)
+    guard_result_file_handlers(logging)
 
 
 sys.meta_path.insert(0, _AfterImportFinder())
 _chain_next_sitecustomize()
 _log_cache_clear_as_launched()
-_fail_on_result_write_errors()
+_guard_result_file_handlers()
 _load_hooks()

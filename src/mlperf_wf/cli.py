@@ -882,6 +882,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("fresh-run-folder", help="empty a run's folder before an attempt (nothing of an earlier attempt is resumed)")
     p.add_argument("folder", type=Path)
+    p = sub.add_parser("merge-mllog", help="after a run: its processes' MLLOG files (mllog-parts/) into its result file, in time order")
+    p.add_argument("result", type=Path)
     p = sub.add_parser("check-prepared", help="refuse a prepared tree that changed since it was assembled (stat only)")
     p.add_argument("prepared", type=Path)
     p = sub.add_parser("provenance", help="record what a run was made with (backend, image, host, GPUs, git commit, versions)")
@@ -991,6 +993,12 @@ def _fresh_run_folder(args: argparse.Namespace) -> None:
     print(f"{args.folder}: removed what an earlier attempt left: {', '.join(removed)}" if removed else f"{args.folder}: empty")
 
 
+def _merge_mllog(args: argparse.Namespace) -> None:
+    from mlperf_wf.run.mllog_parts import merge
+
+    print(f"{args.result}: {merge(args.result)} lines, every writer's in time order")
+
+
 COMMANDS: dict[str, Callable[[argparse.Namespace], int | None]] = {
     "mirror": lambda a: cmd_mirror(a.dataset, a.out),
     "download": lambda a: cmd_download(
@@ -1015,6 +1023,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int | None]] = {
     "extract": lambda a: cmd_extract(a.archive, a.dest),
     "seal": lambda a: cmd_seal(a.dataset, a.folder, a.jobs),
     "fresh-run-folder": _fresh_run_folder,
+    "merge-mllog": _merge_mllog,
     "check-prepared": lambda a: cmd_check_prepared(a.prepared),
     "provenance": lambda a: cmd_provenance(a.out, a.scale, a.launcher, a.image, a.command_line, a.result, a.consumed, a.node_checks),
     "preflight": lambda a: cmd_preflight(a.benchmark, a.image, a.platform, a.config, a.configfile),

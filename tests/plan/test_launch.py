@@ -42,6 +42,7 @@ def test_docker(run):
         f"{DROP}; docker run --rm --gpus all --network=host --ipc=host --ulimit memlock=-1 --ulimit stack=67108864"
         f" -v {tmp}/prep:/data:ro -v {tmp}/ckpt:/ckpt:ro -v {tmp}/runs/3:/results"
         " -e COMPLIANCE_FILE=/results/result.txt -e HF_HUB_OFFLINE=1 -e MLPERF_SUBMISSION_ORG=acme -e MLPERF_SUBMISSION_PLATFORM=dgx-h100"
+        " -e MLPERF_WF_MLLOG_PARTS=/results/mllog-parts"
         " -e SEED=1237 -e NCCL_DEBUG -e MLPERF_WF_CACHE_CLEARED"
         f" -w /workspace/ft-llm {IMAGE} {REFERENCE}"
     )
@@ -56,7 +57,8 @@ def test_apptainer_pulls_by_digest_alone_and_gives_the_read_only_image_somewhere
         f"{DROP}; mkdir -p {tmp}/runs/3/home && "
         f"apptainer exec --nv --cleanenv --writable-tmpfs --home {tmp}/runs/3/home:/home/mlperf-wf"
         f" --bind {tmp}/prep:/data:ro,{tmp}/ckpt:/ckpt:ro,{tmp}/runs/3:/results:rw"
-        ' --env COMPLIANCE_FILE=/results/result.txt --env HF_HUB_OFFLINE=1 --env SEED=1237 --env "NCCL_DEBUG=${NCCL_DEBUG}"'
+        " --env COMPLIANCE_FILE=/results/result.txt --env HF_HUB_OFFLINE=1 --env MLPERF_WF_MLLOG_PARTS=/results/mllog-parts"
+        ' --env SEED=1237 --env "NCCL_DEBUG=${NCCL_DEBUG}"'
         ' --env "MLPERF_WF_CACHE_CLEARED=${MLPERF_WF_CACHE_CLEARED}"'
         f" --pwd /workspace/ft-llm docker://registry.example:5000/mlperf/llama2_70b_lora@{DIGEST} {REFERENCE}"
     )
@@ -80,11 +82,13 @@ def test_pyxis_single_node(run):
     assert line == (
         f"{drop_page_cache(1, srun=True)}; "
         'export MASTER_ADDR="$(scontrol show hostnames "${SLURM_JOB_NODELIST:-$(squeue -h -j "$SLURM_JOB_ID" -o %N)}" | head -n 1)";'
-        " export COMPLIANCE_FILE=/results/result.txt; export HF_HUB_OFFLINE=1; export MASTER_PORT=29500; export SEED=1237;"
+        " export COMPLIANCE_FILE=/results/result.txt; export HF_HUB_OFFLINE=1; export MASTER_PORT=29500;"
+        " export MLPERF_WF_MLLOG_PARTS=/results/mllog-parts; export SEED=1237;"
         f" srun --nodes=1 --ntasks-per-node=1 --mpi=none --overlap '--container-image=registry.example:5000#mlperf/llama2_70b_lora:{DIGEST}'"
         f" --container-mounts={tmp}/prep:/data:ro,{tmp}/ckpt:/ckpt:ro,{tmp}/runs/3:/results:rw"
         " --container-writable --container-remap-root --no-container-mount-home --container-workdir=/workspace/ft-llm"
-        f" --container-env=COMPLIANCE_FILE,HF_HUB_OFFLINE,MASTER_ADDR,MASTER_PORT,MLPERF_WF_CACHE_CLEARED,SEED bash -c '{REFERENCE}'"
+        " --container-env=COMPLIANCE_FILE,HF_HUB_OFFLINE,MASTER_ADDR,MASTER_PORT,MLPERF_WF_CACHE_CLEARED,MLPERF_WF_MLLOG_PARTS,SEED"
+        f" bash -c '{REFERENCE}'"
     )
 
 
@@ -112,7 +116,10 @@ def test_local_full_scale_uses_host_paths_in_a_subshell_with_the_round_patches(r
     hooks = HostHooks(folders=("/p/containers/hooks", "/p/containers/llama2_70b_lora/patches"), modules=("mlperf_wf_llama2_70b_lora",))
     line = full_scale(bench, 3, 1237, paths, Launch("local", workdir="/opt/training/llama2_70b_lora", hooks=hooks))
     # a subshell, so the job's `> log` and later commands stay in the workflow's folder
-    assert line.startswith(f"{DROP}; (cd /opt/training/llama2_70b_lora && exec env COMPLIANCE_FILE={tmp}/runs/3/result.txt HF_HUB_OFFLINE=1 SEED=1237")
+    assert line.startswith(
+        f"{DROP}; (cd /opt/training/llama2_70b_lora && exec env COMPLIANCE_FILE={tmp}/runs/3/result.txt HF_HUB_OFFLINE=1"
+        f" MLPERF_WF_MLLOG_PARTS={tmp}/runs/3/mllog-parts SEED=1237"
+    )
     assert line.endswith(")")
     assert ' "PYTHONPATH=/p/containers/hooks:/p/containers/llama2_70b_lora/patches${PYTHONPATH:+:$PYTHONPATH}"' in line
     assert ' "MLPERF_WF_HOOKS=mlperf_wf_llama2_70b_lora${MLPERF_WF_HOOKS:+,$MLPERF_WF_HOOKS}" accelerate launch' in line

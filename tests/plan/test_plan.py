@@ -142,8 +142,10 @@ def test_full_plan_mounts_every_role_the_runs_read_and_requests_the_geometry(nam
     scratch = [f"{tmp_path}/results/{name}/runs/0/scratch/{area}" for area in bench.full.scratch]
     # per-run scratch is removed once the run succeeded: the launch is then a subshell followed by the removal
     removal = f") && rm -rf results/{name}/runs/0/scratch || exit $?" if scratch else ""
-    preflight += f"{'(' if scratch else ''}{launch.drop_page_cache()}; "  # then the page cache, on this host
-    assert job.command.startswith(preflight) and job.command.endswith(removal)
+    # then the MLLOG files of the run's processes are merged into its result file, whatever the run's status
+    merge = f') || run_status=$?; mlperf-wf merge-mllog results/{name}/runs/0/result.txt || exit 1; [ "$run_status" = 0 ] || exit "$run_status"'
+    preflight += f"run_status=0; ({'(' if scratch else ''}{launch.drop_page_cache()}; "  # then the page cache, on this host
+    assert job.command.startswith(preflight) and job.command.endswith(removal + merge)
     assert job.command.removeprefix(preflight).startswith(f"mkdir -p {' '.join(scratch)} && docker run" if scratch else "docker run")
     for area, folder in zip(bench.full.scratch.values(), scratch, strict=True):
         assert f"-v {folder}:{area.mount} " in job.command
@@ -203,7 +205,7 @@ def test_site_image_pins_the_run(workdir):
     job = plan.train_job("rgat", 0)
     assert job.image == f"registry.example/rgat:ref@{digest}"
     assert f"--image registry.example/rgat:ref@{digest} --platform cpu-tiny || exit 2; " in job.command
-    assert f"/runs/0 || exit 2; {plan.node_check_line('rgat', 0)}; {launch.drop_page_cache()}; docker run" in job.command
+    assert f"/runs/0 || exit 2; {plan.node_check_line('rgat', 0)}; run_status=0; ({launch.drop_page_cache()}; docker run" in job.command
 
 
 def test_pyxis_srun_overlaps_the_jobstep_on_one_node_and_runs_straight_from_the_job_on_several(workdir):
@@ -358,11 +360,12 @@ def test_per_run_scratch_goes_once_the_run_succeeded_and_stays_after_a_failure(w
     scratch = workdir / "results/llama31_8b/runs/0/scratch"
     assert f"&& rm -rf {Path('results/llama31_8b/runs/0/scratch')}" in command
     launcher = command[command.index("(cd ") : command.rindex(") && rm -rf")]
-    assert command.endswith(" || exit $?")
+    assert "/scratch || exit $?) || run_status=$?; mlperf-wf merge-mllog " in command
     stand_in = f"(mkdir -p {scratch}/npy_index && touch {scratch}/npy_index/index.npy && {'true' if succeeds else 'false'})"
     line = command.split(" || exit 2; ", 2)[2].replace(launcher, stand_in, 1)  # without the preflight and the emptying
     # as the train rule runs it: the rule's next command (provenance) must not run after a failed run
-    ran = subprocess.run(["bash", "-c", f"set -euo pipefail; {{ {line}; }} 2>&1; echo next-command"], cwd=workdir, capture_output=True, text=True)
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}  # the line's mlperf-wf
+    ran = subprocess.run(["bash", "-c", f"set -euo pipefail; {{ {line}; }} 2>&1; echo next-command"], cwd=workdir, capture_output=True, text=True, env=env)
     assert (ran.returncode == 0) == succeeds and ("next-command" in ran.stdout) == succeeds, ran.stdout + ran.stderr
     assert scratch.exists() != succeeds
 

@@ -223,6 +223,12 @@ def _form_world(ctx: ProbeContext) -> dict:
     return {"ranks": gathered, "world_size": dist.get_world_size()}
 
 
+def written_file(handler: object) -> str | None:
+    """The file a logging handler was opened on: the run's result file where the images' hooks gave the process a file
+    of its own for it (``mlperf_wf_result_file``), else its own file."""
+    return getattr(handler, "mlperf_wf_result_file", None) or getattr(handler, "baseFilename", None)
+
+
 def _write_mllog(ctx: ProbeContext) -> None:
     if not ctx.log_file:
         return
@@ -232,7 +238,7 @@ def _write_mllog(ctx: ProbeContext) -> None:
     logger = mllog.get_mllogger()
     handlers = getattr(getattr(logger, "logger", None), "handlers", [])
     # a round patch may have pointed mllog at the file already: a second handler would write every line twice
-    if not any(getattr(handler, "baseFilename", None) == os.path.abspath(ctx.log_file) for handler in handlers):
+    if not any(written_file(handler) == os.path.abspath(ctx.log_file) for handler in handlers):
         mllog.config(filename=ctx.log_file)
     logger.event(key=constants.CACHE_CLEAR, value=os.environ.get("MLPERF_WF_CACHE_CLEARED", "") in ("1", "true"))
     for key, variable in (

@@ -406,3 +406,49 @@ def test_every_benchmark_has_a_rehearsal():
     assert NAMES == sorted(registry.benchmark_names()), (
         f"benchmarks without tests/rehearsal/benchmarks/<name>.py: {set(registry.benchmark_names()) - set(NAMES)}"
     )
+
+
+WRITERS_PER_NODE, LINES_PER_WRITER = 4, 200
+
+
+def test_several_nodes_logging_into_one_result_file_leave_whole_lines_in_time_order(box, tmp_path):
+    """Eight processes on two nodes log into one run's result file at once, through mlperf-logging with the images'
+    start-up hooks and the launch line's parts folder (as gpt3's last pipeline rank and rank 0, or deepseekv3_671b's
+    last stage every step): each writes a file of its own, and the merge the train job runs after the run leaves every
+    line whole, every writer's lines in their order, the whole in time order."""
+    import os
+    import subprocess
+    import sys
+
+    from mlperf_wf.plan import launch
+    from mlperf_wf.run import mllog_parts
+
+    result = tmp_path / "run" / "result.txt"
+    result.parent.mkdir()
+    script = (
+        "import os\nfrom mlperf_logging import mllog\n"
+        "mllog.config(filename=os.environ['COMPLIANCE_FILE'])\nlogger = mllog.get_mllogger()\n"
+        f"for i in range({LINES_PER_WRITER}):\n"
+        "    logger.event(key='tracked_stats', value={'step': i, 'padding': 'x' * 3000}, metadata={'rank': int(os.environ['SLURM_PROCID'])})\n"
+    )
+    env = {
+        **os.environ,
+        **box.env,
+        "PYTHONPATH": str(spec.ROOT / "containers" / "hooks"),
+        "COMPLIANCE_FILE": str(result),
+        launch.MLLOG_PARTS_VARIABLE: str(mllog_parts.parts_folder(result)),
+    }
+    srun = ["srun", "--nodes=2", f"--ntasks-per-node={WRITERS_PER_NODE}", sys.executable, "-c", script]
+    subprocess.run(srun, env=env, timeout=300, check=True, capture_output=True)
+    parts = sorted(mllog_parts.parts_folder(result).iterdir())
+    assert len(parts) == 2 * WRITERS_PER_NODE and not result.exists(), [p.name for p in parts]
+    assert len({part.name.split(".")[2] for part in parts}) == 2  # <result name>.<host>.<pid>: the two nodes'
+    mllog_parts.merge(result)
+    records = [compliance.mllog_record(text) for text in result.read_text().splitlines()]
+    assert len(records) == 2 * WRITERS_PER_NODE * LINES_PER_WRITER and all(records), "a torn or interleaved line"
+    times = [record["time_ms"] for record in records]
+    assert times == sorted(times)
+    steps = defaultdict(list)
+    for record in records:
+        steps[record["metadata"]["rank"]].append(record["value"]["step"])
+    assert all(found == list(range(LINES_PER_WRITER)) for found in steps.values()) and len(steps) == 2 * WRITERS_PER_NODE

@@ -39,7 +39,8 @@ allowed, as NVIDIA's run.sub). Whether it worked goes to the run as ``MLPERF_WF_
 fails does not fail the run, it says so in the job's log.
 
 At full scale the reference's mllog writer is pointed at the run's result file
-through ``COMPLIANCE_FILE``, the workflow's submission values reach the run as
+through ``COMPLIANCE_FILE`` (each process writing a file of its own in ``MLPERF_WF_MLLOG_PARTS``, which the train job
+merges into the result file after the run: one writer per file), the workflow's submission values reach the run as
 ``MLPERF_SUBMISSION_*``, and the benchmark's round patches (``containers/<name>/patches``,
 loaded by ``containers/hooks/sitecustomize.py``) are baked into its image; the ``local``
 launcher puts the same folders on ``PYTHONPATH``.
@@ -55,6 +56,7 @@ from pathlib import Path
 from mlperf_wf.config.registry import BenchmarkDef, Container
 from mlperf_wf.errors import ConfigError
 from mlperf_wf.plan.sizing import PlannedBatch
+from mlperf_wf.run import mllog_parts
 
 LAUNCHERS = ("local", "docker", "apptainer", "pyxis")
 MASTER_PORT = 29500
@@ -64,6 +66,9 @@ DROP_CACHES_FILE = "/proc/sys/vm/drop_caches"
 """Writing 3 here drops the page cache, dentries and inodes (after ``sync``, nothing dirty is lost)."""
 DROP_CACHES_SUDO = "sudo -n /sbin/sysctl -q vm.drop_caches=3"
 """The same through sudo, never asking for a password (NVIDIA's run.sub: ``sudo /sbin/sysctl vm.drop_caches=3``)."""
+MLLOG_PARTS_VARIABLE = "MLPERF_WF_MLLOG_PARTS"
+"""The folder where each process of a run writes its own MLLOG lines (the images' hooks read it; the train job merges
+the files into the result file after the run: ``mlperf_wf.run.mllog_parts``)."""
 CACHE_CLEARED_VARIABLE = "MLPERF_WF_CACHE_CLEARED"
 """``true`` when the page cache was dropped on every node of the run before it started, else ``false``; the round
 hooks (``containers/hooks``) log it as ``cache_clear``."""
@@ -238,6 +243,7 @@ def _container_env(bench: BenchmarkDef, paths: RunPaths, seed: int, launch: Laun
     env = {key: value.format(**batch) if batch and "{" in value else value for key, value in bench.full.env.items()}
     env.update(dict(launch.env))
     env["COMPLIANCE_FILE"] = f"{bench.full.mounts['results']}/{paths.result_file.name}"
+    env[MLLOG_PARTS_VARIABLE] = f"{bench.full.mounts['results']}/{mllog_parts.PARTS_FOLDER}"
     env["SEED"] = str(seed)
     return env
 
@@ -438,7 +444,7 @@ def _local(bench: BenchmarkDef, run: int, seed: int, paths: RunPaths, launch: La
     host = {"prepared": str(paths.prepared.resolve()), "results": str(paths.result_file.parent.resolve())}
     host.update({role: str(paths.inputs[role].resolve()) for role in bench.roles_for("train")})
     local = reference_command(bench, run, seed, paths, launch, where=host)
-    env = {**env, "COMPLIANCE_FILE": str(paths.result_file.resolve())}
+    env = {**env, "COMPLIANCE_FILE": str(paths.result_file.resolve()), MLLOG_PARTS_VARIABLE: str(mllog_parts.parts_folder(paths.result_file.resolve()))}
     words = [f"{key}={shlex.quote(value)}" for key, value in sorted(env.items())]
     if launch.hooks:
         # double-quoted so the job's shell appends what the caller had

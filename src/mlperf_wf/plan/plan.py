@@ -89,6 +89,14 @@ class TrainJob:
     """Scheduler request."""
 
 
+def merged_after_the_run(command: str, result_file: Path) -> str:
+    """``command`` (a run's launch), then the MLLOG files its processes wrote (``mlperf_wf.run.mllog_parts``) merged
+    into ``result_file``, whether the run succeeded or not (a failed run's log is read too); a failed merge fails the
+    job, and the run's own status is the job's (``set -e`` does not stop at the left of ``||``)."""
+    merge = f"mlperf-wf merge-mllog {shlex.quote(str(result_file))}"
+    return f'run_status=0; ({command}) || run_status=$?; {merge} || exit 1; [ "$run_status" = 0 ] || exit "$run_status"'
+
+
 class Plan:
     """Paths, commands and resources of every job for one configuration (see the module docstring)."""
 
@@ -490,6 +498,7 @@ class Plan:
         if sampled and self.power.enabled:
             # a sampler on every node of the run: srun places one per node under pyxis, else one on this host
             command = power.with_sampler(command, self.power, paths.result_file, settings.nodes, srun=settings.launcher == "pyxis")
+        command = merged_after_the_run(command, paths.result_file)
         # `|| exit 2` and not `&&`: a failed check must stop the whole line, which may hold several commands
         on_host = settings.launcher == "local"
         image = "" if on_host else image

@@ -39,6 +39,8 @@ from mlperf_wf.results import compliance
 from mlperf_wf.results.snakemake_state import SnakemakeRecords, mtime_or_none, read_snakemake_records, read_text_or_empty
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from mlperf_wf.config.mlperf_rules import QualityTarget
     from mlperf_wf.plan.plan import Plan
     from mlperf_wf.results.scoring import RunScore
@@ -140,37 +142,48 @@ class LogProgress:
     last_ms: float | None = None
 
 
-def read_progress(result_file: Path) -> LogProgress:
-    """Read ``result_file`` line by line, tolerating a half-written last line."""
-    from mlperf_wf.results.scoring import eval_progress
+def _log_lines(result_file: Path) -> Iterator[str]:
+    """The run's log lines as far as they are written (none where there is no log yet)."""
+    from mlperf_wf.run import mllog_parts
 
-    progress = LogProgress()
+    if mllog_parts.parts_folder(result_file).is_dir():
+        yield from mllog_parts.ordered_lines(result_file)
+        return
     try:
         handle = open(result_file, encoding="latin-1")
     except OSError:
-        return progress
+        return
     with handle:
-        for line in handle:
-            record = compliance.mllog_record(line)
-            if record is None:
-                continue
-            stamp = record.get("time_ms")
-            stamp = float(stamp) if isinstance(stamp, int | float) else None
-            progress.first_ms = progress.first_ms if progress.first_ms is not None else stamp
-            progress.last_ms = stamp if stamp is not None else progress.last_ms
-            key = record.get("key")
-            metadata = record.get("metadata") if isinstance(record.get("metadata"), dict) else {}
-            if key == "run_start" and progress.run_start_ms is None:
-                progress.run_start_ms = stamp
-            elif key == "run_stop" and progress.run_stop_ms is None:
-                progress.run_stop_ms = stamp
-                progress.run_stop_status = metadata.get("status")
-            elif key == "eval_accuracy" and progress.run_stop_ms is None and isinstance(record.get("value"), int | float):
-                progress.last_eval, progress.last_eval_ms = float(record["value"]), stamp
-                if metadata.get("metric"):
-                    progress.last_by_metric[str(metadata["metric"])] = float(record["value"])
-                progress.progress_key, progress.progress = eval_progress(metadata)
-                progress.evals += 1
+        yield from handle
+
+
+def read_progress(result_file: Path) -> LogProgress:
+    """Read ``result_file`` line by line, tolerating a half-written last line; while a full-scale run is running, with
+    what each of its processes has written into its own file so far, in time order (``mlperf_wf.run.mllog_parts``)."""
+    from mlperf_wf.results.scoring import eval_progress
+
+    progress = LogProgress()
+    for line in _log_lines(result_file):
+        record = compliance.mllog_record(line)
+        if record is None:
+            continue
+        stamp = record.get("time_ms")
+        stamp = float(stamp) if isinstance(stamp, int | float) else None
+        progress.first_ms = progress.first_ms if progress.first_ms is not None else stamp
+        progress.last_ms = stamp if stamp is not None else progress.last_ms
+        key = record.get("key")
+        metadata = record.get("metadata") if isinstance(record.get("metadata"), dict) else {}
+        if key == "run_start" and progress.run_start_ms is None:
+            progress.run_start_ms = stamp
+        elif key == "run_stop" and progress.run_stop_ms is None:
+            progress.run_stop_ms = stamp
+            progress.run_stop_status = metadata.get("status")
+        elif key == "eval_accuracy" and progress.run_stop_ms is None and isinstance(record.get("value"), int | float):
+            progress.last_eval, progress.last_eval_ms = float(record["value"]), stamp
+            if metadata.get("metric"):
+                progress.last_by_metric[str(metadata["metric"])] = float(record["value"])
+            progress.progress_key, progress.progress = eval_progress(metadata)
+            progress.evals += 1
     return progress
 
 

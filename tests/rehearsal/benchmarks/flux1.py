@@ -35,6 +35,7 @@ import sys
 import types
 from pathlib import Path
 
+from tests.rehearsal import probe as probing
 from tests.rehearsal.spec import ROOT, Rehearsal
 
 REHEARSAL = Rehearsal(
@@ -232,7 +233,7 @@ def _log(ctx, job) -> None:
 
     # MLPerfLogger.__init__ (mlperf_logging.py:42-48) with flux/train.py:55-62's filename; the round patch redirects it
     mllog.config(filename=os.path.join(job.job.dump_folder, "mlperf_compliance.log"), root_dir=str(ctx.cwd / FLUX))
-    files = [h.baseFilename for h in mllog.get_mllogger().logger.handlers if hasattr(h, "baseFilename")]
+    files = [probing.written_file(h) for h in mllog.get_mllogger().logger.handlers if hasattr(h, "baseFilename")]
     target = ctx.variable("COMPLIANCE_FILE", "the run's result file (the round patch's target)")
     ctx.equal("MLPerfLogger's log file", files[-1] if files else None, target, "containers/flux1/patches: the log goes to $COMPLIANCE_FILE")
     ctx.mllog_to(target, "MLPerfLogger writes <job.dump_folder>/mlperf_compliance.log, redirected to $COMPLIANCE_FILE")
