@@ -153,7 +153,10 @@ def test_pyxis_per_gpu_process_model_starts_one_task_per_gpu_with_slurm_ranks(ru
     bench, paths, _ = run
     per_gpu = bench.model_copy(update={"full": bench.full.model_copy(update={"process_model": "per_gpu"})})
     line = full_scale(per_gpu, 3, 1237, paths, Launch("pyxis", nodes=2, gpus_per_node=4))
-    assert "srun --nodes=2 --ntasks-per-node=4 --mpi=pmix " in line
+    # no --mpi unless the definition names the reference's (srun.sh, run_gpt3.sh pass none: a site without PMIx runs them)
+    assert "srun --nodes=2 --ntasks-per-node=4 --overlap " in line and "--mpi" not in line
+    with_pmix = per_gpu.model_copy(update={"full": per_gpu.full.model_copy(update={"srun_mpi": "pmix"})})
+    assert "srun --nodes=2 --ntasks-per-node=4 --mpi=pmix --overlap " in full_scale(with_pmix, 3, 1237, paths, Launch("pyxis", nodes=2, gpus_per_node=4))
     assert "bash -c 'RANK=$SLURM_PROCID LOCAL_RANK=$SLURM_LOCALID WORLD_SIZE=$SLURM_NTASKS exec accelerate launch" in line
 
 

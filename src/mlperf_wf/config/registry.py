@@ -435,6 +435,10 @@ class FullScale(_Strict):
     (``{master_addr}``, ``{master_port}``, ``{node_rank}`` become the allocation's values)."""
     process_model: Literal["per_node", "per_gpu"] = "per_node"
     """per_node: the command is a launcher (accelerate, torchrun) started once per node; per_gpu: one process per GPU, ranks from SLURM."""
+    srun_mpi: Literal["pmix", "pmi2", "none"] | None = None
+    """``srun --mpi`` of a ``per_gpu`` launch, as the reference's launch passes it; unset: no ``--mpi`` (the site's
+    ``MpiDefault``), as a reference whose srun line passes none (its ranks read SLURM's variables, no PMI needed). A
+    ``per_node`` launch (one launcher a node) always runs with ``--mpi=none``."""
     env: dict[str, str] = Field(default_factory=dict)
     """Environment set inside the container."""
     scratch: dict[str, ScratchArea] = Field(default_factory=dict)

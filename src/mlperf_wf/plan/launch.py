@@ -365,11 +365,13 @@ def pyxis_script(
     # config's localhost, for the docker and apptainer launchers) must not replace it.
     exports = {**{key: value for key, value in env.items() if key != "MASTER_ADDR"}, "MASTER_PORT": str(MASTER_PORT)}
     names = sorted({*exports, *passthrough, "MASTER_ADDR"})
+    # one task per GPU: the reference's own --mpi, or none (the site's default); a launcher per node needs no PMI
+    mpi = ([f"--mpi={bench.full.srun_mpi}"] if bench.full.srun_mpi else []) if per_gpu else ["--mpi=none"]
     srun = [
         "srun",
         f"--nodes={launch.nodes}",
         f"--ntasks-per-node={tasks_per_node}",
-        "--mpi=pmix" if per_gpu else "--mpi=none",
+        *mpi,
         # A one-task job runs inside the jobstep's own `srun -n1` step (the executor only skips that wrapper for
         # several tasks): --overlap lets this step share that step's CPUs, memory and GPUs instead of waiting.
         "--overlap",

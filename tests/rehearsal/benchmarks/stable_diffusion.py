@@ -186,6 +186,7 @@ def probe(ctx) -> None:
         _check_clip_weights(ctx, where, cache_dir)
 
     _check_geometry(ctx, config)
+    _check_no_checkpoints(ctx, config)
     result = ctx.variable("COMPLIANCE_FILE", "mlperf_logging_utils.py:40 SDLogger's file")
     ctx.mllog_to(result, "mlperf_logging_utils.SDLogger writes $COMPLIANCE_FILE")
 
@@ -211,6 +212,15 @@ def _check_clip_weights(ctx, where: str, cache_dir: str) -> None:
             f"{sorted(p.name for p in Path(cache_dir).iterdir()) if Path(cache_dir).is_dir() else 'nothing'} (read-only, no hub here)"
         )
     ctx.opens(chosen, f"{where}: the round patch's local open_clip weights")
+
+
+def _check_no_checkpoints(ctx, config: dict) -> None:
+    """The ModelCheckpoint main.py makes (main.py:589-603: its defaults, save_last true, under the config's
+    ``lightning.modelcheckpoint``) saves nothing: Lightning writes a checkpoint for save_top_k != 0 or save_last, every
+    ``every_n_train_steps`` (250 in the config), inside the timed region."""
+    params = {"save_last": True, **(_at(config, "lightning.modelcheckpoint.params") or {})}
+    kept = {key: params.get(key) for key in ("save_top_k", "save_last")}
+    ctx.equal("ModelCheckpoint save_top_k, save_last", kept, {"save_top_k": 0, "save_last": False}, "no checkpoint in the timed region")
 
 
 def _check_geometry(ctx, config: dict) -> None:
