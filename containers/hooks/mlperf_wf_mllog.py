@@ -16,7 +16,7 @@ import os
 import socket
 import sys
 from types import ModuleType
-from typing import Callable, Optional
+from typing import Callable, List, Optional
 
 RESULT_FILE_VARIABLE = "COMPLIANCE_FILE"
 """The run's result file inside the container (the workflow sets it for every run)."""
@@ -102,6 +102,23 @@ def part_file(folder: str, target: str) -> str:
     ``<target's name>.<host>.<pid>`` (the folder made here)."""
     os.makedirs(folder, exist_ok=True)
     return os.path.join(folder, f"{os.path.basename(target)}.{socket.gethostname()}.{os.getpid()}")
+
+
+def lines_logged_so_far() -> List[str]:
+    """The lines of the run's result file and, while the run runs, of every process's own file in
+    ``MLPERF_WF_MLLOG_PARTS``: what the run has logged so far, whichever process logged it (unordered)."""
+    target, parts = result_file(), os.environ.get(PARTS_VARIABLE)
+    files = [target] if target else []
+    if parts and os.path.isdir(parts):
+        files += [os.path.join(parts, name) for name in sorted(os.listdir(parts))]
+    lines = []
+    for path in files:
+        try:
+            with open(path, errors="replace") as handle:
+                lines += handle.readlines()
+        except OSError:
+            continue
+    return lines
 
 
 def guard_result_file_handlers(logging_module: ModuleType) -> None:

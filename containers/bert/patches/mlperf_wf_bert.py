@@ -25,6 +25,14 @@ asks for more than the reference logs:
    ``aborted`` when it has evaluated the last checkpoint without reaching it; never a second one (it also
    looks in the result file, so a restarted evaluation process does not log another).
 
+7. **One evaluation per checkpoint.** The evaluation process loops ``estimator.evaluate`` with no pause
+   (run_pretraining.py:617-642): it scores the latest checkpoint again and again, back to back, on the GPU it shares
+   with a training replica (8 GPUs, GBS 256: training needs them all), slowing every synchronous training step for
+   the whole run, and logs the same checkpoint's ``eval_accuracy`` many times. ``Estimator.evaluate`` here first waits
+   (polling the model folder's ``checkpoint`` file every 5 s) until the training has written a checkpoint this
+   process has not scored; the first evaluation (the starting checkpoint) does not wait, and after 30 minutes without
+   a new checkpoint it scores the same one again, as the reference does.
+
 Written for the image's Python (3.6 in tensorflow/tensorflow:2.4.0-gpu), so no annotations that need newer.
 """
 
@@ -32,7 +40,7 @@ import functools
 import os
 import time
 
-from mlperf_wf_mllog import cache_cleared, result_file
+from mlperf_wf_mllog import cache_cleared, lines_logged_so_far, result_file
 from mlperf_wf_submission import submission_values
 from sitecustomize import after_import
 
@@ -53,13 +61,9 @@ class _State:
 
 
 def _run_stop_logged():
-    """Whether the result file already holds a run_stop (a restarted evaluation process must not log a second)."""
-    target = result_file()
-    try:
-        with open(target) as handle:
-            return any('"key": "run_stop"' in line for line in handle)
-    except (OSError, TypeError):
-        return False
+    """Whether the run already logged a run_stop (a restarted evaluation process must not log a second): in the result
+    file, or in any process's own file while the run runs (mlperf_wf_mllog.lines_logged_so_far)."""
+    return any('"key": "run_stop"' in line for line in lines_logged_so_far())
 
 
 def _samples(flags, step):
@@ -166,5 +170,45 @@ def _patch_estimator_seed(module):
     run_config.__init__ = __init__
 
 
+NEW_CHECKPOINT_POLL_SECONDS = 5.0
+NEW_CHECKPOINT_WAIT_SECONDS = 1800.0
+"""How long an evaluation waits for the training's next checkpoint before it evaluates the same one again (the
+reference's behaviour): one interval of 586 steps takes minutes, so this is only a bound against waiting forever."""
+
+
+def latest_checkpoint(model_dir):
+    """The checkpoint TensorFlow's ``checkpoint`` state file in ``model_dir`` names last (``model_checkpoint_path``), as
+    ``tf.train.latest_checkpoint`` reads it, or None."""
+    try:
+        with open(os.path.join(model_dir, "checkpoint")) as handle:
+            for line in handle:
+                if line.startswith("model_checkpoint_path:"):
+                    return line.split(":", 1)[1].strip().strip('"')
+    except OSError:
+        return None
+    return None
+
+
+def _patch_estimator_evaluate(module):
+    """Each evaluation scores a checkpoint it has not scored yet (see 7. in the module docstring)."""
+    estimator = module.Estimator
+    original_evaluate = estimator.evaluate
+    evaluated = {}
+
+    @functools.wraps(original_evaluate)
+    def evaluate(self, *args, **kwargs):
+        if kwargs.get("checkpoint_path") is None and len(args) < 4:
+            model_dir = getattr(self, "model_dir", None)
+            waited = 0.0
+            while model_dir in evaluated and latest_checkpoint(model_dir) == evaluated[model_dir] and waited < NEW_CHECKPOINT_WAIT_SECONDS:
+                time.sleep(NEW_CHECKPOINT_POLL_SECONDS)
+                waited += NEW_CHECKPOINT_POLL_SECONDS
+            evaluated[model_dir] = latest_checkpoint(model_dir)
+        return original_evaluate(self, *args, **kwargs)
+
+    estimator.evaluate = evaluate
+
+
 after_import("mlp_logging", _patch_mlp_logging)
 after_import("tensorflow_estimator.python.estimator.run_config", _patch_estimator_seed)
+after_import("tensorflow_estimator.python.estimator.estimator", _patch_estimator_evaluate)

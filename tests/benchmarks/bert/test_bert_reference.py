@@ -21,7 +21,9 @@ import pytest
 
 from mlperf_wf.benchmarks.bert import prepare as prep
 from mlperf_wf.config.registry import load_benchmark, load_dataset
+from mlperf_wf.plan import launch
 from mlperf_wf.results import compliance
+from mlperf_wf.run import mllog_parts
 from tests.conftest import reference_source
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -178,8 +180,9 @@ SUBMISSION = {
 }
 
 
-def simulate_run(tmp_path: Path, patched: bool, accuracies: list[float]) -> Path:
-    """Both processes of one run, interleaved as they are in time, appending to one result file."""
+def simulate_run(tmp_path: Path, patched: bool, accuracies: list[float], parts: bool = False) -> Path:
+    """Both processes of one run, interleaved as they are in time, appending to one result file (``parts``: each
+    process to a file of its own, merged after the run, as a full-scale launch line makes them)."""
     stub = tmp_path / "stub"
     (stub / "absl").mkdir(parents=True)
     (stub / "absl" / "__init__.py").write_text(ABSL_STUB.format(values=FLAG_VALUES))
@@ -194,6 +197,8 @@ def simulate_run(tmp_path: Path, patched: bool, accuracies: list[float]) -> Path
     if patched:
         path = [str(HOOKS), str(PATCHES), *path]
         env.update({"MLPERF_WF_HOOKS": "mlperf_wf_bert", "COMPLIANCE_FILE": str(result_file), "SEED": "4321", **SUBMISSION})
+        if parts:
+            env[launch.MLLOG_PARTS_VARIABLE] = str(mllog_parts.parts_folder(result_file))
     env["PYTHONPATH"] = os.pathsep.join(path)
     steps = [0, 586, 1172, 1758]
     calls = [["train_start"], ["eval", "0", str(accuracies[0])]]
@@ -203,12 +208,16 @@ def simulate_run(tmp_path: Path, patched: bool, accuracies: list[float]) -> Path
     for call in calls:
         done = subprocess.run([sys.executable, str(tmp_path / "driver.py"), *call], cwd=workdir, env=env, capture_output=True, text=True, timeout=60)
         assert done.returncode == 0, done.stderr
+    if parts:
+        mllog_parts.merge(result_file)
     return result_file if patched else workdir / "bert.log"
 
 
 @needs_reference
-def test_the_patched_reference_log_passes_5_0_0_closed_and_stops_at_the_target(tmp_path):
-    result = simulate_run(tmp_path, patched=True, accuracies=[0.34085, 0.70, 0.7213, 0.73])
+@pytest.mark.parametrize("parts", [False, True], ids=["one-file", "a-file-per-process"])
+def test_the_patched_reference_log_passes_5_0_0_closed_and_stops_at_the_target(tmp_path, parts):
+    # a file per process: each evaluation process is a new one, and it must still see the run_stop an earlier one logged
+    result = simulate_run(tmp_path, patched=True, accuracies=[0.34085, 0.70, 0.7213, 0.73], parts=parts)
     verdict = compliance.check(result, "5.0.0")
     assert verdict.verdict == "passed", verdict.messages
     text = result.read_text()
