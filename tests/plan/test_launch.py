@@ -8,7 +8,7 @@ import pytest
 
 from mlperf_wf.config.registry import Container, load_benchmark
 from mlperf_wf.errors import ConfigError
-from mlperf_wf.plan.launch import HostHooks, Launch, RunPaths, drop_page_cache, full_scale, tiny_command
+from mlperf_wf.plan.launch import HostHooks, Launch, RunPaths, drop_page_cache, full_scale, raise_limits, tiny_command
 
 IMAGE = "mlperf-workflow/llama2_70b_lora:ref-aa344c7-pytorch24.01-patches1"
 DIGEST = "sha256:" + "ab" * 32
@@ -231,3 +231,19 @@ def test_full_devices_must_be_device_paths():
     assert full.devices == ["/dev/fuse"]
     with pytest.raises(ValueError, match=r"full.devices: 'fuse' is not a device path; allowed: an absolute path under /dev/"):
         type(full).model_validate({**full.model_dump(), "devices": ["fuse"]})
+
+
+def test_the_limits_the_reference_raises_are_raised_before_the_launch_and_a_lower_hard_limit_is_said(run, tmp_path):
+    import subprocess
+
+    bench, paths, _ = run
+    raising = bench.model_copy(update={"full": bench.full.model_copy(update={"ulimits": {"nofile": 4096}})})
+    limits = raise_limits(raising.full.ulimits)
+    for launcher in ("pyxis", "apptainer", "local"):
+        assert f"{drop_page_cache(1, srun=launcher == 'pyxis')}; {limits}; " in full_scale(raising, 3, 1237, paths, Launch(launcher), image=PINNED)
+    assert " --ulimit nofile=4096 " in full_scale(raising, 3, 1237, paths, Launch("docker"), image=PINNED)  # the engine's, not the shell's
+    raised = subprocess.run(["bash", "-c", f"ulimit -Sn 1024; ulimit -Hn 8192; {limits}; ulimit -Sn"], capture_output=True, text=True, check=True)
+    assert raised.stdout.strip() == "4096" and not raised.stderr
+    # a hard limit under the reference's: said in the job's log, and the run goes on as the reference's launch does
+    lower = subprocess.run(["bash", "-c", f"ulimit -Sn 1024; ulimit -Hn 2048; {limits}; echo went on"], capture_output=True, text=True, check=True)
+    assert "went on" in lower.stdout and "could not raise the nofile limit to 4096 (hard limit 2048)" in lower.stderr

@@ -144,7 +144,8 @@ def test_full_plan_mounts_every_role_the_runs_read_and_requests_the_geometry(nam
     removal = f") && rm -rf results/{name}/runs/0/scratch || exit $?" if scratch else ""
     # then the MLLOG files of the run's processes are merged into its result file, whatever the run's status
     merge = f') || run_status=$?; mlperf-wf merge-mllog results/{name}/runs/0/result.txt || exit 1; [ "$run_status" = 0 ] || exit "$run_status"'
-    preflight += f"run_status=0; ({'(' if scratch else ''}{launch.drop_page_cache()}; "  # then the page cache, on this host
+    limits = launch.raise_limits(bench.full.ulimits)  # and the limits the reference's launch raises
+    preflight += f"run_status=0; ({'(' if scratch else ''}{launch.drop_page_cache()}; {limits + '; ' if limits else ''}"  # then the page cache, on this host
     assert job.command.startswith(preflight) and job.command.endswith(removal + merge)
     assert job.command.removeprefix(preflight).startswith(f"mkdir -p {' '.join(scratch)} && docker run" if scratch else "docker run")
     for area, folder in zip(bench.full.scratch.values(), scratch, strict=True):

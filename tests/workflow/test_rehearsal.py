@@ -144,6 +144,10 @@ def check_reached_the_gpu(ran: campaign.Campaign, name: str, nodes: int) -> None
     checks = [check for r in ranks for check in r["checked"]]
     assert all(check["held"] for check in checks), [c for c in checks if not c["held"]]
     assert any(check["kind"] in ("path", "glob") for check in checks), "the probe opened no input of the reference"
+    if any("left at" in check["detail"] for check in checks):
+        # a limit the reference raises, where the box's hard limit is lower: the line tried, before the launch, and said so
+        for limit, value in registry.load_benchmark(name).full.ulimits.items():
+            assert f"could not raise the {limit} limit to {value}" in ran.train_log(name, ran.planned_run)
     if not rehearsal.one_world:
         assert len({r["host"] for r in ranks}) == nodes, "the reference's processes ran on every node"
         return

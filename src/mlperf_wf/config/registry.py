@@ -435,6 +435,10 @@ class FullScale(_Strict):
     (``{master_addr}``, ``{master_port}``, ``{node_rank}`` become the allocation's values)."""
     process_model: Literal["per_node", "per_gpu"] = "per_node"
     """per_node: the command is a launcher (accelerate, torchrun) started once per node; per_gpu: one process per GPU, ranks from SLURM."""
+    ulimits: dict[Literal["nofile"], int] = Field(default_factory=dict)
+    """Soft resource limits the reference's launch raises for its processes (``nofile``: open files, as qwen35's
+    run.sub ``ulimit -Sn 65535``): the launch line raises each before it starts the run (srun, apptainer and the local
+    launcher pass it on; docker gets ``--ulimit``), and says so in the job's log where the hard limit is lower."""
     srun_mpi: Literal["pmix", "pmi2", "none"] | None = None
     """``srun --mpi`` of a ``per_gpu`` launch, as the reference's launch passes it; unset: no ``--mpi`` (the site's
     ``MpiDefault``), as a reference whose srun line passes none (its ranks read SLURM's variables, no PMI needed). A

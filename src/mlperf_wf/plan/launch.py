@@ -282,6 +282,22 @@ AMD_DEVICES = ("/dev/kfd", "/dev/dri")
 start their images (dlrmv4's README.MD: ``docker run --device=/dev/kfd --device=/dev/dri``)."""
 
 
+ULIMIT_FLAGS = {"nofile": "-n"}
+"""bash's ``ulimit`` flag for each limit a definition may raise (``full.ulimits``; docker's ``--ulimit`` names)."""
+
+
+def raise_limits(ulimits: dict[str, int]) -> str:
+    """Shell that raises each soft limit for the processes the line starts (they inherit it: srun passes its limits to
+    the tasks by default), as the reference's launch script does; where the hard limit is lower, it says so in the
+    job's log and the run goes on, as the reference's does."""
+    steps = []
+    for name, value in sorted(ulimits.items()):
+        letter = ULIMIT_FLAGS[name].lstrip("-")
+        warn = f'echo "mlperf-wf: could not raise the {name} limit to {value} (hard limit $(ulimit -H{letter}))" >&2'
+        steps.append(f"{{ ulimit -S{letter} {value} 2>/dev/null || {warn}; }}")
+    return "; ".join(steps)
+
+
 def docker_argv(
     image: str,
     workdir: str,
@@ -291,6 +307,7 @@ def docker_argv(
     command: list[str],
     gpus: str | None,
     devices: tuple[str, ...] = (),
+    ulimits: dict[str, int] | None = None,
 ) -> list[str]:
     """``docker run`` with mounts, environment and the command.
 
@@ -312,6 +329,8 @@ def docker_argv(
         argv += ["--network=host", "--ipc=host", "--ulimit", "memlock=-1", "--ulimit", "stack=67108864"]
     else:
         argv += ["--network", "none"]
+    for name, value in sorted((ulimits or {}).items()):
+        argv += ["--ulimit", f"{name}={value}"]  # the engine sets a container's limits, not the calling shell
     for host, container, mode in mounts:
         argv += ["-v", f"{host}:{container}:{mode}" if mode == "ro" else f"{host}:{container}"]
     for key, value in sorted(env.items()):
@@ -418,7 +437,8 @@ def full_scale(bench: BenchmarkDef, run: int, seed: int, paths: RunPaths, launch
         raise ConfigError(f"{bench.name}: the run needs the folders of input roles {missing}")
     env = _container_env(bench, paths, seed, launch)
     workdir = launch.workdir or bench.full.workdir
-    drop = drop_page_cache(launch.nodes, srun=launch.launcher == "pyxis")
+    # what the line does on the host before the launch: the page cache, then the reference's raised limits
+    drop = "; ".join(filter(None, [drop_page_cache(launch.nodes, srun=launch.launcher == "pyxis"), raise_limits(bench.full.ulimits)]))
     if launch.launcher == "local":
         return f"{drop}; {_local(bench, run, seed, paths, launch, env, workdir)}"
     command = reference_command(bench, run, seed, paths, launch)
@@ -429,7 +449,17 @@ def full_scale(bench: BenchmarkDef, run: int, seed: int, paths: RunPaths, launch
     scratch = [*scratch_by_name.values(), *(paths.inputs[role].resolve() for role in paths.writable)]
     passthrough = (*launch.env_passthrough, CACHE_CLEARED_VARIABLE)  # the drop's outcome, set by the line above
     if launch.launcher == "docker":
-        argv = docker_argv(image.docker_reference, workdir, mounts, env, passthrough, command, gpus=bench.full.accelerator, devices=tuple(bench.full.devices))
+        argv = docker_argv(
+            image.docker_reference,
+            workdir,
+            mounts,
+            env,
+            passthrough,
+            command,
+            gpus=bench.full.accelerator,
+            devices=tuple(bench.full.devices),
+            ulimits=bench.full.ulimits,
+        )
         return f"{drop}; {_make_folders(scratch, shell_join(argv))}"
     if launch.launcher == "apptainer":
         home = paths.result_file.parent.resolve() / "home"

@@ -173,7 +173,7 @@ def probe(ctx) -> None:
         ctx.fail(f"run_grpo_nemo_gym.py:137 OmegaConf.to_container(resolve=True) of {args.config}: {type(error).__name__}: {error}")
     # Every later check runs even when one fails, so one rehearsal shows every problem; the driver fails at the end.
     problems = []
-    for stage in (_inputs, _megatron_checkpoint, _geometry, _log_init_start, _dev_fuse):
+    for stage in (_inputs, _megatron_checkpoint, _geometry, _log_init_start, _dev_fuse, _launch_environment):
         try:
             stage(ctx, config)
         except ProbeFailure as error:
@@ -284,6 +284,56 @@ def _dev_fuse(ctx, config: dict) -> None:
     ctx.record("mount", "/dev/fuse", "config_mounts.sh mounts /dev/fuse for the per-task Apptainer sandboxes", mounted)
     if not mounted:
         ctx.fail("/dev/fuse is not mounted into the container (config_mounts.sh mounts it for the per-task Apptainer sandboxes)")
+
+
+LAUNCH_SCRIPTS = ("/workspace/llm/run.sub", "/workspace/llm/run_and_time.sh")
+"""The reference's launch (docker/mlperf, at /workspace/llm in the image): run.sub starts run_and_time.sh in the container."""
+LAUNCH_VARIABLES = (
+    "CUDA_DEVICE_MAX_CONNECTIONS",
+    "NCCL_LAUNCH_ORDER_IMPLICIT",
+    "RAY_ENABLE_UV_RUN_RUNTIME_ENV",
+    "NEMO_GYM_SWE_WORKSPACE_ROOT",
+    "HF_HOME",
+    "TRANSFORMERS_OFFLINE",
+    "RAY_CGRAPH_get_timeout",
+    "TORCH_NCCL_ASYNC_ERROR_HANDLING",
+    "VLLM_USE_RAY_V2_EXECUTOR_BACKEND",
+)
+"""What the reference's launch exports for every process with a fixed value (the rest are paths and secrets the plan
+sets from its mounts, or run.sub's own bookkeeping)."""
+
+
+def _launch_environment(ctx, config: dict) -> None:
+    """Each of :data:`LAUNCH_VARIABLES` has the value the reference's own launch lines give it (``export NAME=VALUE`` or
+    ``export NAME="${NAME:-VALUE}"``), and the open-files limit is run.sub's ``ulimit -Sn`` (its hard limit allows it
+    here), as the driver and every Ray worker inherit them."""
+    import resource
+
+    exported: dict[str, tuple[str, str]] = {}
+    wanted_limit = None
+    for script in LAUNCH_SCRIPTS:
+        text = ctx.path(script, "the reference's launch script", kind="file").read_text()
+        for number, line in enumerate(text.splitlines(), start=1):
+            found = re.match(r'\s*export (\w+)="?(?:\$\{\1:-)?([^"}$]*)\}?"?\s*$', line)
+            if found:
+                exported[found.group(1)] = (found.group(2), f"{Path(script).name}:{number}")
+            limit = re.search(r"ulimit -Sn (\d+)", line)
+            if limit:
+                wanted_limit = (int(limit.group(1)), f"{Path(script).name}:{number}")
+    for name in LAUNCH_VARIABLES:
+        if name not in exported:
+            ctx.fail(f"{name} is no longer exported by {', '.join(LAUNCH_SCRIPTS)}: update LAUNCH_VARIABLES")
+        value, where = exported[name]
+        ctx.equal(f"${name}", os.environ.get(name), value, f"{where} exports it")
+    if wanted_limit is None:
+        ctx.fail(f"no `ulimit -Sn` in {', '.join(LAUNCH_SCRIPTS)}")
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or hard >= wanted_limit[0]:
+        ctx.equal("the open-files soft limit", soft, wanted_limit[0], f"{wanted_limit[1]} ulimit -Sn")
+    else:
+        # run.sub raises it only where the hard limit allows; so does the plan's line, saying so in the job's log (the
+        # test reads that line there)
+        ctx.record("value", "the open-files soft limit", f"{wanted_limit[1]} ulimit -Sn", True, f"hard limit {hard} < {wanted_limit[0]}: left at {soft}")
 
 
 class _Rank:
