@@ -95,11 +95,14 @@ class _NoQuote(str):
 
 
 def _parse_nnodes(j: str) -> tuple[int, int, int, str]:
-    """torchx.components.dist.parse_nnodes: ``[min:]max x nproc``."""
-    match = re.fullmatch(r"(?:(\d+):)?(\d+)x(\d+)", j)
+    """torchx.components.dist.parse_nnodes: ``[[min:]max x] nproc`` (a bare nproc is one node);
+    tests/workflow/test_torchx_contract.py holds it to torchx's own."""
+    match = re.fullmatch(r"(?:(?:(\d+):)?(\d+)x)?(\d+)", j)
     if not match:
         raise ValueError(f"torchx: bad -j {j!r}")
-    minimum, maximum, nproc = match.group(1), match.group(2), match.group(3)
+    minimum, maximum, nproc = match.groups()
+    if maximum is None:
+        return 1, 1, int(nproc), "1"
     return int(minimum or maximum), int(maximum), int(nproc), f"{minimum}:{maximum}" if minimum else maximum
 
 

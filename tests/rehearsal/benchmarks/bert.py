@@ -237,6 +237,13 @@ def parse_flags(ctx, argv: list[str], definitions: dict[str, dict]) -> dict:
     return values
 
 
+def check_required(ctx, flags: dict) -> None:
+    """absl's validators of ``flags.mark_flag_as_required`` (run_pretraining.py's ``__main__``)."""
+    for name in required_flags(ctx):
+        if flags.get(name) is None:
+            ctx.fail(f"absl: flag --{name} must be given (run_pretraining.py marks it required)")
+
+
 # --- the probe ---------------------------------------------------------------------------------------------------
 
 
@@ -287,9 +294,7 @@ def probe(ctx) -> None:
     ctx.world_from_launcher = False  # a TensorFlow process drives the node's GPUs itself (MirroredStrategy)
     definitions = flag_definitions(ctx)
     flags = parse_flags(ctx, ctx.argv, definitions)
-    for name in required_flags(ctx):
-        if flags.get(name) is None:
-            ctx.fail(f"absl: flag --{name} must be given (run_pretraining.py marks it required)")
+    check_required(ctx, flags)
     if not flags["do_train"] and not flags["do_eval"]:
         ctx.fail("run_pretraining.py:478: at least one of --do_train and --do_eval must be true")
     training = flags["do_train"]
