@@ -11,16 +11,15 @@ and required flags, and through the stand-in.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 
 import pytest
 
+from tests.reference_venv import REFERENCE_PYTHON, reference_python_with
 from tests.rehearsal import probe
 from tests.rehearsal.benchmarks import bert
-from tests.rehearsal.spec import REFERENCE_SOURCES, ROOT
+from tests.rehearsal.spec import REFERENCE_SOURCES
 
-REFERENCE_PYTHON = ROOT / ".venv-reference" / "bin" / "python"
 BERT = REFERENCE_SOURCES / "mlcommons-training-aa344c7" / "retired_benchmarks" / "bert"
 
 REAL_ABSL = """
@@ -63,12 +62,7 @@ def _context() -> probe.ProbeContext:
 
 
 def _real() -> dict[str, tuple[int, dict | None]]:
-    found = subprocess.run([str(REFERENCE_PYTHON), "-c", "import absl.flags"], capture_output=True) if REFERENCE_PYTHON.exists() else None
-    if found is None or found.returncode != 0:
-        message = f"absl-py is not installed in {REFERENCE_PYTHON.parent.parent}: make .venv-reference/bin/activate"
-        if os.environ.get("MLPERF_WF_REQUIRE_REFERENCE"):
-            pytest.fail(message)
-        pytest.skip(message)
+    reference_python_with("absl.flags", "absl-py")
     ctx = _context()
     files = [str(path) for path in bert._local_modules(ctx, "run_pretraining.py")]
     outcomes = {}

@@ -21,13 +21,9 @@ import os
 import subprocess
 from pathlib import Path
 
-import pytest
-
+from tests.reference_venv import REFERENCE_PYTHON, reference_python_with
 from tests.rehearsal import probe
 from tests.rehearsal.benchmarks import _llama31, stable_diffusion
-from tests.rehearsal.spec import ROOT
-
-REFERENCE_PYTHON = ROOT / ".venv-reference" / "bin" / "python"
 
 REAL_TRAINER = """
 import json, os, sys, warnings
@@ -90,12 +86,7 @@ TORCHRUN_SCENARIOS = {
 
 
 def _real(scenarios: dict[str, tuple[int, int, dict[str, str]]]) -> dict[str, str]:
-    found = subprocess.run([str(REFERENCE_PYTHON), "-c", "import lightning"], capture_output=True) if REFERENCE_PYTHON.exists() else None
-    if found is None or found.returncode != 0:
-        message = f"Lightning is not installed in {REFERENCE_PYTHON.parent.parent}: make .venv-reference/bin/activate"
-        if os.environ.get("MLPERF_WF_REQUIRE_REFERENCE"):
-            pytest.fail(message)
-        pytest.skip(message)
+    reference_python_with("lightning", "Lightning")
     given = [{"devices": devices, "nodes": nodes, "env": env} for devices, nodes, env in scenarios.values()]
     env = {"PATH": "/usr/bin:/bin", "PYTHONDONTWRITEBYTECODE": "1"}
     done = subprocess.run([str(REFERENCE_PYTHON), "-c", REAL_TRAINER, json.dumps(given)], capture_output=True, text=True, env=env, timeout=120)

@@ -22,9 +22,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.reference_venv import reference_python_with
 from tests.rehearsal.spec import REFERENCE_SOURCES, ROOT
 
-REFERENCE_PYTHON = ROOT / ".venv-reference" / "bin" / "python"
 NEMO_RUN_SOURCE = REFERENCE_SOURCES / "nemo-run-34259bd" / "src" / "nemo_run"
 
 REAL_EXPERIMENT = """
@@ -54,16 +54,6 @@ print("script ended", flush=True)
 """
 
 
-def _real_nemo_run() -> Path:
-    found = subprocess.run([str(REFERENCE_PYTHON), "-c", "import nemo_run"], capture_output=True) if REFERENCE_PYTHON.exists() else None
-    if found is None or found.returncode != 0:
-        message = f"NeMo-Run at its pin is not installed in {REFERENCE_PYTHON.parent.parent}: make .venv-reference/bin/activate with ../shared beside"
-        if os.environ.get("MLPERF_WF_REQUIRE_REFERENCE") and NEMO_RUN_SOURCE.is_dir():
-            pytest.fail(message)
-        pytest.skip(message)
-    return REFERENCE_PYTHON
-
-
 def _experiment(python: Path, script: str, patches: str | None, first_status: int, folder: Path) -> tuple[int, bool, str]:
     """(exit status, whether the second task ran, stderr) of one experiment whose first task exits ``first_status``."""
     marker = folder / "second-task-ran"
@@ -87,7 +77,7 @@ SCENARIOS = [(None, 3), (None, 0), ("llama31_8b", 3), ("llama31_8b", 0), ("llama
 def test_the_stand_in_experiment_ends_as_nemo_run_s_own(tmp_path, patches, first_status):
     if not NEMO_RUN_SOURCE.is_dir():
         pytest.skip(f"NeMo-Run's source is not at {NEMO_RUN_SOURCE}")
-    real_python = _real_nemo_run()
+    real_python = reference_python_with("nemo_run", "NeMo-Run at its pin", required=NEMO_RUN_SOURCE.is_dir(), how=" with ../shared beside")
     (tmp_path / "real").mkdir()
     (tmp_path / "stand-in").mkdir()
     real = _experiment(real_python, REAL_EXPERIMENT, patches, first_status, tmp_path / "real")

@@ -9,15 +9,10 @@ one is torchx 0.7.0 in ``.venv-reference`` (NeMo-Run's dependency, installed by 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 
-import pytest
-
+from tests.reference_venv import REFERENCE_PYTHON, reference_python_with
 from tests.rehearsal.benchmarks import _nemo_run
-from tests.rehearsal.spec import ROOT
-
-REFERENCE_PYTHON = ROOT / ".venv-reference" / "bin" / "python"
 
 REAL = """
 import json, sys
@@ -42,12 +37,7 @@ def _stand_in(j: str) -> list | str:
 
 
 def test_the_stand_in_reads_j_as_torchx_does():
-    found = subprocess.run([str(REFERENCE_PYTHON), "-c", "import torchx.components.dist"], capture_output=True) if REFERENCE_PYTHON.exists() else None
-    if found is None or found.returncode != 0:
-        message = f"torchx is not installed in {REFERENCE_PYTHON.parent.parent}: make .venv-reference/bin/activate"
-        if os.environ.get("MLPERF_WF_REQUIRE_REFERENCE"):
-            pytest.fail(message)
-        pytest.skip(message)
+    reference_python_with("torchx.components.dist", "torchx")
     done = subprocess.run([str(REFERENCE_PYTHON), "-c", REAL, json.dumps(SCENARIOS)], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr[-2000:]
     real = dict(zip(SCENARIOS, json.loads(done.stdout), strict=True))
