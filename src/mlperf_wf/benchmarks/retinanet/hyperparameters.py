@@ -22,11 +22,6 @@ class Hyperparameters(TinyHyperparameters):
     """Epochs of linear warmup (reference: --warmup-epochs 1)."""
     warmup_factor: float = Field(0.1, ge=0)
     """Learning-rate multiplier at the first step of warmup (reference: --warmup-factor 1e-3)."""
-    lr_drop_epoch: int = Field(4, ge=1)
-    """From this epoch on (0-based) the learning rate is multiplied by ``lr_drop_factor`` (the reference keeps it constant;
-    the tiny model needs the drop to settle its boxes within the demo budget)."""
-    lr_drop_factor: float = Field(0.1, gt=0, le=1)
-    """Learning-rate multiplier from ``lr_drop_epoch`` on."""
     epochs: int = Field(10, ge=1)
     """Epoch budget before the run stops without reaching the target (reference: --epochs, NUMEPOCHS=8 in the configs)."""
     image_size: int = 64
