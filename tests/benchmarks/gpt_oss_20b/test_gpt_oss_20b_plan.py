@@ -6,11 +6,16 @@ DAG listing the ten train jobs. Every launcher x 1 and 2 nodes is golden in test
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from mlperf_wf.plan.plan import merged_after_the_run
 from tests.plan.test_plan import make_plan, workdir  # noqa: F401 - workdir is a fixture
 
 NAME = "gpt_oss_20b"
-SCRATCH_REMOVAL = ") && rm -rf results/gpt_oss_20b/runs/0/scratch || exit $?"
-"""The end of a run's line: its per-run scratch (Megatron's index cache) goes once the run succeeded."""
+MERGE = ")" + merged_after_the_run("", Path("results/gpt_oss_20b/runs/0/result.txt")).split("()", 1)[1]
+SCRATCH_REMOVAL = ") && rm -rf results/gpt_oss_20b/runs/0/scratch || exit $?" + MERGE
+"""The end of a run's line: its per-run scratch (Megatron's index cache) goes once the run succeeded, then its processes'
+MLLOG files are merged into its result file."""
 PINNED = {NAME: {"image": f"registry.example:5000/mlperf/{NAME}:ref-1", "digest": "sha256:" + "ab" * 32}}
 
 

@@ -78,7 +78,7 @@ def test_full_scale_dry_run_lists_the_real_plan(full_dry_runs):
     out = ran.output
     for line in ran.train_lines:
         # the job's own preflight, the emptied run folder, the node check, then the page cache
-        assert "|| exit 2; node_check_attempt=" in line and "--excluded results/excluded-nodes.txt || exit 1; if { sync && " in line
+        assert "|| exit 2; node_check_attempt=" in line and "--excluded results/excluded-nodes.txt || exit 1; run_status=0; (if { sync && " in line
         assert "; fi; docker run --rm --gpus all --network=host --ipc=host" in line
         assert "accelerate launch --num_processes 8 --config_file configs/default_config.yaml scripts/train.py" in line
     for seed in range(1234, 1244):

@@ -16,7 +16,9 @@ def test_the_references_32_node_plan_matches_its_golden_file(workdir):  # noqa: 
     assert "python main.py lightning.trainer.num_nodes=32 lightning.trainer.devices=8 " in pyxis["command"]
     # the config's data paths under the mounted prepared tree (/datasets/dataset), as main.py's dotlist overrides
     assert "'data.params.train.params.urls=/datasets/dataset/laion-400m/webdataset-moments-filtered/{00000..00831}.tar'" in pyxis["command"]
-    assert "model.params.validation_config.fid.gt_path=/datasets/dataset/coco2014/val2014_30k_stats.npz -m train" in pyxis["command"]
+    assert "model.params.validation_config.fid.gt_path=/datasets/dataset/coco2014/val2014_30k_stats.npz" in pyxis["command"]
+    # no checkpoint in the timed region (main.py's default save_last: True, the config's save_top_k: -1)
+    assert " lightning.modelcheckpoint.params.save_top_k=0 lightning.modelcheckpoint.params.save_last=False -m train" in pyxis["command"]
 
 
 def test_full_scale_dry_run_lists_the_ten_train_jobs(full_dry_runs):
