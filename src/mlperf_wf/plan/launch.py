@@ -282,8 +282,8 @@ AMD_DEVICES = ("/dev/kfd", "/dev/dri")
 start their images (dlrmv4's README.MD: ``docker run --device=/dev/kfd --device=/dev/dri``)."""
 
 
-ULIMIT_FLAGS = {"nofile": "-n"}
-"""bash's ``ulimit`` flag for each limit a definition may raise (``full.ulimits``; docker's ``--ulimit`` names)."""
+ULIMIT_LETTERS = {"nofile": "n"}
+"""bash's ``ulimit`` option letter for each limit a definition may raise (``full.ulimits``; docker's ``--ulimit`` names)."""
 
 
 def raise_limits(ulimits: dict[str, int]) -> str:
@@ -292,7 +292,7 @@ def raise_limits(ulimits: dict[str, int]) -> str:
     job's log and the run goes on, as the reference's does."""
     steps = []
     for name, value in sorted(ulimits.items()):
-        letter = ULIMIT_FLAGS[name].lstrip("-")
+        letter = ULIMIT_LETTERS[name]
         warn = f'echo "mlperf-wf: could not raise the {name} limit to {value} (hard limit $(ulimit -H{letter}))" >&2'
         steps.append(f"{{ ulimit -S{letter} {value} 2>/dev/null || {warn}; }}")
     return "; ".join(steps)
@@ -438,9 +438,9 @@ def full_scale(bench: BenchmarkDef, run: int, seed: int, paths: RunPaths, launch
     env = _container_env(bench, paths, seed, launch)
     workdir = launch.workdir or bench.full.workdir
     # what the line does on the host before the launch: the page cache, then the reference's raised limits
-    drop = "; ".join(filter(None, [drop_page_cache(launch.nodes, srun=launch.launcher == "pyxis"), raise_limits(bench.full.ulimits)]))
+    before_launch = "; ".join(filter(None, [drop_page_cache(launch.nodes, srun=launch.launcher == "pyxis"), raise_limits(bench.full.ulimits)]))
     if launch.launcher == "local":
-        return f"{drop}; {_local(bench, run, seed, paths, launch, env, workdir)}"
+        return f"{before_launch}; {_local(bench, run, seed, paths, launch, env, workdir)}"
     command = reference_command(bench, run, seed, paths, launch)
     scratch_by_name = scratch_folders(bench, paths)
     mounts = _mounts(bench, paths, launch, scratch_by_name)
@@ -460,14 +460,14 @@ def full_scale(bench: BenchmarkDef, run: int, seed: int, paths: RunPaths, launch
             devices=tuple(bench.full.devices),
             ulimits=bench.full.ulimits,
         )
-        return f"{drop}; {_make_folders(scratch, shell_join(argv))}"
+        return f"{before_launch}; {_make_folders(scratch, shell_join(argv))}"
     if launch.launcher == "apptainer":
         home = paths.result_file.parent.resolve() / "home"
         argv = apptainer_argv(
             image.apptainer_reference, workdir, mounts, env, passthrough, command, str(home), bench.full.accelerator, tuple(bench.full.devices)
         )
-        return f"{drop}; {_make_folders([home, *scratch], _join_keep_variables(argv))}"
-    return f"{drop}; {_make_folders(scratch, pyxis_script(bench, image.enroot_reference, mounts, env, passthrough, command, launch, workdir))}"
+        return f"{before_launch}; {_make_folders([home, *scratch], _join_keep_variables(argv))}"
+    return f"{before_launch}; {_make_folders(scratch, pyxis_script(bench, image.enroot_reference, mounts, env, passthrough, command, launch, workdir))}"
 
 
 def _local(bench: BenchmarkDef, run: int, seed: int, paths: RunPaths, launch: Launch, env: dict[str, str], workdir: str) -> str:
