@@ -16,7 +16,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from mlperf_wf import skip_needless_garbage_collection
 from mlperf_wf.acquire.verify import STAMPS_NAME
 from mlperf_wf.config.checkout import project_root
 from mlperf_wf.errors import ConfigError, UserError
@@ -1038,7 +1037,6 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int | None]] = {
 
 
 def main(argv: list[str] | None = None) -> int:
-    skip_needless_garbage_collection()
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     import errno
