@@ -10,6 +10,9 @@ few per job, where it does not matter, so the package leaves the collector alone
 
 import atexit
 import gc
+import importlib.util
+import os
+import sys
 
 YOUNG_COLLECTION_THRESHOLD = 10_000
 """Allocations between two collections of the youngest generation (Python's default is 700); cycles are still
@@ -23,4 +26,23 @@ def skip_needless_garbage_collection() -> None:
     atexit.register(gc.freeze)
 
 
+def run_the_sitecustomize_this_one_hides() -> None:
+    """Python imports one ``sitecustomize``: the first on ``sys.path``. Where a process also has another on its path
+    (the round patches' start-up hooks, ``containers/hooks/sitecustomize.py``), run that one as Python would have
+    without this folder, under the same name, so that ``from sitecustomize import ...`` finds it."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    for entry in filter(None, sys.path):  # at start-up the script's folder ('') is not on the path yet
+        candidate = os.path.join(os.path.abspath(entry), "sitecustomize.py")
+        if os.path.dirname(candidate) != here and os.path.isfile(candidate):
+            spec = importlib.util.spec_from_file_location("sitecustomize", candidate)
+            module = importlib.util.module_from_spec(spec)
+            sys.modules["sitecustomize"] = module
+            spec.loader.exec_module(module)
+            return
+    # none: a later ``import sitecustomize`` in the process (a test that puts the hooks on its path) looks again
+    del sys.modules["sitecustomize"]
+
+
 skip_needless_garbage_collection()
+if __name__ == "sitecustomize":  # started by Python, not imported by the test session's conftest
+    run_the_sitecustomize_this_one_hides()

@@ -53,7 +53,7 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mlperf_wf.config.registry import BenchmarkDef, Container
+from mlperf_wf.config.registry import BenchmarkDef, Container, placeholders
 from mlperf_wf.errors import ConfigError
 from mlperf_wf.plan.sizing import PlannedBatch
 from mlperf_wf.run import mllog_parts
@@ -129,6 +129,9 @@ class Launch:
     """The run's global batch, its split and RCP hyperparameters (``full.sizing``): ``{gbs}``, ``{hp[KEY]}`` ..."""
     replaced_words: tuple[tuple[str, str], ...] = ()
     """Whole words of the reference command and what runs instead (a one-off job of the image: ``full.made_in_image``)."""
+    quality_target: float | None = None
+    """The quality the runs stop at under the plan's round and division (mlperf-logging's rules): the command's and
+    the environment's ``{quality_target}``; a ``Launch`` made without a plan takes the latest round's closed target."""
 
 
 class Minutes(int):
@@ -187,6 +190,8 @@ def reference_command(bench: BenchmarkDef, run: int, seed: int, paths: RunPaths,
         "walltime_minutes": Minutes(launch.walltime_minutes),
         **_batch_values(bench, launch),
     }
+    if any("quality_target" in placeholders(part) for part in bench.full.command):
+        values["quality_target"] = quality_target_text(bench, launch)
     replaced = dict(launch.replaced_words)  # the definition checks that each is a word of its command
     command = [replaced.get(part, part).format(**values) for part in bench.full.command]
     command = override_arguments(bench, command, launch.arguments)
@@ -237,10 +242,32 @@ def _batch_values(bench: BenchmarkDef, launch: Launch) -> dict[str, object]:
     return batch.format_values()
 
 
+def quality_target_text(bench: BenchmarkDef, launch: Launch) -> str:
+    """``{quality_target}``: the launch's target, or the latest round's closed one, as its shortest number."""
+    from mlperf_wf.config import mlperf_rules
+
+    if launch.quality_target is not None:
+        return f"{launch.quality_target:g}"
+    ruleset = mlperf_rules.resolve_ruleset(bench.submission_benchmark, "latest")
+    return f"{mlperf_rules.quality_target(bench.submission_benchmark, ruleset).value:g}"
+
+
+def definition_env(bench: BenchmarkDef, launch: Launch) -> dict[str, str]:
+    """The definition's ``full.env`` with its placeholders filled for ``launch``: the batch's (``GBS: "{gbs}"``: a
+    reference reading its batch from the environment gets the plan's) and ``{quality_target}`` (the rules' target,
+    where the reference reads it from the environment)."""
+    values: dict[str, object] = {**_batch_values(bench, launch)}
+    env = {}
+    for key, value in bench.full.env.items():
+        names = set(placeholders(value))
+        if "quality_target" in names and "quality_target" not in values:
+            values["quality_target"] = quality_target_text(bench, launch)
+        env[key] = value.format(**values) if names and names <= values.keys() else value  # a batch not wired keeps its text
+    return env
+
+
 def _container_env(bench: BenchmarkDef, paths: RunPaths, seed: int, launch: Launch) -> dict[str, str]:
-    # the batch's placeholders (``GBS: "{gbs}"``): a reference reading its batch from the environment gets the plan's
-    batch = _batch_values(bench, launch)
-    env = {key: value.format(**batch) if batch and "{" in value else value for key, value in bench.full.env.items()}
+    env = definition_env(bench, launch)
     env.update(dict(launch.env))
     env["COMPLIANCE_FILE"] = f"{bench.full.mounts['results']}/{paths.result_file.name}"
     env[MLLOG_PARTS_VARIABLE] = f"{bench.full.mounts['results']}/{mllog_parts.PARTS_FOLDER}"
