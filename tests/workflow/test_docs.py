@@ -63,3 +63,31 @@ def test_every_benchmark_readme_follows_the_template_and_stands_alone():
         assert sections == sorted(sections, key=BENCHMARK_SECTIONS.index), f"{readme}: sections out of order: {sections}"
         assert set(BENCHMARK_SECTIONS[:4]) <= set(sections), f"{readme}: missing {set(BENCHMARK_SECTIONS[:4]) - set(sections)}"
         assert not OUTSIDE_REFERENCES.search(text), f"{readme}: {OUTSIDE_REFERENCES.search(text).group(0)!r} refers to a text outside the project"
+
+
+def test_every_library_the_package_imports_is_a_declared_dependency():
+    """``pip install .`` gives a working CLI: each third-party module imported anywhere in ``src/mlperf_wf`` belongs to
+    a distribution that ``pyproject.toml`` declares (as installed here: the module's distribution by metadata)."""
+    import ast
+    import importlib.metadata
+    import sys
+    import tomllib
+
+    from packaging.requirements import Requirement
+
+    declared = {Requirement(line).name.lower().replace("_", "-") for line in tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]}
+    imported = set()
+    for path in (ROOT / "src" / "mlperf_wf").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                imported |= {alias.name.split(".")[0] for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                imported.add(node.module.split(".")[0])
+    distributions = importlib.metadata.packages_distributions()
+    third_party = sorted(name for name in imported if name not in sys.stdlib_module_names and name != "mlperf_wf")
+    undeclared = [
+        f"{name} ({', '.join(distributions.get(name, ['not installed']))})"
+        for name in third_party
+        if not {d.lower().replace("_", "-") for d in distributions.get(name, [])} & declared
+    ]
+    assert undeclared == []
