@@ -119,3 +119,15 @@ def test_a_password_in_a_url_is_never_stored(tmp_path):
     record = json.loads((dest / "download.json").read_text())
     assert record["uri"] == server.uri_url.replace("//", "//***@") and record["base_url"] == f"{server.base}/data/ds".replace("//", "//***@")
     assert not any(word in p.read_text(errors="replace") for p in dest.rglob("*") if p.is_file() for word in ("pa55word", "base-pa55"))
+
+
+def test_a_gated_answer_to_a_mirror_the_token_did_not_go_to_says_how_to_send_it(tmp_path, clean_env, capsys):
+    clean_env.setenv("HF_TOKEN", "hf_do_not_send")
+    make_repo(tmp_path / "hub")
+    with HubServer(tmp_path / "hub", "ds", REPO, COMMIT) as mirror:
+        mirror.faults = {"<listing>": ["401"]}
+        status = cli.main(["download", "--endpoint", mirror.endpoint, "--repository", REPO, "--revision", COMMIT, "--dest", str(tmp_path / "out")])
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    host = mirror.base.split("//")[1]
+    assert status != 0 and f"HF_TOKEN is set but was not sent to {host}: add it to MLPERF_WF_HF_TOKEN_HOSTS" in line, line
+    assert "hf_do_not_send" not in line

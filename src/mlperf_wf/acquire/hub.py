@@ -31,7 +31,7 @@ from pathlib import Path
 
 import requests
 
-from mlperf_wf.acquire.credentials import Credentials, hosts_from, redact, redacting
+from mlperf_wf.acquire.credentials import Credentials, hosts_from, origin, redact, redacting
 from mlperf_wf.acquire.download import DownloadRecord, Expected, RemoteFile, Transport, fetch_files, fetch_pages, fetch_text, place_dataset, staging_dir_for
 from mlperf_wf.acquire.verify import count_rows, quarantine_and_fail
 from mlperf_wf.config.registry import DatasetFile
@@ -232,6 +232,11 @@ def download_hub_dataset(
         text = fetch_text(repo.listing_url, headers, timeout, follow_redirects=True)
     except DownloadError as err:
         if re.search(r"HTTP 40[13]\b", str(err)):
+            if isinstance(headers, Credentials) and headers.headers and not headers.allowed(repo.listing_url):
+                host = origin(repo.listing_url)
+                raise DownloadError(
+                    f"{err}; {TOKEN_ENV} is set but was not sent to {host}: add it to {headers.hosts_variable} if it is meant to have it"
+                ) from None
             raise DownloadError(f"{err}; a gated or private repository needs {TOKEN_ENV} set to a token with access") from None
         raise
     listed = parse_listing(text, repo, dest.name)
