@@ -77,7 +77,9 @@ def _download_from_hub(definition: DatasetDef | None, dest: Path, options: HubOp
         source.revision,
     )
     wanted = definition.wanted if definition else (lambda _path: True)
-    return download_hub_dataset(repo, dest, wanted=wanted, pinned=definition.files if catalog else None, jobs=jobs)
+    return download_hub_dataset(
+        repo, dest, wanted=wanted, pinned=definition.files if catalog else None, jobs=jobs, catalog_endpoint=source.endpoint if source else None
+    )
 
 
 def _receive_fiftyone(definition: DatasetDef | None, dest: Path, source: str | None, expect: str, jobs: int) -> DownloadRecord:
@@ -149,7 +151,9 @@ def cmd_download(
         pinned = {f.path: f.md5 for f in definition.files if f.md5} if catalog else None
         wanted = definition.wanted if definition else (lambda _path: True)
         try:
-            record = download_dataset(uri_url, md5_url, dest, wanted=wanted, pinned_md5=pinned, jobs=jobs)
+            # The credentials go to the catalog entry's hosts (and the allowlist), never to a host only --uri names.
+            catalog_urls = tuple(u for u in (definition.source.uri, definition.source.md5) if u) if definition else ()
+            record = download_dataset(uri_url, md5_url, dest, wanted=wanted, pinned_md5=pinned, jobs=jobs, catalog_urls=catalog_urls)
         except DownloadError as err:
             if definition is None or ACCESS_REFUSED not in str(err):
                 raise
