@@ -39,8 +39,6 @@ def run_the_sitecustomize_this_one_hides() -> None:
             sys.modules["sitecustomize"] = module
             spec.loader.exec_module(module)
             return
-    # none: a later ``import sitecustomize`` in the process (a test that puts the hooks on its path) looks again
-    del sys.modules["sitecustomize"]
 
 
 skip_needless_garbage_collection()
