@@ -1,0 +1,137 @@
+"""``uv run``, the real one and the qwen35_397b_grpo rehearsal's stand-in (``qwen35_397b_grpo_image/bin/uv``): the same
+exit status and output when the driver exits 0, exits non-zero, is killed by a signal, when the launcher is sent
+SIGTERM or SIGINT (forwarded to the driver), and when it is killed at a timeout.
+
+The reference's ``run_and_time.sh`` starts the GRPO driver as ``uv run DRIVER --config ...`` in the image's synced
+project (``UV_PROJECT_ENVIRONMENT=/opt/nemo_rl_venv``, on ``PATH``) and exits with its status, which SLURM then reports
+for the job. The real uv here is uv 0.11.18 (the reference Dockerfile's ``UV_VERSION``) in ``.venv-reference``, run
+offline in a project of the same shape (no dependencies, already locked and synced), as in the image.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.reference_venv import REFERENCE_PYTHON, reference_python_with
+
+ROOT = Path(__file__).resolve().parents[2]
+STAND_IN = ROOT / "tests" / "rehearsal" / "benchmarks" / "qwen35_397b_grpo_image" / "bin" / "uv"
+
+DRIVER = """
+import os, signal, sys, time
+print("driver", sys.argv[1:], flush=True)
+print("driver's stderr", file=sys.stderr, flush=True)
+mode = sys.argv[1]
+if mode == "exit":
+    sys.exit(int(sys.argv[2]))
+if mode == "killed":
+    os.kill(os.getpid(), signal.SIGKILL)
+def stop(signum, frame):
+    print("driver got", signal.Signals(signum).name, flush=True)
+    signal.signal(signum, signal.SIG_DFL)
+    os.kill(os.getpid(), signum)
+signal.signal(signal.SIGTERM, stop)
+signal.signal(signal.SIGINT, stop)
+open(sys.argv[2], "w").write(str(os.getpid()))
+print("ready", flush=True)
+time.sleep(60)
+"""
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory) -> tuple[Path, dict[str, str]]:
+    """A locked, synced uv project like the image's ``/opt/nemo-rl``: its environment on ``PATH`` and named by
+    ``UV_PROJECT_ENVIRONMENT``; uv offline, with no Python downloads."""
+    reference_python_with("uv", "uv")
+    uv = REFERENCE_PYTHON.parent / "uv"
+    root = tmp_path_factory.mktemp("uv_project")
+    project = root / "project"
+    project.mkdir()
+    (project / "pyproject.toml").write_text('[project]\nname = "driver"\nversion = "0"\nrequires-python = ">=3.10"\ndependencies = []\n\n[tool.uv]\npackage = false\n')
+    (project / "driver.py").write_text(DRIVER)
+    environment = {key: value for key, value in os.environ.items() if key not in ("VIRTUAL_ENV", "PYTHONPATH")}
+    environment.update(
+        UV_PROJECT_ENVIRONMENT=str(root / "venv"),
+        UV_OFFLINE="1",
+        UV_PYTHON_DOWNLOADS="never",
+        UV_CACHE_DIR=str(root / "cache"),
+        UV_NO_CONFIG="1",
+        PATH=f"{root / 'venv' / 'bin'}{os.pathsep}{os.environ['PATH']}",
+        REAL_UV=str(uv),
+    )
+    for step in (["venv", "--quiet", "--python", sys.executable, str(root / "venv")], ["sync", "--quiet"]):
+        done = subprocess.run([str(uv), *step], cwd=project, env=environment, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+    return project, environment
+
+
+def _launchers(environment: dict[str, str]) -> dict[str, list[str]]:
+    return {"uv": [environment["REAL_UV"], "run"], "stand-in": [str(STAND_IN), "run"]}
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def _finished(project: tuple[Path, dict[str, str]], *arguments: str) -> dict[str, tuple[int, str, str]]:
+    cwd, environment = project
+    outcomes = {}
+    for name, launcher in _launchers(environment).items():
+        done = subprocess.run([*launcher, "driver.py", *arguments], cwd=cwd, env=environment, capture_output=True, text=True, timeout=60)
+        outcomes[name] = (done.returncode, done.stdout, done.stderr)
+    return outcomes
+
+
+@pytest.mark.parametrize(("arguments", "status"), [(["exit", "0"], 0), (["exit", "3"], 3), (["killed"], 128 + signal.SIGKILL)])
+def test_a_driver_that_ends_gives_the_same_status_and_output(project, arguments, status):
+    outcomes = _finished(project, *arguments)
+    assert outcomes["stand-in"] == outcomes["uv"]
+    assert outcomes["uv"][0] == status and f"driver {arguments}" in outcomes["uv"][1], outcomes["uv"]
+
+
+@pytest.mark.parametrize("sent", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_to_the_launcher_reaches_the_driver_and_gives_the_same_status(project, tmp_path, sent):
+    cwd, environment = project
+    outcomes = {}
+    for name, launcher in _launchers(environment).items():
+        pid_file = tmp_path / name / "driver.pid"
+        pid_file.parent.mkdir()
+        process = subprocess.Popen([*launcher, "driver.py", "wait", str(pid_file)], cwd=cwd, env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        assert process.stdout.readline().startswith("driver") and process.stdout.readline() == "ready\n"
+        process.send_signal(sent)
+        stdout, stderr = process.communicate(timeout=30)
+        outcomes[name] = (process.returncode, stdout, _pid_alive(int(pid_file.read_text())))
+    assert outcomes["stand-in"] == outcomes["uv"]
+    assert outcomes["uv"] == (128 + sent, f"driver got {sent.name}\n", False), outcomes["uv"]
+
+
+def test_a_launcher_killed_at_a_timeout_gives_the_same_status(project, tmp_path):
+    cwd, environment = project
+    outcomes = {}
+    for name, launcher in _launchers(environment).items():
+        pid_file = tmp_path / name / "driver.pid"
+        pid_file.parent.mkdir()
+        with pytest.raises(subprocess.TimeoutExpired) as expired:
+            subprocess.run([*launcher, "driver.py", "wait", str(pid_file)], cwd=cwd, env=environment, capture_output=True, timeout=2)
+        deadline = time.monotonic() + 10
+        while not pid_file.exists() or not pid_file.read_text():
+            assert time.monotonic() < deadline, f"{name}: the driver never started"
+            time.sleep(0.05)
+        driver = int(pid_file.read_text())
+        # subprocess.run kills the launcher (SIGKILL) at the timeout: a launcher cannot forward that, so the driver
+        # outlives it under either; SLURM's step cleanup ends it in a job.
+        outcomes[name] = (expired.value.output.replace(bytes(tmp_path / name), b"TMP"), _pid_alive(driver))
+        if _pid_alive(driver):
+            os.kill(driver, signal.SIGKILL)
+    assert outcomes["stand-in"] == outcomes["uv"]
