@@ -54,7 +54,8 @@ def project(tmp_path_factory) -> tuple[Path, dict[str, str]]:
     root = tmp_path_factory.mktemp("uv_project")
     project = root / "project"
     project.mkdir()
-    (project / "pyproject.toml").write_text('[project]\nname = "driver"\nversion = "0"\nrequires-python = ">=3.10"\ndependencies = []\n\n[tool.uv]\npackage = false\n')
+    pyproject = '[project]\nname = "driver"\nversion = "0"\nrequires-python = ">=3.10"\ndependencies = []\n\n[tool.uv]\npackage = false\n'
+    (project / "pyproject.toml").write_text(pyproject)
     (project / "driver.py").write_text(DRIVER)
     environment = {key: value for key, value in os.environ.items() if key not in ("VIRTUAL_ENV", "PYTHONPATH")}
     environment.update(
@@ -107,13 +108,14 @@ def test_a_signal_to_the_launcher_reaches_the_driver_and_gives_the_same_status(p
     for name, launcher in _launchers(environment).items():
         pid_file = tmp_path / name / "driver.pid"
         pid_file.parent.mkdir()
-        process = subprocess.Popen([*launcher, "driver.py", "wait", str(pid_file)], cwd=cwd, env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        command = [*launcher, "driver.py", "wait", str(pid_file)]
+        process = subprocess.Popen(command, cwd=cwd, env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         assert process.stdout.readline().startswith("driver") and process.stdout.readline() == "ready\n"
         process.send_signal(sent)
         stdout, stderr = process.communicate(timeout=30)
-        outcomes[name] = (process.returncode, stdout, _pid_alive(int(pid_file.read_text())))
+        outcomes[name] = (process.returncode, stdout, stderr, _pid_alive(int(pid_file.read_text())))
     assert outcomes["stand-in"] == outcomes["uv"]
-    assert outcomes["uv"] == (128 + sent, f"driver got {sent.name}\n", False), outcomes["uv"]
+    assert outcomes["uv"] == (128 + sent, f"driver got {sent.name}\n", "driver's stderr\n", False), outcomes["uv"]
 
 
 def test_a_launcher_killed_at_a_timeout_gives_the_same_status(project, tmp_path):
