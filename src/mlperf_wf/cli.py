@@ -441,6 +441,7 @@ def cmd_package(reports: list[Path], org: str, system: str, ruleset: str, divisi
     verdict["valid_for_submission"] = verdict["passed"] and not not_valid
     verdict["not_valid_because"] = not_valid
     verdict["left_out"] = left_out
+    verdict["files"] = package.manifest(org_dir, check_out.parent)  # what was checked: a later change makes the workflow package again
     label = out / "NOT_FOR_SUBMISSION.txt"
     if not_valid:
         label.write_text("This package is not valid for submission:\n" + "\n".join(f"- {reason}" for reason in not_valid) + "\n")

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from mlperf_wf.errors import ConfigError
+from mlperf_wf.results import package
 from mlperf_wf.results.package import build, load_system
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -66,3 +67,27 @@ def test_full_scale_package_names_the_reference_commit_image_and_launch_command(
     assert record["reference"]["commit"] == "aa344c7fb900e82ed19fb94aebfed50c63ab2204" and record["reference"]["path"] == "retired_benchmarks/rgat"
     assert record["images"] == [f"reg/rgat@{digest}"] and record["commands"] == [command], "only the scored runs' commands"
     assert record["container"]["dockerfile"] == "containers/rgat/Dockerfile" and record["workflow_commits"] == ["f" * 40]
+
+
+def test_a_package_file_edited_removed_or_added_after_its_check_is_named(tmp_path):
+    org = tmp_path / "package" / "acme"  # beside the check, as the workflow places them
+    (org / "results").mkdir(parents=True)
+    (org / "results" / "result_0.txt").write_text(":::MLLOG {}\n")
+    (org / "systems").mkdir()
+    (org / "systems" / "cpu-tiny.json").write_text("{}\n")
+    check = tmp_path / "package_check.json"
+    check.write_text(json.dumps({"package": str(org), "files": package.manifest(org, tmp_path)}))
+    assert package.changed_since_checked(check) is None
+    (org / "results" / "result_0.txt").write_text(":::MLLOG {} edited\n")
+    assert (
+        package.changed_since_checked(check)
+        == f"{tmp_path / 'package/acme/results/result_0.txt'}: changed since the package check (package_check.json) was made"
+    )
+    check.write_text(json.dumps({"package": str(org), "files": package.manifest(org, tmp_path)}))
+    (org / "systems" / "cpu-tiny.json").unlink()
+    assert "acme/systems/cpu-tiny.json: removed since" in package.changed_since_checked(check)
+    check.write_text(json.dumps({"package": str(org), "files": package.manifest(org, tmp_path)}))
+    (org / "results" / "result_1.txt").write_text("x")
+    assert "acme/results/result_1.txt: added since" in package.changed_since_checked(check)
+    check.write_text(json.dumps({"package": str(org)}))  # a check made before the manifest was recorded
+    assert "records no digest" in package.changed_since_checked(check)

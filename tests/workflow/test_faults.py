@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from mlperf_wf import cli
+from mlperf_wf.results import package as submission_package
 from tests.results.test_status import live_snakemake
 from tests.workflow.test_workflow import new_workdir, snakemake, snakemake_argv, snakemake_env
 
@@ -293,8 +294,12 @@ def test_status_into_a_closed_pipe_is_quiet(tmp_path):
 
 @pytest.mark.parametrize(
     ("edit", "needle"),
-    [("--config rnus=3", "config: unknown key 'rnus'"), ("yaml", "config/config.yaml:")],
-    ids=["misspelled key", "malformed yaml"],
+    [
+        ("--config rnus=3", "config: unknown key 'rnus'"),
+        ("yaml", "config/config.yaml:"),
+        ('--config submission={"platform":"nosuch"}', "submission.platform 'nosuch' has no system description config/systems/nosuch.yaml"),
+    ],
+    ids=["misspelled key", "malformed yaml", "platform with no system description, found before any job runs"],
 )
 def test_a_bad_workflow_config_is_one_line_not_the_whole_config(tmp_path, edit, needle):
     workdir = new_workdir(tmp_path / "w")
@@ -393,3 +398,21 @@ def test_a_second_identical_invocation_during_a_campaign_is_one_line_and_the_fir
         assert first.wait(timeout=900) == 0
     report = json.loads((workdir / "results/tiny" / BENCH / "report.json").read_text())
     assert {run["compliance"] for run in report["runs"]} == {"passed"}
+
+
+@pytest.mark.slow
+def test_a_package_file_changed_or_its_system_description_edited_is_packaged_again(campaign):
+    """The package check holds for the files it checked: a package file edited by hand, or the system description the
+    package was made from edited, makes the next invocation package (and check) again instead of 'Nothing to be done'."""
+    submission = campaign / "results/tiny/submission"
+    result = next((submission / "package").rglob("result_0.txt"))
+    result.write_text(result.read_text() + "edited by hand\n")
+    proc = snakemake(campaign, "--cores", "2", *CONFIG)
+    assert "changed since the package check (package_check.json) was made: packaging again" in proc.stderr
+    assert "edited by hand" not in result.read_text()
+    assert submission.joinpath("package_check.json").is_file() and submission_package.changed_since_checked(submission / "package_check.json") is None
+    system = campaign / "config/systems/cpu-tiny.yaml"
+    system.write_text(system.read_text().replace("system_name:", "system_name: Renamed #", 1))
+    snakemake(campaign, "--cores", "2", *CONFIG)
+    described = json.loads(next((submission / "package").rglob("systems/cpu-tiny.json")).read_text())
+    assert described["system_name"].startswith("Renamed")

@@ -16,6 +16,7 @@ from mlperf_wf.plan.snakemake_functions import signature_once  # noqa: E402
 from mlperf_wf.config.config_check import parsed_config  # noqa: E402
 from mlperf_wf.errors import ConfigError  # noqa: E402
 from mlperf_wf.results.snakemake_state import another_snakemake_in  # noqa: E402
+from mlperf_wf.results import package as submission_package  # noqa: E402
 
 # A second Snakemake (a dry run too) in a folder where one runs fails on the first one's unfinished outputs; say why.
 if workflow.is_main_process:
@@ -67,6 +68,24 @@ if workflow.is_main_process:
     _target_problem = PLAN.target_problem(command_line_targets())
     if _target_problem:
         raise WorkflowError(_target_problem)
+    # At tiny scale, the one preflight check: a platform with no system description would fail only at packaging,
+    # after every run trained (at full scale the preflight lists it with the others).
+    if PLAN.scale == "tiny":
+        for _problem in preflight.system_description_problems(PLAN):
+            raise WorkflowError(str(_problem))
+    # A package whose files changed since its check (edited, removed, added) is made and checked again: its check is
+    # removed (a dry run only says so), so the package rule's output is missing.
+    _package_check = Path(PLAN.results_root) / "submission" / "package_check.json"
+    _package_changed = submission_package.changed_since_checked(_package_check)
+    if _package_changed:
+        _would = (
+            "would package again (a dry run changes nothing)"
+            if workflow.dryrun
+            else "packaging again"
+        )
+        print(f"mlperf-wf: {_package_changed}: {_would}", file=sys.stderr)
+        if not workflow.dryrun:
+            _package_check.unlink()
 
 # The report's front page (report/workflow.rst) says each benchmark's round and division as its runs are checked, not
 # the config's "latest" and a division the tiny tier may not use.

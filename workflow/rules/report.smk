@@ -86,6 +86,7 @@ rule benchmark_page:
 rule package:
     input:
         reports=all_reports(),
+        system=PLAN.system_description(),
     output:
         # the org folder (what is uploaded) inside: Snakemake's .snakemake_timestamp stays out of it
         package=directory(f"{RESULTS}/submission/package"),

@@ -179,6 +179,10 @@ class Plan:
         divisions = {self.division(name) for name in self.settings.benchmarks if self.ruleset(name) == ruleset}
         return self.settings.division if self.settings.division in divisions else min(divisions)
 
+    def system_description(self) -> Path:
+        """``config/systems/<submission.platform>.yaml``: the package's system JSON is made from it."""
+        return registry.config_dir(self.workdir) / "systems" / f"{self.settings.submission.platform}.yaml"
+
     def package_ruleset(self) -> str:
         """Round of the submission package: the newest ruleset among the configured benchmarks."""
         return mlperf_rules.newest_ruleset([self.ruleset(name) for name in self.settings.benchmarks])

@@ -133,19 +133,26 @@ def _datasets_of(plan: Plan, name: str) -> list[str]:
 
 
 def _platform_problems(plan: Plan) -> list[Problem]:
-    platform = plan.settings.submission.platform
-    if platform == TINY_PLATFORM:
+    if plan.settings.submission.platform == TINY_PLATFORM:
         return [_tiny_platform("config")]
-    if not (registry.config_dir(plan.workdir) / "systems" / f"{platform}.yaml").is_file():
-        return [
-            Problem(
-                "platform",
-                "config",
-                f"submission.platform {platform!r} has no system description config/systems/{platform}.yaml (the submission package needs it): "
-                f"copy config/systems/{TINY_PLATFORM}.yaml there and describe this system",
-            )
-        ]
-    return []
+    return system_description_problems(plan)
+
+
+def system_description_problems(plan: Plan) -> list[Problem]:
+    """``submission.platform`` names no system description: the package, made after every run trained, needs it. At
+    either scale, found before any job runs."""
+    platform = plan.settings.submission.platform
+    if plan.system_description().is_file():
+        return []
+    known = sorted(path.stem for path in plan.system_description().parent.glob("*.yaml"))
+    return [
+        Problem(
+            "platform",
+            "config",
+            f"submission.platform {platform!r} has no system description config/systems/{platform}.yaml (the submission package needs it; "
+            f"described: {', '.join(known) or 'none'}): copy config/systems/{TINY_PLATFORM}.yaml there and describe this system",
+        )
+    ]
 
 
 def _benchmark_problems(plan: Plan, name: str) -> list[Problem]:

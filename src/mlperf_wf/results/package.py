@@ -19,6 +19,7 @@ checked with ``mlperf_logging.package_checker``. Both verdicts are recorded.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 import subprocess
@@ -197,3 +198,35 @@ def check(org_dir: Path, ruleset: str, logs: Path) -> dict:
         "package_checker": package,
         "passed": package["passed"] and all(r["returncode"] == 0 and not r["errors"] for r in systems.values()),
     }
+
+
+def manifest(org_dir: Path, base: Path) -> dict[str, str]:
+    """Each file of the package's org folder, named relative to ``base`` (the check file's folder), and its sha256:
+    what the check was run on."""
+    base = base.resolve()
+    return {str(path.resolve().relative_to(base)): hashlib.sha256(path.read_bytes()).hexdigest() for path in sorted(org_dir.rglob("*")) if path.is_file()}
+
+
+def changed_since_checked(check_file: Path) -> str | None:
+    """Why the package that ``check_file`` (``package_check.json``) describes is no longer the one it checked: the first
+    file edited, removed or added since, in one line; None when it is the same (or there is no check yet)."""
+    if not check_file.is_file():
+        return None
+    try:
+        recorded = json.loads(check_file.read_text()).get("files")
+    except (OSError, ValueError, AttributeError):
+        return f"{check_file}: not readable as the package check's JSON"
+    if not isinstance(recorded, dict) or not recorded:
+        return f"{check_file}: records no digest of the package's files (made by an older version)"
+    base = check_file.parent
+    org_dirs = {base / Path(*Path(name).parts[:2]) for name in recorded}  # package/<org>
+    now = {name: digest for org_dir in org_dirs if org_dir.is_dir() for name, digest in manifest(org_dir, base).items()}
+    for name, digest in recorded.items():
+        if name not in now:
+            return f"{base / name}: removed since the package check ({check_file.name}) was made"
+        if now[name] != digest:
+            return f"{base / name}: changed since the package check ({check_file.name}) was made"
+    added = sorted(set(now) - set(recorded))
+    if added:
+        return f"{base / added[0]}: added since the package check ({check_file.name}) was made"
+    return None
