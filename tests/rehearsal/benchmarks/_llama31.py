@@ -181,8 +181,11 @@ def data_classes(ctx) -> ModuleType:
     def build_pretraining_datamodule(datamodule: PreTrainingDataModule, **trainer: int) -> None:
         import torch.distributed as dist
 
+        assert not dist.is_initialized(), "This function cannot be called inside an existing torch.distributed job."
+        dist.init_process_group("gloo", world_size=1, rank=0)  # NeMo: "the indices in Megatron are built on rank 0"
+        datamodule.build(**trainer)
+        # after the build, so that megatron-core itself meets the folder's mount (a read-only one fails its cache write)
         folder = Path(datamodule.index_mapping_dir)
-        folder.mkdir(parents=True, exist_ok=True)
         try:
             descriptor = os.open(folder / INDEX_BUILT_BY, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
         except FileExistsError:
@@ -193,9 +196,6 @@ def data_classes(ctx) -> ModuleType:
             )
         with os.fdopen(descriptor, "w") as stream:
             stream.write(f"{probing.host()} (seed {datamodule.seed})\n")
-        assert not dist.is_initialized(), "This function cannot be called inside an existing torch.distributed job."
-        dist.init_process_group("gloo", world_size=1, rank=0)  # NeMo: "the indices in Megatron are built on rank 0"
-        datamodule.build(**trainer)
         written = sorted(path.name for path in folder.iterdir() if path.name != INDEX_BUILT_BY)
         ctx.record("path", str(folder), INDEX_WRITTEN, bool(written), f"on {probing.host()}: {written}")
         if not written:
