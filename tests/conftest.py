@@ -139,6 +139,7 @@ WORK_GROUPS = {
     "tests/benchmarks/bert/test_bert_rehearsal.py": "box",
     "tests/benchmarks/deepseekv3_671b/test_deepseekv3_671b_rehearsal.py": "box",
     "tests/benchmarks/llama31_405b/test_llama31_405b_rehearsal.py": "box",
+    "tests/benchmarks/llama31_8b/test_llama31_8b_rehearsal.py": "box",
     "tests/benchmarks/qwen35_397b_grpo/test_qwen35_397b_grpo_rehearsal.py": "box",
     "tests/workflow/test_rehearsal.py": "box",
     # the one-node SLURM owns /etc/slurm/slurm.conf and the machine's munged; these share one Docker engine

@@ -16,6 +16,7 @@ from collections import Counter
 import pytest
 
 from tests.rehearsal import campaign, cluster, spec
+from tests.rehearsal.benchmarks import _llama31
 
 REHEARSAL = spec.module("llama31_405b").REHEARSAL
 
@@ -59,3 +60,13 @@ def test_the_data_index_is_built_once_into_the_shared_folder(ran):
     assert (index / ".mlperf-wf-index-built").is_file()
     node_0 = next(r["host"] for r in ran.ranks(REHEARSAL.benchmark, 0) if r["rank"] == 0)
     assert (index / "rehearsal-index-built-by").read_text().startswith(node_0)  # node 0 built it; node 1 waited
+
+
+def test_megatron_core_builds_the_index_and_every_rank_reads_through_it(ran):
+    """Past start-up, for real: node 0's ``build_data_index`` builds megatron-core's GPTDataset index of the prepared
+    tiny datasets (read-only mount) into the run folder's ``npy_index``; every rank on both nodes reads through it."""
+    records = ran.records(REHEARSAL.benchmark, 0)
+    problems = _llama31.data_stage_problems(records, REHEARSAL.nodes * REHEARSAL.gpus_per_node)
+    assert not problems, "\n".join(problems) + ran.train_log(REHEARSAL.benchmark, 0)[-3000:]
+    index = ran.run_folder(REHEARSAL.benchmark, 0) / "npy_index"
+    assert sorted(index.glob("*-GPTDataset-train-shuffle_index.npy")), sorted(path.name for path in index.iterdir())

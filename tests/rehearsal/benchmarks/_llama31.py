@@ -27,6 +27,7 @@ LAUNCHER_VARIABLE = "MLPERF_WF_REHEARSAL_NEMO_RUN_LAUNCHER"
 """JSON the launcher hands its tasks: its argv, host and the checks it made (the tasks' records carry them)."""
 INDEX_BUILT_BY = "rehearsal-index-built-by"
 """What the data-index stand-in writes in ``index_mapping_dir``: which host built the index there."""
+INDEX_WRITTEN = "build_data_index: megatron-core wrote the sample index (index_mapping_dir)"
 DATA_INDEX_TASK = "build_data_index"
 """The task name both scripts give the data-index builder (``exp.add(..., name="build_data_index")``)."""
 
@@ -91,25 +92,100 @@ def launcher_handed(ctx) -> dict:
     return handed
 
 
+REHEARSED_TRAINER = {"trainer_max_steps": 1, "trainer_val_check_interval": 1, "trainer_limit_val_batches": 1, "trainer_limit_test_batches": 1}
+"""The trainer values ``build_data_index`` and the training's data stage get in the rehearsal (the recipe's own
+max_steps and eval batches would ask megatron-core for millions of 8192-token samples of the tiny datasets)."""
+
+
+class MegatronTokenizer:
+    """NeMo's ``AutoTokenizer(pretrained_model_name=...)`` as far as megatron-core's GPTDataset reads it (``eod`` and
+    ``pad``, nemo/collections/common/tokenizers/huggingface/auto_tokenizer.py): transformers' tokenizer of the folder."""
+
+    def __init__(self, pretrained_model_name: str) -> None:
+        from transformers import AutoTokenizer
+
+        loaded = AutoTokenizer.from_pretrained(pretrained_model_name)
+        self.eod = loaded.eos_token_id
+        self.pad = loaded.pad_token_id if loaded.pad_token_id is not None else loaded.eos_token_id
+        self.vocab_size = len(loaded)
+        # what megatron-core's datasets name the tokenizer by in their index's description (megatron_dataset.py)
+        self.unique_identifiers = {"class": "AutoTokenizer", "pretrained_model_name": pretrained_model_name}
+
+
 def data_classes(ctx) -> ModuleType:
-    """``nemo.collections.llm.gpt.data.pre_training`` as far as the task uses it, with the image's import hooks
+    """``nemo.collections.llm.gpt.data.pre_training`` as far as the tasks use it, with the image's import hooks
     applied (the round patches wrap ``PreTrainingDataModule.__init__`` and ``build_pretraining_datamodule``).
 
-    ``PreTrainingDataModule`` keeps its arguments; ``build_pretraining_datamodule`` stands for NeMo's function
-    (one process builds megatron-core's sample index into ``index_mapping_dir``): it opens every dataset the
-    module names and writes the index folder, refusing one that another host has already built (two builders of
-    one shared folder write the same files at once, non-atomically)."""
+    NeMo does not install here, so its data module is re-typed from nemo/collections/llm/gpt/data/pre_training.py
+    (``PreTrainingDataModule.__init__``'s blend, ``build``'s sample counts, ``gpt_dataset_config``,
+    ``build_pretraining_datamodule``); everything under it is megatron-core's own: ``get_blend_from_list``,
+    ``BlendedMegatronDatasetBuilder``, ``GPTDatasetConfig``, ``GPTDataset`` and its C++ ``helpers``, reading the
+    mounted datasets and writing the sample index into ``index_mapping_dir`` under the job's real mount flags. The
+    index builder also leaves :data:`INDEX_BUILT_BY` (one builder per folder: two builders of one shared folder
+    write the same files at once, non-atomically)."""
+    from megatron.core.datasets.blended_megatron_dataset_builder import BlendedMegatronDatasetBuilder
+    from megatron.core.datasets.gpt_dataset import GPTDataset, GPTDatasetConfig
+    from megatron.core.datasets.utils import get_blend_from_list
 
     class PreTrainingDataModule:
-        def __init__(self, **kwargs: object) -> None:
-            self.__dict__.update(kwargs)
+        def __init__(
+            self,
+            paths: dict,
+            seq_length: int = 2048,
+            tokenizer: object = None,
+            global_batch_size: int = 8,
+            reset_position_ids: bool = False,
+            create_attention_mask: bool = False,
+            reset_attention_mask: bool = False,
+            eod_mask_loss: bool = False,
+            seed: int = 1234,
+            index_mapping_dir: str | None = None,
+            num_dataset_builder_threads: int = 1,
+            **others: object,
+        ) -> None:
+            self.__dict__.update(others)
+            for prefix in dataset_prefixes(paths):  # validate_dataset_asset_accessibility
+                ctx.opens(f"{prefix}.idx", "megatron-core IndexedDataset index")
+                ctx.opens(f"{prefix}.bin", "megatron-core IndexedDataset data")
+            # a dict of paths: one blend per split (the recipe's split is then ignored)
+            self.build_kwargs = {"blend_per_split": [get_blend_from_list(paths[split]) for split in ("train", "validation", "test")]}
+            self.paths = paths
+            self.seq_length, self.tokenizer, self.global_batch_size, self.seed = seq_length, tokenizer, global_batch_size, seed
+            self.reset_position_ids, self.reset_attention_mask, self.eod_mask_loss = reset_position_ids, reset_attention_mask, eod_mask_loss
+            self.create_attention_mask = create_attention_mask  # `or not HAVE_TE`: the reference's image has Transformer Engine
+            self.index_mapping_dir = index_mapping_dir
+            self.num_dataset_builder_threads = num_dataset_builder_threads
 
-    def build_pretraining_datamodule(datamodule: PreTrainingDataModule, **trainer: object) -> None:
-        for prefix in dataset_prefixes(datamodule.paths):
-            ctx.opens(f"{prefix}.idx", "megatron-core IndexedDataset index (build_data_index)")
-            ctx.opens(f"{prefix}.bin", "megatron-core IndexedDataset data (build_data_index)")
+        def build(self, trainer_max_steps: int, trainer_val_check_interval: int, trainer_limit_val_batches: int, trainer_limit_test_batches: int) -> None:
+            num_train_samples = int(trainer_max_steps * self.global_batch_size)
+            eval_iters = (trainer_max_steps // trainer_val_check_interval + 1) * trainer_limit_val_batches
+            samples = [num_train_samples, int(eval_iters * self.global_batch_size), int(trainer_limit_test_batches * self.global_batch_size)]
+            built = BlendedMegatronDatasetBuilder(GPTDataset, samples, is_built_on_rank=lambda: True, config=self.gpt_dataset_config).build()
+            self._train_ds, self._validation_ds, self._test_ds = built
+
+        @property
+        def gpt_dataset_config(self) -> GPTDatasetConfig:
+            return GPTDatasetConfig(
+                random_seed=self.seed,
+                sequence_length=self.seq_length,
+                tokenizer=MegatronTokenizer(**self.tokenizer.kwargs),
+                path_to_cache=self.index_mapping_dir,
+                reset_position_ids=self.reset_position_ids,
+                create_attention_mask=self.create_attention_mask,
+                reset_attention_mask=self.reset_attention_mask,
+                eod_mask_loss=self.eod_mask_loss,
+                num_dataset_builder_threads=self.num_dataset_builder_threads,
+                **self.build_kwargs,
+            )
+
+    def build_pretraining_datamodule(datamodule: PreTrainingDataModule, **trainer: int) -> None:
+        import torch.distributed as dist
+
+        assert not dist.is_initialized(), "This function cannot be called inside an existing torch.distributed job."
+        dist.init_process_group("gloo", world_size=1, rank=0)  # NeMo: "the indices in Megatron are built on rank 0"
+        datamodule.build(**trainer)
+        # after the build, so that megatron-core itself meets the folder's mount (a read-only one fails its cache write)
         folder = Path(datamodule.index_mapping_dir)
-        folder.mkdir(parents=True, exist_ok=True)
         try:
             descriptor = os.open(folder / INDEX_BUILT_BY, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
         except FileExistsError:
@@ -120,7 +196,10 @@ def data_classes(ctx) -> ModuleType:
             )
         with os.fdopen(descriptor, "w") as stream:
             stream.write(f"{probing.host()} (seed {datamodule.seed})\n")
-        ctx.record("path", str(folder), "build_data_index wrote the sample index (index_mapping_dir)", True, f"on {probing.host()}")
+        written = sorted(path.name for path in folder.iterdir() if path.name != INDEX_BUILT_BY)
+        ctx.record("path", str(folder), INDEX_WRITTEN, bool(written), f"on {probing.host()}: {written}")
+        if not written:
+            ctx.fail(f"build_data_index wrote no sample index into {folder}")
 
     made = _nemo_run.module(
         "nemo.collections.llm.gpt.data.pre_training",
@@ -128,6 +207,28 @@ def data_classes(ctx) -> ModuleType:
         build_pretraining_datamodule=build_pretraining_datamodule,
     )
     return _nemo_run.fire_import_hooks("nemo.collections.llm.gpt.data.pre_training", made)
+
+
+TRAINING_DATA: dict[str, object] = {}
+"""The training rank's data module, made in its probe, read in :func:`past_start_up` once the world formed."""
+
+
+def past_start_up(ctx) -> None:
+    """The training ranks' data stage (the probe's ``past_start_up`` hook): :func:`read_through_the_index`."""
+    if "module" in TRAINING_DATA:
+        read_through_the_index(ctx, TRAINING_DATA["module"])
+
+
+def read_through_the_index(ctx, module: object) -> None:
+    """The training's data stage on every rank of the formed world (``PreTrainingDataModule.setup``: megatron-core
+    builds the datasets on rank 0 first, then on the others, from the index ``build_data_index`` left), then a sample
+    of each split read through it (tokens of ``seq_length``)."""
+    module.build(**REHEARSED_TRAINER)
+    for split, dataset in (("train", module._train_ds), ("validation", module._validation_ds), ("test", module._test_ds)):
+        sample = dataset[0]
+        tokens = sample["tokens"]
+        ctx.equal(f"{split} sample tokens", tuple(tokens.shape), (module.seq_length,), f"megatron-core's GPTDataset reads a {split} sample through the index")
+        ctx.record("value", f"{split} dataset", "samples megatron-core built for the split", len(dataset) > 0, f"{len(dataset)} samples")
 
 
 def dataset_prefixes(paths: dict) -> list[str]:
@@ -164,7 +265,7 @@ def data_index_task(ctx, built) -> typing.NoReturn:
     """The ``build_data_index`` task's process: builds (or, patched, waits for) the index; it is not a rank."""
     data_module = data_classes(ctx)
     module = built(data_module)
-    data_module.build_pretraining_datamodule(datamodule=module, trainer_max_steps=1)
+    data_module.build_pretraining_datamodule(datamodule=module, **REHEARSED_TRAINER)
     record = {"host": probing.host(), "pid": os.getpid(), "task": DATA_INDEX_TASK, "checked": ctx.checked}
     (probing.records() / f"task-{probing.host()}-{os.getpid()}-{DATA_INDEX_TASK}.json").write_text(json.dumps(record, indent=1))
     sys.stdout.flush()
@@ -246,3 +347,28 @@ def wait_for(path: Path, seconds: float) -> bool:
             return True
         time.sleep(0.5)
     return path.exists()
+
+
+DATA_STAGE_CHECKS = ("train sample tokens", "validation sample tokens", "test sample tokens")
+"""What every training rank checks after it read a sample of each split through megatron-core's index."""
+
+
+def data_stage_problems(records: list[dict], ranks: int) -> list[str]:
+    """What the rehearsal's records of a run lack of the real data stage (for the benchmarks' rehearsal tests): a
+    ``build_data_index`` task whose megatron-core build wrote the GPTDataset index of the three splits, and ``ranks``
+    training ranks that each read a sample of every split through it."""
+    problems = []
+    built = [check for record in records if record.get("task") == DATA_INDEX_TASK for check in record["checked"] if check["why"] == INDEX_WRITTEN]
+    written = " ".join(check["detail"] for check in built if check["held"])
+    for split in ("train", "valid", "test"):
+        if f"GPTDataset-{split}-sample_index.npy" not in written:
+            problems.append(f"build_data_index wrote no GPTDataset {split} sample index (its checks: {built})")
+    training = [record for record in records if "status" in record and record.get("world")]
+    for record in training:
+        held = {check["what"] for check in record["checked"] if check["held"]}
+        missing = [what for what in DATA_STAGE_CHECKS if what not in held]
+        if missing:
+            problems.append(f"rank {record['rank']} on {record['host']} did not read {missing} through the index")
+    if len(training) != ranks:
+        problems.append(f"{len(training)} training ranks recorded, expected {ranks}")
+    return problems

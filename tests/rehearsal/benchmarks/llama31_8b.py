@@ -99,14 +99,15 @@ def _datamodule(ctx, args, data_module) -> object:
     return built
 
 
+past_start_up = _llama31.past_start_up
+
+
 def _training_rank(ctx, args) -> None:
     _llama31.world(ctx, args.nodes, args.gpus_per_node)
     data_module = _llama31.data_classes(ctx)
     module = _datamodule(ctx, args, data_module)
-    for prefix in _llama31.dataset_prefixes(module.paths):
-        ctx.opens(f"{prefix}.idx", "megatron-core IndexedDataset index")
-        ctx.opens(f"{prefix}.bin", "megatron-core IndexedDataset data")
     _llama31.index_was_built(ctx, module.index_mapping_dir)
+    _llama31.TRAINING_DATA["module"] = module  # read through its index once the world formed (past_start_up)
     _llama31.tokenizer(ctx, module.tokenizer.kwargs["pretrained_model_name"])
     ctx.path("/outputs", "the recipe's dir=/outputs (pretrain_llama31.py:138): NeMo's experiment folder (scratch mount)", kind="dir")
     callbacks = _llama31.reference_logger(ctx, Path.cwd())
