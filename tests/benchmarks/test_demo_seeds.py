@@ -27,7 +27,6 @@ NOT_YET_RECORDED = {
         "bert",
         "deepseekv3_671b",
         "dlrm_dcnv2",
-        "gpt3",
         "llama2_70b_lora",
         "llama31_405b",
         "qwen35_397b_grpo",
