@@ -26,7 +26,6 @@ NOT_YET_RECORDED = {
     name: "not measured yet"
     for name in (
         "bert",
-        "llama31_405b",
         "qwen35_397b_grpo",
     )
 }
