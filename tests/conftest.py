@@ -156,10 +156,17 @@ WORK_GROUPS = {
 session fixture's campaign. The xdist scheduler sees test ids only (checked against the fixtures below)."""
 
 
+ONE_UNIT_PER_TEST = {"tests/benchmarks/test_demo_seeds.py"}
+"""Modules whose tests share no module fixture: each test is a work unit of its own, so that each benchmark's slowest
+demo seed (its inputs made, then one run) goes to whichever worker is free."""
+
+
 def xdist_scope(nodeid: str) -> str:
-    """The work unit of a test for ``make test``'s workers: its module (its module-scoped campaign runs once), or its
-    module's work group."""
+    """The work unit of a test for ``make test``'s workers: its module (its module-scoped campaign runs once), its
+    module's work group, or the test alone (:data:`ONE_UNIT_PER_TEST`)."""
     module = nodeid.split("::")[0]
+    if module in ONE_UNIT_PER_TEST:
+        return nodeid
     return WORK_GROUPS.get(module, module)
 
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shlex
 import signal
 import subprocess
 import time
@@ -83,38 +82,6 @@ def run_events(workdir: Path, name: str, run: int) -> list[dict]:
     """The MLLOG events of tiny run ``run`` of ``name``, in order."""
     text = (workdir / "results" / "tiny" / name / "runs" / str(run) / "result.txt").read_text()
     return [json.loads(line.split(":::MLLOG ", 1)[1]) for line in text.splitlines() if ":::MLLOG " in line]
-
-
-OTHER_ROUNDING = {"ATEN_CPU_CAPABILITY": "default"}
-"""torch's unvectorised CPU kernels: the same arithmetic rounded otherwise, as another CPU's kernels round it. A tiny
-recipe that converges only under this machine's rounding fails on the next machine (issue 53: seed 1237 of retinanet
-reached mAP 0.34 here and stayed below 0.20 on the reporter's), so its slowest demo seeds are also run so."""
-
-
-@dataclass(frozen=True)
-class SeedConvergence:
-    """One tiny run of a campaign's train command at another seed."""
-
-    seed: int
-    accuracies: list[float]
-    """Every ``eval_accuracy``, in order."""
-    status: str
-    """``run_stop``'s status."""
-
-
-def run_seed_with_other_rounding(workdir: Path, name: str, seed: int) -> SeedConvergence:
-    """Run 0's train command of ``workdir``'s finished tiny campaign of ``name`` again at ``seed``, under
-    :data:`OTHER_ROUNDING`, into ``results/tiny/<name>/other-rounding/<seed>.txt``."""
-    command = shlex.split(json.loads((workdir / "results" / "tiny" / name / "runs" / "0" / "provenance.json").read_text())["command"])
-    result = workdir / "results" / "tiny" / name / "other-rounding" / f"{seed}.txt"
-    for flag, value in (("--seed", str(seed)), ("--result", str(result))):
-        command[command.index(flag) + 1] = value
-    env = {**snakemake_env(None), **OTHER_ROUNDING}
-    proc = subprocess.run(command, cwd=workdir, env=env, capture_output=True, text=True, check=False)
-    assert proc.returncode == 0, f"{name} seed {seed}: {proc.stderr[-2000:]}"
-    events = [json.loads(line.split(":::MLLOG ", 1)[1]) for line in result.read_text().splitlines() if ":::MLLOG " in line]
-    accuracies = [e["value"] for e in events if e["key"] == "eval_accuracy"]
-    return SeedConvergence(seed, accuracies, next(e for e in events if e["key"] == "run_stop")["metadata"]["status"])
 
 
 def finished_shards(workdir: Path, benchmark: str) -> set[str]:

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from mlperf_wf.benchmarks.dlrmv4.hyperparameters import Hyperparameters
+from tests.benchmarks.demo_seeds import check_the_slowest_demo_seed
 from tests.benchmarks.scaffold import run_events, tiny_campaign, tiny_report
 from tests.workflow.test_workflow import output_cache
 
@@ -71,3 +72,8 @@ def test_the_browsable_report_of_a_benchmark_s_campaign_is_made_with_its_config(
     snakemake(project, "--report", str(html), "--config", "benchmarks=[dlrmv4]", f"runs={RUNS}")
     text = html.read_text()
     assert "dlrmv4: ruleset 6.1.0, open division" in text and "time_to_train.png" in text
+
+
+@pytest.mark.slow
+def test_the_slowest_demo_seed_reaches_the_target_within_its_recorded_evaluations_under_other_rounding(project):
+    check_the_slowest_demo_seed(project, "dlrmv4")

@@ -10,6 +10,7 @@ import shutil
 import pytest
 
 from mlperf_wf.results.compliance import check
+from tests.benchmarks.demo_seeds import check_the_slowest_demo_seed
 from tests.workflow.test_workflow import job_counts, snakemake
 
 NAME = "llama2_70b_lora"
@@ -84,3 +85,8 @@ def test_full_scale_dry_run_lists_the_real_plan(full_dry_runs):
     for seed in range(1234, 1244):
         assert f"--seed {seed} " in out
     assert not (workdir / "resources").exists() and not (workdir / "results").exists()
+
+
+@pytest.mark.slow
+def test_the_slowest_demo_seed_reaches_the_target_within_its_recorded_evaluations_under_other_rounding(tiny_project):
+    check_the_slowest_demo_seed(tiny_project, "llama2_70b_lora")

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from mlperf_wf.benchmarks.retinanet import prepare as prep
-from mlperf_wf.benchmarks.retinanet.hyperparameters import Hyperparameters
-from tests.benchmarks.scaffold import OTHER_ROUNDING, run_events, run_seed_with_other_rounding, tiny_campaign, tiny_report
+from tests.benchmarks.demo_seeds import check_the_slowest_demo_seed
+from tests.benchmarks.scaffold import run_events, tiny_campaign, tiny_report
 from tests.workflow.test_workflow import job_counts, new_workdir, output_cache, planned_train_lines, snakemake
 
 __all__ = ["output_cache"]
@@ -38,24 +38,9 @@ def test_tiny_retinanet_runs_reach_the_target_and_pass_the_5_1_0_checker(retinan
         assert stop["metadata"]["status"] == "success"
 
 
-SLOWEST_DEMO_SEED = 1234
-"""Of the demo's seeds 1234-1238, the one closest to missing the target under ``OTHER_ROUNDING`` (measured on 2
-cores, Xeon with AVX-512: evaluations to mAP 0.34 were 6, 4, 6, 6, 4 for 1234-1238; 1234's sixth gave 0.346, the
-thinnest margin; natively every seed reaches it at the fourth)."""
-SPARE_EVALUATIONS = 3
-"""Evaluations of the epoch budget the slowest seed must leave unused: a seed that needs the whole budget under one
-rounding misses it under the next (issue 53's seed 1237 used all ten with the x0.1 step at epoch 4)."""
-
-
 @pytest.mark.slow
-def test_the_slowest_demo_seed_reaches_the_target_with_epochs_to_spare_under_other_rounding(retinanet_project):
-    run = run_seed_with_other_rounding(retinanet_project, "retinanet", SLOWEST_DEMO_SEED)
-    budget = Hyperparameters().epochs
-    assert run.status == "success", f"seed {run.seed} under {OTHER_ROUNDING}: {run.status}, mAP per epoch {run.accuracies}"
-    assert len(run.accuracies) <= budget - SPARE_EVALUATIONS, (
-        f"seed {run.seed} under {OTHER_ROUNDING} needed {len(run.accuracies)} of {budget} epochs (mAP per epoch {run.accuracies}); "
-        f"at least {SPARE_EVALUATIONS} must stay unused"
-    )
+def test_the_slowest_demo_seed_reaches_the_target_within_its_recorded_evaluations_under_other_rounding(retinanet_project):
+    check_the_slowest_demo_seed(retinanet_project, "retinanet")
 
 
 def test_full_scale_retinanet_dry_run_lists_the_fetch_receive_shards_and_five_reference_runs(tmp_path):

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from mlperf_wf.benchmarks.rgat import prepare as prep
+from tests.benchmarks.demo_seeds import check_the_slowest_demo_seed
 from tests.benchmarks.scaffold import kill_preparation_halfway_and_rerun, run_events, shards_run, tiny_campaign, tiny_report
 from tests.workflow.test_workflow import job_counts, new_workdir, output_cache, planned_train_lines, snakemake, snakemake_env
 
@@ -141,3 +142,8 @@ def test_two_process_rgat_run_is_compliant_and_logged_by_rank_zero_only(rgat_pro
     from mlperf_wf.results.compliance import check
 
     assert check(result, "5.1.0").verdict == "passed"
+
+
+@pytest.mark.slow
+def test_the_slowest_demo_seed_reaches_the_target_within_its_recorded_evaluations_under_other_rounding(rgat_project):
+    check_the_slowest_demo_seed(rgat_project, "rgat")

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.benchmarks.demo_seeds import check_the_slowest_demo_seed
 from tests.benchmarks.scaffold import run_events, tiny_campaign, tiny_report
 from tests.workflow.test_workflow import output_cache
 
@@ -36,3 +37,8 @@ def test_tiny_runs_reach_both_stand_in_targets_and_pass_the_5_0_0_checker(projec
         run_stop = next(e for e in lines if e["key"] == "run_stop")
         assert run_stop["metadata"]["status"] == "success"
         assert next(e for e in lines if e["key"] == "submission_division")["value"] == "open"
+
+
+@pytest.mark.slow
+def test_the_slowest_demo_seed_reaches_the_target_within_its_recorded_evaluations_under_other_rounding(project):
+    check_the_slowest_demo_seed(project, "stable_diffusion")
