@@ -1,4 +1,4 @@
-"""The demo's seeds of every benchmark's tiny tier, and what each needs to reach the real target (issue 53: a tiny
+"""The demo's seeds of every benchmark's tiny tier, and what each needs to reach the real target (a tiny
 recipe whose slowest demo seed converges only under one CPU's rounding fails ``make demo`` on the next machine).
 
 ``tests/benchmarks/demo_seeds.json`` records, per benchmark, the evaluations each demo seed needed under
@@ -27,8 +27,8 @@ from tests.workflow.test_workflow import new_workdir, snakemake_argv, snakemake_
 
 OTHER_ROUNDING = {"ATEN_CPU_CAPABILITY": "default"}
 """torch's unvectorised CPU kernels: the same arithmetic rounded otherwise, as another CPU's kernels round it. A tiny
-recipe that converges only under this machine's rounding fails on the next machine (issue 53: seed 1237 of retinanet
-reached mAP 0.34 here and stayed below 0.20 on the reporter's), so its slowest demo seeds are also run so."""
+recipe that converges only under this machine's rounding fails on the next machine (seed 1237 of retinanet
+once reached mAP 0.34 on one machine and stayed below 0.20 on another), so its slowest demo seeds are also run so."""
 
 RECORD = Path(__file__).with_name("demo_seeds.json")
 """Benchmark -> ``evaluations`` (seed -> the evaluations it needed to reach the target under :data:`OTHER_ROUNDING`),

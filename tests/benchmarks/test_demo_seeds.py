@@ -1,4 +1,4 @@
-"""Every benchmark's tiny tier keeps converging for the seeds its demo runs (issue 53): the slowest recorded demo seed
+"""Every benchmark's tiny tier keeps converging for the seeds its demo runs: the slowest recorded demo seed
 of each reaches the real target under another CPU's rounding within its recorded evaluations (``demo_seeds.py``).
 Benchmarks whose own module already runs a tiny campaign check it there, on that campaign's inputs; the others here,
 through Snakemake's inputs and the package's train command."""
