@@ -15,14 +15,18 @@ from pathlib import Path
 
 import pytest
 
-from mlperf_wf import skip_needless_garbage_collection
-
 # Before anything loads torch (libgomp reads it once): three workers share two cores, and torch's OpenMP threads would
 # spin at every barrier while the core they wait for runs another worker, doubling a tiny trainer's CPU under load
 # (bench/omp_wait_policy.py). Set here, it reaches the workers, every Snakemake job and the cluster in a box's jobs.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-# The workers import torch, transformers and Snakemake, then run tests in process: as the CLI and the Snakefile do.
-skip_needless_garbage_collection()
+# Every Python process the suite starts runs tests/process_start/sitecustomize.py (the garbage collector's threshold);
+# the workers import it here, as they import torch, transformers and Snakemake and run tests in process.
+PROCESS_START = Path(__file__).resolve().parent / "process_start"
+os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PROCESS_START), os.environ.get("PYTHONPATH")]))
+import tests.process_start.sitecustomize  # noqa: E402, F401
+
+if str(PROCESS_START) in str(getattr(sys.modules.get("sitecustomize"), "__file__", "")):
+    del sys.modules["sitecustomize"]  # a test that puts the round patches' hooks on its path imports theirs in process
 
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE_COMMIT = "aa344c7"

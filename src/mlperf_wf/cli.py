@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from mlperf_wf import skip_needless_garbage_collection
+from mlperf_wf import __version__
 from mlperf_wf.acquire.verify import STAMPS_NAME
 from mlperf_wf.config.checkout import project_root
 from mlperf_wf.errors import ConfigError, UserError
@@ -77,7 +77,9 @@ def _download_from_hub(definition: DatasetDef | None, dest: Path, options: HubOp
         source.revision,
     )
     wanted = definition.wanted if definition else (lambda _path: True)
-    return download_hub_dataset(repo, dest, wanted=wanted, pinned=definition.files if catalog else None, jobs=jobs)
+    return download_hub_dataset(
+        repo, dest, wanted=wanted, pinned=definition.files if catalog else None, jobs=jobs, catalog_endpoint=source.endpoint if source else None
+    )
 
 
 def _receive_fiftyone(definition: DatasetDef | None, dest: Path, source: str | None, expect: str, jobs: int) -> DownloadRecord:
@@ -149,7 +151,9 @@ def cmd_download(
         pinned = {f.path: f.md5 for f in definition.files if f.md5} if catalog else None
         wanted = definition.wanted if definition else (lambda _path: True)
         try:
-            record = download_dataset(uri_url, md5_url, dest, wanted=wanted, pinned_md5=pinned, jobs=jobs)
+            # The credentials go to the catalog entry's hosts (and the allowlist), never to a host only --uri names.
+            catalog_urls = tuple(u for u in (definition.source.uri, definition.source.md5) if u) if definition else ()
+            record = download_dataset(uri_url, md5_url, dest, wanted=wanted, pinned_md5=pinned, jobs=jobs, catalog_urls=catalog_urls)
         except DownloadError as err:
             if definition is None or ACCESS_REFUSED not in str(err):
                 raise
@@ -729,6 +733,7 @@ def _positive_seconds(text: str) -> float:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mlperf-wf", description=__doc__.splitlines()[0])
     parser.add_argument("--root", type=Path, default=Path.cwd(), help="project root holding config/ (default: current folder)")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("mirror", help="generate a tiny dataset as a local mirror in its protocol's layout (R2 or Hugging Face Hub)")
@@ -1038,7 +1043,6 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int | None]] = {
 
 
 def main(argv: list[str] | None = None) -> int:
-    skip_needless_garbage_collection()
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     import errno

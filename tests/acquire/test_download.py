@@ -101,7 +101,7 @@ def test_r2_credentials_never_reach_a_host_only_the_uri_file_names(tmp_path, cap
     dest = tmp_path / "out" / "ds"
     with R2Server(tmp_path / "bucket", "ds") as catalog_host, R2Server(tmp_path / "bucket", "ds") as other_host:
         catalog_host.data_base = f"{other_host.base}/data/ds"
-        download_dataset(catalog_host.uri_url, catalog_host.md5_url, dest, headers=auth_headers(env))
+        download_dataset(catalog_host.uri_url, catalog_host.md5_url, dest, headers=auth_headers(env), catalog_urls=(catalog_host.uri_url,))
     assert (dest / "a.bin").read_bytes() == contents["a.bin"]
     assert other_host.requests and all(not {"CF-Access-Client-Id", "CF-Access-Client-Secret", "cf-access-token"} & set(r.headers) for r in other_host.requests)
     assert all(r.headers.get("CF-Access-Client-Secret") == secret for r in catalog_host.requests)
@@ -240,3 +240,16 @@ def test_a_refusal_names_the_credentials_to_set_and_the_catalog_s_access_note(tm
     assert status != 0 and said in line, line
     assert line.endswith(f"scrolls_gov_report_8k's access, as the catalog says: {load_dataset('scrolls_gov_report_8k').license}"), line
     assert "tok3n" not in line
+
+
+def test_a_truncated_body_says_how_many_bytes_came_and_keeps_them(tmp_path):
+    """A connection closed halfway through a file smaller than one read: the line names the bytes that came (they are
+    kept for the next run), not 0."""
+    make_bucket(tmp_path / "bucket", "ds", {"a.bin": 100_000})
+    dest = tmp_path / "out" / "ds"
+    with R2Server(tmp_path / "bucket", "ds") as server:
+        server.faults = {"a.bin": ["truncate"]}
+        with pytest.raises(DownloadError) as err:
+            download_dataset(server.uri_url, server.md5_url, dest, headers={}, retries=0)
+    assert "after 50000 of 100000 bytes" in str(err.value) and "50000 bytes kept for the next run" in str(err.value), err.value
+    assert (staging_dir_for(dest) / "a.bin.part").stat().st_size == 50_000

@@ -50,7 +50,7 @@ def test_download_at_the_pinned_commit_checks_every_file_and_places_the_folder(t
     contents = make_repo(tmp_path / "hub")
     dest = tmp_path / "out" / "ds"
     with HubServer(tmp_path / "hub", "ds", REPO, COMMIT) as server:
-        record = download_hub_dataset(hub(server), dest, headers=hub_auth_headers({"HF_TOKEN": "hf_secret"}))
+        record = download_hub_dataset(hub(server), dest, headers=hub_auth_headers({"HF_TOKEN": "hf_secret"}), catalog_endpoint=server.endpoint)
     for rel, data in contents.items():
         assert (dest / rel).read_bytes() == data
     assert record.commit == COMMIT and record.base_url == f"{server.endpoint}/datasets/{REPO}/resolve/{COMMIT}"
@@ -353,7 +353,8 @@ def test_a_hub_dataset_goes_through_the_tiny_dag_mirror_download_verify(tmp_path
 
 def test_a_gated_repository_says_to_set_hf_token_and_never_prints_it(tmp_path):
     make_repo(tmp_path / "hub")
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "HF_TOKEN": "hf_do_not_print"}
+    # A mirror's endpoint gets the token only where the allowlist names its host.
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "HF_TOKEN": "hf_do_not_print", "MLPERF_WF_HF_TOKEN_HOSTS": "127.0.0.1"}
     with HubServer(tmp_path / "hub", "ds", REPO, COMMIT) as server:
         server.faults = {"<listing>": ["401"]}
         argv = ["--endpoint", server.endpoint, "--repository", REPO, "--revision", COMMIT, "--dest", str(tmp_path / "out" / "ds")]
@@ -389,7 +390,7 @@ def test_a_listing_cut_short_is_replaced_by_the_paginated_tree(tmp_path, monkeyp
     dest = tmp_path / "out" / "ds"
     with HubServer(tmp_path / "hub", "ds", REPO, COMMIT) as server:
         server.siblings_cut, server.tree_page = cut, 2
-        record = download_hub_dataset(hub(server), dest, headers=hub_auth_headers({"HF_TOKEN": "t"}))
+        record = download_hub_dataset(hub(server), dest, headers=hub_auth_headers({"HF_TOKEN": "t"}), catalog_endpoint=server.endpoint)
     pages = [r for r in server.requests if "/tree/" in r.path]
     assert len(pages) == 3 and pages[-1].path.endswith("cursor=4"), "4 files and 2 folders, 2 entries a page"
     assert all(r.headers.get("Authorization") == "Bearer t" for r in pages)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
+from pathlib import Path
 
 import pytest
 
@@ -129,3 +131,31 @@ def test_a_made_dataset_missing_a_catalog_file_is_not_sealed(tmp_path, capsys):
     assert not (folder / "manifest.md5").exists()
     assert main(["seal", "--dataset", "r2e_gym_subset", str(folder)]) == 2
     assert "r2e_gym_subset is protocol huggingface; only a made_in_image dataset is sealed" in capsys.readouterr().err
+
+
+def test_a_read_only_dataset_folder_still_names_the_md5_mismatch_and_what_to_do(tmp_path, capsys, monkeypatch):
+    """The quarantine cannot move a file out of a read-only folder: the line is still the mismatch (file, both md5s),
+    with why the file stayed and what to do, and the file stays where it was."""
+    folder = tmp_path / "ds"
+    make_dataset(folder, {"a.bin": b"a" * 100})
+    (folder / "a.bin").write_bytes(b"z" * 100)
+    if os.geteuid() == 0:  # root renames anywhere: refuse the move as a read-only folder does for anyone else
+        rename = Path.replace
+
+        def replace(self, target):
+            if self.parent == folder:
+                raise PermissionError(errno.EACCES, "Permission denied", str(self))
+            return rename(self, target)
+
+        monkeypatch.setattr(Path, "replace", replace)
+    folder.chmod(0o555)
+    try:
+        status = main(["verify", str(folder), "--stamps", str(tmp_path / "stamps.json")])
+    finally:
+        folder.chmod(0o755)
+    err = capsys.readouterr().err.strip().splitlines()
+    expected, actual = hashlib.md5(b"a" * 100).hexdigest(), hashlib.md5(b"z" * 100).hexdigest()
+    assert status == 2 and len(err) == 1, err
+    assert err[0].startswith(f"mlperf-wf: error: ds/a.bin: md5 mismatch: expected {expected}, actual {actual}; left in place"), err[0]
+    assert "Permission denied" in err[0] and f"make {folder} writable and rerun" in err[0], err[0]
+    assert (folder / "a.bin").read_bytes() == b"z" * 100

@@ -5,6 +5,7 @@ Parametrized over ``registry.benchmark_names()``: a new folder is tested without
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import shlex
@@ -346,3 +347,20 @@ def test_a_role_and_its_catalog_entry_agree_on_who_makes_the_dataset(tmp_path):
     entry.write_text(entry.read_text().replace(external, "  protocol: made_in_image\n  made_by: rgat\n"))
     check = _check(project, env)
     assert check.returncode == 2 and "made_by: 'rgat' makes no dataset 'qwen35_397b_megatron_checkpoint'" in check.stderr, check.stderr
+
+
+TARGET_NAME = re.compile(r"target", re.IGNORECASE)
+NUMBER = re.compile(r"[0-9]*\.?[0-9]+(e-?[0-9]+)?")
+
+
+@pytest.mark.parametrize("name", BENCHMARKS)
+def test_a_quality_target_the_reference_reads_comes_from_the_rules_not_a_literal(name):
+    """A reference flag or variable that carries the quality target (``--target_eval_loss``, ``--target_log_ppl``,
+    ``MLLOG_TARGET_EVAL_LOSS``) is ``{quality_target}``, which the plan fills from mlperf-logging's rules for the
+    run's round and division; a number there would be a second source, silently wrong in another round."""
+    bench = registry.load_benchmark(name)
+    command = bench.full.command
+    pairs = itertools.pairwise(command)
+    literal_flags = [f"{flag} {value}" for flag, value in pairs if flag.startswith("-") and TARGET_NAME.search(flag) and NUMBER.fullmatch(value)]
+    literal_env = [f"{key}={value}" for key, value in bench.full.env.items() if TARGET_NAME.search(key) and NUMBER.fullmatch(value)]
+    assert literal_flags + literal_env == []

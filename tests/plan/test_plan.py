@@ -386,3 +386,26 @@ def test_definitions_are_checked_once_by_the_process_that_plans_not_again_in_eac
     assert checked == [False]
     plan = planning.load(DEFAULTS, project_root=ROOT, workdir=workdir, check_definitions=False)
     assert checked == [False] and plan.settings.benchmarks
+
+
+TARGET_WORDS = [("llama2_70b_lora", "--target_eval_loss {}"), ("deepseekv3_671b", "--target_log_ppl {}"), ("gpt_oss_20b", "MLLOG_TARGET_EVAL_LOSS={}")]
+"""A benchmark whose reference reads its quality target, and how the target appears in its train job's command."""
+
+
+@pytest.mark.parametrize(("name", "where"), TARGET_WORDS)
+def test_the_quality_target_a_reference_reads_is_the_rules_for_the_run_s_round_and_division(workdir, monkeypatch, name, where):
+    """One source for a target: the plan asks mlperf-logging's rules (through ``mlperf_rules.quality_target``) for the
+    run's round and division; a rules file with another target changes the command."""
+    from mlperf_wf.config import mlperf_rules
+
+    asked = []
+
+    def other_rules(benchmark: str, ruleset: str, division: str = "closed") -> mlperf_rules.QualityTarget:
+        asked.append((benchmark, ruleset, division))
+        return mlperf_rules.QualityTarget("<=", 0.5)
+
+    monkeypatch.setattr(mlperf_rules, "quality_target", other_rules)
+    plan = make_plan(workdir, scale="full", benchmarks=[name], division="open")
+    command = plan.train_job(name, 0).command
+    assert where.format("0.5") in command.replace('"', "").replace("'", "")
+    assert asked == [(name, plan.ruleset(name), "open")]

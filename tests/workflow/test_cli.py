@@ -19,3 +19,13 @@ def test_a_handler_s_return_value_is_the_exit_status(monkeypatch, tmp_path):
     assert cli.main(["--root", str(tmp_path), "check"]) == 7
     monkeypatch.setitem(cli.COMMANDS, "check", lambda args: None)
     assert cli.main(["--root", str(tmp_path), "check"]) == 0
+
+
+def test_version_prints_the_package_s_version(capsys):
+    from importlib.metadata import version
+
+    try:
+        cli.main(["--version"])
+    except SystemExit as exit_:
+        assert exit_.code == 0
+    assert capsys.readouterr().out.strip() == f"mlperf-wf {version('mlperf-workflow')}"

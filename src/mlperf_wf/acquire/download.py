@@ -29,9 +29,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import requests
+import urllib3
 from tqdm import tqdm
 
-from mlperf_wf.acquire.credentials import Credentials, headers_for, hosts_from, origin
+from mlperf_wf.acquire.credentials import Credentials, get, hosts_from, origin, redact, redacting
 from mlperf_wf.acquire.manifest import CHUNK, MANIFEST_NAME, manifest_text, parse_manifest
 from mlperf_wf.acquire.verify import git_blob_hash, hash_file, quarantine_file
 from mlperf_wf.errors import ChecksumError, DownloadError
@@ -64,24 +65,37 @@ ACCESS_REFUSED = "access refused"
 
 def not_the_file(url: str, response: requests.Response, headers: Credentials | dict[str, str], expected: str = "200") -> str:
     """The line for an answer that is not the file. A refusal (401, 403) or a redirect (where R2's Cloudflare Access
-    sends a request without a valid token: its sign-in page) says which credentials the request carried, and how to
-    give them."""
+    sends a request without a valid token: its sign-in page) says whether the request that got it carried the
+    credentials (read from the request as sent, at the host that answered), and how to give them."""
     status = response.status_code
-    line = f"{url}: HTTP {status} (expected {expected})"
+    answered = response.url or url
+    at = f" (answered by {redact(answered)})" if response.history else ""
+    line = f"{redact(url)}: HTTP {status} (expected {expected}){at}"
     if status not in (401, 403) and not response.is_redirect:
         return line
-    where = f" to {response.headers.get('location')}" if response.is_redirect and response.headers.get("location") else ""
+    location = response.headers.get("location")
+    where = f" to {redact(location)}" if response.is_redirect and location else ""
     if not isinstance(headers, Credentials) or not headers.name.startswith("MLPERF_WF_CF_ACCESS"):
         return f"{line}{where}"  # another protocol's caller says which credentials it takes (the hub: HF_TOKEN)
+    host = origin(answered)
     if not headers.headers:
         how = (
             "none of MLPERF_WF_CF_ACCESS_CLIENT_ID with MLPERF_WF_CF_ACCESS_CLIENT_SECRET (a Cloudflare Access service token) or "
             "MLPERF_WF_CF_ACCESS_TOKEN is set; members-only MLCommons data needs one"
         )
-    elif not headers.allowed(url):
-        how = f"MLPERF_WF_CF_ACCESS_* are set but not sent to {origin(url)}: add it to {headers.hosts_variable} if it is MLCommons' host"
+    elif not headers.carried_by(response.request.headers if response.request else None):
+        how = (
+            f"MLPERF_WF_CF_ACCESS_* are set but were not sent to {host} (neither the catalog's host nor in {headers.hosts_variable}): "
+            f"add it to {headers.hosts_variable} if it is MLCommons' host"
+        )
+    elif response.is_redirect:
+        return (
+            f"{line}{where}: not followed: the MLPERF_WF_CF_ACCESS_* credentials were sent to {host}, which answered with a redirect "
+            "rather than the file or a refusal; if it is Cloudflare Access's sign-in page they are not current or give no access "
+            "to this dataset, otherwise give --uri on the host it redirects to"
+        )
     else:
-        how = "the MLPERF_WF_CF_ACCESS_* credentials were sent and refused: check that they are current and give access to this dataset"
+        how = f"the MLPERF_WF_CF_ACCESS_* credentials were sent to {host} and refused: check that they are current and give access to this dataset"
     return f"{line}{where}: {ACCESS_REFUSED}: {how}"
 
 
@@ -98,15 +112,15 @@ def fetch_text(url: str, headers: Credentials | dict[str, str], timeout: float =
     if _is_file_url(url):
         path = _file_url_path(url)
         if not path.is_file():
-            raise DownloadError(f"{url}: no such file")
+            raise DownloadError(f"{redact(url)}: no such file")
         try:
             return path.read_text()
         except UnicodeDecodeError as err:
             raise DownloadError(f"{url}: not text (byte {err.start} is not UTF-8); expected a .uri or .md5 file") from None
     try:
-        response = requests.get(url, headers=headers_for(url, headers), timeout=timeout, allow_redirects=follow_redirects)
+        response = get(url, headers, timeout=timeout, follow_redirects=follow_redirects)
     except requests.RequestException as err:
-        raise DownloadError(f"{url}: {type(err).__name__}: {err}") from None
+        raise DownloadError(redact(f"{url}: {type(err).__name__}: {err}")) from None
     if response.status_code != 200:
         raise DownloadError(not_the_file(url, response, headers))
     return response.text
@@ -119,9 +133,9 @@ def fetch_pages(url: str, headers: Credentials | dict[str, str], timeout: float 
             yield fetch_text(url, headers, timeout)
             return
         try:
-            response = requests.get(url, headers=headers_for(url, headers), timeout=timeout)
+            response = get(url, headers, timeout=timeout)
         except requests.RequestException as err:
-            raise DownloadError(f"{url}: {type(err).__name__}: {err}") from None
+            raise DownloadError(redact(f"{url}: {type(err).__name__}: {err}")) from None
         if response.status_code != 200:
             raise DownloadError(not_the_file(url, response, headers))
         yield response.text
@@ -240,22 +254,27 @@ class _Partial:
         return written
 
 
+def _body(response: requests.Response) -> Iterator[bytes]:
+    """The body as it arrives, at most CHUNK bytes at a time. Not ``iter_content``: it gathers a whole CHUNK before
+    yielding, so a connection closed mid-chunk would lose every byte of that chunk that did arrive."""
+    while chunk := response.raw.read1(CHUNK, decode_content=True):
+        yield chunk
+
+
 def _transfer(url: str, partial: _Partial, transport: Transport, progress: Progress | None) -> int:
     """Append the rest of ``url`` to ``partial``; return bytes received. Raises TransientError or DownloadError."""
     if _is_file_url(url):
         source = _file_url_path(url)
         if not source.is_file():
-            raise DownloadError(f"{url}: no such file")
+            raise DownloadError(f"{redact(url)}: no such file")
         if progress:
             progress.expect(source.stat().st_size - partial.size)
         with source.open("rb") as src:
             src.seek(partial.size)
             return partial.append(iter(lambda: src.read(CHUNK), b""), progress)
-    request_headers = headers_for(url, transport.headers)
-    if partial.size:
-        request_headers["Range"] = f"bytes={partial.size}-"
+    request_headers = {"Range": f"bytes={partial.size}-"} if partial.size else {}
     try:
-        response = requests.get(url, headers=request_headers, stream=True, timeout=transport.timeout, allow_redirects=transport.follow_redirects)
+        response = get(url, transport.headers, request_headers, transport.timeout, stream=True, follow_redirects=transport.follow_redirects)
     except (requests.ConnectionError, requests.Timeout) as err:
         raise TransientError(type(err).__name__) from None
     with response:
@@ -268,16 +287,17 @@ def _transfer(url: str, partial: _Partial, transport: Transport, progress: Progr
         if response.status_code not in (200, 206):
             raise DownloadError(f"{not_the_file(url, response, transport.headers, '200 or 206')}; not retried")
         if response.status_code == 200 and partial.size:
-            log.info("%s: server ignored Range; restarting from byte 0", url)
+            log.info("%s: server ignored Range; restarting from byte 0", redact(url))
             partial.restart()
         declared = int(response.headers.get("Content-Length", -1))
         if progress and declared >= 0:
             progress.expect(declared)
         before = partial.size
         try:
-            received = partial.append(response.iter_content(CHUNK), progress)
-        except (requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError) as err:
-            raise TransientError(f"{type(err).__name__} after {partial.size - before} bytes") from None
+            received = partial.append(_body(response), progress)
+        except (requests.ConnectionError, requests.Timeout, urllib3.exceptions.HTTPError) as err:
+            of = f" of {declared}" if declared >= 0 else ""
+            raise TransientError(f"{type(err).__name__} after {partial.size - before}{of} bytes") from None
         if 0 <= declared != received:
             raise TransientError(f"body of {received} bytes, Content-Length {declared}")
         return received
@@ -315,10 +335,11 @@ def download_file(file: RemoteFile, dest: Path, transport: Transport, progress: 
             transferred += _transfer(file.url, partial, transport, progress)
         except TransientError as err:
             if attempt >= transport.retries:
-                raise DownloadError(f"{file.url}: {err}; gave up after {transport.retries + 1} attempts, {partial.size} bytes kept for the next run") from None
+                kept = f"{partial.size} bytes kept for the next run"
+                raise DownloadError(f"{redact(file.url)}: {err}; gave up after {transport.retries + 1} attempts, {kept}") from None
             wait = transport.backoff * 2**attempt
             attempt += 1
-            log.warning("%s: %s; retry %d/%d in %.1f s from byte %d", file.url, err, attempt, transport.retries, wait, partial.size)
+            log.warning("%s: %s; retry %d/%d in %.1f s from byte %d", redact(file.url), err, attempt, transport.retries, wait, partial.size)
             time.sleep(wait)
             continue
         digests = _hexdigests(partial.hashes)
@@ -329,7 +350,7 @@ def download_file(file: RemoteFile, dest: Path, transport: Transport, progress: 
         what, wanted, actual = failed
         if not refetched:
             refetched = True
-            log.warning("%s: %s %s, expected %s; fetching it again from byte 0", file.url, what, actual, wanted)
+            log.warning("%s: %s %s, expected %s; fetching it again from byte 0", redact(file.url), what, actual, wanted)
             partial.restart()
             continue
         moved = quarantine_file(dest, file.path, partial.path)
@@ -396,6 +417,7 @@ def staging_dir_for(dest: Path) -> Path:
     return dest.parent / ".staging" / dest.name
 
 
+@redacting
 def download_dataset(
     uri_url: str,
     md5_url: str,
@@ -407,19 +429,20 @@ def download_dataset(
     retries: int = 5,
     backoff: float = 1.0,
     timeout: float = 60.0,
+    catalog_urls: tuple[str, ...] = (),
 ) -> DownloadRecord:
     """Download an R2 dataset into ``dest`` with ``jobs`` files at a time, resuming from the staging folder.
 
-    The credentials go to the hosts of ``uri_url`` and ``md5_url`` and their allowlist, not to another host the
-    ``.uri`` file names."""
+    The credentials go to the hosts of ``catalog_urls`` (the catalog entry's ``.uri`` and ``.md5`` URLs) and their
+    allowlist; not to the host of a ``uri_url`` given instead, nor to another host the ``.uri`` file names."""
     started = time.time()
     headers = auth_headers() if headers is None else headers
     if isinstance(headers, Credentials):
-        headers = headers.allowing(uri_url, md5_url)
+        headers = headers.allowing(*catalog_urls)
     base_url = fetch_text(uri_url, headers).strip().rstrip("/")
     parsed = urllib.parse.urlparse(base_url)
     if parsed.scheme not in ("https", "http", "file") or not (parsed.netloc or parsed.scheme == "file") or any(c.isspace() for c in base_url):
-        shown = repr(base_url[:80]) if base_url else "nothing"
+        shown = repr(redact(base_url)[:80]) if base_url else "nothing"
         raise DownloadError(f"{uri_url}: holds {shown}, not a base URL (expected one https://, http:// or file:// URL)")
     manifest_text = fetch_text(md5_url, headers)
     entries = [e for e in parse_manifest(manifest_text, md5_url) if wanted(e.path)]
@@ -431,12 +454,12 @@ def download_dataset(
             raise ChecksumError(f"{md5_url}: {entry.path} is listed with md5 {entry.md5} but the dataset definition pins {pinned}")
     unchecked = [e.path for e in entries if e.md5 is None and not (pinned_md5 or {}).get(e.path)]
     for path in unchecked:
-        log.warning("%s lists %s without an md5: it is downloaded unchecked and its md5 is recorded as downloaded", md5_url, path)
+        log.warning("%s lists %s without an md5: it is downloaded unchecked and its md5 is recorded as downloaded", redact(md5_url), path)
     files = [RemoteFile(e.path, f"{base_url}/{urllib.parse.quote(e.path)}", Expected(md5=e.md5 or (pinned_md5 or {}).get(e.path))) for e in entries]
     digests, transferred = fetch_files(files, dest, Transport(headers, retries, backoff, timeout), jobs)
     record = DownloadRecord(
-        uri=uri_url,
-        base_url=base_url,
+        uri=redact(uri_url),
+        base_url=redact(base_url),
         files={path: d["md5"] for path, d in digests.items()},
         bytes_transferred=transferred,
         seconds=round(time.time() - started, 3),
@@ -469,6 +492,7 @@ def parse_url_list(text: str, source: str) -> list[tuple[str, str | None, str]]:
     return entries
 
 
+@redacting
 def download_url_list(
     list_file: Path, dest: Path, headers: Credentials | dict[str, str] | None = None, jobs: int = 4, retries: int = 5, backoff: float = 1.0
 ) -> DownloadRecord:

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import requests
 
-from mlperf_wf.acquire.credentials import Credentials, hosts_from
+from mlperf_wf.acquire.credentials import Credentials, hosts_from, origin, redact, redacting
 from mlperf_wf.acquire.download import DownloadRecord, Expected, RemoteFile, Transport, fetch_files, fetch_pages, fetch_text, place_dataset, staging_dir_for
 from mlperf_wf.acquire.verify import count_rows, quarantine_and_fail
 from mlperf_wf.config.registry import DatasetFile
@@ -207,6 +207,7 @@ def check_rows(dest: Path, pinned: dict[str, DatasetFile]) -> None:
         quarantine_and_fail(dest, staging, "rows mismatch after download", bad)
 
 
+@redacting
 def download_hub_dataset(
     repo: HubRepo,
     dest: Path,
@@ -217,16 +218,25 @@ def download_hub_dataset(
     retries: int = 5,
     backoff: float = 1.0,
     timeout: float = 60.0,
+    catalog_endpoint: str | None = None,
 ) -> DownloadRecord:
-    """Download a hub repository at its pinned commit into ``dest``, ``jobs`` files at a time, resuming from the staging folder."""
+    """Download a hub repository at its pinned commit into ``dest``, ``jobs`` files at a time, resuming from the staging folder.
+
+    The token goes to the host of ``catalog_endpoint`` (the catalog entry's) and its allowlist; not to the host of
+    another endpoint given instead, nor to a host a redirect names unless it is one of those."""
     started = time.time()
     headers = hub_auth_headers() if headers is None else headers
-    if isinstance(headers, Credentials):
-        headers = headers.allowing(repo.endpoint)
+    if isinstance(headers, Credentials) and catalog_endpoint:
+        headers = headers.allowing(catalog_endpoint)
     try:
         text = fetch_text(repo.listing_url, headers, timeout, follow_redirects=True)
     except DownloadError as err:
         if re.search(r"HTTP 40[13]\b", str(err)):
+            if isinstance(headers, Credentials) and headers.headers and not headers.allowed(repo.listing_url):
+                host = origin(repo.listing_url)
+                raise DownloadError(
+                    f"{err}; {TOKEN_ENV} is set but was not sent to {host}: add it to {headers.hosts_variable} if it is meant to have it"
+                ) from None
             raise DownloadError(f"{err}; a gated or private repository needs {TOKEN_ENV} set to a token with access") from None
         raise
     listed = parse_listing(text, repo, dest.name)
@@ -242,8 +252,8 @@ def download_hub_dataset(
     digests, transferred = fetch_files(remote, dest, transport, jobs)
     check_rows(dest, pins)
     record = DownloadRecord(
-        uri=repo.listing_url,
-        base_url=repo.base_url,
+        uri=redact(repo.listing_url),
+        base_url=redact(repo.base_url),
         files={path: d["md5"] for path, d in digests.items()},
         bytes_transferred=transferred,
         seconds=round(time.time() - started, 3),

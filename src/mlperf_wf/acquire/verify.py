@@ -134,11 +134,21 @@ def quarantine_file(dataset_dir: Path, path: str, source: Path) -> Path:
 
 
 def quarantine_and_fail(dataset_dir: Path, files_dir: Path, problem: str, failures: list[tuple[str, object, object]]) -> NoReturn:
-    """Quarantine every failed file (path, expected, actual) found in ``files_dir``; fail naming the first, in one line."""
-    moved = [quarantine_file(dataset_dir, path, files_dir / path) for path, _, _ in failures]
+    """Quarantine every failed file (path, expected, actual) found in ``files_dir``; fail naming the first, in one line.
+    A file that cannot be moved (a read-only folder) stays where it is, and the line says why and what to do."""
     path, expected, actual = failures[0]
     more = f" ({len(failures)} files failed)" if len(failures) > 1 else ""
-    raise ChecksumError(f"{dataset_dir.name}/{path}: {problem}: expected {expected}, actual {actual}; moved to {moved[0]}{more}")
+    mismatch = f"{dataset_dir.name}/{path}: {problem}: expected {expected}, actual {actual}"
+    moved = []
+    for failed, _, _ in failures:
+        try:
+            moved.append(quarantine_file(dataset_dir, failed, files_dir / failed))
+        except OSError as err:
+            raise ChecksumError(
+                f"{mismatch}{more}; left in place: moving {failed} to {quarantine_dir_for(dataset_dir)} failed ({err.strerror}): "
+                f"make {files_dir} writable and rerun (each bad file is then moved aside), or delete {files_dir} to download it again"
+            ) from None
+    raise ChecksumError(f"{mismatch}; moved to {moved[0]}{more}")
 
 
 def _load_stamps(path: Path) -> dict[str, Stamp]:

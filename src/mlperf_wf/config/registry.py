@@ -215,8 +215,12 @@ RESERVED_PLACEHOLDERS = (
     "master_port",
     "node_rank",
     "walltime_minutes",
+    "quality_target",
 )
 """Placeholders every full-scale command may use; a role read by the runs adds its own name."""
+ENV_PLACEHOLDERS = ("quality_target",)
+"""Placeholders every ``full.env`` value may use (besides the sizing ones with ``full.sizing``): ``{quality_target}``
+is the value the runs stop at under the plan's round and division, from mlperf-logging's rules (its one source)."""
 SIZING_PLACEHOLDERS = ("gbs", "micro_batch", "accumulation", "hp")
 """Placeholders of a benchmark with ``full.sizing``: the run's global batch (``{gbs://N}``: N samples as whole
 steps, rounded down), its split on the run's GPUs, and ``{hp[KEY]}``, the value of the RCP hyperparameter KEY at that
@@ -646,8 +650,9 @@ class BenchmarkDef(_Strict):
                     raise ValueError(f"full.command uses unknown placeholder {{{name}}}; allowed: {sorted(known)}")
         for variable, value in self.full.env.items():
             for name in placeholders(value):
-                if not self.full.sizing or name not in SIZING_PLACEHOLDERS:
-                    raise ValueError(f"full.env.{variable} uses placeholder {{{name}}}; allowed in env: {list(SIZING_PLACEHOLDERS)} with full.sizing")
+                if name not in ENV_PLACEHOLDERS and (not self.full.sizing or name not in SIZING_PLACEHOLDERS):
+                    allowed = f"{list(ENV_PLACEHOLDERS)}, and {list(SIZING_PLACEHOLDERS)} with full.sizing"
+                    raise ValueError(f"full.env.{variable} uses placeholder {{{name}}}; allowed in env: {allowed}")
         for role, made in self.full.made_in_image.items():
             if role not in run_roles:
                 raise ValueError(f"full.made_in_image: {role!r} is not an input role the runs read; allowed: {sorted(run_roles)}")

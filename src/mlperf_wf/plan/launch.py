@@ -53,7 +53,7 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mlperf_wf.config.registry import BenchmarkDef, Container
+from mlperf_wf.config.registry import BenchmarkDef, Container, placeholders
 from mlperf_wf.errors import ConfigError
 from mlperf_wf.plan.sizing import PlannedBatch
 from mlperf_wf.run import mllog_parts
@@ -129,6 +129,9 @@ class Launch:
     """The run's global batch, its split and RCP hyperparameters (``full.sizing``): ``{gbs}``, ``{hp[KEY]}`` ..."""
     replaced_words: tuple[tuple[str, str], ...] = ()
     """Whole words of the reference command and what runs instead (a one-off job of the image: ``full.made_in_image``)."""
+    quality_target: float | None = None
+    """The quality the runs stop at under the plan's round and division (mlperf-logging's rules): the command's and
+    the environment's ``{quality_target}``; a ``Launch`` made without a plan takes the latest round's closed target."""
 
 
 class Minutes(int):
@@ -187,6 +190,8 @@ def reference_command(bench: BenchmarkDef, run: int, seed: int, paths: RunPaths,
         "walltime_minutes": Minutes(launch.walltime_minutes),
         **_batch_values(bench, launch),
     }
+    if any("quality_target" in placeholders(part) for part in bench.full.command):
+        values["quality_target"] = quality_target_text(bench, launch)
     replaced = dict(launch.replaced_words)  # the definition checks that each is a word of its command
     command = [replaced.get(part, part).format(**values) for part in bench.full.command]
     command = override_arguments(bench, command, launch.arguments)
@@ -237,10 +242,32 @@ def _batch_values(bench: BenchmarkDef, launch: Launch) -> dict[str, object]:
     return batch.format_values()
 
 
+def quality_target_text(bench: BenchmarkDef, launch: Launch) -> str:
+    """``{quality_target}``: the launch's target, or the latest round's closed one, as its shortest number."""
+    from mlperf_wf.config import mlperf_rules
+
+    if launch.quality_target is not None:
+        return f"{launch.quality_target:g}"
+    ruleset = mlperf_rules.resolve_ruleset(bench.submission_benchmark, "latest")
+    return f"{mlperf_rules.quality_target(bench.submission_benchmark, ruleset).value:g}"
+
+
+def definition_env(bench: BenchmarkDef, launch: Launch) -> dict[str, str]:
+    """The definition's ``full.env`` with its placeholders filled for ``launch``: the batch's (``GBS: "{gbs}"``: a
+    reference reading its batch from the environment gets the plan's) and ``{quality_target}`` (the rules' target,
+    where the reference reads it from the environment)."""
+    values: dict[str, object] = {**_batch_values(bench, launch)}
+    env = {}
+    for key, value in bench.full.env.items():
+        names = set(placeholders(value))
+        if "quality_target" in names and "quality_target" not in values:
+            values["quality_target"] = quality_target_text(bench, launch)
+        env[key] = value.format(**values) if names and names <= values.keys() else value  # a batch not wired keeps its text
+    return env
+
+
 def _container_env(bench: BenchmarkDef, paths: RunPaths, seed: int, launch: Launch) -> dict[str, str]:
-    # the batch's placeholders (``GBS: "{gbs}"``): a reference reading its batch from the environment gets the plan's
-    batch = _batch_values(bench, launch)
-    env = {key: value.format(**batch) if batch and "{" in value else value for key, value in bench.full.env.items()}
+    env = definition_env(bench, launch)
     env.update(dict(launch.env))
     env["COMPLIANCE_FILE"] = f"{bench.full.mounts['results']}/{paths.result_file.name}"
     env[MLLOG_PARTS_VARIABLE] = f"{bench.full.mounts['results']}/{mllog_parts.PARTS_FOLDER}"
@@ -282,8 +309,8 @@ AMD_DEVICES = ("/dev/kfd", "/dev/dri")
 start their images (dlrmv4's README.MD: ``docker run --device=/dev/kfd --device=/dev/dri``)."""
 
 
-ULIMIT_FLAGS = {"nofile": "-n"}
-"""bash's ``ulimit`` flag for each limit a definition may raise (``full.ulimits``; docker's ``--ulimit`` names)."""
+ULIMIT_LETTERS = {"nofile": "n"}
+"""bash's ``ulimit`` option letter for each limit a definition may raise (``full.ulimits``; docker's ``--ulimit`` names)."""
 
 
 def raise_limits(ulimits: dict[str, int]) -> str:
@@ -292,7 +319,7 @@ def raise_limits(ulimits: dict[str, int]) -> str:
     job's log and the run goes on, as the reference's does."""
     steps = []
     for name, value in sorted(ulimits.items()):
-        letter = ULIMIT_FLAGS[name].lstrip("-")
+        letter = ULIMIT_LETTERS[name]
         warn = f'echo "mlperf-wf: could not raise the {name} limit to {value} (hard limit $(ulimit -H{letter}))" >&2'
         steps.append(f"{{ ulimit -S{letter} {value} 2>/dev/null || {warn}; }}")
     return "; ".join(steps)
@@ -438,9 +465,9 @@ def full_scale(bench: BenchmarkDef, run: int, seed: int, paths: RunPaths, launch
     env = _container_env(bench, paths, seed, launch)
     workdir = launch.workdir or bench.full.workdir
     # what the line does on the host before the launch: the page cache, then the reference's raised limits
-    drop = "; ".join(filter(None, [drop_page_cache(launch.nodes, srun=launch.launcher == "pyxis"), raise_limits(bench.full.ulimits)]))
+    before_launch = "; ".join(filter(None, [drop_page_cache(launch.nodes, srun=launch.launcher == "pyxis"), raise_limits(bench.full.ulimits)]))
     if launch.launcher == "local":
-        return f"{drop}; {_local(bench, run, seed, paths, launch, env, workdir)}"
+        return f"{before_launch}; {_local(bench, run, seed, paths, launch, env, workdir)}"
     command = reference_command(bench, run, seed, paths, launch)
     scratch_by_name = scratch_folders(bench, paths)
     mounts = _mounts(bench, paths, launch, scratch_by_name)
@@ -460,14 +487,14 @@ def full_scale(bench: BenchmarkDef, run: int, seed: int, paths: RunPaths, launch
             devices=tuple(bench.full.devices),
             ulimits=bench.full.ulimits,
         )
-        return f"{drop}; {_make_folders(scratch, shell_join(argv))}"
+        return f"{before_launch}; {_make_folders(scratch, shell_join(argv))}"
     if launch.launcher == "apptainer":
         home = paths.result_file.parent.resolve() / "home"
         argv = apptainer_argv(
             image.apptainer_reference, workdir, mounts, env, passthrough, command, str(home), bench.full.accelerator, tuple(bench.full.devices)
         )
-        return f"{drop}; {_make_folders([home, *scratch], _join_keep_variables(argv))}"
-    return f"{drop}; {_make_folders(scratch, pyxis_script(bench, image.enroot_reference, mounts, env, passthrough, command, launch, workdir))}"
+        return f"{before_launch}; {_make_folders([home, *scratch], _join_keep_variables(argv))}"
+    return f"{before_launch}; {_make_folders(scratch, pyxis_script(bench, image.enroot_reference, mounts, env, passthrough, command, launch, workdir))}"
 
 
 def _local(bench: BenchmarkDef, run: int, seed: int, paths: RunPaths, launch: Launch, env: dict[str, str], workdir: str) -> str:

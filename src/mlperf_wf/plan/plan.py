@@ -429,7 +429,16 @@ class Plan:
             hooks=self.host_hooks(name),
             walltime_minutes=override.walltime_minutes or geometry.walltime_minutes,
             batch=self.planned_batch(name, nodes, gpus_per_node) if self.scale == Scale.FULL else None,
+            quality_target=self.launch_quality_target(name),
         )
+
+    def launch_quality_target(self, name: str) -> float | None:
+        """The quality target a full-scale run stops at (its command's ``{quality_target}``): the rules' for the
+        benchmark's round and division; None where the round is not the benchmark's (the preflight says so)."""
+        try:
+            return mlperf_rules.quality_target(self.bench(name).submission_benchmark, self.ruleset(name), self.division(name)).value
+        except ConfigError:
+            return None
 
     @cache  # noqa: B019 - one Plan per workflow; every train job and the preflight ask for the same batch
     def planned_batch(self, name: str, nodes: int, gpus_per_node: int) -> sizing.PlannedBatch | None:

@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 
 from mlperf_wf.config.registry import load_benchmark
+from mlperf_wf.plan.launch import Launch, quality_target_text
 from mlperf_wf.results import compliance
 from tests.conftest import parser_options, reference_source, shell_values
 
@@ -33,6 +34,8 @@ CONTAINERS = ROOT / "containers"
 HOOKS = CONTAINERS / "hooks"
 PATCHES = CONTAINERS / "deepseekv3_671b" / "patches"
 BENCH = load_benchmark("deepseekv3_671b")
+QUALITY_TARGET = quality_target_text(BENCH, Launch("pyxis"))
+"""The command's ``{quality_target}``: the latest round's closed target, from mlperf-logging's rules."""
 REFERENCE = reference_source(BENCH.reference.path)
 CONFIG = "config_GB300_64x4x256xtp1pp4cp1.sh"
 needs_reference = pytest.mark.skipif(REFERENCE is None, reason="shared reference source (mlcommons/training aa344c7) not present")
@@ -94,9 +97,10 @@ def test_the_values_the_plan_passes_are_the_reference_configs():
         ("--recompute_modules", "RECOMPUTE_MODULES"),
     ):
         assert command_value(option) == config[name], option
+    # the target is the rules' (mlperf-logging), the one source; the reference's run script agrees with it
+    assert command_value("--target_log_ppl") == "{quality_target}" and float(QUALITY_TARGET) == float(defaults["TARGET"])
     for option, name in (
         ("--sequence_length", "SEQUENCE_LENGTH"),
-        ("--target_log_ppl", "TARGET"),
         ("--moe_token_dispatcher_type", "MOE_TOKEN_DISPATCHER_TYPE"),
         ("--moe_grouped_gemm", "MOE_GROUPED_GEMM"),
         ("--moe_permute_fusion", "MOE_PERMUTE_FUSION"),
@@ -241,7 +245,7 @@ def run_reference(tmp_path: Path, hooked: bool) -> tuple[subprocess.CompletedPro
     env["PYTHONPATH"] = os.pathsep.join([str(stubs), *([str(HOOKS), str(PATCHES)] if hooked else [])])
     if hooked:
         env["MLPERF_WF_HOOKS"] = "mlperf_wf_deepseekv3_671b"
-    words = [word.format(nodes=64, gpus_per_node=4, seed=4321) for word in BENCH.full.command[2:]]
+    words = [word.format(nodes=64, gpus_per_node=4, seed=4321, quality_target=QUALITY_TARGET) for word in BENCH.full.command[2:]]
     argv = [str(REFERENCE), str(REFERENCE / "pretrain_deepseek_v3_671b.py"), *words]
     proc = subprocess.run([sys.executable, "-c", SCRIPT, *argv], env=env, capture_output=True, text=True, timeout=120, cwd=tmp_path)
     return proc, result

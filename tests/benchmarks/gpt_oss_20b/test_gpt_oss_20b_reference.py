@@ -32,12 +32,15 @@ import pytest
 import yaml
 
 from mlperf_wf.config import registry
+from mlperf_wf.plan.launch import Launch, definition_env
 from mlperf_wf.results import compliance
 from tests.conftest import reference_source
 
 ROOT = Path(__file__).resolve().parents[3]
 REFERENCE = reference_source("small_llm_moe_pretraining/primus")
 BENCH = registry.load_benchmark("gpt_oss_20b")
+ENV = definition_env(BENCH, Launch("pyxis"))
+"""The run's environment from the definition, its ``{quality_target}`` the rules' target (mlperf-logging)."""
 CONTAINER = ROOT / "containers" / "gpt_oss_20b"
 HOOKS = ROOT / "containers" / "hooks"
 PATCHES = CONTAINER / "patches"
@@ -66,7 +69,8 @@ def test_every_file_the_full_command_and_environment_name_is_in_the_reference_tr
     assert command == ["env", "GPUS_PER_NODE={gpus_per_node}", "PRIMUS_EP={gpus_per_node}", "./run_and_time.sh"] and BENCH.full.workdir == "/workspace/code"
     script = REFERENCE / "run_and_time.sh"
     assert script.is_file() and os.access(script, os.X_OK)  # run.sub:52 runs it as ./run_and_time.sh
-    env = BENCH.full.env
+    env = ENV
+    assert BENCH.full.env["MLLOG_TARGET_EVAL_LOSS"] == "{quality_target}"  # one source: the rules; the config agrees below
     assert in_image(env["EXP"]).is_file()
     assert (REFERENCE / "src" / "train.py").is_file()  # run_and_time.sh runs src/train.py from /workspace/code
     run_and_time = script.read_text()
@@ -222,10 +226,10 @@ def drive(tmp_path: Path, hooked: bool, losses: str = "3.9,3.5,3.31") -> Path:
     result = tmp_path / "results" / "result.txt"
     result.parent.mkdir()  # run_and_time.sh:28 mkdir -p /results
     env = {key: value for key, value in os.environ.items() if not key.startswith(("MLPERF_", "PYTHONPATH", "COMPLIANCE_FILE", "MLLOG_"))}
-    env.update(BENCH.full.env)
+    env.update(ENV)
     env["MLLOG_OUTPUT_FILE"] = str(tmp_path / "results" / "mlperf_output.log")  # the reference's /results, here
     env.update(COMPLIANCE_FILE=str(result), SEED="4242", SYNTH_WARMUP_STEPS="0", RANK="0")
-    env["STAND_IN_MEGATRON_ARGS"] = json.dumps(megatron_args(BENCH.full.env, 4242))
+    env["STAND_IN_MEGATRON_ARGS"] = json.dumps(megatron_args(ENV, 4242))
     env["STAND_IN_VALIDATION_LOSSES"] = losses
     path = [str(stand_in), str(wheel_dir)]
     if hooked:

@@ -1,7 +1,7 @@
 """dlrmv4's rehearsal: ``python -m generative_recommenders.dlrm_v4.train.train_ranker`` of recommendation_v4 (a67b8459).
 
-TorchRec, fbgemm-gpu and polars do not install here (ROCm builds), so the probe runs the reference's own code that
-needs only gin-config, torch and mlperf-logging, from its files at the pinned commit:
+TorchRec and fbgemm-gpu do not install here (ROCm builds), so the probe runs the reference's own code that needs only
+gin-config, polars, torch and mlperf-logging, from its files at the pinned commit:
 
 - ``train_ranker.py``'s ``get_args`` and ``main`` on the job's arguments and environment (``GPUS_PER_NODE`` or
   ``torch.cuda.device_count()``, ``NNODES``, ``NODE_RANK``, ``MASTER_ADDR``/``MASTER_PORT``, the gin file), with
@@ -20,8 +20,8 @@ needs only gin-config, torch and mlperf-logging, from its files at the pinned co
   with ``HISTORY_LENGTH``/``MIN_HISTORY`` as gin resolves them: the cache's ``_READY`` (else the first rank would
   build the 190 GB cache into the read-only mount), ``store_meta.json``, each ``_FlatEventStore._MMAP_COLS`` column
   through the reference's ``_load_npy_readonly``, the positions file ``_positions_filename`` names and its
-  ``anchor_ts_`` twin (else built into the mount), and ``_load_metadata``'s mappings (read with pyarrow: the
-  reference's polars does not install) against ``item_popularity.npy``'s length, as it checks.
+  ``anchor_ts_`` twin (else built into the mount), and the reference's own ``_load_metadata`` (with polars at its pin),
+  which reads the mappings and refuses them unless ``item_popularity.npy`` has as many entries.
 """
 
 from __future__ import annotations
@@ -186,11 +186,14 @@ def _dataset(ctx, values: dict[str, object]) -> None:
     columns = ast.literal_eval(next(n for n in store.body if isinstance(n, ast.Assign) and n.targets[0].id == "_MMAP_COLS").value)
     positions_filename = next(n for n in dataset.body if isinstance(n, ast.FunctionDef) and n.name == "_positions_filename")
     positions_filename.decorator_list = []
+    load_metadata = next(n for n in dataset.body if isinstance(n, ast.FunctionDef) and n.name == "_load_metadata")
+    import polars
+
     scope = _compiled(
         ctx,
         yambda,
-        [*_top(tree, "_load_npy_readonly"), positions_filename],
-        {"np": np, "os": os, "Path": Path, "Union": Union, "_mmap_mod": mmap},
+        [*_top(tree, "_load_npy_readonly"), positions_filename, load_metadata],
+        {"np": np, "os": os, "Path": Path, "Union": Union, "_mmap_mod": mmap, "pl": polars},
     )
     root = str(values["DLRM_DATA_PATH"])
     processed, metadata = os.path.join(root, "processed_5b"), os.path.join(root, "shared_metadata")  # utils.get_dataset
@@ -210,16 +213,16 @@ def _dataset(ctx, values: dict[str, object]) -> None:
     for file in (name, name.replace("positions_", "anchor_ts_", 1)):
         path = ctx.path(os.path.join(cache, file), "built into the cache folder when absent (a read-only mount here)", "file")
         scope["_load_npy_readonly"](path)
-    import pyarrow.parquet as parquet
-
-    items = 0
     for kind in ("artist", "album"):
-        path = ctx.path(os.path.join(metadata, f"{kind}_item_mapping.parquet"), "_load_metadata: pl.read_parquet", "file")
-        items = max(items, int(max(parquet.read_table(path, columns=["item_id"]).column("item_id").to_pylist())) + 1)
-    popularity = ctx.path(os.path.join(processed, "item_popularity.npy"), "_load_metadata: item_popularity.npy beside the sessions", "file")
-    ctx.equal(
-        "entries of item_popularity.npy", len(np.load(popularity, mmap_mode="r")), items, "_load_metadata raises unless the mappings describe as many items"
-    )
+        ctx.path(os.path.join(metadata, f"{kind}_item_mapping.parquet"), "_load_metadata: pl.read_parquet", "file")
+    ctx.path(os.path.join(processed, "item_popularity.npy"), "_load_metadata: item_popularity.npy beside the sessions", "file")
+    dataset_state = SimpleNamespace(_processed_dir=processed)
+    try:
+        scope["_load_metadata"](dataset_state, metadata)  # the reference's own reading, with polars at its pin
+    except ValueError as refused:  # the mappings and item_popularity.npy disagree
+        ctx.fail(f"_load_metadata: {refused}")
+    ctx.equal("polars' version", polars.__version__, "1.33.1", "recommendation_v4/requirements.txt's polars-u64-idx pin")
+    ctx.record("value", "_load_metadata", "the reference's item mappings, read with polars", True, f"{dataset_state.num_items} items")
 
 
 def probe(ctx) -> None:

@@ -17,11 +17,11 @@ run it, up to ``device_module.set_device`` (torchtitan/train.py:73-76, the first
 - the log: ``mllog.config(filename=<job.dump_folder>/mlperf_compliance.log)`` as ``MLPerfLogger`` calls it
   (flux/train.py:55-62, mlperf_logging.py:42-48), which the round patch sends to ``$COMPLIANCE_FILE``.
 
-What does not import here is replaced by an inert stand-in module, named in the probe's checks: ``tiktoken`` (compiled;
-the llama tokenizers that ``torchtitan/__init__`` registers), ``einops`` (the model code), ``mlperf_common`` (NVIDIA's
-git-pinned logging wrapper; the probe configures mllog as MLPerfLogger does instead) and ``torch.utils.tensorboard``
-(no tensorboard here; ``metrics.enable_tensorboard`` is false). The Dockerfile's pinned git blob ids must be those of the
-files here (the image it builds FROM is that commit).
+``tiktoken`` (the llama tokenizers that ``torchtitan/__init__`` registers), ``einops`` (the model code) and tensorboard
+(``torch.utils.tensorboard``) are the real ones at torchtitan's pins (requirements-dev.txt). What does not install here
+is replaced by an inert stand-in module, named in the probe's checks: ``mlperf_common`` (NVIDIA's git-pinned logging
+wrapper, not on PyPI; the probe configures mllog as MLPerfLogger does instead). The Dockerfile's pinned git blob ids
+must be those of the files here (the image it builds FROM is that commit).
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ data files the R2 ``.md5`` lists name (r2-infra training/metadata/flux-1-{cc12m,
 ``data-<i>-of-04762.arrow`` and ``data-<i>-of-00129.arrow``, plus ``state.json`` and ``dataset_info.json``)."""
 TINY_SHAPES = {"t5_encodings": (1, 1), "clip_encodings": (1,), "mean": (1, 1, 1), "logvar": (1, 1, 1)}
 """Each cell's array: the published ranks (T5 (256, 4096), CLIP (768,), mean/logvar (16, 32, 32)) with one element."""
-STAND_INS = ("tiktoken", "tiktoken.load", "einops", "mlperf_common", "mlperf_common.frameworks", "mlperf_common.frameworks.pyt", "mlperf_common.logging")
+STAND_INS = ("mlperf_common", "mlperf_common.frameworks", "mlperf_common.frameworks.pyt", "mlperf_common.logging")
 
 
 def published(dataset_id: str, folder: Path) -> None:
@@ -131,18 +131,25 @@ def _stand_in(name: str) -> types.ModuleType:
     return module
 
 
+REAL_MODULES = {"tiktoken": "0.9.0", "einops": "0.8.1", "tensorboard": "2.16.2"}
+"""torchtitan's pins (.ci/docker/requirements.txt, .ci/docker/requirements-flux.txt): imported for real, never stood in
+(tensorboard under ``torch.utils.tensorboard``, which torchtitan's metrics import)."""
+
+
 def _install_stand_ins(ctx) -> None:
+    import importlib.metadata
     import importlib.util
+
+    for name, version in REAL_MODULES.items():
+        found = importlib.util.find_spec(name)
+        ctx.equal(f"{name} is the real package", found is not None and found.origin is not None, True, "torchtitan imports it (no stand-in)")
+        ctx.equal(f"{name}'s version", importlib.metadata.version(name), version, "torchtitan's pin")
 
     missing = {name.split(".")[0] for name in STAND_INS if name.split(".")[0] not in sys.modules and importlib.util.find_spec(name.split(".")[0]) is None}
     for name in STAND_INS:
         if name.split(".")[0] in missing:
             sys.modules[name] = _stand_in(name)
             ctx.record("stand-in", name, "does not install here; an inert module replaces it", True)
-    tensorboard = types.ModuleType("torch.utils.tensorboard")
-    tensorboard.SummaryWriter = type("SummaryWriter", (), {})
-    sys.modules["torch.utils.tensorboard"] = tensorboard
-    ctx.record("stand-in", "torch.utils.tensorboard", "tensorboard does not install here (metrics.enable_tensorboard is false)", True)
 
 
 def probe(ctx) -> None:

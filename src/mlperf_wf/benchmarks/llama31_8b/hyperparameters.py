@@ -1,6 +1,6 @@
 """Tiny-tier hyperparameters of llama31_8b: the reference's optimiser and schedule on a 2-layer Llama.
 
-Reference values (small_llm_pretraining/nemo at aa344c7; NOTES-reference-llama31_8b.md): AdamW beta
+Reference values (small_llm_pretraining/nemo at aa344c7; REFERENCE.md): AdamW beta
 0.9/0.95, eps 1e-5, weight decay 0.1, clip 1.0, linear warm-up then cosine to 0.1 x the peak over
 max_steps 1,200,000 (decay = max_steps - warm-up), sequence 8192, global batch 32, evaluation of 1024
 sequences every 12,288.
