@@ -264,6 +264,13 @@ class Reference(_Strict):
     """Where the scripts and configs the full-scale command names live, when they are in a submodule of the reference
     folder (qwen35_397b_grpo: NeMo-RL at its own pinned commit) rather than in the folder itself; None: in the folder."""
 
+    launch: list[str] = Field(default_factory=list)
+    """The reference's own files that launch a full-scale run, relative to ``path`` (a file of ``submodule`` under
+    ``submodule.path``): its batch and launch scripts (``run.sub``, ``run_and_time.sh``), the configuration they source
+    (``config_*.sh``) and its Dockerfile. Every environment variable, ``ulimit`` and launcher flag they set is either
+    set by the plan or named in the README's "Launch environment" section with why it is not needed
+    (``tests/config/test_launch_environment.py``); empty where the reference has no launch file."""
+
     @property
     def url(self) -> str:
         """Browsable URL of the folder at the commit."""

@@ -292,6 +292,7 @@ LAUNCH_VARIABLES = (
     "CUDA_DEVICE_MAX_CONNECTIONS",
     "NCCL_LAUNCH_ORDER_IMPLICIT",
     "RAY_ENABLE_UV_RUN_RUNTIME_ENV",
+    "OMP_NUM_THREADS",
     "NEMO_GYM_SWE_WORKSPACE_ROOT",
     "HF_HOME",
     "TRANSFORMERS_OFFLINE",
@@ -304,12 +305,13 @@ sets from its mounts, or run.sub's own bookkeeping)."""
 
 
 def _launch_environment(ctx, config: dict) -> None:
-    """Each of :data:`LAUNCH_VARIABLES` has the value the reference's own launch lines give it (``export NAME=VALUE`` or
-    ``export NAME="${NAME:-VALUE}"``), and the open-files limit is run.sub's ``ulimit -Sn`` (its hard limit allows it
-    here), as the driver and every Ray worker inherit them."""
+    """Each of :data:`LAUNCH_VARIABLES` has the value the reference's own launch lines give it (``export NAME=VALUE``,
+    ``export NAME="${NAME:-VALUE}"``, or ``: "${NAME:=VALUE}"`` then ``export NAME``), and the open-files limit is
+    run.sub's ``ulimit -Sn`` (its hard limit allows it here), as the driver and every Ray worker inherit them."""
     import resource
 
     exported: dict[str, tuple[str, str]] = {}
+    defaults: dict[str, tuple[str, str]] = {}
     wanted_limit = None
     for script in LAUNCH_SCRIPTS:
         text = ctx.path(script, "the reference's launch script", kind="file").read_text()
@@ -317,6 +319,12 @@ def _launch_environment(ctx, config: dict) -> None:
             found = re.match(r'\s*export (\w+)="?(?:\$\{\1:-)?([^"}$]*)\}?"?\s*$', line)
             if found:
                 exported[found.group(1)] = (found.group(2), f"{Path(script).name}:{number}")
+            default = re.match(r'\s*: "\$\{(\w+):=([^"}$]*)\}"\s*$', line)
+            if default:
+                defaults[default.group(1)] = (default.group(2), f"{Path(script).name}:{number}")
+            bare = re.match(r"\s*export (\w+)\s*$", line)
+            if bare and bare.group(1) in defaults:  # run.sub:65-66 `: "${OMP_NUM_THREADS:=16}"` then `export OMP_NUM_THREADS`
+                exported[bare.group(1)] = defaults[bare.group(1)]
             limit = re.search(r"ulimit -Sn (\d+)", line)
             if limit:
                 wanted_limit = (int(limit.group(1)), f"{Path(script).name}:{number}")
