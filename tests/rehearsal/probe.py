@@ -38,6 +38,13 @@ BENCHMARK_VARIABLE = "MLPERF_WF_REHEARSAL_BENCHMARK"
 ENTRY_VARIABLE = "MLPERF_WF_REHEARSAL_ENTRY"
 """Comma-separated paths (as the command names them, e.g. ``scripts/train.py``) of the reference's entry scripts."""
 FAIL_VARIABLE = "MLPERF_WF_REHEARSAL_FAIL"
+SOURCES_VARIABLE = "MLPERF_WF_REHEARSAL_SOURCES"
+"""Comma-separated container folders of the reference's code in the image (its files, the round patches and hooks the
+Dockerfile copies): a write is the reference's where one of its frames is in them."""
+PLAN_FILE = "plan.json"
+"""Beside the seeds' records: what the plan declares of the rehearsed job (:func:`tests.rehearsal.campaign.plan_facts`):
+``mounts`` (``[container path, ro|rw]`` each) and ``container_writable`` (the line gives the container a writable
+filesystem of its own: pyxis's ``--container-writable``, docker without ``--read-only``)."""
 FAILED_ON_PURPOSE = 5
 PROBLEM_FOUND = 3
 
@@ -67,6 +74,111 @@ def _write(name: str, record: dict) -> None:
     partial = path.with_name(f".{name}.{os.getpid()}.partial")
     partial.write_text(json.dumps(record, indent=1, default=str))
     os.replace(partial, path)
+
+
+WRITE_EVENTS = frozenset(
+    ("open", "os.rename", "os.mkdir", "os.remove", "os.rmdir", "os.symlink", "os.link", "os.truncate", "shutil.copyfile", "shutil.rmtree")
+)
+"""Audit events (PEP 578) by which Python code writes a file or folder (``os.replace`` raises ``os.rename``)."""
+WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
+WRITTEN_ARGUMENT = {"os.rename": 1, "os.symlink": 1, "os.link": 1, "shutil.copyfile": 1}
+"""The argument of an event that names the written path (the destination); the first one otherwise."""
+
+_writes: dict[str, str] = {}
+"""Path written -> the first frame of the reference's code that wrote it (``file:line``), in this process."""
+
+
+REHEARSAL_CODE = f"{Path(__file__).resolve().parent}/"
+"""The rehearsal's own code (this probe, the benchmarks' probes and stand-ins)."""
+
+
+def _reference_frame(sources: tuple[str, ...]) -> str | None:
+    """The innermost frame of the reference's code calling this write; None where the rehearsal's own code is nearer
+    (its records, its check of the read-only mounts, its log lines: the reference runs under the probe's start-up)."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if not name.startswith("/"):
+            name = os.path.abspath(name)
+        if name.startswith(REHEARSAL_CODE):
+            return None
+        if name.startswith(sources):
+            return f"{name}:{frame.f_lineno}"
+        frame = frame.f_back
+    return None
+
+
+def _written_path(event: str, args: tuple) -> object:
+    if event == "open":
+        path, mode, flags = args
+        writing = any(letter in mode for letter in "wax+") if isinstance(mode, str) else bool(flags & WRITE_FLAGS)
+        return path if writing else None
+    return args[WRITTEN_ARGUMENT.get(event, 0)]
+
+
+def audit_writes(sources: tuple[str, ...], ignored: str) -> None:
+    """Record every path the reference's code writes in this process (:data:`WRITE_EVENTS`), with its first frame in
+    ``sources``; writes under ``ignored`` (the rehearsal's records) and writes no reference frame made are not its."""
+    if not sources:
+        return
+
+    def hook(event: str, args: tuple) -> None:
+        if event not in WRITE_EVENTS:
+            return
+        path = _written_path(event, args)
+        if not isinstance(path, (str, bytes, os.PathLike)):  # a file descriptor: its path was audited when opened
+            return
+        path = os.path.abspath(os.fsdecode(path))
+        if path in _writes or path.startswith(ignored):
+            return
+        where = _reference_frame(sources)
+        if where is not None:
+            _writes[path] = where
+
+    sys.addaudithook(hook)
+
+
+def _writable(path: str, plan: dict) -> bool:
+    """Whether the plan declares ``path`` writable: under a read-write mount (the deepest mount holding it decides), or
+    outside every mount where the line gives the container a writable filesystem of its own."""
+    holding = [(container, mode) for container, mode in plan["mounts"] if path == container or path.startswith(container.rstrip("/") + "/")]
+    if holding:
+        return max(holding, key=lambda mount: len(mount[0]))[1] == "rw"
+    return bool(plan["container_writable"])
+
+
+def plan_facts() -> dict | None:
+    path = Path(os.environ[RECORDS_VARIABLE]) / PLAN_FILE
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def check_read_only_mounts(ctx: "ProbeContext", plan: dict) -> None:
+    """Every mount the plan declares read-only refuses a new file (a file mount: opening it for writing)."""
+    for container, mode in plan["mounts"]:
+        if mode != "ro" or not os.path.exists(container):
+            continue
+        target = os.path.join(container, f".rehearsal-write-{host()}-{os.getpid()}") if os.path.isdir(container) else container
+        try:
+            descriptor = os.open(target, os.O_WRONLY | os.O_CREAT | (os.O_EXCL if target != container else 0))
+        except OSError as error:
+            ctx.record("read-only", container, "the plan mounts it read-only", True, error.strerror or str(error))
+            continue
+        os.close(descriptor)
+        if target != container:
+            os.remove(target)
+        ctx.fail(f"the plan mounts {container} read-only, but this rank on {host()} could write {target} in it")
+
+
+def check_writes(ctx: "ProbeContext", plan: dict) -> None:
+    """Every file the reference's code wrote in this process lands where the plan declares it writable."""
+    outside = []
+    for path, where in sorted(_writes.items()):
+        held = _writable(path, plan)
+        ctx.record("write", path, "the reference writes it where the plan declares it writable", held, where)
+        if not held:
+            outside.append(f"{path} (written by {where})")
+    if outside:
+        ctx.fail(f"the reference wrote outside what the plan declares writable: {'; '.join(outside)}")
 
 
 LAUNCH_VARIABLES = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "NODE_RANK", "MASTER_ADDR", "MASTER_PORT")
@@ -266,6 +378,10 @@ def take_over(ctx: ProbeContext) -> None:
         if not failing.startswith(f"{seed()}:"):  # in a run with a rank failing on purpose, the others would wait for it
             _every_rank(ctx, "past_start_up")
             _every_rank(ctx, "at_the_target")
+        plan = plan_facts()
+        if plan is not None:
+            check_read_only_mounts(ctx, plan)
+            check_writes(ctx, plan)
         if failing and failing == f"{seed()}:{rank}":
             status, problem = FAILED_ON_PURPOSE, f"rank {rank} fails on purpose ({FAIL_VARIABLE}={failing})"
             # what a failed attempt leaves in its run folder; a retry must not start beside it
@@ -345,6 +461,7 @@ def start() -> None:
     benchmark = os.environ.get(BENCHMARK_VARIABLE)
     if not benchmark or RECORDS_VARIABLE not in os.environ:
         return
+    audit_writes(tuple(filter(None, os.environ.get(SOURCES_VARIABLE, "").split(","))), os.environ[RECORDS_VARIABLE])
     _write(f"process-{host()}-{os.getpid()}.json", _process_record())
     if not _is_entry():
         return
