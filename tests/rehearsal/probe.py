@@ -76,9 +76,7 @@ def _write(name: str, record: dict) -> None:
     os.replace(partial, path)
 
 
-WRITE_EVENTS = frozenset(
-    ("open", "os.rename", "os.mkdir", "os.remove", "os.rmdir", "os.symlink", "os.link", "os.truncate", "shutil.copyfile", "shutil.rmtree")
-)
+WRITE_EVENTS = frozenset(("open", "os.rename", "os.mkdir", "os.remove", "os.rmdir", "os.symlink", "os.link", "os.truncate", "shutil.copyfile", "shutil.rmtree"))
 """Audit events (PEP 578) by which Python code writes a file or folder (``os.replace`` raises ``os.rename``)."""
 WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
 WRITTEN_ARGUMENT = {"os.rename": 1, "os.symlink": 1, "os.link": 1, "shutil.copyfile": 1}
@@ -152,7 +150,7 @@ def plan_facts() -> dict | None:
     return json.loads(path.read_text()) if path.is_file() else None
 
 
-def check_read_only_mounts(ctx: "ProbeContext", plan: dict) -> None:
+def check_read_only_mounts(ctx: ProbeContext, plan: dict) -> None:
     """Every mount the plan declares read-only refuses a new file (a file mount: opening it for writing)."""
     for container, mode in plan["mounts"]:
         if mode != "ro" or not os.path.exists(container):
@@ -169,7 +167,7 @@ def check_read_only_mounts(ctx: "ProbeContext", plan: dict) -> None:
         ctx.fail(f"the plan mounts {container} read-only, but this rank on {host()} could write {target} in it")
 
 
-def check_writes(ctx: "ProbeContext", plan: dict) -> None:
+def check_writes(ctx: ProbeContext, plan: dict) -> None:
     """Every file the reference's code wrote in this process lands where the plan declares it writable."""
     outside = []
     for path, where in sorted(_writes.items()):
