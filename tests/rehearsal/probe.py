@@ -172,6 +172,9 @@ def check_writes(ctx: ProbeContext, plan: dict) -> None:
     outside = []
     for path, where in sorted(_writes.items()):
         held = _writable(path, plan)
+        mounted = any(path == container or path.startswith(container.rstrip("/") + "/") for container, _ in plan["mounts"])
+        # the container's own filesystem is the node's and goes with the job: kept apart in the records
+        where = where if mounted else f"{where} (in the container's own filesystem)"
         ctx.record("write", path, "the reference writes it where the plan declares it writable", held, where)
         if not held:
             outside.append(f"{path} (written by {where})")
@@ -367,6 +370,7 @@ def take_over(ctx: ProbeContext) -> None:
     """Form the world, write the records and the log lines, and end this process (0: every check held)."""
     status, problem = 0, ""
     world: dict = {}
+    plan = plan_facts()
     try:
         world = _form_world(ctx)
         rank = _rank_info()[0]
@@ -376,10 +380,8 @@ def take_over(ctx: ProbeContext) -> None:
         if not failing.startswith(f"{seed()}:"):  # in a run with a rank failing on purpose, the others would wait for it
             _every_rank(ctx, "past_start_up")
             _every_rank(ctx, "at_the_target")
-        plan = plan_facts()
         if plan is not None:
             check_read_only_mounts(ctx, plan)
-            check_writes(ctx, plan)
         if failing and failing == f"{seed()}:{rank}":
             status, problem = FAILED_ON_PURPOSE, f"rank {rank} fails on purpose ({FAIL_VARIABLE}={failing})"
             # what a failed attempt leaves in its run folder; a retry must not start beside it
@@ -396,6 +398,13 @@ def take_over(ctx: ProbeContext) -> None:
         status, problem = PROBLEM_FOUND, str(error)
     except Exception:  # any error of the probe is a failed rehearsal, with its traceback kept
         status, problem = PROBLEM_FOUND, traceback.format_exc()
+    if plan is not None:
+        # after the world's last barrier (one rank's writes are not another's), and after a failed stage too: a write
+        # the kernel refused names its file and the reference's line here, not only in a traceback
+        try:
+            check_writes(ctx, plan)
+        except ProbeFailure as error:
+            status, problem = status or PROBLEM_FOUND, "\n".join(filter(None, [problem, str(error)]))
     _write_rank(ctx, world, status, problem)
     sys.stdout.flush()
     sys.stderr.flush()

@@ -88,7 +88,8 @@ def test_a_write_outside_what_the_plan_declares_writable_fails_naming_the_file_a
     train = f"{tmp_path}/reference/train.py"
     assert str(failed.value) == (
         "the reference wrote outside what the plan declares writable: "
-        f"{tmp_path}/data/index.idx (written by {train}:5); {tmp_path}/elsewhere.txt (written by {train}:9)"
+        f"{tmp_path}/data/index.idx (written by {train}:5); "
+        f"{tmp_path}/elsewhere.txt (written by {train}:9 (in the container's own filesystem))"
     )
     # a container whose own filesystem the line makes writable takes the write outside every mount; a read-only mount
     # refuses it whatever the container's
