@@ -96,6 +96,9 @@ def _reference_frame(sources: tuple[str, ...]) -> str | None:
     frame = sys._getframe(2)
     while frame is not None:
         name = frame.f_code.co_filename
+        if name.startswith("<"):  # a frozen module of the standard library (<frozen os>), a string's code
+            frame = frame.f_back
+            continue
         if not name.startswith("/"):
             name = os.path.abspath(name)
         if name.startswith(REHEARSAL_CODE):
@@ -127,7 +130,8 @@ def audit_writes(sources: tuple[str, ...], ignored: str) -> None:
         if not isinstance(path, (str, bytes, os.PathLike)):  # a file descriptor: its path was audited when opened
             return
         path = os.path.abspath(os.fsdecode(path))
-        if path in _writes or path.startswith(ignored):
+        # a device (/dev/null, /dev/shm's segments of the launcher) is no file the job leaves
+        if path in _writes or path.startswith((ignored, "/dev/")):
             return
         where = _reference_frame(sources)
         if where is not None:
