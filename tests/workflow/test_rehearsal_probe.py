@@ -106,3 +106,17 @@ def test_a_mount_the_plan_declares_read_only_that_takes_a_new_file_fails_the_ran
     with pytest.raises(probe.ProbeFailure, match=rf"the plan mounts {tmp_path}/data read-only, but this rank on \S+ could write"):
         probe.check_read_only_mounts(ctx, {"mounts": [[f"{tmp_path}/data", "ro"]], "container_writable": True})
     assert list((tmp_path / "data").iterdir()) == [], "the probe's file is gone"
+
+
+@pytest.mark.parametrize("launcher", ["pyxis", "docker"])
+def test_the_plan_facts_the_probe_checks_are_the_job_line_s_mounts_and_modes(launcher):
+    """``campaign.plan_facts`` reads what the golden plan's full-scale line of a benchmark declares: its prepared data
+    read-only, its results and scratch area read-write, and a writable container filesystem."""
+    import json
+
+    from tests.rehearsal import campaign
+
+    command = json.loads((Path(__file__).resolve().parents[1] / "golden" / "plan" / "gpt3.json").read_text())["full"][f"run_3/{launcher}/1_node"]["command"]
+    facts = campaign.plan_facts(command)
+    assert facts["container_writable"] is True
+    assert ["/data", "ro"] in facts["mounts"] and ["/results", "rw"] in facts["mounts"] and ["/index_maps", "rw"] in facts["mounts"], facts
