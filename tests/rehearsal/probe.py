@@ -381,11 +381,11 @@ def take_over(ctx: ProbeContext) -> None:
         if rank == 0:
             _write_mllog(ctx)
         failing = os.environ.get(FAIL_VARIABLE, "")
+        if plan is not None:  # before the stages: a stage that fails does not hide it
+            check_read_only_mounts(ctx, plan)
         if not failing.startswith(f"{seed()}:"):  # in a run with a rank failing on purpose, the others would wait for it
             _every_rank(ctx, "past_start_up")
             _every_rank(ctx, "at_the_target")
-        if plan is not None:
-            check_read_only_mounts(ctx, plan)
         if failing and failing == f"{seed()}:{rank}":
             status, problem = FAILED_ON_PURPOSE, f"rank {rank} fails on purpose ({FAIL_VARIABLE}={failing})"
             # what a failed attempt leaves in its run folder; a retry must not start beside it
