@@ -14,7 +14,10 @@ process (the script the full-scale command starts, by its path) it then:
    rank's host, rank, local rank and rendezvous address, so the test can check the geometry; where the benchmark's
    module has them, every rank then runs the reference's own stages past start-up (``past_start_up``: e.g. its data
    stage, under the job's real mounts) and the end of a run at its target (``at_the_target``);
-3. exits 0 on every rank when every check held, 3 (with the problem on stderr and in the records) when one did not.
+3. on every rank, proves each mount the plan declares read-only refuses a new file, and checks every file the
+   reference's code wrote in the process (a Python audit hook from the start: :func:`audit_writes`) against the mounts
+   the plan declares read-write (:data:`PLAN_FILE`), naming the file and the reference's line that wrote it;
+4. exits 0 on every rank when every check held, 3 (with the problem on stderr and in the records) when one did not.
 
 A run can be told to fail on purpose (``MLPERF_WF_REHEARSAL_FAIL``: ``<seed>:<rank>``): that rank exits 5 after the
 world formed, so the test sees whether the launch line lets one failing rank fail the job.
@@ -93,7 +96,7 @@ REHEARSAL_CODE = f"{Path(__file__).resolve().parent}/"
 def _reference_frame(sources: tuple[str, ...]) -> str | None:
     """The innermost frame of the reference's code calling this write; None where the rehearsal's own code is nearer
     (its records, its check of the read-only mounts, its log lines: the reference runs under the probe's start-up)."""
-    frame = sys._getframe(2)
+    frame = sys._getframe(3)  # past this function, the hook's record and the hook
     while frame is not None:
         name = frame.f_code.co_filename
         if name.startswith("<"):  # a frozen module of the standard library (<frozen os>), a string's code
@@ -124,8 +127,13 @@ def audit_writes(sources: tuple[str, ...], ignored: str) -> None:
         return
 
     def hook(event: str, args: tuple) -> None:
-        if event not in WRITE_EVENTS:
-            return
+        if event in WRITE_EVENTS:
+            try:
+                record(event, args)
+            except Exception:  # an error in a hook would fail the reference's own call: the audit never does
+                traceback.print_exc()
+
+    def record(event: str, args: tuple) -> None:
         path = _written_path(event, args)
         if not isinstance(path, (str, bytes, os.PathLike)):  # a file descriptor: its path was audited when opened
             return
