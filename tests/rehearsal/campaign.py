@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -24,7 +25,7 @@ import yaml
 from mlperf_wf.acquire.verify import md5_file
 from mlperf_wf.config import registry
 from mlperf_wf.config.workflow_config import WorkflowConfig
-from tests.rehearsal import enroot, images
+from tests.rehearsal import enroot, images, probe
 from tests.rehearsal.cluster import ClusterBox
 from tests.rehearsal.spec import ROOT, Rehearsal, module
 
@@ -176,6 +177,13 @@ def prepare(
             mounts[rehearsal.benchmark] = [*(f"{path}:{path}:ro" for path in software), f"{records}:{records}:rw"]
     configfile = workdir / f"rehearsal-{launcher}.yaml"
     configfile.write_text(yaml.safe_dump(config(rehearsals, launcher, runs, pinned, mounts)))
+    from mlperf_wf.plan import plan as planning
+
+    plan = planning.Plan(WorkflowConfig.parse(_full_config(configfile)), ROOT, workdir=workdir)
+    for rehearsal in rehearsals:
+        records = workdir / "rehearsal" / rehearsal.benchmark
+        records.mkdir(parents=True, exist_ok=True)
+        (records / probe.PLAN_FILE).write_text(json.dumps(plan_facts(plan.train_job(rehearsal.benchmark, 0).command), indent=1))
     if prepared:
         return configfile
     for rehearsal in rehearsals:
@@ -183,9 +191,6 @@ def prepare(
         make_shards = getattr(module(rehearsal.benchmark), "make_shards", None)
         if make_shards:  # hundreds of shards, made in one process by the rules' own function (bert)
             make_shards(workdir)
-    from mlperf_wf.plan import plan as planning
-
-    plan = planning.Plan(WorkflowConfig.parse(_full_config(configfile)), ROOT, workdir=workdir)
     targets = []
     for rehearsal in rehearsals:
         written_by_rehearsal = getattr(module(rehearsal.benchmark), "prepared", None)
@@ -209,6 +214,25 @@ def prepare(
         logs = "\n".join(f"--- {log}\n{log.read_text()[-2000:]}" for log in sorted((workdir / "logs").rglob("*.log")))
         raise AssertionError(f"the rehearsal's preparation failed:\n{proc.stderr[-4000:]}\n{logs}")
     return configfile
+
+
+def plan_facts(command: str) -> dict:
+    """What a run's job line declares of its container, for the probe (``probe.PLAN_FILE``): every mount's container
+    path and mode (pyxis's ``--container-mounts``, docker's ``-v``; read-write where the item names no mode), and
+    whether the container's own filesystem is writable (pyxis's ``--container-writable``, docker without
+    ``--read-only``). Read from the line itself: what the job does is what the plan wrote."""
+    words = shlex.split(command.replace(";", " ; "))
+    items = [item for word in words if word.startswith("--container-mounts=") for item in word.split("=", 1)[1].split(",") if item]
+    items += [words[index + 1] for index, word in enumerate(words[:-1]) if word == "-v"]
+    mounts = []
+    for item in items:
+        parts = item.split(":")
+        mounts.append([parts[1] if len(parts) > 1 else parts[0], parts[2] if len(parts) > 2 else "rw"])
+    if any(word.startswith("--container-image=") for word in words):
+        writable = "--container-writable" in words
+    else:
+        writable = "--read-only" not in words
+    return {"mounts": mounts, "container_writable": writable}
 
 
 def _full_config(configfile: Path) -> dict:

@@ -132,6 +132,10 @@ def build_image(rehearsal: Rehearsal, reference: str, images: Path, records: Pat
     env[probe.BENCHMARK_VARIABLE] = rehearsal.benchmark
     env[probe.RECORDS_VARIABLE] = str(records)
     env[probe.ENTRY_VARIABLE] = ",".join(rehearsal.entry)
+    # the reference's code: its files, and what the Dockerfile copies beside them (round patches, hooks); a folder
+    # ends with "/" so that its name is no prefix of another's
+    sources = {*rehearsal.image_files, *(destination for _, destination in copies)}
+    env[probe.SOURCES_VARIABLE] = ",".join(sorted(f"{path.rstrip('/')}/" if (layer / path.lstrip("/")).is_dir() else path for path in sources))
     if fail:
         env[probe.FAIL_VARIABLE] = fail
     records.mkdir(parents=True, exist_ok=True)

@@ -14,7 +14,10 @@ process (the script the full-scale command starts, by its path) it then:
    rank's host, rank, local rank and rendezvous address, so the test can check the geometry; where the benchmark's
    module has them, every rank then runs the reference's own stages past start-up (``past_start_up``: e.g. its data
    stage, under the job's real mounts) and the end of a run at its target (``at_the_target``);
-3. exits 0 on every rank when every check held, 3 (with the problem on stderr and in the records) when one did not.
+3. on every rank, proves each mount the plan declares read-only refuses a new file, and checks every file the
+   reference's code wrote in the process (a Python audit hook from the start: :func:`audit_writes`) against the mounts
+   the plan declares read-write (:data:`PLAN_FILE`), naming the file and the reference's line that wrote it;
+4. exits 0 on every rank when every check held, 3 (with the problem on stderr and in the records) when one did not.
 
 A run can be told to fail on purpose (``MLPERF_WF_REHEARSAL_FAIL``: ``<seed>:<rank>``): that rank exits 5 after the
 world formed, so the test sees whether the launch line lets one failing rank fail the job.
@@ -38,6 +41,13 @@ BENCHMARK_VARIABLE = "MLPERF_WF_REHEARSAL_BENCHMARK"
 ENTRY_VARIABLE = "MLPERF_WF_REHEARSAL_ENTRY"
 """Comma-separated paths (as the command names them, e.g. ``scripts/train.py``) of the reference's entry scripts."""
 FAIL_VARIABLE = "MLPERF_WF_REHEARSAL_FAIL"
+SOURCES_VARIABLE = "MLPERF_WF_REHEARSAL_SOURCES"
+"""Comma-separated container folders of the reference's code in the image (its files, the round patches and hooks the
+Dockerfile copies): a write is the reference's where one of its frames is in them."""
+PLAN_FILE = "plan.json"
+"""Beside the seeds' records: what the plan declares of the rehearsed job (:func:`tests.rehearsal.campaign.plan_facts`):
+``mounts`` (``[container path, ro|rw]`` each) and ``container_writable`` (the line gives the container a writable
+filesystem of its own: pyxis's ``--container-writable``, docker without ``--read-only``)."""
 FAILED_ON_PURPOSE = 5
 PROBLEM_FOUND = 3
 
@@ -67,6 +77,121 @@ def _write(name: str, record: dict) -> None:
     partial = path.with_name(f".{name}.{os.getpid()}.partial")
     partial.write_text(json.dumps(record, indent=1, default=str))
     os.replace(partial, path)
+
+
+WRITE_EVENTS = frozenset(("open", "os.rename", "os.mkdir", "os.remove", "os.rmdir", "os.symlink", "os.link", "os.truncate", "shutil.copyfile", "shutil.rmtree"))
+"""Audit events (PEP 578) by which Python code writes a file or folder (``os.replace`` raises ``os.rename``)."""
+WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
+WRITTEN_ARGUMENT = {"os.rename": 1, "os.symlink": 1, "os.link": 1, "shutil.copyfile": 1}
+"""The argument of an event that names the written path (the destination); the first one otherwise."""
+
+_writes: dict[str, str] = {}
+"""Path written -> the first frame of the reference's code that wrote it (``file:line``), in this process."""
+
+
+REHEARSAL_CODE = f"{Path(__file__).resolve().parent}/"
+"""The rehearsal's own code (this probe, the benchmarks' probes and stand-ins)."""
+
+
+def _reference_frame(sources: tuple[str, ...]) -> str | None:
+    """The innermost frame of the reference's code calling this write; None where the rehearsal's own code is nearer
+    (its records, its check of the read-only mounts, its log lines: the reference runs under the probe's start-up)."""
+    frame = sys._getframe(3)  # past this function, the hook's record and the hook
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if name.startswith("<"):  # a frozen module of the standard library (<frozen os>), a string's code
+            frame = frame.f_back
+            continue
+        if not name.startswith("/"):
+            name = os.path.abspath(name)
+        if name.startswith(REHEARSAL_CODE):
+            return None
+        if name.startswith(sources):
+            return f"{name}:{frame.f_lineno}"
+        frame = frame.f_back
+    return None
+
+
+def _written_path(event: str, args: tuple) -> object:
+    if event == "open":
+        path, mode, flags = args
+        writing = any(letter in mode for letter in "wax+") if isinstance(mode, str) else bool(flags & WRITE_FLAGS)
+        return path if writing else None
+    return args[WRITTEN_ARGUMENT.get(event, 0)]
+
+
+def audit_writes(sources: tuple[str, ...], ignored: str) -> None:
+    """Record every path the reference's code writes in this process (:data:`WRITE_EVENTS`), with its first frame in
+    ``sources``; writes under ``ignored`` (the rehearsal's records) and writes no reference frame made are not its."""
+    if not sources:
+        return
+
+    def hook(event: str, args: tuple) -> None:
+        if event in WRITE_EVENTS:
+            try:
+                record(event, args)
+            except Exception:  # an error in a hook would fail the reference's own call: the audit never does
+                traceback.print_exc()
+
+    def record(event: str, args: tuple) -> None:
+        path = _written_path(event, args)
+        if not isinstance(path, (str, bytes, os.PathLike)):  # a file descriptor: its path was audited when opened
+            return
+        path = os.path.abspath(os.fsdecode(path))
+        # a device (/dev/null, /dev/shm's segments of the launcher) is no file the job leaves
+        if path in _writes or path.startswith((ignored, "/dev/")):
+            return
+        where = _reference_frame(sources)
+        if where is not None:
+            _writes[path] = where
+
+    sys.addaudithook(hook)
+
+
+def _writable(path: str, plan: dict) -> bool:
+    """Whether the plan declares ``path`` writable: under a read-write mount (the deepest mount holding it decides), or
+    outside every mount where the line gives the container a writable filesystem of its own."""
+    holding = [(container, mode) for container, mode in plan["mounts"] if path == container or path.startswith(container.rstrip("/") + "/")]
+    if holding:
+        return max(holding, key=lambda mount: len(mount[0]))[1] == "rw"
+    return bool(plan["container_writable"])
+
+
+def plan_facts() -> dict | None:
+    path = Path(os.environ[RECORDS_VARIABLE]) / PLAN_FILE
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def check_read_only_mounts(ctx: ProbeContext, plan: dict) -> None:
+    """Every mount the plan declares read-only refuses a new file (a file mount: opening it for writing)."""
+    for container, mode in plan["mounts"]:
+        if mode != "ro" or not os.path.exists(container):
+            continue
+        target = os.path.join(container, f".rehearsal-write-{host()}-{os.getpid()}") if os.path.isdir(container) else container
+        try:
+            descriptor = os.open(target, os.O_WRONLY | os.O_CREAT | (os.O_EXCL if target != container else 0))
+        except OSError as error:
+            ctx.record("read-only", container, "the plan mounts it read-only", True, error.strerror or str(error))
+            continue
+        os.close(descriptor)
+        if target != container:
+            os.remove(target)
+        ctx.fail(f"the plan mounts {container} read-only, but this rank on {host()} could write {target} in it")
+
+
+def check_writes(ctx: ProbeContext, plan: dict) -> None:
+    """Every file the reference's code wrote in this process lands where the plan declares it writable."""
+    outside = []
+    for path, where in sorted(_writes.items()):
+        held = _writable(path, plan)
+        mounted = any(path == container or path.startswith(container.rstrip("/") + "/") for container, _ in plan["mounts"])
+        # the container's own filesystem is the node's and goes with the job: kept apart in the records
+        where = where if mounted else f"{where} (in the container's own filesystem)"
+        ctx.record("write", path, "the reference writes it where the plan declares it writable", held, where)
+        if not held:
+            outside.append(f"{path} (written by {where})")
+    if outside:
+        ctx.fail(f"the reference wrote outside what the plan declares writable: {'; '.join(outside)}")
 
 
 LAUNCH_VARIABLES = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "NODE_RANK", "MASTER_ADDR", "MASTER_PORT")
@@ -257,12 +382,15 @@ def take_over(ctx: ProbeContext) -> None:
     """Form the world, write the records and the log lines, and end this process (0: every check held)."""
     status, problem = 0, ""
     world: dict = {}
+    plan = plan_facts()
     try:
         world = _form_world(ctx)
         rank = _rank_info()[0]
         if rank == 0:
             _write_mllog(ctx)
         failing = os.environ.get(FAIL_VARIABLE, "")
+        if plan is not None:  # before the stages: a stage that fails does not hide it
+            check_read_only_mounts(ctx, plan)
         if not failing.startswith(f"{seed()}:"):  # in a run with a rank failing on purpose, the others would wait for it
             _every_rank(ctx, "past_start_up")
             _every_rank(ctx, "at_the_target")
@@ -282,6 +410,13 @@ def take_over(ctx: ProbeContext) -> None:
         status, problem = PROBLEM_FOUND, str(error)
     except Exception:  # any error of the probe is a failed rehearsal, with its traceback kept
         status, problem = PROBLEM_FOUND, traceback.format_exc()
+    if plan is not None:
+        # after the world's last barrier (one rank's writes are not another's), and after a failed stage too: a write
+        # the kernel refused names its file and the reference's line here, not only in a traceback
+        try:
+            check_writes(ctx, plan)
+        except ProbeFailure as error:
+            status, problem = status or PROBLEM_FOUND, "\n".join(filter(None, [problem, str(error)]))
     _write_rank(ctx, world, status, problem)
     sys.stdout.flush()
     sys.stderr.flush()
@@ -345,6 +480,7 @@ def start() -> None:
     benchmark = os.environ.get(BENCHMARK_VARIABLE)
     if not benchmark or RECORDS_VARIABLE not in os.environ:
         return
+    audit_writes(tuple(filter(None, os.environ.get(SOURCES_VARIABLE, "").split(","))), os.environ[RECORDS_VARIABLE])
     _write(f"process-{host()}-{os.getpid()}.json", _process_record())
     if not _is_entry():
         return
