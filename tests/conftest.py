@@ -135,7 +135,7 @@ SERVICE_GROUPS = ("box", "engines")
 own namespaces and reach the host's only through ``SLURM_CONF``; each group's worker starts its own Docker engine."""
 WORK_GROUPS = {
     # the cluster in a box: one box per session, its campaigns one after another
-    "tests/acquire/test_bundle.py": "box",
+    "tests/plan/test_bundle.py": "box",
     "tests/benchmarks/bert/test_bert_rehearsal.py": "box",
     "tests/benchmarks/deepseekv3_671b/test_deepseekv3_671b_rehearsal.py": "box",
     "tests/benchmarks/llama31_405b/test_llama31_405b_rehearsal.py": "box",
