@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import sys
 import threading
+import time
 from dataclasses import asdict
 from pathlib import Path
 
@@ -84,6 +85,14 @@ def test_a_node_power_command_is_the_nodes_reading(tmp_path):
     summary = power.sample(config, tmp_path, 0, None, stop)
     assert summary.readings >= 3 and summary.mean_watts == 412.0
     assert "conversion_eff" not in keys_of(tmp_path / "node_0.txt")
+
+
+def test_the_gpu_reader_closes_the_command_s_pipe_once_it_stops():
+    reader = power.GpuReader(STAND_IN, 50)
+    reader.start()
+    time.sleep(0.3)
+    reader.stop()
+    assert reader._proc.stdout.closed, "the pipe of the stopped command is left open (a ResourceWarning when collected)"
 
 
 def test_a_gpu_command_that_ends_by_itself_is_reported(tmp_path):

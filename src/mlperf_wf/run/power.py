@@ -133,17 +133,18 @@ class GpuReader:
         group: dict[str, float] = {}
         group_time = 0
         last_round: set[str] = set()
-        for line in self._proc.stdout:
-            parsed = parse_gpu_line(line)
-            if parsed is None:
-                continue
-            time_ms, index, watts = parsed
-            if index in group:
-                self.readings.put(Reading(group_time, sum(group.values()), {"gpus": dict(group)}))
-                last_round, group = set(group), {}
-            if not group:
-                group_time = time_ms if time_ms is not None else _now_ms()
-            group[index] = watts
+        with self._proc.stdout:  # closed when the command has ended: its pipe is not left to the collector
+            for line in self._proc.stdout:
+                parsed = parse_gpu_line(line)
+                if parsed is None:
+                    continue
+                time_ms, index, watts = parsed
+                if index in group:
+                    self.readings.put(Reading(group_time, sum(group.values()), {"gpus": dict(group)}))
+                    last_round, group = set(group), {}
+                if not group:
+                    group_time = time_ms if time_ms is not None else _now_ms()
+                group[index] = watts
         if group and set(group) >= last_round:  # a round cut short when the command was stopped is not a reading
             self.readings.put(Reading(group_time, sum(group.values()), {"gpus": dict(group)}))
         status = self._proc.wait()
