@@ -64,6 +64,7 @@ lint: $(BIN)/activate
 	$(BIN)/ruff format --check src tests bench containers
 	$(BIN)/snakefmt --check workflow
 	$(BIN)/snakemake --lint
+	$(BIN)/lint-imports
 
 # The full-scale plan: every job with its real URL and container command, nothing run.
 dryrun-full: $(BIN)/activate

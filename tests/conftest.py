@@ -135,7 +135,7 @@ SERVICE_GROUPS = ("box", "engines")
 own namespaces and reach the host's only through ``SLURM_CONF``; each group's worker starts its own Docker engine."""
 WORK_GROUPS = {
     # the cluster in a box: one box per session, its campaigns one after another
-    "tests/acquire/test_bundle.py": "box",
+    "tests/plan/test_bundle.py": "box",
     "tests/benchmarks/bert/test_bert_rehearsal.py": "box",
     "tests/benchmarks/deepseekv3_671b/test_deepseekv3_671b_rehearsal.py": "box",
     "tests/benchmarks/llama31_405b/test_llama31_405b_rehearsal.py": "box",
@@ -293,7 +293,8 @@ def docker_host(tmp_path_factory):
     command += ["--pidfile", str(base / "dockerd.pid"), "--bridge", "none", "--iptables=false"]
     command += ["--add-runtime", f"sandbox={stand_ins / 'runc-sandbox'}", "--default-runtime", "sandbox"]
     daemon_env = {**os.environ, "PATH": f"{stand_ins}{os.pathsep}{os.environ['PATH']}"}
-    daemon = subprocess.Popen(command, stdout=(base / "dockerd.log").open("w"), stderr=subprocess.STDOUT, env=daemon_env)
+    with (base / "dockerd.log").open("w") as log:  # the daemon holds its own copy of the descriptor
+        daemon = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=daemon_env)
     env = {**os.environ, "DOCKER_HOST": f"unix://{socket}"}
     try:
         deadline = time.time() + 60
@@ -310,6 +311,17 @@ def docker_host(tmp_path_factory):
             daemon.wait(timeout=30)
         except subprocess.TimeoutExpired:
             daemon.kill()
+        _unmount_under(base)
+
+
+def _unmount_under(folder: Path) -> None:
+    """Unmount what a stopped daemon left mounted in ``folder``: dockerd leaves its default network namespace bound at
+    ``<exec-root>/netns/default``, which no later pytest can remove from its old temporary folders (a PytestWarning
+    in every run after)."""
+    prefix = f"{folder.resolve()}/"
+    mounts = [line.split()[1] for line in Path("/proc/self/mounts").read_text().splitlines()]
+    for point in sorted((m for m in mounts if m.startswith(prefix)), key=len, reverse=True):
+        subprocess.run(["umount", "--lazy", point], capture_output=True, check=False)
 
 
 class TinyMirrors:

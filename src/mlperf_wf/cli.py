@@ -461,9 +461,9 @@ def cmd_extract(archive: Path, dest: Path) -> None:
 
 
 def cmd_bundle_export(names: list[str], scale: str, out: Path, configfiles: list[Path], wheels_from: list[Path], squashfs: bool | None) -> None:
-    """Write the offline bundle of ``names`` (``mlperf_wf.acquire.bundle``) and print what the other side types."""
-    from mlperf_wf.acquire import bundle
+    """Write the offline bundle of ``names`` (``mlperf_wf.plan.bundle``) and print what the other side types."""
     from mlperf_wf.config.workflow_config import merge_config
+    from mlperf_wf.plan import bundle
     from mlperf_wf.results import status
 
     config = status.load_config(Path.cwd(), [])
@@ -477,7 +477,7 @@ def cmd_bundle_export(names: list[str], scale: str, out: Path, configfiles: list
 
 def cmd_bundle_import(source: Path, images: Path | None, docker: bool, expect: str | None, sif: bool | None) -> None:
     """Check an offline bundle, place its images and datasets and write ``config/site.yaml``."""
-    from mlperf_wf.acquire import bundle
+    from mlperf_wf.plan import bundle
 
     site = bundle.import_bundle(source, Path.cwd(), images or Path.cwd() / "resources" / "images", docker, expect, sif)
     print(f"bundle: every file of {source} matches {bundle.BUNDLE_FILE}; the plan now starts the local images ({site})")
@@ -563,7 +563,9 @@ def cmd_size(
     bench = registry.load_benchmark(benchmark)
     resolved = mlperf_rules.resolve_ruleset(bench.submission_benchmark, ruleset)
     if throughput_from is not None:
-        throughput = sizing.measured_throughput(throughput_from, bench, nodes * gpus_per_node)
+        from mlperf_wf.results.status import measured_throughput
+
+        throughput = measured_throughput(throughput_from, bench, nodes * gpus_per_node)
         print(f"measured on {throughput_from}: {throughput:.4g} samples/s per GPU (run_start to its last evaluation)")
     print("\n".join(sizing.size_report(bench, resolved, nodes, gpus_per_node, gbs, throughput)))
     return 0
@@ -686,10 +688,11 @@ def cmd_power_sample(
     until ``stop_file`` appears or SIGTERM."""
     import os
 
+    from mlperf_wf.config.workflow_config import PowerConfig
     from mlperf_wf.run import power
 
     raw = {"enabled": True, "interval_ms": interval_ms, "node_command": node_command or "", "conversion_eff": conversion_eff}
-    config = power.PowerConfig.from_config({**raw, **({"gpu_command": gpu_command} if gpu_command else {})})
+    config = PowerConfig.from_config({**raw, **({"gpu_command": gpu_command} if gpu_command else {})})
     index = node_index if node_index is not None else int(os.environ.get("SLURM_NODEID", "0"))
     summary = power.run_sampler(config, out_dir, index, stop_file)
     mean = f"{summary.mean_watts:.1f} W mean" if summary.mean_watts is not None else "no reading"

@@ -23,7 +23,7 @@ from mlperf_wf.config import mlperf_rules, registry
 from mlperf_wf.errors import ConfigError
 from mlperf_wf.plan import plan as planning
 from mlperf_wf.plan import preflight, sizing
-from mlperf_wf.results import scoring, status
+from mlperf_wf.results import forecast, scoring, status
 from tests.mllogs import write_lora_log
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -133,26 +133,26 @@ def test_with_every_run_the_forecast_is_the_official_rcp_verdict(tmp_path, gbs, 
     expected_message = {"below": "RCP not found but slower convergence on smaller batch size"}.get(sizing.coverage(table, gbs).kind)
     if official.verdict == "Pass" or expected_message is None:
         assert sizing.coverage(table, gbs).message == official.message
-    made = sizing.forecast_of_files(files, 0, "llama2_70b_lora", "6.1.0", "closed", 10)
+    made = forecast.forecast_of_files(files, 0, "llama2_70b_lora", "6.1.0", "closed", 10)
     assert made.finished == 10 and made.valid == 1.0
     assert made.rcp_pass == (1.0 if official.verdict == "Pass" else 0.0), (official, made)
 
 
 def test_a_set_with_two_non_converged_runs_is_doomed_early_and_a_young_set_gets_a_probability(tmp_path):
     doomed = write_set(tmp_path / "doomed", 8, [3072, 3120, 3024], not_converged=2)
-    made = sizing.forecast_of_files(doomed, 0, "llama2_70b_lora", "6.1.0", "closed", 10)
+    made = forecast.forecast_of_files(doomed, 0, "llama2_70b_lora", "6.1.0", "closed", 10)
     assert (made.finished, made.valid, made.rcp_pass) == (5, 0.0, 0.0)
     young = write_set(tmp_path / "young", 8, [3072, 3120, 3024])
-    made = sizing.forecast_of_files(young, 0, "llama2_70b_lora", "6.1.0", "closed", 10)
+    made = forecast.forecast_of_files(young, 0, "llama2_70b_lora", "6.1.0", "closed", 10)
     assert 0.0 < made.valid < 1.0 and 0.0 < made.rcp_pass <= made.valid
     assert "3 of 10 runs finished (3 converged, 0 not)" in made.basis
     # runs converging far faster than the RCP allows make a set that cannot pass, however many come
     fast = write_set(tmp_path / "fast", 8, [1536, 1584, 1488, 1536])
-    assert sizing.forecast_of_files(fast, 0, "llama2_70b_lora", "6.1.0", "closed", 10).rcp_pass == 0.0
+    assert forecast.forecast_of_files(fast, 0, "llama2_70b_lora", "6.1.0", "closed", 10).rcp_pass == 0.0
     # the open division has no RCP test: only validity
-    assert sizing.forecast_of_files(young, 0, "llama2_70b_lora", "6.1.0", "open", 10).rcp_pass is None
+    assert forecast.forecast_of_files(young, 0, "llama2_70b_lora", "6.1.0", "open", 10).rcp_pass is None
     # one more finished run that did not converge lowers the chance; one left is the olympic rule's allowance
-    one_failed = sizing.forecast_of_files(young, 1, "llama2_70b_lora", "6.1.0", "closed", 10)
+    one_failed = forecast.forecast_of_files(young, 1, "llama2_70b_lora", "6.1.0", "closed", 10)
     assert one_failed.valid < made.valid
 
 
@@ -166,7 +166,7 @@ def test_on_published_result_sets_the_forecast_is_the_checker_s_and_the_summariz
         rcp = scoring.check_rcp(str(folder), "5.1.0")
         runs = [scoring.score_file(path, "5.1.0") for path in files]
         converged = [run.file for run in runs if run.status == "success"]
-        made = sizing.forecast_of_files(converged, len(files) - len(converged), benchmark, "5.1.0", "closed", len(files))
+        made = forecast.forecast_of_files(converged, len(files) - len(converged), benchmark, "5.1.0", "closed", len(files))
         assert made.finished == len(files) == mlperf_rules.required_runs(benchmark)
         assert made.valid == (1.0 if len(files) - len(converged) <= 1 else 0.0)
         assert made.rcp_pass == (1.0 if rcp.verdict == "Pass" else 0.0), (folder, rcp)

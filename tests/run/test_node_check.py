@@ -80,7 +80,8 @@ def _one_core_tflops() -> float:
 @needs_namespaces
 def test_two_healthy_nodes_pass_with_their_collective_and_throughput_recorded(data, tmp_path):
     nodes = [_node("n1", 0, 2, data), _node("n2", 1, 2, data)]
-    assert [node.wait(timeout=120) for node in nodes] == [0, 0], [node.stderr.read() for node in nodes]
+    errors = [node.communicate(timeout=120)[1] for node in nodes]  # communicate: the pipes are read and closed
+    assert [node.returncode for node in nodes] == [0, 0], errors
     done = _verdict(data, "n1,n2", tmp_path / "excluded-nodes.txt")
     assert done.returncode == 0 and done.stderr.strip() == "mlperf-wf: node check passed on n1, n2"
     for host in ("n1", "n2"):
@@ -137,8 +138,8 @@ def test_a_node_missing_a_mounted_file_and_slow_is_named_excluded_and_recorded(d
         expect = _one_core_tflops() / 15
         stale_mount = f"mount --bind {stale} {data['prepared']};"
         nodes = [_node("n1", 0, 2, data, expect_tflops=expect), _node("n2", 1, 2, data, setup=stale_mount, expect_tflops=expect, cgroup=cgroup)]
-        codes = [node.wait(timeout=300) for node in nodes]
-    assert codes == [0, 1], [node.stderr.read() for node in nodes]
+        errors = [node.communicate(timeout=300)[1] for node in nodes]
+    assert [node.returncode for node in nodes] == [0, 1], errors
     excluded = tmp_path / "results" / node_check.EXCLUDED_FILE
     done = _verdict(data, "n1,n2", excluded)
     assert done.returncode == 1
@@ -164,7 +165,8 @@ def test_a_node_missing_a_mounted_file_and_slow_is_named_excluded_and_recorded(d
 def test_a_node_that_never_reports_is_the_one_blamed(data, tmp_path):
     started = time.monotonic()
     lonely = _node("n1", 0, 2, data, timeout=5)
-    assert lonely.wait(timeout=120) == 0  # its own checks pass; its collective waited in vain
+    lonely.communicate(timeout=120)
+    assert lonely.returncode == 0  # its own checks pass; its collective waited in vain
     assert time.monotonic() - started < 60
     record = json.loads((data["attempt"] / "n1.json").read_text())
     assert record["checks"]["collective"]["ok"] is False and record["problem"] is None

@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import sys
 import threading
+import time
 from dataclasses import asdict
 from pathlib import Path
 
@@ -22,6 +23,7 @@ import pytest
 from mlperf_logging.compliance_checker.mlp_parser import parse_file
 from mlperf_logging.result_summarizer import result_summarizer as official
 
+from mlperf_wf.config.workflow_config import PowerConfig
 from mlperf_wf.errors import ConfigError
 from mlperf_wf.results import scoring
 from mlperf_wf.run import power
@@ -57,7 +59,7 @@ def test_gpu_lines_of_nvidia_smi_and_dcgmi_are_read_with_their_own_timestamps():
 
 
 def test_sampler_with_the_stand_in_nvidia_smi_writes_the_mlperf_power_format(tmp_path):
-    config = power.PowerConfig(enabled=True, interval_ms=100, gpu_command=STAND_IN, conversion_eff=0.92)
+    config = PowerConfig(enabled=True, interval_ms=100, gpu_command=STAND_IN, conversion_eff=0.92)
     stop = threading.Event()
     threading.Timer(1.2, stop.set).start()
     summary = power.sample(config, tmp_path / "power" / "result", 1, None, stop, host="node-a")
@@ -77,7 +79,7 @@ def test_sampler_with_the_stand_in_nvidia_smi_writes_the_mlperf_power_format(tmp
 
 
 def test_a_node_power_command_is_the_nodes_reading(tmp_path):
-    config = power.PowerConfig(enabled=True, interval_ms=50, node_command="echo '    Instantaneous power reading:   412 Watts'")
+    config = PowerConfig(enabled=True, interval_ms=50, node_command="echo '    Instantaneous power reading:   412 Watts'")
     stop = threading.Event()
     threading.Timer(0.5, stop.set).start()
     summary = power.sample(config, tmp_path, 0, None, stop)
@@ -85,8 +87,16 @@ def test_a_node_power_command_is_the_nodes_reading(tmp_path):
     assert "conversion_eff" not in keys_of(tmp_path / "node_0.txt")
 
 
+def test_the_gpu_reader_closes_the_command_s_pipe_once_it_stops():
+    reader = power.GpuReader(STAND_IN, 50)
+    reader.start()
+    time.sleep(0.3)
+    reader.stop()
+    assert reader._proc.stdout.closed, "the pipe of the stopped command is left open (a ResourceWarning when collected)"
+
+
 def test_a_gpu_command_that_ends_by_itself_is_reported(tmp_path):
-    config = power.PowerConfig(enabled=True, interval_ms=50, gpu_command=STAND_IN.replace("--gpus 2", "--gpus 1 --rounds 2"))
+    config = PowerConfig(enabled=True, interval_ms=50, gpu_command=STAND_IN.replace("--gpus 2", "--gpus 1 --rounds 2"))
     stop = threading.Event()
     threading.Timer(0.8, stop.set).start()
     summary = power.sample(config, tmp_path, 0, None, stop)
@@ -95,14 +105,14 @@ def test_a_gpu_command_that_ends_by_itself_is_reported(tmp_path):
 
 def test_bad_power_config_is_one_line_naming_the_key():
     with pytest.raises(ConfigError, match=r"^config: power\.interval_ms: .*greater than or equal to 10 \(got 5\)$"):
-        power.PowerConfig.from_config({"enabled": True, "interval_ms": 5})
+        PowerConfig.from_config({"enabled": True, "interval_ms": 5})
     with pytest.raises(ConfigError, match=r"^config: power\.node_comand: Extra inputs are not permitted"):
-        power.PowerConfig.from_config({"node_comand": "ipmitool"})
-    assert power.PowerConfig.from_config({"enabled": "true", "interval_ms": "500"}).interval_ms == 500  # as --config passes them
+        PowerConfig.from_config({"node_comand": "ipmitool"})
+    assert PowerConfig.from_config({"enabled": "true", "interval_ms": "500"}).interval_ms == 500  # as --config passes them
 
 
 def test_the_launch_line_samples_beside_the_command_stops_with_it_and_keeps_its_status(tmp_path):
-    config = power.PowerConfig(enabled=True, interval_ms=100, gpu_command=STAND_IN)
+    config = PowerConfig(enabled=True, interval_ms=100, gpu_command=STAND_IN)
     line = power.with_sampler("sleep 1; exit 3", config, Path("results/x/runs/0/result.txt"))
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}", "PYTHONPATH": str(ROOT / "src")}
     env.pop("SLURM_NODEID", None)

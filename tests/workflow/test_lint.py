@@ -1,4 +1,4 @@
-"""Style gates CI enforces: snakemake --lint, snakefmt and ruff stay clean."""
+"""Style gates CI enforces: snakemake --lint, snakefmt and ruff stay clean, and the package's layers import downward only."""
 
 from __future__ import annotations
 
@@ -30,6 +30,14 @@ def test_ruff_is_clean():
     for argv in (("check", "src", "tests", "bench", "containers"), ("format", "--check", "src", "tests", "bench", "containers")):
         proc = run(str(BIN / "ruff"), *argv)
         assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_import_contracts_hold():
+    """``lint-imports`` (pyproject's ``[tool.importlinter]``): each layer of ``mlperf_wf`` imports only the layers below
+    it, and no benchmark folder imports another."""
+    proc = run(str(BIN / "lint-imports"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "0 broken" in proc.stdout, proc.stdout
 
 
 def _rule_blocks() -> dict[str, str]:

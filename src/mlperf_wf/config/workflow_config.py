@@ -23,7 +23,6 @@ from pydantic.fields import FieldInfo
 from mlperf_wf.config import docstrings
 from mlperf_wf.errors import ConfigError, describe_validation_error
 from mlperf_wf.kinds import Scale
-from mlperf_wf.run.power import PowerConfig
 
 BenchmarkName = Annotated[str, StringConstraints(pattern=r"^[a-z0-9_]+$")]
 Count = Annotated[int, Field(ge=1), WithJsonSchema({"type": ["integer", "string"], "pattern": "^[1-9][0-9]*$", "minimum": 1})]
@@ -101,6 +100,45 @@ class NodeCheckConfig(_Section):
     """n of each GPU's n x n bf16 matrix multiply (a node without GPUs multiplies 512 x 512 float32)."""
     timeout_s: Annotated[int, Field(ge=5)] = 120
     """Seconds the nodes wait for each other to join the collective."""
+
+
+DEFAULT_GPU_COMMAND = "nvidia-smi --query-gpu=timestamp,index,power.draw --format=csv,noheader,nounits -lms {interval_ms}"
+"""The power sampler's default ``gpu_command`` (``mlperf_wf.run.power``)."""
+_MILLISECONDS_AS_TEXT_TOO = {"type": ["integer", "string"], "pattern": "^[1-9][0-9]*$", "minimum": 10, "maximum": 60_000}
+"""``--config`` passes nested values as text."""
+
+
+class PowerConfig(BaseModel):
+    """`power:` of the workflow config (and of a profile's `config:`): energy measurement beside every run, sampled by
+    ``mlperf_wf.run.power``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    enabled: Annotated[bool, WithJsonSchema({"type": ["boolean", "string"], "enum": [True, False, "true", "false", "True", "False"]})] = False
+    """Sample power beside every run (off by default; runs' commands are unchanged when off)."""
+    interval_ms: Annotated[int, Field(ge=10, le=60_000), WithJsonSchema(_MILLISECONDS_AS_TEXT_TOO)] = 1000
+    """Milliseconds between two readings, 10 to 60000 (nvidia-smi refreshes power.draw every 100 ms or so)."""
+    gpu_command: str = DEFAULT_GPU_COMMAND
+    """Long-running command printing `[timestamp,] index, watts` per GPU per interval; `{interval_ms}` is replaced."""
+    node_command: str = ""
+    """Shell command printing the node's power (the first number of its output, in watts), run every interval;
+    when set it is the node's reading instead of the GPUs' sum, e.g. `ipmitool dcmi power reading`."""
+    conversion_eff: Annotated[float | None, Field(gt=0, le=1), WithJsonSchema({"type": ["number", "string", "null"]})] = None
+    """Conversion efficiency of the measured power (e.g. a DC reading's supply efficiency), logged as `conversion_eff`;
+    unset: not logged, and the summarizer takes 1.0."""
+
+    @classmethod
+    def from_config(cls, raw: dict | None) -> PowerConfig:
+        """Validate ``power:`` (``--config`` passes nested values as text: ``"true"``, ``"500"``)."""
+        try:
+            return cls.model_validate(raw or {})
+        except ValidationError as err:
+            raise ConfigError(describe_validation_error("config: power", err, separator=".")) from None
+
+    @property
+    def source(self) -> str:
+        """What a reading measures: ``node_command`` or ``gpus``."""
+        return "node_command" if self.node_command else "gpus"
 
 
 class WorkflowConfig(_Section):

@@ -95,14 +95,15 @@ def documents(matrix: np.ndarray, count: int, lengths: tuple[int, int], rng: np.
 
 
 def write_indexed(prefix: Path, token_documents: Sequence[Sequence[int]], dtype: type = np.int32) -> list[Path]:
-    """``prefix.bin``/``prefix.idx`` with megatron-core's builder (one document each)."""
-    import torch
+    """``prefix.bin``/``prefix.idx`` with megatron-core's builder (one document each). Each document goes in as a NumPy
+    array, which the builder converts to ``dtype`` as it would a tensor, without NumPy 2's deprecation warning for a
+    tensor's ``__array__``."""
     from megatron.core.datasets.indexed_dataset import IndexedDatasetBuilder
 
-    torch_dtype = {np.int32: torch.int32, np.uint16: torch.int32, np.int64: torch.int64}[dtype]
+    given = {np.int32: np.int32, np.uint16: np.int32, np.int64: np.int64}[dtype]
     builder = IndexedDatasetBuilder(f"{prefix}.bin", dtype=dtype)
     for ids in token_documents:
-        builder.add_document(torch.tensor(list(ids), dtype=torch_dtype), [len(ids)])
+        builder.add_document(np.array(list(ids), dtype=given), [len(ids)])
     builder.finalize(f"{prefix}.idx")
     return [Path(f"{prefix}.bin"), Path(f"{prefix}.idx")]
 

@@ -57,15 +57,12 @@ from mlperf_wf.config.registry import BenchmarkDef, Container, placeholders
 from mlperf_wf.errors import ConfigError
 from mlperf_wf.plan.sizing import PlannedBatch
 from mlperf_wf.run import mllog_parts
+from mlperf_wf.run.page_cache import DROP_CACHES_FILE, drop_on_this_node
 
 LAUNCHERS = ("local", "docker", "apptainer", "pyxis")
 MASTER_PORT = 29500
 CONTAINER_HOME = "/home/mlperf-wf"
 """Home folder of an Apptainer run (bound from the run's own folder: caches, compiled kernels)."""
-DROP_CACHES_FILE = "/proc/sys/vm/drop_caches"
-"""Writing 3 here drops the page cache, dentries and inodes (after ``sync``, nothing dirty is lost)."""
-DROP_CACHES_SUDO = "sudo -n /sbin/sysctl -q vm.drop_caches=3"
-"""The same through sudo, never asking for a password (NVIDIA's run.sub: ``sudo /sbin/sysctl vm.drop_caches=3``)."""
 MLLOG_PARTS_VARIABLE = "MLPERF_WF_MLLOG_PARTS"
 """The folder where each process of a run writes its own MLLOG lines (the images' hooks read it; the train job merges
 the files into the result file after the run: ``mlperf_wf.run.mllog_parts``)."""
@@ -551,12 +548,6 @@ def node_check_script(
     noted = 'echo "mlperf-wf: a node check ended with status $?; the verdict reads what each node recorded" >&2'
     verdict = f"mlperf-wf node-check verdict --out {attempt} --hosts {hosts} --excluded {shlex.quote(str(excluded))}"
     return f"{name}; {run} || {noted}; {verdict} || exit 1"
-
-
-def drop_on_this_node(target: str = DROP_CACHES_FILE) -> str:
-    """Shell that flushes and drops this node's page cache, directly or through sudo without a password; it fails when
-    neither is allowed. The one way the workflow drops it: the launch line of every full-scale run and tiny runs alike."""
-    return f"sync && {{ echo 3 > {target} || {DROP_CACHES_SUDO}; }}"
 
 
 def drop_page_cache(nodes: int = 1, srun: bool = False, target: str = DROP_CACHES_FILE) -> str:

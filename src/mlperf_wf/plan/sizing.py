@@ -80,12 +80,12 @@ class RcpTable:
 def _checker(benchmark: str, ruleset: str):
     from mlperf_logging.rcp_checker import rcp_checker
 
-    with _quiet():
+    with quiet():
         return rcp_checker.RCP_Checker(USAGE, ruleset, benchmark, verbose=False)
 
 
 @contextlib.contextmanager
-def _quiet() -> Iterator[None]:
+def quiet() -> Iterator[None]:
     """The checker logs each record it tests at INFO (and each non-converged log at WARNING) on the root logger."""
     previous = logging.root.manager.disable
     logging.disable(logging.WARNING)
@@ -234,7 +234,7 @@ def _coverage(table: RcpTable, gbs: int) -> Coverage:
         return Coverage(gbs, "exact", "RCP found", (name,), record["RCP Mean"], _fastest_passing(checker, record), record)
     low, high = checker._find_top_min_rcp(gbs, rcp_pass), checker._find_bottom_max_rcp(gbs, rcp_pass)
     if low is not None and high is not None:
-        with _quiet():
+        with quiet():
             _, interpolated = checker._create_interp_rcp(gbs, low, high)
         basis = (_record_name(checker, low), _record_name(checker, high))
         return Coverage(gbs, "interpolated", "RCP Interpolation", basis, interpolated["RCP Mean"], _fastest_passing(checker, interpolated), interpolated)
@@ -252,7 +252,7 @@ def _fastest_passing(checker, record: dict) -> float:
     bisection (the test is monotonic in the mean; a round may adjust it, e.g. llama31_405b's allowance from 5.0.0)."""
     low, high = 0.0, float(record["RCP Mean"])
     runs = checker.submission_runs
-    with _quiet():
+    with quiet():
         for _ in range(60):
             middle = (low + high) / 2
             passed, _ = checker._eval_submission_record(dict(record), [middle] * runs, "")
@@ -271,7 +271,7 @@ def passes(table: RcpTable, gbs: int, converged: list[float], case: Coverage | N
     if case.record is None:
         return False
     record = dict(case.record)  # the checker adjusts the record it is given (llama31_405b's max speedup)
-    with _quiet():
+    with quiet():
         passed, _ = table.checker._eval_submission_record(record, list(converged), "")
     return bool(passed)
 
@@ -433,39 +433,6 @@ def forecast(
         f"with a convergence rate of mean {rate:.2f} and the finished runs' samples to converge"
     )
     return Forecast(required, finished, tuple(converged), failed, valid_sets / draws, passed_sets / draws if rcp_applies else None, draws, basis)
-
-
-def forecast_of_files(converged_files: list[str], not_counting: int, benchmark: str, ruleset: str, division: str, required: int) -> Forecast:
-    """The forecast of a campaign from its finished runs' logs, read as the RCP checker reads them
-    (``read_submission_file``: the samples or epochs of the last evaluation before a successful ``run_stop``, and the
-    logged GBS); ``not_counting`` runs finished without counting (failed, or not converged by the verdict). The RCP
-    test applies in the closed division only, as in the summarizer."""
-    from mlperf_logging.rcp_checker import rcp_checker
-
-    converged, failed, gbs = [], not_counting, None
-    for path in converged_files:
-        try:
-            with _quiet():
-                not_converged, epochs, bs, _ = rcp_checker.read_submission_file(path, ruleset, False)
-        except ValueError:  # stable_diffusion: no evaluation meets the checker's hard-coded FID/CLIP (tiny stand-ins)
-            not_converged, epochs, bs = _read_as_scored(path, ruleset)
-        gbs = gbs if gbs is not None else (int(bs) if bs not in (None, -1) else None)
-        if not_converged:
-            failed += 1
-        else:
-            converged.append(float(epochs))
-    table = rcp_table(benchmark, ruleset) if division == "closed" else None
-    return forecast(required, converged, failed, table, gbs, rcp_applies=division == "closed")
-
-
-def _read_as_scored(path: str, ruleset: str) -> tuple[int, float, int]:
-    """What the checker's reader gives, from the workflow's own scoring where that reader cannot read the log."""
-    from mlperf_wf.results import compliance, scoring
-
-    run = scoring.score_file(path, ruleset)
-    converged = run.status == "success" and run.samples_to_converge is not None
-    gbs = compliance.read_facts(Path(path)).values.get("global_batch_size", -1)
-    return (0 if converged else 1), (float(run.samples_to_converge) if converged else NOT_CONVERGED), gbs
 
 
 NOT_CONVERGED = 1e9
@@ -764,26 +731,6 @@ def size_report(bench, ruleset: str, nodes: int, gpus_per_node: int, gbs: int | 
             f"(slowest RCP run x {WALLTIME_MARGIN} + {STARTUP_MINUTES} min start-up); set full_geometry walltime_minutes"
         )
     return lines
-
-
-def measured_throughput(result_file: Path, bench, gpus: int) -> float:
-    """Training samples per second per GPU of a run's log: the last evaluation's ``samples_count`` (or ``epoch_num``
-    x the definition's ``samples_per_epoch``) over the time from ``run_start`` to it, over ``gpus``."""
-    from mlperf_wf.results.status import read_progress
-
-    progress = read_progress(Path(result_file))
-    if progress.run_start_ms is None or progress.last_eval_ms is None or not progress.progress:
-        raise ConfigError(f"size: --throughput-from {result_file}: no run_start and evaluation with a samples_count in it; give a finished run's result file")
-    done = progress.progress
-    if progress.progress_key == "epoch_num":
-        per_epoch = bench.full.sizing.samples_per_epoch if bench.full.sizing else None
-        if not per_epoch:
-            raise ConfigError(f"size: --throughput-from {result_file}: the log counts epochs and {bench.name} gives no samples_per_epoch")
-        done *= per_epoch
-    seconds = (progress.last_eval_ms - progress.run_start_ms) / 1000
-    if seconds <= 0:
-        raise ConfigError(f"size: --throughput-from {result_file}: its last evaluation is not after run_start")
-    return done / seconds / gpus
 
 
 def _split_text(made: Split, sizing_def) -> str:

@@ -81,7 +81,7 @@ class Report:
     """Why ``rcp`` is None: the open division has no RCP check; it needs at least 3 scored runs."""
     forecast: dict | None = None
     """How likely the required set is to be valid and pass the RCP check from the scored runs
-    (:func:`mlperf_wf.plan.sizing.forecast_of_files`): with every run there, the summarizer's and the checker's verdicts."""
+    (:func:`mlperf_wf.results.forecast.forecast_of_files`): with every run there, the summarizer's and the checker's verdicts."""
 
 
 def _finite(values: list[float]) -> list[float | None]:
@@ -205,10 +205,10 @@ def build(
 
 
 def _forecast(window: list, submission_benchmark: str, ruleset: str, division: str, required: int) -> dict:
-    from mlperf_wf.plan import sizing
+    from mlperf_wf.results.forecast import forecast_of_files
 
     counted = [run.file for run in window if run.verdict is not None and Verdict(run.verdict).counts]
-    made = sizing.forecast_of_files(counted, len(window) - len(counted), submission_benchmark, ruleset, division, required)
+    made = forecast_of_files(counted, len(window) - len(counted), submission_benchmark, ruleset, division, required)
     return made.summary()
 
 

@@ -187,6 +187,24 @@ def read_progress(result_file: Path) -> LogProgress:
     return progress
 
 
+def measured_throughput(result_file: Path, bench, gpus: int) -> float:
+    """Training samples per second per GPU of a run's log: the last evaluation's ``samples_count`` (or ``epoch_num``
+    x the definition's ``samples_per_epoch``) over the time from ``run_start`` to it, over ``gpus``."""
+    progress = read_progress(Path(result_file))
+    if progress.run_start_ms is None or progress.last_eval_ms is None or not progress.progress:
+        raise ConfigError(f"size: --throughput-from {result_file}: no run_start and evaluation with a samples_count in it; give a finished run's result file")
+    done = progress.progress
+    if progress.progress_key == "epoch_num":
+        per_epoch = bench.full.sizing.samples_per_epoch if bench.full.sizing else None
+        if not per_epoch:
+            raise ConfigError(f"size: --throughput-from {result_file}: the log counts epochs and {bench.name} gives no samples_per_epoch")
+        done *= per_epoch
+    seconds = (progress.last_eval_ms - progress.run_start_ms) / 1000
+    if seconds <= 0:
+        raise ConfigError(f"size: --throughput-from {result_file}: its last evaluation is not after run_start")
+    return done / seconds / gpus
+
+
 # ---- the status ----
 
 
@@ -277,7 +295,7 @@ class BenchmarkStatus:
     """From report.json when it exists: its time to train, runs and validity."""
     forecast: dict | None = None
     """Once a run finished: how likely the required set is to be valid and to pass the RCP check
-    (:func:`mlperf_wf.plan.sizing.forecast_of_files`)."""
+    (:func:`mlperf_wf.results.forecast.forecast_of_files`)."""
 
 
 @dataclass
@@ -578,13 +596,13 @@ def benchmark_status(plan: Plan, name: str, root: Path, records: SnakemakeRecord
 def _forecast(runs: list[RunStatus], root: Path, benchmark: str, ruleset: str, division: str, required: int) -> dict | None:
     """The pass forecast from the finished runs (None before the first): converged runs' logs as the RCP checker reads
     them; failed and non-converged runs count as not converged."""
-    from mlperf_wf.plan import sizing
+    from mlperf_wf.results.forecast import forecast_of_files
 
     counted = [str(root / run.result_file) for run in runs if run.state == RunState.PASSED]
     not_counting = sum(1 for run in runs if RunState(run.state).bad)
     if not counted and not not_counting:
         return None
-    made = sizing.forecast_of_files(counted, not_counting, benchmark, ruleset, division, required)
+    made = forecast_of_files(counted, not_counting, benchmark, ruleset, division, required)
     return {**made.summary(), "text": made.text()}
 
 

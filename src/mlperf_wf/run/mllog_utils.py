@@ -17,6 +17,7 @@ from mlperf_logging import mllog
 
 import mlperf_wf
 from mlperf_wf.errors import WriteError
+from mlperf_wf.run.page_cache import drop_on_this_node
 
 
 @dataclass(frozen=True)
@@ -78,11 +79,9 @@ class RunLogger:
 
 
 def clear_caches() -> bool:
-    """Flush dirty pages and drop the page cache as the rules ask (``launch.drop_on_this_node``, the line every
+    """Flush dirty pages and drop the page cache as the rules ask (``page_cache.drop_on_this_node``, the line every
     full-scale run uses); return whether it happened. Needs root or password-less sudo. The result is logged as
     ``cache_clear``'s value, so a run that could not clear says so instead of claiming it did."""
-    from mlperf_wf.plan.launch import drop_on_this_node
-
     try:
         done = subprocess.run(["bash", "-c", drop_on_this_node()], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=120, check=False)
     except (OSError, subprocess.SubprocessError):

@@ -39,52 +39,13 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated
-
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, WithJsonSchema
 
 import mlperf_wf
-from mlperf_wf.errors import ConfigError, describe_validation_error
+from mlperf_wf.config.workflow_config import PowerConfig
+from mlperf_wf.errors import ConfigError
 
-DEFAULT_GPU_COMMAND = "nvidia-smi --query-gpu=timestamp,index,power.draw --format=csv,noheader,nounits -lms {interval_ms}"
 STOP_FILE = ".stop"
 """Name of the stop file in a run's power folder: the launch line touches it when the run has ended."""
-
-
-_MILLISECONDS_AS_TEXT_TOO = {"type": ["integer", "string"], "pattern": "^[1-9][0-9]*$", "minimum": 10, "maximum": 60_000}
-"""``--config`` passes nested values as text."""
-
-
-class PowerConfig(BaseModel):
-    """`power:` of the workflow config (and of a profile's `config:`): energy measurement beside every run."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    enabled: Annotated[bool, WithJsonSchema({"type": ["boolean", "string"], "enum": [True, False, "true", "false", "True", "False"]})] = False
-    """Sample power beside every run (off by default; runs' commands are unchanged when off)."""
-    interval_ms: Annotated[int, Field(ge=10, le=60_000), WithJsonSchema(_MILLISECONDS_AS_TEXT_TOO)] = 1000
-    """Milliseconds between two readings, 10 to 60000 (nvidia-smi refreshes power.draw every 100 ms or so)."""
-    gpu_command: str = DEFAULT_GPU_COMMAND
-    """Long-running command printing `[timestamp,] index, watts` per GPU per interval; `{interval_ms}` is replaced."""
-    node_command: str = ""
-    """Shell command printing the node's power (the first number of its output, in watts), run every interval;
-    when set it is the node's reading instead of the GPUs' sum, e.g. `ipmitool dcmi power reading`."""
-    conversion_eff: Annotated[float | None, Field(gt=0, le=1), WithJsonSchema({"type": ["number", "string", "null"]})] = None
-    """Conversion efficiency of the measured power (e.g. a DC reading's supply efficiency), logged as `conversion_eff`;
-    unset: not logged, and the summarizer takes 1.0."""
-
-    @classmethod
-    def from_config(cls, raw: dict | None) -> PowerConfig:
-        """Validate ``power:`` (``--config`` passes nested values as text: ``"true"``, ``"500"``)."""
-        try:
-            return cls.model_validate(raw or {})
-        except ValidationError as err:
-            raise ConfigError(describe_validation_error("config: power", err, separator=".")) from None
-
-    @property
-    def source(self) -> str:
-        """What a reading measures: ``node_command`` or ``gpus``."""
-        return "node_command" if self.node_command else "gpus"
 
 
 def power_folder(result_file: Path) -> Path:
@@ -172,17 +133,18 @@ class GpuReader:
         group: dict[str, float] = {}
         group_time = 0
         last_round: set[str] = set()
-        for line in self._proc.stdout:
-            parsed = parse_gpu_line(line)
-            if parsed is None:
-                continue
-            time_ms, index, watts = parsed
-            if index in group:
-                self.readings.put(Reading(group_time, sum(group.values()), {"gpus": dict(group)}))
-                last_round, group = set(group), {}
-            if not group:
-                group_time = time_ms if time_ms is not None else _now_ms()
-            group[index] = watts
+        with self._proc.stdout:  # closed when the command has ended: its pipe is not left to the collector
+            for line in self._proc.stdout:
+                parsed = parse_gpu_line(line)
+                if parsed is None:
+                    continue
+                time_ms, index, watts = parsed
+                if index in group:
+                    self.readings.put(Reading(group_time, sum(group.values()), {"gpus": dict(group)}))
+                    last_round, group = set(group), {}
+                if not group:
+                    group_time = time_ms if time_ms is not None else _now_ms()
+                group[index] = watts
         if group and set(group) >= last_round:  # a round cut short when the command was stopped is not a reading
             self.readings.put(Reading(group_time, sum(group.values()), {"gpus": dict(group)}))
         status = self._proc.wait()

@@ -118,7 +118,7 @@ def test_generated_input_files_are_a_subset_of_the_published_ones_in_their_forma
     published = {f.path for f in load_dataset("bert_wikipedia_input_files", ROOT).files}
     written = {p.relative_to(inputs).as_posix() for p in inputs.rglob("*") if p.is_file()}
     assert {"vocab.txt", "bert_config.json", "License.txt"} <= written & published
-    assert written - published == {input_files.CHECKPOINT, "phase1_ckpt/phase1.json"}  # the tiny phase-1 checkpoint (README: Deviations)
+    assert written - published == {prep.PHASE1_CHECKPOINT, "phase1_ckpt/phase1.json"}  # the tiny phase-1 checkpoint (README: Deviations)
     vocab = (inputs / "vocab.txt").read_text().splitlines()
     assert vocab[0] == "[PAD]" and {"[CLS]", "[SEP]", "[MASK]", "[UNK]"} <= set(vocab)
     model = trainer.load_model(inputs)

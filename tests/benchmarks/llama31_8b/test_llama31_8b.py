@@ -4,6 +4,8 @@ reach it (the same model and steps on the same tokens shuffled, which leaves onl
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 import torch
@@ -34,6 +36,21 @@ def test_both_targets_lie_between_the_entropy_rate_and_the_unigram_entropy():
 def mirror(tmp_path_factory):
     root = tmp_path_factory.mktemp("mirror")
     return generate_tiny_mirror(load_dataset("c4_llama31_8b_preprocessed"), root / "c4")
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.uint16, np.int64])
+def test_indexed_files_hold_the_documents_token_by_token_and_are_written_without_a_warning(tmp_path, dtype):
+    """megatron-core's builder, given each document as a NumPy array (a torch tensor there is a deprecation warning
+    per document: ``__array__`` without ``copy``)."""
+    from megatron.core.datasets.indexed_dataset import IndexedDataset
+
+    documents = [[1, 2, 3], [65_000, 7], [0, 4, 5, 6]]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        markov_corpus.write_indexed(tmp_path / "corpus", documents, dtype=dtype)
+    assert (tmp_path / "corpus.bin").read_bytes() == np.concatenate([np.array(document, dtype=dtype) for document in documents]).tobytes()
+    read = IndexedDataset(str(tmp_path / "corpus"))
+    assert [read[i].tolist() for i in range(len(read))] == documents
 
 
 def test_the_corpus_has_the_published_file_names_and_megatron_reads_it(mirror):

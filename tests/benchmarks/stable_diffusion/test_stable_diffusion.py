@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import tarfile
+import warnings
 
 import numpy as np
 import pytest
@@ -22,6 +23,16 @@ def test_frechet_distance_is_the_closed_form_for_commuting_covariances():
     expected = np.sum((mu1 - mu2) ** 2) + np.sum((np.sqrt(np.diag(s1)) - np.sqrt(np.diag(s2))) ** 2)
     assert metrics.frechet_distance(mu1, s1, mu2, s2) == pytest.approx(expected, rel=1e-9)
     assert metrics.frechet_distance(mu1, s1, mu1, s1) == pytest.approx(0.0, abs=1e-9)
+
+
+def test_singular_covariances_take_pytorch_fid_s_offset_without_a_warning():
+    """Fewer samples than features make singular covariances (the tiny tier's FID): pytorch-fid asks SciPy for no
+    warning (``disp=False``), sees the non-finite root and retries with an offset; so does ours."""
+    features = np.random.default_rng(0).normal(size=(2, 8))
+    mu, sigma = metrics.statistics(features)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert metrics.frechet_distance(mu, sigma, mu + 1.0, sigma) == pytest.approx(8.0, abs=1e-3)
 
 
 def test_a_file_in_the_published_inception_layout_loads_strictly_and_gives_pool3_features(tmp_path):

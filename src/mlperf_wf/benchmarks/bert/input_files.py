@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from mlperf_wf.benchmarks.bert import markov
+from mlperf_wf.benchmarks.bert.prepare import PHASE1_CHECKPOINT
 
 TINY_BERT_CONFIG = {
     "attention_probs_dropout_prob": 0.1,
@@ -38,8 +39,6 @@ TINY_BERT_CONFIG = {
     "type_vocab_size": 2,
 }
 """The tiny model, in the keys of the published bert_config.json (BERT-large: 1024 hidden, 24 layers, 16 heads, 4096 FFN, 512 positions)."""
-CHECKPOINT = "phase1_ckpt/model.safetensors"
-"""The phase-1 checkpoint, relative to the input files (the reference's --init_checkpoint)."""
 PHASE1_ACCURACY = 0.34
 """Phase 1 stops at the first evaluation at or above this accuracy (the published checkpoint: 0.34085)."""
 PHASE1_LEARNING_RATE = 2e-3
@@ -129,7 +128,7 @@ def generate(out_dir: Path, seed: int) -> list[Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
     vocab_file, config_file = write_vocabulary_and_config(out_dir)
     state, summary = pretrain_phase1(vocab_file, config_file, seed)
-    checkpoint = out_dir / CHECKPOINT
+    checkpoint = out_dir / PHASE1_CHECKPOINT
     checkpoint.parent.mkdir(parents=True, exist_ok=True)
     save_file(state, str(checkpoint))
     (checkpoint.parent / "phase1.json").write_text(json.dumps(summary, indent=2) + "\n")

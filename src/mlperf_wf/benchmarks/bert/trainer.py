@@ -27,9 +27,8 @@ from mlperf_logging.mllog import constants
 
 from mlperf_wf.benchmarks.bert import tfrecord
 from mlperf_wf.benchmarks.bert.hyperparameters import Hyperparameters
-from mlperf_wf.benchmarks.bert.input_files import CHECKPOINT
 from mlperf_wf.benchmarks.bert.lamb import Lamb
-from mlperf_wf.benchmarks.bert.prepare import EVAL_FILE, TRAIN_FOLDER
+from mlperf_wf.benchmarks.bert.prepare import EVAL_FILE, PHASE1_CHECKPOINT, TRAIN_FOLDER
 from mlperf_wf.errors import UserError
 from mlperf_wf.run.harness import TinyRun
 
@@ -134,7 +133,7 @@ def load_model(input_files: Path) -> torch.nn.Module:
     from safetensors.torch import load_file
 
     model = build_model(input_files / CONFIG_FILE)
-    checkpoint = input_files / CHECKPOINT
+    checkpoint = input_files / PHASE1_CHECKPOINT
     if not checkpoint.is_file():
         raise UserError(f"{checkpoint}: missing; the BERT input files should contain the phase-1 checkpoint")
     try:

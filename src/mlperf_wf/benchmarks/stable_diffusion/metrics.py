@@ -15,6 +15,7 @@ input is a transformers ``CLIPModel`` folder (the Hugging Face form of OpenCLIP 
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,7 +36,9 @@ def frechet_distance(mu1: np.ndarray, sigma1: np.ndarray, mu2: np.ndarray, sigma
     if mu1.shape != mu2.shape or sigma1.shape != sigma2.shape:
         raise UserError(f"FID statistics differ in shape: mu {mu1.shape} vs {mu2.shape}, sigma {sigma1.shape} vs {sigma2.shape}")
     diff = mu1 - mu2
-    covmean = linalg.sqrtm(sigma1.dot(sigma2))  # pytorch-fid's disp=False, without SciPy's deprecated argument
+    with warnings.catch_warnings():  # pytorch-fid's disp=False, without SciPy's deprecated argument: a singular product
+        warnings.simplefilter("ignore", linalg.LinAlgWarning)  # gives a non-finite root, retried with the offset below
+        covmean = linalg.sqrtm(sigma1.dot(sigma2))
     if not np.isfinite(covmean).all():
         offset = np.eye(sigma1.shape[0]) * eps
         covmean = linalg.sqrtm((sigma1 + offset).dot(sigma2 + offset))

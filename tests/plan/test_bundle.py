@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from mlperf_wf.acquire import bundle, image_files
+from mlperf_wf.acquire import image_files
+from mlperf_wf.plan import bundle
 from tests.oci_registry import LoopbackRegistry, _layer, push_image
 from tests.workflow.test_workflow import ROOT, new_workdir, planned_train_lines, snakemake, snakemake_argv, snakemake_env
 
