@@ -242,10 +242,14 @@ def summary(report_files: list[Path], csv_out: Path, stem: Path, package_check: 
     """``summary.csv`` (one row per benchmark) and a figure of every benchmark's score."""
     package = json.loads(package_check.read_text()) if package_check else None
     package_errors = "; ".join(package["package_checker"]["errors"]) if package else ""
+    from mlperf_wf.results import verdict as run_verdicts
+
     rows = []
     for path in report_files:
         report = json.loads(path.read_text())
         score = report["score"]
+        judged = run_verdicts.report_verdicts(report)  # the runs judged from their files now, as every reader judges them
+        stale = run_verdicts.disagreements(report, judged)
         rows.append(
             {
                 "benchmark": report["benchmark"],
@@ -259,8 +263,9 @@ def summary(report_files: list[Path], csv_out: Path, stem: Path, package_check: 
                 "olympic_minutes": score["olympic_minutes"],
                 "scaling_factor": score["scaling_factor"],
                 "rcp": (report.get("rcp") or {}).get("verdict") or f"not checked: {report.get('rcp_not_checked')}",
-                "valid_submission": report["valid_submission"],
-                "reasons": "; ".join(report["valid_submission_reasons"]),
+                "run_verdicts": run_verdicts.outcome_counts(judged),
+                "valid_submission": report["valid_submission"] and not stale,
+                "reasons": "; ".join([*report["valid_submission_reasons"], *stale]),
                 "package_checker": ("passed" if package["package_checker"]["passed"] else f"errors: {package_errors}") if package else None,
             }
         )
