@@ -18,7 +18,7 @@ import pytest
 from mlperf_wf import cli
 from mlperf_wf.kinds import Outcome
 from mlperf_wf.plan import plan as planning
-from mlperf_wf.results import compliance, status
+from mlperf_wf.results import compliance, plots, status
 from mlperf_wf.results import report as report_mod
 from mlperf_wf.results import verdict as run_verdicts
 from tests.mllogs import T0, write_lora_log
@@ -116,7 +116,11 @@ class Readers:
         self.root = root
         monkeypatch.chdir(root)  # the package reads config/systems/<platform>.yaml of the campaign
         # the report: what `mlperf-wf report` makes of the run files now
-        self.report = report_mod.build(LORA, LORA, "6.1.0", "closed", "tiny", "cpu-tiny", {}, RUNS, [run_dir(root, i) / "result.txt" for i in range(RUNS)])
+        target = {"comparison": "<=", "value": 0.925}
+        files = [run_dir(root, i) / "result.txt" for i in range(RUNS)]
+        self.report = report_mod.build(LORA, LORA, "6.1.0", "closed", "tiny", "cpu-tiny", target, RUNS, files)
+        report_mod.write(self.report, root / "rebuilt/report.json")  # the figures of the report as made now
+        self.figures = plots.benchmark_figures(root / "rebuilt/report.json", root / "rebuilt/plots")
         # `mlperf-wf score` on the benchmark's folder
         self.score_rc = cli.main(["score", str(root / BENCH), "--ruleset", "6.1.0", "--json", str(root / "score.json"), "--jobs", "1"])
         self.score_text = capsys.readouterr().out
@@ -272,3 +276,17 @@ def test_another_campaigns_power_log_is_refused_by_name_and_not_packaged(campaig
     package = campaign / BENCH.parent / "submission/package/org/results/cpu-tiny/llama2_70b_lora"
     assert (package / "power/result_1").is_dir() and not (package / "power/result_2").exists()
     assert any("run 2's power logs left out" in reason for reason in seen.package["not_valid_because"])
+
+
+def test_a_problem_a_further_run_check_finds_refuses_the_run_in_every_reader(campaign, readers, monkeypatch):
+    """A check added to RUN_CHECKS (as the campaign identity check adds its own) is applied by every reader."""
+
+    def another_identity(result: Path, provenance: dict) -> list[str]:
+        return ["made by another campaign (stand-in check)"] if result.parent.name == "6" and provenance.get("host") == HOST else []
+
+    monkeypatch.setattr(run_verdicts, "RUN_CHECKS", [another_identity])
+    seen = readers(campaign)
+    expected = ["passed"] * RUNS
+    expected[6] = "refused"
+    seen.agree(expected)
+    assert f"{run_dir(campaign, 6) / 'result.txt'}: made by another campaign (stand-in check)" in seen.status_text

@@ -14,14 +14,15 @@ through :func:`run_verdict`, from the same files of the run's folder:
 - the run's power logs: a window that does not cover the run, a file logged as another node, a node 0 log sampled on
   another host than the run's: the energy is refused by name (``power_problems``); the run's time still counts.
 
-Checks made elsewhere plug in as ``extra_problems`` (one line each): any of them refuses the run by name.
+Checks made elsewhere plug in as ``extra_problems`` (one line each, per call) or as a function in
+:data:`RUN_CHECKS` (applied by every reader to every run): any problem refuses the run by name.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -30,6 +31,13 @@ from mlperf_wf.results import compliance, scoring
 
 VERDICT_FILE = "compliance.json"
 PROVENANCE_FILE = "provenance.json"
+
+RunCheck = Callable[[Path, dict], list[str]]
+"""A further check of one run: (its result file, its provenance record, {} when it has none) -> its problems, one line
+each, empty when there is none."""
+RUN_CHECKS: list[RunCheck] = []
+"""Checks every reader applies to every run beside this module's own (e.g. that a run's campaign identity is its
+set's); a module that defines one appends it here when imported."""
 
 
 @dataclass
@@ -109,6 +117,8 @@ def run_verdict(
         refused.append(f"not the log its compliance check read (sha256 {sha256[:12]} now, {then}); delete {verdict_file} to check it again")
     refused += score.sense_problems
     refused += list(extra_problems)
+    for run_check in RUN_CHECKS:
+        refused += run_check(result, provenance)
     checked = recorded.verdict if recorded is not None else score.verdict or Verdict.FAILED
     found = list(recorded.problems) if recorded is not None else list(score.problems)
     if refused:
