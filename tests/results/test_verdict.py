@@ -209,21 +209,33 @@ def test_a_run_that_stops_before_it_starts_is_refused_by_every_reader(campaign, 
 
 
 def test_a_log_the_workflow_refused_is_not_counted_by_score_or_status(campaign, readers):
-    """Another benchmark's log (run 1's, logged as flux1) copied into run 0's folder: the compliance job refuses it;
-    status does not list it as passed (nor forecast with it), `score` on the folder does not count it."""
-    foreign = (run_dir(campaign, 1) / "result.txt").read_text().replace('"value": "llama2_70b_lora"', '"value": "flux1"')
-    (run_dir(campaign, 0) / "result.txt").write_text(foreign)
+    """Another campaign's log (compliant, another seed) copied into run 0's folder: the compliance job refuses it;
+    status does not list it as passed ("scored here") nor forecast with it as converged, `score` on the folder does not count it."""
+    write_lora_log(run_dir(campaign, 0) / "result.txt", seed=4321, minutes=1.5, evals=CONVERGED, start_ms=T0 - 3_600_000)
     verdict = check_as_the_workflow(campaign, 0)
     assert verdict.verdict == "failed" and not (run_dir(campaign, 0) / "compliance.json").exists()
+    assert "the log is not the one its train job wrote" in verdict.problems[0]
     seen = readers(campaign)
     expected = ["refused"] + ["passed"] * (RUNS - 1)
     seen.agree(expected)
     line = next(line for line in seen.status_text.splitlines() if line.strip().startswith("run 0:"))
     assert "refused" in line and "the log is not the one its train job wrote" in line and "scored here" not in line
-    assert seen.status.benchmarks[0].forecast["finished"] == RUNS - 1 or seen.status.benchmarks[0].forecast["valid"] < 1.0
-    assert "run 0 (runs/0/result.txt): failed" not in seen.score_text and "refused" in seen.score_text
+    assert seen.status.benchmarks[0].counts["passed"] == RUNS - 1 and seen.status.benchmarks[0].validity.not_counting == 1
+    assert "run 0 (runs/0/result.txt): refused: " in seen.score_text
     scored = next(run for run in seen.score["runs"] if Path(run["file"]).parent.name == "0")
     assert scored["minutes"] is None and scored["dropped"] == "refused"
+
+
+def test_score_refuses_another_benchmarks_log_in_a_workflow_run_folder(campaign, capsys):
+    """A llama2_70b_lora log copied into a dlrmv4 run folder (with that run's provenance): `score` on the folder does
+    not count it as a compliant dlrmv4 run."""
+    folder = campaign / "results/tiny/dlrmv4/runs/0"
+    folder.mkdir(parents=True)
+    (folder / "provenance.json").write_text(json.dumps({"scale": "tiny", "result_sha256": "0" * 64}))
+    shutil.copyfile(run_dir(campaign, 1) / "result.txt", folder / "result.txt")
+    assert cli.main(["score", str(folder.parent.parent), "--ruleset", "6.1.0", "--jobs", "1"]) == 1
+    said = capsys.readouterr().out
+    assert "run 0 (runs/0/result.txt): refused: " in said and "submission_benchmark 'llama2_70b_lora', this run's is 'dlrmv4'" in said
 
 
 def test_seeds_duplicated_by_a_rerun_make_the_set_invalid_in_every_reader(campaign, readers):
