@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -88,13 +90,13 @@ def finished(tmp_path_factory) -> Path:
     for i in range(RUNS):
         start_ms = T0 + i * 3_600_000
         folder = run_dir(root, i)
+        train_log = root / "logs/tiny/train" / LORA / f"{i}.log"  # the train job's log, older than what it made
+        train_log.parent.mkdir(parents=True, exist_ok=True)
+        train_log.write_text(f"INFO:mlperf_wf.run.harness:run {i} finished\n")
         write_lora_log(folder / "result.txt", seed=1234 + i, minutes=2.0 + 0.1 * i, evals=CONVERGED, start_ms=start_ms)
         record_provenance(folder)
         power_log(folder / "power/result/node_0.txt", start_ms + 500, start_ms + 1000 + round((2.0 + 0.1 * i) * 60_000) + 800, 100.0, HOST)
         assert check_as_the_workflow(root, i).verdict == "passed"
-        train_log = root / "logs/tiny/train" / LORA / f"{i}.log"
-        train_log.parent.mkdir(parents=True, exist_ok=True)
-        train_log.write_text(f"INFO:mlperf_wf.run.harness:run {i} finished\n")
     make_report(root)
     return root
 
@@ -129,6 +131,7 @@ class Readers:
         config = status.load_config(root, [f"runs={RUNS}", f"benchmarks=[{LORA}]"])
         plan = planning.load(config, project_root=ROOT, workdir=root)
         self.status = status.campaign_status(root, config, [LORA], runs_given=True, plan=plan)
+        self.config, self.plan = config, plan
         self.status_text = status.render(self.status)
         # the package and the summary, from the campaign's report.json as it is
         reports = [root / BENCH / "report.json"]
@@ -268,6 +271,12 @@ def test_a_run_whose_log_is_gone_is_missing_in_every_reader(campaign, readers):
     line = next(line for line in seen.status_text.splitlines() if line.strip().startswith("run 3:"))
     assert line.strip().startswith("run 3: missing:") and str(run_dir(campaign, 3) / "result.txt") in line and "INFO" not in line
     assert "run 3 (runs/3/result.txt): missing" in seen.score_text
+    # redone, its train job failed (a log newer than the run's records): that failure is shown, not the old records
+    train_log = campaign / "logs/tiny/train" / LORA / "3.log"
+    train_log.write_text("RuntimeError: out of memory (stand-in)\n")
+    os.utime(train_log, (time.time() + 5,) * 2)
+    again = status.render(status.campaign_status(campaign, seen.config, [LORA], runs_given=True, plan=seen.plan))
+    assert "run 3: failed: training job failed: RuntimeError: out of memory (stand-in)" in again
 
 
 def test_another_campaigns_power_log_is_refused_by_name_and_not_packaged(campaign, readers):

@@ -329,7 +329,8 @@ def _stamp(path: Path) -> tuple:
 def _judge(result: Path, ruleset: str, declared: dict[str, str] | None, identity: compliance.RunIdentity) -> RunVerdict:
     from mlperf_wf.results import verdict
 
-    files = [result, result.parent / verdict.VERDICT_FILE, result.parent / verdict.PROVENANCE_FILE]
+    power = sorted((result.parent / "power").rglob("*.txt")) if (result.parent / "power").is_dir() else []
+    files = [result, result.parent / verdict.VERDICT_FILE, result.parent / verdict.PROVENANCE_FILE, *power]
     key = (*(_stamp(path) for path in files), ruleset, tuple(sorted((declared or {}).items())), identity)
     if key not in _VERDICTS:
         _VERDICTS[key] = verdict.run_verdict(result, ruleset, declared, identity)
@@ -427,7 +428,10 @@ def run_status(
         stopped = "Snakemake stopped while this run was being made; its next start redoes it"
         return RunStatus(index=index, state=RunState.INTERRUPTED, result_file=str(result), problems=[stopped])
     identity = identity or compliance.RunIdentity(None)
-    gone = not result.exists() and ((root / files["provenance"]).is_file() or (root / files["verdict"]).is_file())
+    # a run whose log is gone: its provenance or verdict is left, and no train job ran since (its log is older)
+    left = [stamp for stamp in (mtime_or_none(root / files["provenance"]), mtime_or_none(root / files["verdict"])) if stamp is not None]
+    trained = mtime_or_none(train_log)
+    gone = not result.exists() and bool(left) and (trained is None or trained <= max(left))
     if (result.is_file() and (root / files["provenance"]).is_file()) or gone:
         finished = _finished_run(index, result, ruleset, declared, identity, progress)
         if finished.state == RunState.FAILED and not (root / files["verdict"]).is_file() and check_log.is_file():
