@@ -20,7 +20,7 @@ import pytest
 from mlperf_wf import cli
 from mlperf_wf.kinds import Outcome
 from mlperf_wf.plan import plan as planning
-from mlperf_wf.results import compliance, plots, status
+from mlperf_wf.results import compliance, overview, plots, status
 from mlperf_wf.results import report as report_mod
 from mlperf_wf.results import verdict as run_verdicts
 from tests.mllogs import T0, write_lora_log
@@ -123,6 +123,7 @@ class Readers:
         self.report = report_mod.build(LORA, LORA, "6.1.0", "closed", "tiny", "cpu-tiny", target, RUNS, files)
         report_mod.write(self.report, root / "rebuilt/report.json")  # the figures of the report as made now
         self.figures = plots.benchmark_figures(root / "rebuilt/report.json", root / "rebuilt/plots")
+        self.page = overview.page(json.loads((root / "rebuilt/report.json").read_text()), {})
         # `mlperf-wf score` on the benchmark's folder
         self.score_rc = cli.main(["score", str(root / BENCH), "--ruleset", "6.1.0", "--json", str(root / "score.json"), "--jobs", "1"])
         self.score_text = capsys.readouterr().out
@@ -208,6 +209,7 @@ def test_a_run_that_stops_before_it_starts_is_refused_by_every_reader(campaign, 
     assert str(folder / "result.txt") in said.verdict_reason
     assert all((run["minutes"] or 0) >= 0 and (run["energy_joules"] or 0) >= 0 for run in seen.score["runs"])
     assert "run 4: refused: " in seen.status_text and "before run_start" in seen.status_text
+    assert '<td class="refused">refused</td><td>run_stop (time_ms' in seen.page
     assert "run 4 is refused now, report.json says passed" in seen.summary["reasons"]
 
 
@@ -271,6 +273,7 @@ def test_a_run_whose_log_is_gone_is_missing_in_every_reader(campaign, readers):
     line = next(line for line in seen.status_text.splitlines() if line.strip().startswith("run 3:"))
     assert line.strip().startswith("run 3: missing:") and str(run_dir(campaign, 3) / "result.txt") in line and "INFO" not in line
     assert "run 3 (runs/3/result.txt): missing" in seen.score_text
+    assert '<td class="missing">missing</td><td>the run&#x27;s log is gone' in seen.page
     # redone, its train job failed (a log newer than the run's records): that failure is shown, not the old records
     train_log = campaign / "logs/tiny/train" / LORA / "3.log"
     train_log.write_text("RuntimeError: out of memory (stand-in)\n")
