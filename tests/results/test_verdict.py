@@ -211,6 +211,7 @@ def test_a_run_that_stops_before_it_starts_is_refused_by_every_reader(campaign, 
     assert "run 4: refused: " in seen.status_text and "before run_start" in seen.status_text
     assert '<td class="refused">refused</td><td>run_stop (time_ms' in seen.page
     assert "run 4 is refused now, report.json says passed" in seen.summary["reasons"]
+    assert "report.json is out of date (the next snakemake remakes it): run 4 is refused now, report.json says passed" in seen.status_text
 
 
 def test_a_log_the_workflow_refused_is_not_counted_by_score_or_status(campaign, readers):
