@@ -20,7 +20,7 @@ from mlperf_wf import __version__
 from mlperf_wf.acquire.verify import STAMPS_NAME
 from mlperf_wf.config.checkout import project_root
 from mlperf_wf.errors import ConfigError, UserError
-from mlperf_wf.kinds import DEFAULT_PREPARATION, Scale, Verdict
+from mlperf_wf.kinds import DEFAULT_PREPARATION, Outcome, Scale, Verdict
 
 if TYPE_CHECKING:
     from mlperf_wf.acquire.download import DownloadRecord
@@ -421,6 +421,7 @@ def cmd_summary(reports: list[Path], package_check: Path | None, csv_out: Path, 
 def cmd_package(reports: list[Path], org: str, system: str, ruleset: str, division: str, out: Path, check_out: Path) -> int:
     """Build the submission package from the reports' scored runs and run the official checkers on it."""
     from mlperf_wf.results import package
+    from mlperf_wf.results import verdict as run_verdicts
 
     description = package.load_system(system)
     everything = [json.loads(path.read_text()) for path in reports]
@@ -435,9 +436,24 @@ def cmd_package(reports: list[Path], org: str, system: str, ruleset: str, divisi
         raise ConfigError(f"package: no report was checked under ruleset {ruleset} in the {division} division; the reports have {found}")
     runs = {r["submission_benchmark"]: [Path(run["result_file"]) for run in r["runs"] if run["in_scored_window"]] for r in loaded}
     made_by = {r["submission_benchmark"]: package.implementation_of(r) for r in loaded}
-    org_dir = package.build(out, org, division, system, description, runs, made_by)
+    # every run judged again from its files, as the report, score and status judge them
+    judged = {r["benchmark"]: run_verdicts.report_verdicts(r) for r in loaded}
+    scored = [(r, run, v) for r in loaded for run, v in zip(r["runs"], judged[r["benchmark"]], strict=True) if run["in_scored_window"]]
+    power_refused = {Path(v.result_file): "; ".join(v.power_problems) for _, _, v in scored if v.power_refused}
+    org_dir = package.build(out, org, division, system, description, runs, made_by, leave_power_out=set(power_refused))
     verdict = package.check(org_dir, ruleset, out / "checker_logs")
     not_valid = [f"{r['benchmark']}: {reason}" for r in loaded for reason in r["valid_submission_reasons"]]
+    not_valid += [f"{r['benchmark']}: {line}" for r in loaded for line in run_verdicts.disagreements(r, judged[r["benchmark"]])]
+    left = [(r["benchmark"], run["index"], power_refused.get(Path(v.result_file))) for r, run, v in scored]
+    not_valid += [f"{name}: run {index}'s power logs left out: {why}" for name, index, why in left if why]
+    not_valid = list(dict.fromkeys(not_valid))
+    verdict["runs"] = {
+        r["benchmark"]: [
+            {"index": run["index"], "verdict": v.outcome, "reason": v.reason, "power_problems": v.power_problems}
+            for run, v in zip(r["runs"], judged[r["benchmark"]], strict=True)
+        ]
+        for r in loaded
+    }
     verdict["valid_for_submission"] = verdict["passed"] and not not_valid
     verdict["not_valid_because"] = not_valid
     verdict["left_out"] = left_out
@@ -661,9 +677,12 @@ def cmd_score(path: Path, ruleset: str, json_out: Path | None, csv_out: Path | N
             joules = [f"{label[run.file]} {run.energy_joules:.6g} J" if run.energy_joules is not None else f"{label[run.file]} none" for run in score.runs]
             print(f"  energy to train per run: {', '.join(joules)}")
         for run in score.runs:
-            if run.verdict != Verdict.PASSED or run.minutes is None:
+            if run.outcome != Outcome.PASSED or run.verdict != Verdict.PASSED or run.minutes is None:
                 why = run.problems or [m.splitlines()[0] for m in run.messages[:3] if m.strip()]
-                print(f"  {_run_name(run.file, score.folder)}: {run.verdict or 'failed'}" + (f": {'; '.join(why)}" if why else ""))
+                said = run.verdict if run.outcome == Outcome.PASSED else run.outcome or run.verdict or "failed"
+                print(f"  {_run_name(run.file, score.folder)}: {said}" + (f": {'; '.join(why)}" if why else ""))
+            if run.power_problems and run.energy_joules is None and run.outcome == Outcome.PASSED:
+                print(f"  {_run_name(run.file, score.folder)}: power logs refused (no energy from them): {'; '.join(run.power_problems)}")
     return 0 if all(s.valid for s in scores) else 1
 
 

@@ -48,13 +48,34 @@ class RunState(StrEnum):
     QUEUED = "queued"
     INTERRUPTED = "interrupted"
     NOT_STARTED = "not_started"
+    REFUSED = "refused"
+    """Its log is not this run's, changed after its check, or makes no sense (:class:`Outcome`)."""
+    MISSING = "missing"
+    """It finished once (its provenance or verdict is there) and its log is gone."""
 
     @property
     def finished(self) -> bool:
         """Whether the run ended (with a verdict, or failing before one)."""
-        return self in (RunState.PASSED, RunState.NON_CONVERGED, RunState.FAILED)
+        return self in (RunState.PASSED, RunState.NON_CONVERGED, RunState.FAILED, RunState.REFUSED, RunState.MISSING)
 
     @property
     def bad(self) -> bool:
         """Whether the run ended without counting (the olympic rule may drop one)."""
-        return self in (RunState.NON_CONVERGED, RunState.FAILED)
+        return self in (RunState.NON_CONVERGED, RunState.FAILED, RunState.REFUSED, RunState.MISSING)
+
+
+class Outcome(StrEnum):
+    """What every reader (report, ``score``, ``status``, the package, the summary) says of one finished run's files
+    (:func:`mlperf_wf.results.verdict.run_verdict`)."""
+
+    PASSED = "passed"
+    """Counts: the compliance verdict is passed (or passed_except_declared) and nothing refuses the log."""
+    NON_CONVERGED = "non_converged"
+    """Compliant, the target not reached."""
+    FAILED = "failed"
+    """The compliance check failed the log."""
+    REFUSED = "refused"
+    """The log is not this run's (another run's bytes, benchmark or identity), changed after its check, or its times
+    make no sense (a stop before its start)."""
+    MISSING = "missing"
+    """The run's folder is there but its log is not."""

@@ -78,9 +78,11 @@ def campaign(tmp_path: Path):
     root = tmp_path / "campaign"
     shutil_copy_config(root)
     passed = finished_run(root, 0, 2.0, [(1024, 1.2), (2048, 0.91)])
-    compliance.write(compliance.ComplianceResult(str(passed), "6.1.0", "passed", 0, [], "test"), passed.parent / "compliance.json")
+    checked = compliance.ComplianceResult(str(passed), "6.1.0", "passed", 0, [], "test", sha256=compliance.file_sha256(passed))
+    compliance.write(checked, passed.parent / "compliance.json")
     aborted = finished_run(root, 1, 3.0, [(1024, 1.3), (2048, 1.1)], run_status="aborted")
-    compliance.write(compliance.ComplianceResult(str(aborted), "6.1.0", "non_converged", 0, [], "test"), aborted.parent / "compliance.json")
+    checked = compliance.ComplianceResult(str(aborted), "6.1.0", "non_converged", 0, [], "test", sha256=compliance.file_sha256(aborted))
+    compliance.write(checked, aborted.parent / "compliance.json")
     train_logs = root / "logs/tiny/train" / LORA
     train_logs.mkdir(parents=True)
     (train_logs / "2.log").write_text("loading\nRuntimeError: CUDA out of memory (stand-in)\n")
@@ -136,7 +138,10 @@ def test_each_run_state_from_the_files_snakemake_and_the_runs_write(campaign, pl
     result = status.campaign_status(campaign, {}, [LORA, "rgat"], runs_given=True, plan=plan, now=now)
     lora, rgat = result.benchmarks
     assert [r.state for r in lora.runs] == ["passed", "non_converged", "failed", "running", "queued"]
-    assert lora.counts == {"passed": 1, "non_converged": 1, "failed": 1, "running": 1, "queued": 1, "interrupted": 0, "not_started": 0}
+    assert lora.counts == {"passed": 1, "non_converged": 1, "failed": 1, "running": 1, "queued": 1, "interrupted": 0, "not_started": 0} | {
+        "refused": 0,
+        "missing": 0,
+    }
     passed, aborted, failed, running, _ = lora.runs
     assert passed.verdict_from == "compliance.json" and passed.minutes == pytest.approx(2.0)
     assert aborted.verdict == "non_converged" and aborted.minutes is None and aborted.reached_target is False

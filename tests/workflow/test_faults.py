@@ -3,6 +3,7 @@ nothing valid is lost, and each fault ends in one line naming the file."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -140,6 +141,43 @@ def test_a_log_edited_after_its_check_is_refused_by_the_report(campaign):
     snakemake(campaign, "--cores", "2", *CONFIG)
     report = json.loads((campaign / "results/tiny" / BENCH / "report.json").read_text())
     assert {run["compliance"] for run in report["runs"]} == {"passed"}
+
+
+def readers_on(workdir: Path, run: int) -> dict[str, str]:
+    """What `mlperf-wf status` and `mlperf-wf score` say of one run of the campaign (their line for it)."""
+    shown = subprocess.run([*MLPERF_WF, "status", "--config", f"benchmarks=[{BENCH}]", "runs=2"], capture_output=True, text=True, cwd=workdir)
+    scored = subprocess.run([*MLPERF_WF, "score", f"results/tiny/{BENCH}", "--ruleset", "6.1.0"], capture_output=True, text=True, cwd=workdir)
+    assert "Traceback" not in shown.stderr + scored.stderr, shown.stderr + scored.stderr
+    status_line = next(line.strip() for line in shown.stdout.splitlines() if line.strip().startswith(f"run {run}:"))
+    score_line = next((line.strip() for line in scored.stdout.splitlines() if line.strip().startswith(f"run {run} (")), "")
+    return {"status": status_line, "score": score_line, "score_all": scored.stdout}
+
+
+@pytest.mark.slow
+def test_a_run_that_stops_before_it_starts_is_refused_by_the_workflow_status_and_score(campaign):
+    """run_stop moved before run_start and the provenance updated to match: the compliance job refuses the log in one
+    line; status and score say refused, naming the file; nothing is timed negative."""
+    result = run_folder(campaign, 0) / "result.txt"
+    lines = result.read_text().splitlines(keepends=True)
+    start = next(json.loads(line.split(":::MLLOG ", 1)[1])["time_ms"] for line in lines if '"key": "run_start"' in line)
+    for i, line in enumerate(lines):
+        if '"key": "run_stop"' in line:
+            record = json.loads(line.split(":::MLLOG ", 1)[1])
+            record["time_ms"] = start - 30_000
+            lines[i] = line.split(":::MLLOG ", 1)[0] + ":::MLLOG " + json.dumps(record) + "\n"
+    result.write_text("".join(lines))
+    provenance = run_folder(campaign, 0) / "provenance.json"
+    record = json.loads(provenance.read_text())
+    record["result_sha256"] = hashlib.sha256(result.read_bytes()).hexdigest()
+    provenance.write_text(json.dumps(record, indent=2) + "\n")
+    proc = snakemake(campaign, "--cores", "2", *CONFIG, check_rc=False)
+    assert proc.returncode != 0
+    line = one_line_error_in(campaign / "logs/tiny/check_compliance" / BENCH / "0.log", "before run_start")
+    assert str(Path("results/tiny") / BENCH / "runs/0/result.txt") in line and "30.000 s before run_start" in line
+    said = readers_on(campaign, 0)
+    assert said["status"].startswith("run 0: refused: ") and "before run_start" in said["status"], said
+    assert said["score"].startswith("run 0 (runs/0/result.txt): refused: ") and "before run_start" in said["score"], said
+    assert "-0." not in said["score_all"]
 
 
 @pytest.mark.slow

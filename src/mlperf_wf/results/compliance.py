@@ -76,8 +76,8 @@ class ComplianceResult:
 class RunIdentity:
     """The run a log must belong to: what its train job was started as."""
 
-    submission_benchmark: str
-    """The benchmark name the log must log as ``submission_benchmark``."""
+    submission_benchmark: str | None
+    """The benchmark name the log must log as ``submission_benchmark`` (None: not checked)."""
     division: str | None = None
     """``closed`` or ``open``: the log's ``submission_division`` (None: not checked)."""
     seed: int | None = None
@@ -112,6 +112,8 @@ class LogFacts:
     """For each field the parsers need (time_ms, key, value, metadata): the lines without it."""
     values: dict[str, object] = field(default_factory=dict)
     """The first value logged for each key."""
+    times: dict[str, float] = field(default_factory=dict)
+    """The time_ms of the first line of each key (where it is a number)."""
     run_stops: list[str | None] = field(default_factory=list)
     """The status of each run_stop (None when it has none); empty when the log has no run_stop."""
     unreadable: str | None = None
@@ -148,12 +150,23 @@ def read_facts(result_file: Path | str) -> LogFacts:
                 if not isinstance(key, str):
                     continue
                 facts.values.setdefault(key, record.get("value"))
+                stamp = record.get("time_ms")
+                if isinstance(stamp, int | float) and not isinstance(stamp, bool):
+                    facts.times.setdefault(key, float(stamp))
                 if key == "run_stop":
                     metadata = record.get("metadata")
                     facts.run_stops.append(metadata.get("status") if isinstance(metadata, dict) else None)
     except OSError as err:
         facts.unreadable = f"{type(err).__name__}: {err.strerror or err}"
     return facts
+
+
+def duration_problems(run_start_ms: float | None, run_stop_ms: float | None) -> list[str]:
+    """Why a run's times make no sense: a ``run_stop`` before its ``run_start`` (never a negative time to train)."""
+    if run_start_ms is None or run_stop_ms is None or run_stop_ms >= run_start_ms:
+        return []
+    early = (run_start_ms - run_stop_ms) / 1000
+    return [f"run_stop (time_ms {run_stop_ms:.0f}) is {early:.3f} s before run_start (time_ms {run_start_ms:.0f}): the log's times make no sense"]
 
 
 # ---- verdicts ----
@@ -435,7 +448,9 @@ def check(
     sha256 = file_sha256(result_file)
     verdict = _check(result_file, ruleset, log_output, declared)
     verdict.sha256 = sha256
-    mismatch = identity.problems(read_facts(result_file), sha256) if identity is not None else []
+    facts = read_facts(result_file)
+    mismatch = identity.problems(facts, sha256) if identity is not None else []
+    mismatch += duration_problems(facts.times.get("run_start"), facts.times.get("run_stop"))
     if file_sha256(result_file) != sha256:
         mismatch.append("the log changed while it was being checked")
     if mismatch:

@@ -17,7 +17,8 @@ body { font-family: sans-serif; margin: 1.5em; color: #222; }
 table { border-collapse: collapse; margin: 0.5em 0 1.5em; }
 th, td { border: 1px solid #bbb; padding: 0.25em 0.6em; text-align: left; vertical-align: top; }
 th { background: #eee; }
-td.passed { background: #e3f4e3; } td.failed, td.non_converged { background: #f8e0e0; } td.passed_except_declared { background: #fff3d6; }
+td.passed { background: #e3f4e3; } td.passed_except_declared { background: #fff3d6; }
+td.failed, td.non_converged, td.refused, td.missing { background: #f8e0e0; }
 .figure svg { max-width: 100%; height: auto; }
 """
 
@@ -58,18 +59,22 @@ def _rcp(report: dict) -> str:
 
 def _runs(report: dict) -> list[str]:
     unit = report.get("convergence_unit") or "samples_count"
-    header = ["run (folder)", "seed", "status", "compliance", "why", "minutes", f"to converge ({unit})", "final eval", "scored"]
+    header = ["run (folder)", "seed", "status", "verdict", "why", "minutes", f"to converge ({unit})", "final eval", "scored"]
     rows = ["<table>", "<tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in header) + "</tr>"]
     for run in report["runs"]:
         folder = str(Path(run["result_file"]).parent)
-        why = "; ".join(run.get("compliance_problems") or []) or ("—" if run["compliance"] == "passed" else "")
+        verdict = run.get("verdict") or run["compliance"]  # the verdict every reader gives; older reports: the checker's
+        shown = verdict if verdict != "passed" else run["compliance"]
+        why = "; ".join(run.get("compliance_problems") or []) or ("—" if shown == "passed" else "")
+        if run.get("power_problems") and run.get("energy_joules") is None and verdict == "passed":
+            why += f" (power logs refused: {'; '.join(run['power_problems'])})"
         scored = f"no: {run['dropped']}" if run["dropped"] else "yes"
         rows.append(
             "<tr>"
             + _cell(f"run {run['index']} ({folder})")
             + _cell(run["seed"])
             + _cell(run["status"])
-            + _cell(run["compliance"], run["compliance"])
+            + _cell(shown, shown)
             + _cell(why)
             + _cell(_number(run["minutes"]))
             + _cell(_number(run["samples_to_converge"]))

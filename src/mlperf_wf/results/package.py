@@ -149,8 +149,10 @@ def build(
     description: SystemDescription,
     runs: dict[str, list[Path]],
     implementations: dict[str, Implementation],
+    leave_power_out: set[Path] | None = None,
 ) -> Path:
-    """Write ``out/<org>/`` with the scored runs of each benchmark; return the org folder."""
+    """Write ``out/<org>/`` with the scored runs of each benchmark; return the org folder. ``leave_power_out``: result
+    files whose power logs are refused (not this run's measurement): the package does not carry them."""
     org_dir = out / org
     if org_dir.exists():
         shutil.rmtree(org_dir)
@@ -161,9 +163,12 @@ def build(
         target = org_dir / "results" / system / benchmark
         target.mkdir(parents=True)
         for i, source in enumerate(files):
+            if not Path(source).is_file():  # a run whose log is gone: its verdict (missing) says so
+                continue
             shutil.copyfile(source, target / f"result_{i}.txt")
             power = Path(source).parent / "power" / Path(source).name.split(".")[0]
-            if power.is_dir():  # power/result_<i>/node_<k>.txt, as the package checker and summarizer read them
+            # power/result_<i>/node_<k>.txt, as the package checker and summarizer read them
+            if power.is_dir() and Path(source) not in (leave_power_out or set()):
                 shutil.copytree(power, target / "power" / f"result_{i}", ignore=shutil.ignore_patterns(".*"))
         made_by = implementations[benchmark]
         implementation = org_dir / "benchmarks" / benchmark / "implementations" / made_by.name

@@ -92,8 +92,9 @@ def _energy_panel(ax: plt.Axes, report: dict) -> None:
     divisor, unit = _joules_unit([j for j in joules if j is not None] + [score.get("energy_joules") or 0.0])
     colours = [COUNTED if not r["dropped"] else (OUTSIDE if r["dropped"] == "outside the selected window" else DROPPED) for r in runs]
     bars = ax.bar(range(len(runs)), [(j or 0.0) / divisor for j in joules], color=colours)
-    for bar, value in zip(bars, joules, strict=True):
-        text = f"{value / divisor:.4g}" if value is not None else "no power log"
+    for bar, value, run in zip(bars, joules, runs, strict=True):
+        refused = run.get("power_problems") and run.get("minutes") is not None
+        text = f"{value / divisor:.4g}" if value is not None else "power log refused" if refused else "no power log"
         at = (bar.get_x() + bar.get_width() / 2, bar.get_height())
         ax.annotate(text, at, ha="center", va="bottom", fontsize=7, xytext=(0, 3), textcoords="offset points")
     energy = score.get("energy_joules")
@@ -105,6 +106,15 @@ def _energy_panel(ax: plt.Axes, report: dict) -> None:
     verdict = f"olympic {energy / divisor:.4g} {unit}" if energy is not None else "no energy score: " + "; ".join(score.get("energy_reasons") or [])[:80]
     ax.set_title(f"energy: {verdict}", fontsize=10)
     ax.margins(y=0.25)
+
+
+UNJUDGED = ("refused", "missing")
+"""Verdicts of runs whose log is not the run's (or is gone): no curve is drawn from it."""
+
+
+def _curve_of(run: dict, ruleset: str, metric: str | None = None) -> list[tuple[float, float]]:
+    """A report run's curve; none for a run whose log is refused or missing."""
+    return [] if run.get("verdict") in UNJUDGED else eval_curve(Path(run["result_file"]), ruleset, metric)
 
 
 def eval_curve(result_file: Path, ruleset: str, metric: str | None = None) -> list[tuple[float, float]]:
@@ -167,7 +177,7 @@ def _metric_panels(report: dict, stem: Path) -> list[Path]:
     fig, axes = plt.subplots(1, len(targets), figsize=(6 * len(targets), 4.5), squeeze=False)
     for ax, target in zip(axes[0], targets, strict=True):
         for run in report["runs"]:
-            points = eval_curve(Path(run["result_file"]), report["ruleset"], target["metric"])
+            points = _curve_of(run, report["ruleset"], target["metric"])
             if points:
                 xs, ys = zip(*points, strict=True)
                 ax.plot(xs, ys, "-", linewidth=1, marker=".", markersize=3, label=f"seed {run['seed']}")
@@ -193,7 +203,7 @@ def convergence(report: dict, stem: Path, reference_logs: Path | None = None) ->
     if curves and not beside:
         _draw_reference(ax, curves, reference_logs)
     for run in report["runs"]:
-        points = eval_curve(Path(run["result_file"]), report["ruleset"])
+        points = _curve_of(run, report["ruleset"])
         if not points:
             continue
         xs, ys = zip(*points, strict=True)
@@ -242,10 +252,14 @@ def summary(report_files: list[Path], csv_out: Path, stem: Path, package_check: 
     """``summary.csv`` (one row per benchmark) and a figure of every benchmark's score."""
     package = json.loads(package_check.read_text()) if package_check else None
     package_errors = "; ".join(package["package_checker"]["errors"]) if package else ""
+    from mlperf_wf.results import verdict as run_verdicts
+
     rows = []
     for path in report_files:
         report = json.loads(path.read_text())
         score = report["score"]
+        judged = run_verdicts.report_verdicts(report)  # the runs judged from their files now, as every reader judges them
+        stale = run_verdicts.disagreements(report, judged)
         rows.append(
             {
                 "benchmark": report["benchmark"],
@@ -259,8 +273,9 @@ def summary(report_files: list[Path], csv_out: Path, stem: Path, package_check: 
                 "olympic_minutes": score["olympic_minutes"],
                 "scaling_factor": score["scaling_factor"],
                 "rcp": (report.get("rcp") or {}).get("verdict") or f"not checked: {report.get('rcp_not_checked')}",
-                "valid_submission": report["valid_submission"],
-                "reasons": "; ".join(report["valid_submission_reasons"]),
+                "run_verdicts": run_verdicts.outcome_counts(judged),
+                "valid_submission": report["valid_submission"] and not stale,
+                "reasons": "; ".join([*report["valid_submission_reasons"], *stale]),
                 "package_checker": ("passed" if package["package_checker"]["passed"] else f"errors: {package_errors}") if package else None,
             }
         )

@@ -19,7 +19,8 @@ from pathlib import Path
 from mlperf_wf.errors import ConfigError
 from mlperf_wf.kinds import Scale, Verdict
 from mlperf_wf.results import scoring
-from mlperf_wf.results.compliance import file_sha256
+from mlperf_wf.results import verdict as run_verdicts
+from mlperf_wf.results.compliance import RunIdentity, file_sha256
 
 RCP_MIN_RUNS = 3
 """Fewest scored runs the RCP check is run on: mlperf-logging's checker takes the olympic mean of the submission's
@@ -52,6 +53,11 @@ class RunEntry:
     """Why a run with power logs has no energy (or what the summarizer would only warn about)."""
     result_sha256: str = ""
     """sha256 of the log scored: the one its train job wrote and its compliance check read (the report refuses others)."""
+    verdict: str = ""
+    """What every reader says of the run (:func:`mlperf_wf.results.verdict.run_verdict`): passed, non_converged,
+    failed, refused or missing."""
+    verdict_reason: str = ""
+    """Why it does not count, in one line naming the file (empty when it counts)."""
 
 
 @dataclass
@@ -98,21 +104,30 @@ def build(
     quality_target: dict,
     required: int,
     results: list[Path],
-    verdicts: list[str],
+    verdicts: list[str] | None = None,
     provenance: list[dict] | None = None,
     declared: dict[str, str] | None = None,
+    extra_problems: list[list[str]] | None = None,
 ) -> Report:
     """Score the runs (``results[i]`` is run ``i``) and assemble the report.
 
+    Each run is judged by :func:`mlperf_wf.results.verdict.run_verdict`, as every other reader judges it.
     ``declared``: the tiny tier's open rules not met (key -> why); runs the official checker failed only on
-    those are timed as runs that reached the target, and the report says so in its reasons."""
+    those are timed as runs that reached the target, and the report says so in its reasons.
+    ``extra_problems``: per run, other reasons to refuse it (one line each)."""
     for path, record in zip(results, provenance or [], strict=False):
         if record.get("scale", scale) != scale:
             raise ConfigError(f"{path}: made at {record['scale']} scale, but this is a {scale}-scale report; scales never share a report")
-    runs = [scoring.score_file(str(path), ruleset, declared) for path in results]
+    identity = RunIdentity(submission_benchmark, division)
+    extra = extra_problems or [[] for _ in results]
+    records = provenance or [None for _ in results]
+    judged = [run_verdicts.run_verdict(path, ruleset, declared, identity, extra[i], provenance=records[i]) for i, path in enumerate(results)]
+    runs = [judged_run.score for judged_run in judged]
+    judged_of = {judged_run.result_file: judged_run for judged_run in judged}
     made_with = {run.file: _summary(record) for run, record in zip(runs, provenance, strict=True)} if provenance else {}
     index_of = {run.file: i for i, run in enumerate(runs)}
-    verdict_of = {run.file: verdict for run, verdict in zip(runs, verdicts, strict=True)}
+    checked = verdicts if verdicts is not None else [judged_run.compliance or "" for judged_run in judged]
+    verdict_of = {run.file: str(verdict) for run, verdict in zip(runs, checked, strict=True)}
     selection = None
     window = runs
     if len(runs) > required:
@@ -148,6 +163,10 @@ def build(
     reasons = list(scored.reasons)
     if scale != Scale.FULL:
         reasons.insert(0, f"scale is {scale!r}: tiny-scale runs use generated data and a tiny model, not the benchmark's")
+    refused_power = [judged_of[run.file] for run in window if run.dropped is None and judged_of[run.file].power_refused]
+    if refused_power:
+        named = " | ".join(f"{v.result_file}: {'; '.join(v.power_problems)}" for v in refused_power)
+        reasons.append(f"power logs refused (no energy computed from them; the package leaves them out): {named}")
     except_declared = [run for run in window if run.verdict == Verdict.PASSED_EXCEPT_DECLARED]
     if except_declared:
         keys = ", ".join(declared or {})
@@ -171,7 +190,9 @@ def build(
             made_with=made_with.get(run.file),
             energy_joules=run.energy_joules,
             power_problems=run.power_problems,
-            result_sha256=file_sha256(Path(run.file)),
+            result_sha256=file_sha256(Path(run.file)) if Path(run.file).is_file() else "",
+            verdict=str(judged_of[run.file].outcome),
+            verdict_reason=judged_of[run.file].reason,
         )
         for i, run in enumerate(runs)
     ]
@@ -207,7 +228,7 @@ def build(
 def _forecast(window: list, submission_benchmark: str, ruleset: str, division: str, required: int) -> dict:
     from mlperf_wf.results.forecast import forecast_of_files
 
-    counted = [run.file for run in window if run.verdict is not None and Verdict(run.verdict).counts]
+    counted = [run.file for run in window if run.outcome == "passed"]
     made = forecast_of_files(counted, len(window) - len(counted), submission_benchmark, ruleset, division, required)
     return made.summary()
 

@@ -156,6 +156,12 @@ class RunScore:
     """``power/<result name>/`` beside the result file, when it exists."""
     power_problems: list[str] = field(default_factory=list)
     """Why the run has no energy although it has power logs, or what the summarizer would only warn about."""
+    sense_problems: list[str] = field(default_factory=list)
+    """Why the log's times make no sense (a run_stop before its run_start): the run is not timed."""
+    outcome: str | None = None
+    """What every reader says of the run (:class:`mlperf_wf.kinds.Outcome`), once :mod:`mlperf_wf.results.verdict` judged it."""
+    reason: str = ""
+    """Why it does not count, in one line naming the file (empty when it counts)."""
 
 
 @dataclass
@@ -206,20 +212,20 @@ def eval_progress(metadata: dict) -> tuple[str | None, float | None]:
     return None, None
 
 
-def score_file(path: str, ruleset: str, declared: dict[str, str] | None = None) -> RunScore:
+def score_file(path: str, ruleset: str, declared: dict[str, str] | None = None, host: str | None = None) -> RunScore:
     """Parse once; run the official compliance rules on the parsed lines; read start/stop and seed.
 
     A log mlperf-logging cannot parse or check (its parser and rules raise on some
     logs the workflow did not write) is a failed run whose ``problems`` say why;
-    this never raises.
+    this never raises. ``host``: where the run ran (its provenance), which its node 0 power log must name.
     """
     try:
-        return _score_file(path, ruleset, declared)
+        return _score_file(path, ruleset, declared, host)
     except Exception as err:  # a log of any shape gets a verdict, never a traceback
         return _unparsable(path, ruleset, err)
 
 
-def _score_file(path: str, ruleset: str, declared: dict[str, str] | None = None) -> RunScore:
+def _score_file(path: str, ruleset: str, declared: dict[str, str] | None = None, host: str | None = None) -> RunScore:
     crash = None
     with fast_mlperf_logging():
         try:
@@ -253,9 +259,10 @@ def _score_file(path: str, ruleset: str, declared: dict[str, str] | None = None)
         elif line.key == "eval_accuracy" and stop is None:
             progress_key, progress = eval_progress(metadata)
             last_eval = (line.value.get("value"), progress)
-    counts = compliant and not errors and start is not None and stop is not None
+    sense = compliance.duration_problems(start, stop)
+    counts = compliant and not errors and start is not None and stop is not None and not sense
     verdict = compliance.classify(bool(counts), messages, run_stops, declared) if crash is None else Verdict.FAILED
-    if verdict == Verdict.PASSED_EXCEPT_DECLARED and not errors and start is not None and stop is not None:
+    if verdict == Verdict.PASSED_EXCEPT_DECLARED and not errors and start is not None and stop is not None and not sense:
         # The checker failed only on the tiny tier's declared open rules: timed as a run that reached the target.
         counts, problems = True, compliance.declared_problems(messages, declared or {}, ruleset)
     else:
@@ -263,7 +270,7 @@ def _score_file(path: str, ruleset: str, declared: dict[str, str] | None = None)
     if crash:
         messages.append(f"mlperf-logging crashed: {crash}")
     folder = power_folder_of(path)
-    energy, power_problems = run_energy(path, float(stop) - float(start), ruleset) if counts and folder else (None, [])
+    energy, power_problems = run_energy(path, float(stop) - float(start), ruleset, (float(start), float(stop)), host) if counts and folder else (None, [])
     return RunScore(
         file=path,
         minutes=(float(stop) - float(start)) / 60 / 1000 if counts else None,
@@ -280,6 +287,7 @@ def _score_file(path: str, ruleset: str, declared: dict[str, str] | None = None)
         energy_joules=energy,
         power_folder=folder,
         power_problems=power_problems,
+        sense_problems=sense,
     )
 
 
@@ -290,25 +298,37 @@ def power_folder_of(result_file: str) -> str | None:
     return str(folder) if folder.is_dir() else None
 
 
-def run_energy(result_file: str, time_to_train_ms: float, ruleset: str) -> tuple[float | None, list[str]]:
+POWER_CLOCK_SLACK_MS = 2000
+"""How far a power log's window may fall short of the run's (clocks of the nodes and of the run's log differ a
+little); further, the log is not this run's measurement."""
+
+
+def run_energy(
+    result_file: str, time_to_train_ms: float, ruleset: str, run_window: tuple[float, float] | None = None, host: str | None = None
+) -> tuple[float | None, list[str]]:
     """Joules of one run by mlperf-logging's ``_compute_total_power``, and what is wrong in its power logs.
 
     Checked first, since the summarizer crashes on them (or counts 0 J): no ``node_*.txt``, a node file without
-    ``power_measurement_start`` or without any ``power_reading``. A missing ``power_measurement_stop`` is only
-    noted: the summarizer then ends the window at the last reading."""
+    ``power_measurement_start`` or without any ``power_reading``. Checked for sense, since the summarizer would
+    compute an energy from them: a window (``power_measurement_start`` to its stop, else the last reading) that does
+    not cover ``run_window`` (run_start, run_stop in ms), a file logged as another node than its name says, a node 0
+    log sampled on another host than ``host`` (the run's provenance). Any of these: no energy. A missing
+    ``power_measurement_stop`` is only noted: the summarizer then ends the window at the last reading."""
     folder = Path(power_folder_of(result_file) or "")
     nodes = sorted(folder.glob("node_*.txt"))
     if not nodes:
         return None, [f"{folder}: no node_*.txt power log"]
     problems, notes = [], []
     for node in nodes:
-        keys = [record.get("key") for record in map(compliance.mllog_record, node.read_text(encoding="latin-1").splitlines()) if record]
+        records = [record for record in map(compliance.mllog_record, node.read_text(encoding="latin-1").splitlines()) if record]
+        keys = [record.get("key") for record in records]
         if "power_measurement_start" not in keys:
             problems.append(f"{node.name}: no power_measurement_start")
         if "power_reading" not in keys:
             problems.append(f"{node.name}: no power_reading")
         if "power_measurement_stop" not in keys:
             notes.append(f"{node.name}: no power_measurement_stop (the window ends at its last reading)")
+        problems += _power_sense(node, records, run_window, host)
     if problems:
         return None, problems + notes
     try:
@@ -319,6 +339,34 @@ def run_energy(result_file: str, time_to_train_ms: float, ruleset: str) -> tuple
     except Exception as err:  # a value that is not a number, a line without time_ms: mlperf-logging raises
         return None, [f"{folder}: mlperf-logging's _compute_total_power raised {compliance.describe_exception(err)}", *notes]
     return float(joules), notes
+
+
+def _power_sense(node: Path, records: list[dict], run_window: tuple[float, float] | None, host: str | None) -> list[str]:
+    """Why a node's power log is not this run's measurement: its window, node index or host (see :func:`run_energy`)."""
+    problems = []
+    start = next((r for r in records if r.get("key") == "power_measurement_start"), None)
+    meta = start.get("metadata") if start is not None and isinstance(start.get("metadata"), dict) else {}
+    index = node.stem.split("_", 1)[1]
+    logged = meta.get("node")
+    if logged is not None and str(logged) != index:
+        problems.append(f"{node.name}: logged as node {logged}, not node {index}: another node's power log")
+    sampled_on = meta.get("host")
+    if host and index == "0" and sampled_on and sampled_on != host:
+        problems.append(f"{node.name}: sampled on host {sampled_on!r}, the run ran on {host!r} (its provenance.json): another run's power log")
+    if run_window is None or start is None or not isinstance(start.get("time_ms"), int | float):
+        return problems
+    window = []
+    timed = [(r.get("key"), float(r["time_ms"])) for r in records if isinstance(r.get("time_ms"), int | float)]
+    stop = next((t for key, t in timed if key == "power_measurement_stop"), None)
+    began = float(start["time_ms"])
+    ended = stop if stop is not None else max((t for key, t in timed if key == "power_reading"), default=began)
+    run_start, run_stop = run_window
+    if began > run_start + POWER_CLOCK_SLACK_MS or ended < run_stop - POWER_CLOCK_SLACK_MS:
+        window.append(
+            f"{node.name}: its window (time_ms {began:.0f} to {ended:.0f}) does not cover the run (run_start {run_start:.0f} to run_stop {run_stop:.0f}; "
+            f"it starts {(began - run_start) / 1000:+.1f} s from run_start, ends {(ended - run_stop) / 1000:+.1f} s from run_stop): another run's power log"
+        )
+    return window + problems
 
 
 def energy_score(benchmark: str, runs: list[RunScore], scaling_factor: float) -> tuple[float | None, list[str]]:
@@ -445,7 +493,9 @@ def _result_files(folder: Path) -> list[str]:
     files = sorted(glob.glob(f"{folder}/result_*.txt"))
     if files:
         return files
-    runs = sorted((p for p in folder.glob("runs/*/result.txt")), key=lambda p: int(p.parent.name) if p.parent.name.isdigit() else 0)
+    # a workflow's run folder whose log is gone (its provenance or verdict is there) is listed too: judged missing
+    made = {p.parent for name in ("result.txt", "provenance.json", "compliance.json") for p in folder.glob(f"runs/*/{name}")}
+    runs = sorted((p / "result.txt" for p in made), key=lambda p: int(p.parent.name) if p.parent.name.isdigit() else 0)
     if runs:
         return [str(p) for p in runs]
     return _mllog_files(folder)
@@ -615,6 +665,8 @@ def _olympic(benchmark: str, runs: list[RunScore]) -> tuple[float | None, int]:
         if run.minutes is None:
             converging = run.verdict == Verdict.NON_CONVERGED if run.verdict else run.status not in (None, "success")
             run.dropped = "did not converge" if converging else "failed compliance"
+            if run.outcome in ("refused", "missing"):
+                run.dropped = str(run.outcome)
     if dropped > max_dropped:
         return None, dropped
     ordered = sorted(counted, key=lambda r: r.minutes)
@@ -632,7 +684,7 @@ def score_paths(path: Path, ruleset: str, jobs: int | None = None, rcp_bypass: b
     folders = discover(path)
     jobs = jobs or os.cpu_count() or 1
     with ProcessPoolExecutor(max_workers=jobs, initializer=_quiet_worker) as pool:
-        file_futures = [[pool.submit(score_file, p, ruleset, f.declared) for p in f.result_files] for f in folders]
+        file_futures = [[pool.submit(judged_score, p, ruleset, f.declared, f.benchmark) for p in f.result_files] for f in folders]
         # RCP checks start as soon as a folder's division is known, while other files are still checked.
         closed = [_division(f) == "closed" for f in folders]
         rcp_futures = [_submit_rcp(pool, f, ruleset, rcp_bypass) if c else None for f, c in zip(folders, closed, strict=True)]
@@ -649,7 +701,18 @@ def _submit_rcp(pool: ProcessPoolExecutor, folder: BenchmarkFolder, ruleset: str
     """The RCP check of a folder: on the folder itself when it holds result_*.txt, else on its runs' files."""
     if glob.glob(f"{folder.folder}/result_*.txt"):
         return pool.submit(_check_rcp_or_unknown, folder.folder, ruleset, rcp_bypass)
-    return pool.submit(check_rcp_of_files, list(folder.result_files), ruleset, rcp_bypass)
+    return pool.submit(check_rcp_of_files, [p for p in folder.result_files if Path(p).is_file()], ruleset, rcp_bypass)
+
+
+def judged_score(path: str, ruleset: str, declared: dict[str, str] | None, benchmark: str) -> RunScore:
+    """The run's score as :func:`mlperf_wf.results.verdict.run_verdict` judges it (the checks every reader applies);
+    a workflow run's log must be its benchmark's."""
+    from mlperf_wf.config import registry
+    from mlperf_wf.results import verdict
+
+    known = benchmark in registry.benchmark_names() and (Path(path).parent / "provenance.json").is_file()
+    identity = compliance.RunIdentity(registry.load_benchmark(benchmark).submission_benchmark) if known else None
+    return verdict.run_verdict(Path(path), ruleset, declared, identity=identity).score
 
 
 def _check_rcp_or_unknown(folder: str, ruleset: str, rcp_bypass: bool) -> RcpResult:

@@ -20,6 +20,7 @@ with more runs made than required the N consecutive runs closest to the median w
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import os
@@ -34,7 +35,7 @@ from typing import TYPE_CHECKING
 from mlperf_wf.config.checkout import project_root
 from mlperf_wf.config.config_check import parsed_config
 from mlperf_wf.errors import ConfigError
-from mlperf_wf.kinds import RunState, Verdict
+from mlperf_wf.kinds import Outcome, RunState, Verdict
 from mlperf_wf.results import compliance
 from mlperf_wf.results.snakemake_state import SnakemakeRecords, mtime_or_none, read_snakemake_records, read_text_or_empty
 
@@ -43,7 +44,7 @@ if TYPE_CHECKING:
 
     from mlperf_wf.config.mlperf_rules import QualityTarget
     from mlperf_wf.plan.plan import Plan
-    from mlperf_wf.results.scoring import RunScore
+    from mlperf_wf.results.verdict import RunVerdict
 
 SQUEUE_TIMEOUT_S = 10
 """How long ``squeue`` may take before the status gives up on it (a dead controller makes it hang)."""
@@ -240,6 +241,13 @@ class RunStatus:
     problems: list[str] = field(default_factory=list)
     """Failed: what is wrong (the checker's findings, or the last line of the job's log)."""
     result_file: str = ""
+    power_problems: list[str] = field(default_factory=list)
+    """Why the run's power logs give no energy (not this run's measurement, or incomplete)."""
+    reason: str = ""
+    """Finished and not counting: why, in one line naming the file, as every reader says it
+    (:func:`mlperf_wf.results.verdict.run_verdict`)."""
+    seed: int | None = None
+    """The seed the run's log logs (finished runs)."""
 
 
 @dataclass
@@ -323,36 +331,52 @@ def _last_line(path: Path) -> str | None:
     return lines[-1][:300] if lines else None
 
 
-_SCORES: dict[tuple, RunScore] = {}
-"""Scores of finished logs by (path, mtime, size, ruleset, declared): ``--watch`` and pollers re-read only changed files."""
+_VERDICTS: dict[tuple, RunVerdict] = {}
+"""Verdicts of finished runs by their files' (path, mtime, size) and the rules: ``--watch`` and pollers re-judge only
+changed runs."""
 
 
-def _score(result: Path, ruleset: str, declared: dict[str, str] | None) -> RunScore:
-    from mlperf_wf.results import scoring
-
-    info = result.stat()
-    key = (str(result), info.st_mtime_ns, info.st_size, ruleset, tuple(sorted((declared or {}).items())))
-    if key not in _SCORES:
-        _SCORES[key] = scoring.score_file(str(result), ruleset, declared)
-    return _SCORES[key]
+def _stamp(path: Path) -> tuple:
+    try:
+        info = path.stat()
+    except OSError:
+        return (str(path), None)
+    return (str(path), info.st_mtime_ns, info.st_size)
 
 
-def _finished_run(index: int, result: Path, verdict_file: Path, ruleset: str, declared: dict[str, str] | None, progress: LogProgress) -> RunStatus:
-    """A run whose training job ended: its verdict (the compliance job's, else scored here) and minutes, as the report has them."""
-    scored = _score(result, ruleset, declared)
-    verdict, source, problems = scored.verdict, "scored here", list(scored.problems)
-    if verdict_file.is_file():
-        try:
-            recorded = compliance.read(verdict_file)
-            verdict, source, problems = recorded.verdict, "compliance.json", list(recorded.problems)
-        except (OSError, ValueError, TypeError):
-            pass  # being written: the in-process score stands
-    state = RunState.PASSED if verdict.counts else RunState.NON_CONVERGED if verdict == Verdict.NON_CONVERGED else RunState.FAILED
+def _judge(result: Path, ruleset: str, declared: dict[str, str] | None, identity: compliance.RunIdentity) -> RunVerdict:
+    from mlperf_wf.results import verdict
+
+    power = sorted((result.parent / "power").rglob("*.txt")) if (result.parent / "power").is_dir() else []
+    files = [result, result.parent / verdict.VERDICT_FILE, result.parent / verdict.PROVENANCE_FILE, *power]
+    key = (*(_stamp(path) for path in files), ruleset, tuple(sorted((declared or {}).items())), identity)
+    if key not in _VERDICTS:
+        _VERDICTS[key] = verdict.run_verdict(result, ruleset, declared, identity)
+    return _VERDICTS[key]
+
+
+_STATE_OF = {
+    Outcome.PASSED: RunState.PASSED,
+    Outcome.NON_CONVERGED: RunState.NON_CONVERGED,
+    Outcome.FAILED: RunState.FAILED,
+    Outcome.REFUSED: RunState.REFUSED,
+    Outcome.MISSING: RunState.MISSING,
+}
+
+
+def _finished_run(
+    index: int, result: Path, ruleset: str, declared: dict[str, str] | None, identity: compliance.RunIdentity, progress: LogProgress
+) -> RunStatus:
+    """A run whose training job ended: its verdict (:func:`mlperf_wf.results.verdict.run_verdict`, the report's) and minutes."""
+    judged = _judge(result, ruleset, declared, identity)
+    scored = judged.score
     return RunStatus(
         index=index,
-        state=state,
-        verdict=verdict,
-        verdict_from=source,
+        state=_STATE_OF[judged.outcome],
+        verdict=judged.compliance,
+        verdict_from=judged.verdict_from,
+        reason=judged.reason,
+        seed=scored.seed,
         minutes=scored.minutes,
         wall_minutes=_wall_minutes(progress),
         last_eval=progress.last_eval,
@@ -361,7 +385,8 @@ def _finished_run(index: int, result: Path, verdict_file: Path, ruleset: str, de
         progress=progress.progress,
         evals=progress.evals,
         run_stop_status=progress.run_stop_status,
-        problems=problems,
+        problems=list(judged.problems),
+        power_problems=list(judged.power_problems) if judged.power_refused else [],
         result_file=str(result),
     )
 
@@ -387,6 +412,7 @@ def run_status(
     train_log: Path,
     check_log: Path,
     now: float,
+    identity: compliance.RunIdentity | None = None,
 ) -> RunStatus:
     """The state of one run from its files (``files``: result, verdict, provenance paths relative to ``root``)."""
     result = root / files["result"]
@@ -419,9 +445,14 @@ def run_status(
     if started:
         stopped = "Snakemake stopped while this run was being made; its next start redoes it"
         return RunStatus(index=index, state=RunState.INTERRUPTED, result_file=str(result), problems=[stopped])
-    if result.is_file() and (root / files["provenance"]).is_file():
-        finished = _finished_run(index, result, root / files["verdict"], ruleset, declared, progress)
-        if finished.verdict == Verdict.FAILED and not (root / files["verdict"]).is_file() and check_log.is_file():
+    identity = identity or compliance.RunIdentity(None)
+    # a run whose log is gone: its provenance or verdict is left, and no train job ran since (its log is older)
+    left = [stamp for stamp in (mtime_or_none(root / files["provenance"]), mtime_or_none(root / files["verdict"])) if stamp is not None]
+    trained = mtime_or_none(train_log)
+    gone = not result.exists() and bool(left) and (trained is None or trained <= max(left))
+    if (result.is_file() and (root / files["provenance"]).is_file()) or gone:
+        finished = _finished_run(index, result, ruleset, declared, identity, progress)
+        if finished.state == RunState.FAILED and not (root / files["verdict"]).is_file() and check_log.is_file():
             last = _last_line(check_log)
             finished.problems = finished.problems or ([last] if last else [])
         finished.reached_target = reached(targets, finished.last_eval, finished.last_evals)
@@ -507,10 +538,23 @@ def _report_summary(path: Path) -> dict | None:
         "time_to_train_minutes": report.get("score", {}).get("time_to_train_minutes"),
         "runs": len(report.get("runs", [])),
         "compliance": [run.get("compliance") for run in report.get("runs", [])],
+        "verdicts": [run.get("verdict") for run in report.get("runs", [])],
         "minutes": [run.get("minutes") for run in report.get("runs", [])],
         "valid_submission": report.get("valid_submission"),
         "valid_submission_reasons": report.get("valid_submission_reasons", []),
     }
+
+
+def _with_staleness(report: dict | None, runs: list[RunStatus]) -> dict | None:
+    """The report's summary with ``stale``: the finished runs whose verdict now is not the one report.json recorded."""
+    if report is None:
+        return None
+    stale = [
+        f"run {run.index} is {run.state} now, report.json says {recorded}"
+        for run, recorded in zip(runs, report["verdicts"], strict=False)
+        if recorded and RunState(run.state).finished and run.state != recorded
+    ]
+    return {**report, "stale": stale}
 
 
 def _planned_runs(plan: Plan, name: str, records: SnakemakeRecords, root: Path, runs_given: bool) -> int:
@@ -563,6 +607,7 @@ def benchmark_status(plan: Plan, name: str, root: Path, records: SnakemakeRecord
             root / plan.logs_root / "train" / name / f"{index}.log",
             root / plan.logs_root / "check_compliance" / name / f"{index}.log",
             now,
+            compliance.RunIdentity(bench.submission_benchmark, division),
         )
         for index in range(planned)
     ]
@@ -572,6 +617,13 @@ def benchmark_status(plan: Plan, name: str, root: Path, records: SnakemakeRecord
     validity = set_validity([r.state for r in runs], required, may_drop)
     so_far, mean, left, wall_left = _estimate(runs)
     forecast = _forecast(runs, root, bench.submission_benchmark, ruleset, division, required)
+    seeds = [r.seed for r in runs if RunState(r.state).finished and r.seed is not None]
+    duplicates = sorted({seed for seed in seeds if seeds.count(seed) > 1})
+    if duplicates:  # as the report says it: the set is not valid whatever the runs' verdicts
+        said = f"seeds used by more than one run: {duplicates}"
+        validity = dataclasses.replace(validity, can_still_be_valid=False, more_allowed=0, message=f"INVALID: {said}")
+        if forecast is not None:
+            forecast = {**forecast, "valid": 0.0, "rcp_pass": 0.0 if forecast.get("rcp_pass") is not None else None, "text": f"valid 0% ({said})"}
     return BenchmarkStatus(
         benchmark=name,
         submission_benchmark=bench.submission_benchmark,
@@ -588,7 +640,7 @@ def benchmark_status(plan: Plan, name: str, root: Path, records: SnakemakeRecord
         remaining_run_minutes=left,
         remaining_wall_minutes=wall_left,
         validity=validity,
-        report=_report_summary(root / plan.report(name)),
+        report=_with_staleness(_report_summary(root / plan.report(name)), runs),
         forecast=forecast,
     )
 
@@ -750,6 +802,8 @@ def render(status: CampaignStatus) -> str:
         lines.append(f"  runs: {bench.runs_planned} planned ({bench.runs_required} required): {shown}")
         for run in bench.runs:
             lines.append(f"    run {run.index}: {_run_line(run, bench.quality_target)}")
+            if run.power_problems:
+                lines.append(f"      power logs refused (no energy from them): {'; '.join(run.power_problems)}")
         left, each = _minutes(bench.remaining_run_minutes), _minutes(bench.mean_run_minutes)
         estimate = f"; about {_minutes(bench.remaining_wall_minutes)} left ({left} of runs at {each} each)" if bench.remaining_run_minutes else ""
         lines.append(f"  time: {_minutes(bench.minutes_so_far)} of runs so far{estimate}")
@@ -761,6 +815,8 @@ def render(status: CampaignStatus) -> str:
                 f"  report.json: time to train {_minutes(bench.report['time_to_train_minutes'])}, {bench.report['runs']} runs, "
                 + ("valid submission" if bench.report["valid_submission"] else "not a valid submission: " + "; ".join(bench.report["valid_submission_reasons"]))
             )
+            if bench.report.get("stale"):
+                lines.append(f"  report.json is out of date (the next snakemake remakes it): {'; '.join(bench.report['stale'])}")
     return "\n".join(lines)
 
 
@@ -779,6 +835,10 @@ def _run_line(run: RunStatus, target: dict) -> str:
     if run.state == RunState.RUNNING:
         phase = "initialising" if run.initialising else last
         return f"running {_minutes(run.elapsed_minutes)}, {phase}{job}"
+    if run.state == RunState.MISSING:
+        return f"missing: {run.reason}"
+    if run.state == RunState.REFUSED:
+        return f"refused: {run.reason}"
     if run.state in (RunState.PASSED, RunState.NON_CONVERGED) or (run.state == RunState.FAILED and run.verdict_from):
         verdict = run.verdict if run.verdict_from == "compliance.json" else f"{run.verdict} (scored here; compliance job not done)"
         timed = f"{_minutes(run.minutes)}" if run.minutes is not None else f"not timed ({_minutes(run.wall_minutes)} wall)"
