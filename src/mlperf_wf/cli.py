@@ -651,10 +651,10 @@ def cmd_score(path: Path, ruleset: str, json_out: Path | None, csv_out: Path | N
     import pandas as pd
 
     from mlperf_wf.config import mlperf_rules as rules
-    from mlperf_wf.results import scoring
+    from mlperf_wf.results import scoring, verdict
 
     rules.allowed_benchmarks(ruleset)
-    scores = scoring.score_paths(path, ruleset, jobs=jobs, rcp_bypass=rcp_bypass)
+    scores = scoring.score_paths(path, ruleset, verdict.judged_score, jobs=jobs, rcp_bypass=rcp_bypass)
     rows = scoring.to_rows(scores)
     if json_out:
         json_out.parent.mkdir(parents=True, exist_ok=True)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from mlperf_wf.results import scoring
+from mlperf_wf.results import scoring, verdict
 
 FIXTURES = Path(os.environ.get("MLPERF_WF_FIXTURES", Path(__file__).resolve().parents[3] / "shared" / "fixtures"))
 LENOVO = FIXTURES / "mlperf_training_v5.1" / "Lenovo"
@@ -32,7 +32,7 @@ def expected_rows() -> list[tuple[str, str, dict]]:
 @pytest.fixture(scope="module")
 def ours():
     before = {p: p.stat().st_mtime_ns for p in LENOVO.rglob("*")}
-    scores = scoring.score_paths(LENOVO, "5.1.0", jobs=2)
+    scores = scoring.score_paths(LENOVO, "5.1.0", verdict.judged_score, jobs=2)
     assert {p: p.stat().st_mtime_ns for p in LENOVO.rglob("*")} == before, "scoring must not write into the results"
     return {(s.system_name, s.benchmark): s for s in scores}
 

@@ -25,7 +25,7 @@ from mlperf_logging.result_summarizer import result_summarizer as official
 
 from mlperf_wf.config.workflow_config import PowerConfig
 from mlperf_wf.errors import ConfigError
-from mlperf_wf.results import scoring
+from mlperf_wf.results import scoring, verdict
 from mlperf_wf.run import power
 from tests.mllogs import T0, _line, write_lora_log
 from tests.plan.test_plan import LAUNCHERS, make_plan, matches_golden, portable, workdir  # noqa: F401 - fixture
@@ -191,7 +191,7 @@ def test_energy_per_run_and_olympic_energy_equal_the_official_summarizers(tmp_pa
             "llama2_70b_lora", "sys", True, str(folder), "training", "6.1.0", return_full_scores=True
         )
     assert len(energies) == 4 and factor == 1.07  # the run that fails compliance has no energy there either
-    (ours,) = scoring.score_paths(folder, "6.1.0", jobs=1)
+    (ours,) = scoring.score_paths(folder, "6.1.0", verdict.judged_score, jobs=1)
     by_file = {run.file: run for run in ours.runs}
     for file, joules in energies.items():
         assert by_file[file].energy_joules == pytest.approx(joules, rel=1e-12)
@@ -206,7 +206,7 @@ def test_energy_per_run_and_olympic_energy_equal_the_official_summarizers(tmp_pa
         run.mkdir(parents=True)
         shutil.copyfile(folder / f"result_{i}.txt", run / "result.txt")
         shutil.copytree(folder / "power" / f"result_{i}", run / "power" / "result")
-    (wf,) = scoring.score_paths(workflow, "6.1.0", jobs=1)
+    (wf,) = scoring.score_paths(workflow, "6.1.0", verdict.judged_score, jobs=1)
     assert sorted(r.energy_joules for r in wf.runs if r.energy_joules) == pytest.approx(sorted(energies.values()), rel=1e-12)
     assert wf.energy_joules * 1.07 / wf.scaling_factor == pytest.approx(energy_score, rel=1e-12)
 
@@ -215,7 +215,7 @@ def test_a_run_without_power_logs_gives_no_energy_score_and_says_why(tmp_path):
     folder = _benchmark_folder(tmp_path)
     shutil.rmtree(folder / "power" / "result_2")
     (folder / "power" / "result_3" / "node_1.txt").write_text(_line(T0, "POINT_IN_TIME", "power_reading", 1.0) + "\n")
-    (ours,) = scoring.score_paths(folder, "6.1.0", jobs=1)
+    (ours,) = scoring.score_paths(folder, "6.1.0", verdict.judged_score, jobs=1)
     assert ours.energy_joules is None and ours.time_to_train is not None
     (reason,) = ours.energy_reasons
     assert "result_2.txt: no power logs" in reason and "result_3.txt: node_1.txt: no power_measurement_start" in reason

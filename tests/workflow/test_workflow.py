@@ -345,7 +345,7 @@ def test_a_campaign_with_the_stand_in_power_sampler_reports_energy_as_the_offici
 
     from mlperf_logging.result_summarizer import result_summarizer as official
 
-    from mlperf_wf.results import scoring
+    from mlperf_wf.results import scoring, verdict
 
     other = new_workdir(tmp_path / "energy")  # the prepared data comes from the cache; the three runs are made again
     targets = ("results/tiny/llama2_70b_lora/plots/time_to_train.png", "results/tiny/submission/package_check.json")
@@ -381,7 +381,7 @@ def test_a_campaign_with_the_stand_in_power_sampler_reports_energy_as_the_offici
     answers = [run["energy_joules"] for run in runs if run["minutes"] == middle["minutes"]]
     assert report["score"]["energy_joules"] / report["score"]["scaling_factor"] == pytest.approx(middle["energy_joules"], rel=1e-12)
     assert any(energy_score == pytest.approx(answer, rel=1e-12) for answer in answers), (energy_score, answers)
-    (ours,) = scoring.score_paths(folder, "6.1.0", jobs=1)
+    (ours,) = scoring.score_paths(folder, "6.1.0", verdict.judged_score, jobs=1)
     assert ours.energy_joules == pytest.approx(middle["energy_joules"] * ours.scaling_factor, rel=1e-12)
 
 

@@ -47,7 +47,7 @@ import json
 import os
 import re
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -679,12 +679,16 @@ def _olympic(benchmark: str, runs: list[RunScore]) -> tuple[float | None, int]:
     return _compute_olympic_average([r.minutes for r in ordered], dropped, max_dropped), dropped
 
 
-def score_paths(path: Path, ruleset: str, jobs: int | None = None, rcp_bypass: bool = False) -> list[BenchmarkScore]:
-    """Score every (system, benchmark) under ``path``."""
+def score_paths(
+    path: Path, ruleset: str, judge: Callable[[str, str, dict[str, str] | None, str], RunScore], jobs: int | None = None, rcp_bypass: bool = False
+) -> list[BenchmarkScore]:
+    """Score every (system, benchmark) under ``path``, each log judged by ``judge`` (path, ruleset, declared rules,
+    benchmark): :func:`mlperf_wf.results.verdict.judged_score`, the checks every reader applies, which imports this
+    module and so is passed in rather than imported."""
     folders = discover(path)
     jobs = jobs or os.cpu_count() or 1
     with ProcessPoolExecutor(max_workers=jobs, initializer=_quiet_worker) as pool:
-        file_futures = [[pool.submit(judged_score, p, ruleset, f.declared, f.benchmark) for p in f.result_files] for f in folders]
+        file_futures = [[pool.submit(judge, p, ruleset, f.declared, f.benchmark) for p in f.result_files] for f in folders]
         # RCP checks start as soon as a folder's division is known, while other files are still checked.
         closed = [_division(f) == "closed" for f in folders]
         rcp_futures = [_submit_rcp(pool, f, ruleset, rcp_bypass) if c else None for f, c in zip(folders, closed, strict=True)]
@@ -702,17 +706,6 @@ def _submit_rcp(pool: ProcessPoolExecutor, folder: BenchmarkFolder, ruleset: str
     if glob.glob(f"{folder.folder}/result_*.txt"):
         return pool.submit(_check_rcp_or_unknown, folder.folder, ruleset, rcp_bypass)
     return pool.submit(check_rcp_of_files, [p for p in folder.result_files if Path(p).is_file()], ruleset, rcp_bypass)
-
-
-def judged_score(path: str, ruleset: str, declared: dict[str, str] | None, benchmark: str) -> RunScore:
-    """The run's score as :func:`mlperf_wf.results.verdict.run_verdict` judges it (the checks every reader applies);
-    a workflow run's log must be its benchmark's."""
-    from mlperf_wf.config import registry
-    from mlperf_wf.results import verdict
-
-    known = benchmark in registry.benchmark_names() and (Path(path).parent / "provenance.json").is_file()
-    identity = compliance.RunIdentity(registry.load_benchmark(benchmark).submission_benchmark) if known else None
-    return verdict.run_verdict(Path(path), ruleset, declared, identity=identity).score
 
 
 def _check_rcp_or_unknown(folder: str, ruleset: str, rcp_bypass: bool) -> RcpResult:

@@ -202,3 +202,13 @@ def outcome_counts(verdicts: Sequence[RunVerdict]) -> str:
     """``9 passed, 1 refused``: how many runs have each outcome."""
     counted = {outcome: sum(1 for v in verdicts if v.outcome == outcome) for outcome in Outcome}
     return ", ".join(f"{n} {outcome}" for outcome, n in counted.items() if n)
+
+
+def judged_score(path: str, ruleset: str, declared: dict[str, str] | None, benchmark: str) -> scoring.RunScore:
+    """The run's score as :func:`mlperf_wf.results.verdict.run_verdict` judges it (the checks every reader applies);
+    a workflow run's log must be its benchmark's."""
+    from mlperf_wf.config import registry
+
+    known = benchmark in registry.benchmark_names() and (Path(path).parent / "provenance.json").is_file()
+    identity = compliance.RunIdentity(registry.load_benchmark(benchmark).submission_benchmark) if known else None
+    return run_verdict(Path(path), ruleset, declared, identity=identity).score
