@@ -205,6 +205,7 @@ def cmd_preprocess(benchmark: str, scale: str, shard: str, inputs: list[str], ou
         allowed = {**allowed, SHARDS_ROLE: ""}
     named = _role_folders(inputs, allowed)
     summary = prepare.module(bench, preparation).prepare_shard(shard, named, out, scale)
+    prepare.record_shard(out)  # every checkout that assembles it (from the output cache too) checks it against this
     log.info("%s shard %s prepared: %s", benchmark, shard, json.dumps(summary))
 
 
@@ -234,11 +235,18 @@ def cmd_check_prepared(prepared: Path) -> None:
         prepare.write_stamps(prepared)
         log.info("%s: copied, moved or linked again elsewhere since it was prepared, its bytes untouched; stamps renewed", prepared)
     if changed:
+        first = prepared / changed[0].rsplit(": ", 1)[0]
+        linked = first.exists() and first.stat().st_nlink > 1
+        also = (
+            "; it is also a hard link of another file (a downloaded one: to re-check that dataset too, delete its "
+            "resources/<scale>/verified/<dataset>.json before rerunning)"
+            if linked
+            else ""
+        )
         raise UserError(
-            f"{prepared}/{changed[0]} since it was prepared ({len(changed)} files in all); nothing was run: its data may be a "
-            "hard link of a verified file that changed too. Delete the verification records of its datasets "
-            "(resources/<scale>/verified/<dataset>.json) and rerun: changed files are re-hashed, a bad one quarantined "
-            "and the preparation redone"
+            f"{prepared}/{changed[0]} since it was prepared ({len(changed)} files in all); nothing was run: delete {prepared} "
+            "and rerun snakemake: assembling it again checks every shard against the md5s recorded when it was made, and a "
+            f"changed shard is set aside and made again{also}"
         )
 
 

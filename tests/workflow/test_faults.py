@@ -178,7 +178,7 @@ def test_a_byte_flipped_in_a_verified_file_is_seen_through_its_prepared_hard_lin
     """Fault 3, the mechanism: a prepared file that is a hard link of a verified dataset file shares its inode; a
     byte flipped through the verified name (mtime set back) changes the inode's ctime, which the prepared tree's
     stamps (recorded after linking) catch, naming the file; stat only, nothing re-hashed."""
-    from mlperf_wf.acquire.prepare import assemble, link_or_copy
+    from mlperf_wf.acquire.prepare import assemble, link_or_copy, record_shard
     from mlperf_wf.errors import UserError
 
     verified = tmp_path / "datasets" / "ds" / "train.bin"
@@ -188,6 +188,7 @@ def test_a_byte_flipped_in_a_verified_file_is_seen_through_its_prepared_hard_lin
     (shards / "copy").mkdir(parents=True)
     link_or_copy(verified, shards / "copy" / "train.bin")
     assert (shards / "copy" / "train.bin").stat().st_ino == verified.stat().st_ino
+    record_shard(shards / "copy")
     tree = tmp_path / "prepared" / "dataset"
     assemble({"train.bin": "copy/train.bin"}, shards, tree)
     cli.cmd_check_prepared(tree)  # as assembled: passes
@@ -198,7 +199,32 @@ def test_a_byte_flipped_in_a_verified_file_is_seen_through_its_prepared_hard_lin
         cli.cmd_check_prepared(tree)
     message = str(refused.value)
     assert "\n" not in message and f"{tree}/train.bin: ctime changed since it was prepared" in message
-    assert "resources/<scale>/verified/<dataset>.json" in message
+    assert "resources/<scale>/verified/<dataset>.json" in message and "hard link" in message
+
+
+def test_a_prepared_file_changed_since_preparation_is_refused_with_advice_that_works(tmp_path):
+    """A shard's own file (not a link of a downloaded one) changed in place: the refusal names the file and says what
+    re-prepares it; doing what it says refuses the shard by name at assembly and moves it aside to be made again
+    (deleting the verification records, what it said before, changed nothing: the downloads are intact)."""
+    from mlperf_wf.acquire.prepare import assemble, record_shard
+    from mlperf_wf.errors import ChecksumError, UserError
+
+    shards = tmp_path / "resources/tiny/prepared/bench/shards"
+    (shards / "tokens").mkdir(parents=True)
+    (shards / "tokens/train.bin").write_bytes(os.urandom(4096))
+    record_shard(shards / "tokens")
+    tree = shards.parent / "dataset"
+    assemble({"train.bin": "tokens/train.bin"}, shards, tree)
+    flip_a_byte_keeping_mtime(shards / "tokens/train.bin")
+    with pytest.raises(UserError) as refused:
+        cli.cmd_check_prepared(tree)
+    message = str(refused.value)
+    assert "\n" not in message and f"{tree}/train.bin: ctime changed since it was prepared" in message, message
+    assert f"delete {tree} and rerun" in message and "verified" not in message, message
+    shutil.rmtree(tree)  # what it says
+    with pytest.raises(ChecksumError, match=r"tokens/train\.bin: md5 mismatch: .*rerun and it is made again"):
+        assemble({"train.bin": "tokens/train.bin"}, shards, tree)
+    assert not (shards / "tokens").exists(), "the changed shard is set aside, so the rerun makes it again"
 
 
 @pytest.mark.slow

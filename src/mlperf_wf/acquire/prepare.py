@@ -19,7 +19,9 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING
 
-from mlperf_wf.errors import ConfigError, UserError
+from mlperf_wf.acquire.manifest import manifest_text, parse_manifest
+from mlperf_wf.acquire.verify import STAMPS_NAME, cache_entry_of, md5_files, refuse_cached, verify_dataset
+from mlperf_wf.errors import ChecksumError, ConfigError, UserError
 from mlperf_wf.kinds import DEFAULT_PREPARATION
 
 if TYPE_CHECKING:
@@ -84,15 +86,73 @@ def shard_resources(bench: BenchmarkDef, shard: str, scale: str, preparation: st
     return {**DEFAULT_SHARD_RESOURCES, **(chosen(shard, scale) if chosen else {})}
 
 
+# ---- what a shard was when it was made ----
+# A shard job records the md5 of every file it leaves in its folder, inside the folder, so that the record travels with
+# the shard into Snakemake's output cache and back out to every checkout that restores it. Each assembly checks the
+# shards it links against their records (re-reading only files whose stat changed since the last check here), so a
+# cached shard corrupted in place is refused, set aside and made again before any run reads it.
+
+SHARD_MD5 = ".mlperf-wf-shard.md5"
+"""The md5 list a shard job writes into its shard folder (md5sum's format)."""
+
+
+def _shard_files(shard: Path) -> list[str]:
+    """The data files of a shard folder (relative paths), not its md5 list nor Snakemake's timestamp."""
+    return sorted(
+        path.relative_to(shard).as_posix()
+        for path in shard.rglob("*")
+        if path.is_file() and path.name not in (SHARD_MD5, SNAKEMAKE_TIMESTAMP) and not (path.parent == shard and path.name == STAMPS_NAME)
+    )
+
+
+def record_shard(shard: Path, jobs: int = 2) -> Path:
+    """Write the md5 of every file of a just-made shard into its md5 list; return the list."""
+    digests = md5_files(shard, _shard_files(shard), jobs)
+    target = shard / SHARD_MD5
+    partial = target.with_name(f"{SHARD_MD5}.partial")
+    partial.write_text(manifest_text(digests))
+    partial.replace(target)
+    return target
+
+
+def shard_stamps_file(shard: Path) -> Path:
+    """Where a checkout keeps the stamps of a shard's last check (beside the shards, never in a cached shard)."""
+    return shard.parent.parent / "shard-stamps" / f"{shard.name}.json"
+
+
+def check_shards(layout: dict[str, str], shards_dir: Path, jobs: int = 2) -> None:
+    """Check every shard ``layout`` links against the md5 list it recorded when it was made; a shard that fails is
+    moved aside (a cached one: its cache entry set aside whole) and the check fails in one line."""
+    for name in sorted({target.split("/", 1)[0] for target in layout.values()}):
+        shard = shards_dir / name
+        listed = shard / SHARD_MD5
+        if shard.is_dir() and not listed.is_file():
+            problem = f"{name}/{SHARD_MD5}: md5 list not found: the shard was not made by `mlperf-wf preprocess` of this version"
+            entry = cache_entry_of(shard / SHARD_MD5)
+            if entry is not None:
+                refuse_cached(shard, entry, problem)
+            raise ChecksumError(f"{problem}; delete {shard} and rerun: it is made again")
+        if shard.is_dir():
+            unlisted = sorted(
+                set(target.split("/", 1)[1] for target in layout.values() if target.startswith(f"{name}/"))
+                - set(entry.path for entry in parse_manifest(listed.read_text(), str(listed)))
+            )
+            if unlisted:
+                raise ChecksumError(f"{name}/{unlisted[0]}: not in the shard's md5 list {listed}; delete {shard} and rerun: it is made again")
+            verify_dataset(shard, manifest=listed, jobs=jobs, stamps_file=shard_stamps_file(shard), whole=True)
+
+
 def assemble(layout: dict[str, str], shards_dir: Path, out_dir: Path) -> int:
     """Link every ``layout`` entry into ``out_dir``; return the number of links.
 
     Every target must exist: a missing one means a shard did not write what the
     module declared, which is a bug to report, not a tree to hand to training.
+    Every shard is first checked against its md5 list (:func:`check_shards`).
     """
     missing = [target for target in layout.values() if not (shards_dir / target).exists()]
     if missing:
         raise UserError(f"{shards_dir}: shards lack {len(missing)} declared files, e.g. {missing[0]}")
+    check_shards(layout, shards_dir)
     if out_dir.exists():
         shutil.rmtree(out_dir)
     for tree_path, target in sorted(layout.items()):
