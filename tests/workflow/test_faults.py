@@ -442,3 +442,38 @@ def test_a_package_file_changed_or_its_system_description_edited_is_packaged_aga
     snakemake(campaign, "--cores", "2", *CONFIG)
     described = json.loads(next((submission / "package").rglob("systems/cpu-tiny.json")).read_text())
     assert described["system_name"].startswith("Renamed")
+
+
+@pytest.mark.parametrize("disk", ["write refused", "small tmpfs"])
+def test_a_full_disk_during_preparation_names_the_file_the_folder_and_what_to_do(tmp_path, monkeypatch, capsys, disk):
+    """A shard job whose disk fills up: one line naming the file it was writing, the shard folder, the space left and
+    what to do (write(2)'s error names no file, so the generic handler said "a file")."""
+    import errno
+
+    from mlperf_wf.benchmarks.llama2_70b_lora import prepare as llama_prepare
+
+    out = tmp_path / "prepared/llama2_70b_lora/shards/govreport"
+    if disk == "small tmpfs":
+        out.mkdir(parents=True)
+        if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16k", "tmpfs", str(out)], capture_output=True).returncode:
+            pytest.skip("mounting a small tmpfs needs root")
+
+    def fills_the_disk(shard, inputs, out_dir, scale):
+        out_dir.mkdir(parents=True, exist_ok=True)
+        with (out_dir / "train-00000-of-00001.parquet").open("wb", buffering=0) as handle:
+            for _ in range(64):
+                handle.write(b"x" * 4096)
+            if disk == "write refused":
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))  # as write(2) reports it: no file name
+
+    monkeypatch.setattr(llama_prepare, "prepare_shard", fills_the_disk)
+    try:
+        status = cli.main(["preprocess", "--benchmark", BENCH, "--scale", "tiny", "--shard", "govreport", "--out", str(out)])
+    finally:
+        if disk == "small tmpfs":
+            subprocess.run(["umount", str(out)], check=True)
+    errors = [line for line in capsys.readouterr().err.splitlines() if "error:" in line]
+    assert status != 0 and len(errors) == 1, errors
+    line = errors[0]
+    assert f"{out}/train-00000-of-00001.parquet: No space left on device" in line, line
+    assert f"shard govreport of {BENCH} in {out}" in line and "free space" in line and "rerun" in line, line

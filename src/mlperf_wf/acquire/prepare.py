@@ -228,6 +228,19 @@ def changed_since_prepared(prepared: Path) -> tuple[list[str], bool]:
     return changed, relinked and not changed
 
 
+def full_disk_message(err: OSError, benchmark: str, shard: str, out: Path) -> str:
+    """One line for a shard job whose disk filled up: the file it was writing (write(2)'s error names none: the newest
+    file of the shard or its scratch folder), the shard folder, the space left there and what to do."""
+    written = [path for folder in (out, scratch_for(out)) if folder.is_dir() for path in folder.rglob("*") if path.is_file()]
+    newest = err.filename or (str(max(written, key=lambda path: path.stat().st_mtime_ns)) if written else f"{out}/ (a new file)")
+    existing = next((folder for folder in (out, *out.parents) if folder.exists()), out)
+    free = shutil.disk_usage(existing).free
+    return (
+        f"{newest}: {err.strerror} while writing shard {shard} of {benchmark} in {out} ({free} bytes free there): free space "
+        f"on that filesystem (or put resources/ on a larger one) and rerun: the shard is made again"
+    )
+
+
 def link_or_copy(source: Path, target: Path) -> None:
     """Hard-link ``source`` as ``target`` (a symlink would dangle in a container that mounts only the
     prepared folder); copy when they are on different filesystems."""
