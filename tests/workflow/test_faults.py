@@ -323,9 +323,10 @@ def test_status_into_a_closed_pipe_is_quiet(tmp_path):
     [
         ("--config rnus=3", "config: unknown key 'rnus'"),
         ("yaml", "config/config.yaml:"),
+        ("tab", "it is a tab: indent with spaces"),
         ('--config submission={"platform":"nosuch"}', "submission.platform 'nosuch' has no system description config/systems/nosuch.yaml"),
     ],
-    ids=["misspelled key", "malformed yaml", "platform with no system description, found before any job runs"],
+    ids=["misspelled key", "malformed yaml", "tab in yaml", "platform with no system description, found before any job runs"],
 )
 def test_a_bad_workflow_config_is_one_line_not_the_whole_config(tmp_path, edit, needle):
     workdir = new_workdir(tmp_path / "w")
@@ -333,6 +334,9 @@ def test_a_bad_workflow_config_is_one_line_not_the_whole_config(tmp_path, edit, 
     if edit == "yaml":
         with (workdir / "config/config.yaml").open("a") as handle:
             handle.write("runs: [\n")
+    elif edit == "tab":
+        with (workdir / "config/config.yaml").open("a") as handle:
+            handle.write("submission:\n\tdivision: closed\n")
     else:
         args += edit.split()
     proc = snakemake(workdir, *args, check_rc=False)
