@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -164,8 +165,6 @@ def test_a_prepared_folder_copied_whole_is_checked_against_its_shards_md5_before
     cache_entry(made / "shards", "one", FILES, md5_list=prepare.SHARD_MD5)
     prepare.assemble({"a.bin": "one/a.bin"}, made / "shards", made / "dataset")
     copy = tmp_path / "second/prepared/bench"
-    import shutil
-
     shutil.copytree(made, copy, symlinks=True)
     cli.cmd_check_prepared(copy / "dataset")  # copied as it is: stamps renewed
     shutil.rmtree(copy)
