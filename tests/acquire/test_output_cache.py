@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from mlperf_wf.acquire import prepare
-from mlperf_wf.acquire.verify import quarantine_dir_for, verify_dataset
+from mlperf_wf.acquire.verify import quarantine_dir_for, refuse_cached, verify_dataset
 from mlperf_wf.errors import ChecksumError
 
 FILES = {"a.bin": b"a" * 300, "sub/b.bin": b"b" * 300}
@@ -176,3 +176,15 @@ def test_a_prepared_folder_copied_whole_is_checked_against_its_shards_md5_before
     with pytest.raises((UserError, ChecksumError)) as refused:
         cli.cmd_check_prepared(copy / "dataset")
     assert "one/a.bin: md5 mismatch" in str(refused.value), refused.value
+
+
+def test_two_checkouts_that_find_the_same_corrupted_entry_both_refuse_it_in_one_line(tmp_path, cache):
+    entry = cache_entry(cache, "e4" * 32, FILES)
+    first = fetched(entry, tmp_path / "first/resources/tiny/datasets/ds")
+    second = fetched(entry, tmp_path / "second/resources/tiny/datasets/ds")
+    # both found the mismatch before either set the entry aside, as two jobs at once do
+    with pytest.raises(ChecksumError, match="set aside whole as"):
+        refuse_cached(first, entry, "ds/a.bin: md5 mismatch")
+    with pytest.raises(ChecksumError, match="already set aside whole by another checkout"):
+        refuse_cached(second, entry, "ds/a.bin: md5 mismatch")
+    assert not os.path.lexists(first) and not os.path.lexists(second)

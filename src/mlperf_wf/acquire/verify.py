@@ -180,11 +180,16 @@ def _remove_output(folder: Path) -> None:
         shutil.rmtree(folder)
 
 
-def set_aside(entry: Path) -> Path:
-    """Set a corrupted cache entry aside whole (a rename inside the cache): the next run finds no entry and makes it again."""
+def set_aside(entry: Path) -> Path | None:
+    """Set a corrupted cache entry aside whole (a rename inside the cache): the next run finds no entry and makes it
+    again. None when another checkout set it aside first."""
     target = entry.parent / CORRUPT_ENTRIES / str(time.time_ns()) / entry.name
     target.parent.mkdir(parents=True, exist_ok=True)
-    entry.replace(target)
+    try:
+        entry.replace(target)
+    except FileNotFoundError:
+        target.parent.rmdir()
+        return None
     return target
 
 
@@ -193,9 +198,9 @@ def refuse_cached(folder: Path, entry: Path, problem: str) -> NoReturn:
     whole, remove the output and fail in one line saying that a rerun makes it again."""
     aside = set_aside(entry)
     _remove_output(folder)
+    where = f"set aside whole as {aside}" if aside else "already set aside whole by another checkout"
     raise ChecksumError(
-        f"{problem}; it is in the output cache entry {entry}, which is set aside whole as {aside} (never used again) and "
-        f"{folder} removed: rerun and it is made again"
+        f"{problem}; it is in the output cache entry {entry}, which is {where} (never used again) and {folder} removed: rerun and it is made again"
     )
 
 
