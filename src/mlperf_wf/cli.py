@@ -8,6 +8,7 @@ code without Snakemake. Errors the user can act on print as one line
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import logging
 import sys
@@ -204,7 +205,13 @@ def cmd_preprocess(benchmark: str, scale: str, shard: str, inputs: list[str], ou
     if prepare.shard_inputs(bench, shard, scale, preparation):
         allowed = {**allowed, SHARDS_ROLE: ""}
     named = _role_folders(inputs, allowed)
-    summary = prepare.module(bench, preparation).prepare_shard(shard, named, out, scale)
+    try:
+        summary = prepare.module(bench, preparation).prepare_shard(shard, named, out, scale)
+        prepare.record_shard(out)  # every checkout that assembles it (from the output cache too) checks it against this
+    except OSError as err:
+        if err.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        raise UserError(prepare.full_disk_message(err, benchmark, shard, out)) from None
     log.info("%s shard %s prepared: %s", benchmark, shard, json.dumps(summary))
 
 
@@ -234,11 +241,18 @@ def cmd_check_prepared(prepared: Path) -> None:
         prepare.write_stamps(prepared)
         log.info("%s: copied, moved or linked again elsewhere since it was prepared, its bytes untouched; stamps renewed", prepared)
     if changed:
+        first = prepared / changed[0].rsplit(": ", 1)[0]
+        linked = first.exists() and first.stat().st_nlink > 1
+        also = (
+            "; it is also a hard link of another file (a downloaded one: to re-check that dataset too, delete its "
+            "resources/<scale>/verified/<dataset>.json before rerunning)"
+            if linked
+            else ""
+        )
         raise UserError(
-            f"{prepared}/{changed[0]} since it was prepared ({len(changed)} files in all); nothing was run: its data may be a "
-            "hard link of a verified file that changed too. Delete the verification records of its datasets "
-            "(resources/<scale>/verified/<dataset>.json) and rerun: changed files are re-hashed, a bad one quarantined "
-            "and the preparation redone"
+            f"{prepared}/{changed[0]} since it was prepared ({len(changed)} files in all); nothing was run: delete {prepared} "
+            "and rerun snakemake: assembling it again checks every shard against the md5s recorded when it was made, and a "
+            f"changed shard is set aside and made again{also}"
         )
 
 
@@ -290,8 +304,19 @@ def cmd_train(
     log.info("run %d (seed %d): %s", run, seed, json.dumps({k: v for k, v in summary.items() if k != "history"}))
 
 
-def cmd_check(import_modules: bool) -> int:
-    """Validate every benchmark and dataset definition; print each problem on one line."""
+def cmd_check(import_modules: bool, configfiles: list[Path] | None = None, profile: str | None = None) -> int:
+    """Validate every benchmark and dataset definition; print each problem on one line. With ``configfiles`` or
+    ``profile``, check those instead: what Snakemake reads before the workflow's code runs (the pre-check)."""
+    if configfiles or profile:
+        from mlperf_wf.config import config_check
+        from mlperf_wf.config.workflow_config import CONFIG_FILE
+
+        for configfile in configfiles or []:
+            config_check.check_configfile(configfile, CONFIG_FILE)
+            print(f"{configfile}: valid (merged over {CONFIG_FILE})")
+        if profile:
+            print(f"{config_check.check_profile(profile)}: valid")
+        return 0
     from mlperf_wf.config import registry
 
     problems = registry.check_all(import_modules=import_modules)
@@ -859,6 +884,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("check", help="validate every benchmark and dataset definition (one line per problem)")
     p.add_argument("--import-modules", action="store_true", help="also import every benchmark and generator module (slow: torch)")
+    p.add_argument("--configfile", type=Path, action="append", help="instead, pre-check a config file given to snakemake --configfile (repeatable)")
+    p.add_argument("--profile", help="instead, pre-check a snakemake --profile (its name or folder)")
 
     p = sub.add_parser(
         "config-files",
@@ -1042,7 +1069,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int | None]] = {
         if a.bundle_command == "export"
         else cmd_bundle_import(a.bundle, a.images, a.docker, a.expect, a.sif)
     ),
-    "check": lambda a: cmd_check(a.import_modules),
+    "check": lambda a: cmd_check(a.import_modules, a.configfile, a.profile),
     "config-files": lambda a: cmd_config_files(a.check),
     "plot": lambda a: cmd_plot(a.report, a.out_dir, a.reference_logs),
     "overview": lambda a: cmd_overview(a.report, a.figure, a.out),

@@ -216,7 +216,7 @@ def test_a_byte_flipped_in_a_verified_file_is_seen_through_its_prepared_hard_lin
     """Fault 3, the mechanism: a prepared file that is a hard link of a verified dataset file shares its inode; a
     byte flipped through the verified name (mtime set back) changes the inode's ctime, which the prepared tree's
     stamps (recorded after linking) catch, naming the file; stat only, nothing re-hashed."""
-    from mlperf_wf.acquire.prepare import assemble, link_or_copy
+    from mlperf_wf.acquire.prepare import assemble, link_or_copy, record_shard
     from mlperf_wf.errors import UserError
 
     verified = tmp_path / "datasets" / "ds" / "train.bin"
@@ -226,6 +226,7 @@ def test_a_byte_flipped_in_a_verified_file_is_seen_through_its_prepared_hard_lin
     (shards / "copy").mkdir(parents=True)
     link_or_copy(verified, shards / "copy" / "train.bin")
     assert (shards / "copy" / "train.bin").stat().st_ino == verified.stat().st_ino
+    record_shard(shards / "copy")
     tree = tmp_path / "prepared" / "dataset"
     assemble({"train.bin": "copy/train.bin"}, shards, tree)
     cli.cmd_check_prepared(tree)  # as assembled: passes
@@ -236,7 +237,32 @@ def test_a_byte_flipped_in_a_verified_file_is_seen_through_its_prepared_hard_lin
         cli.cmd_check_prepared(tree)
     message = str(refused.value)
     assert "\n" not in message and f"{tree}/train.bin: ctime changed since it was prepared" in message
-    assert "resources/<scale>/verified/<dataset>.json" in message
+    assert "resources/<scale>/verified/<dataset>.json" in message and "hard link" in message
+
+
+def test_a_prepared_file_changed_since_preparation_is_refused_with_advice_that_works(tmp_path):
+    """A shard's own file (not a link of a downloaded one) changed in place: the refusal names the file and says what
+    re-prepares it; doing what it says refuses the shard by name at assembly and moves it aside to be made again
+    (deleting the verification records, what it said before, changed nothing: the downloads are intact)."""
+    from mlperf_wf.acquire.prepare import assemble, record_shard
+    from mlperf_wf.errors import ChecksumError, UserError
+
+    shards = tmp_path / "resources/tiny/prepared/bench/shards"
+    (shards / "tokens").mkdir(parents=True)
+    (shards / "tokens/train.bin").write_bytes(os.urandom(4096))
+    record_shard(shards / "tokens")
+    tree = shards.parent / "dataset"
+    assemble({"train.bin": "tokens/train.bin"}, shards, tree)
+    flip_a_byte_keeping_mtime(shards / "tokens/train.bin")
+    with pytest.raises(UserError) as refused:
+        cli.cmd_check_prepared(tree)
+    message = str(refused.value)
+    assert "\n" not in message and f"{tree}/train.bin: ctime changed since it was prepared" in message, message
+    assert f"delete {tree} and rerun" in message and "verified" not in message, message
+    shutil.rmtree(tree)  # what it says
+    with pytest.raises(ChecksumError, match=r"tokens/train\.bin: md5 mismatch: .*rerun and it is made again"):
+        assemble({"train.bin": "tokens/train.bin"}, shards, tree)
+    assert not (shards / "tokens").exists(), "the changed shard is set aside, so the rerun makes it again"
 
 
 @pytest.mark.slow
@@ -335,9 +361,10 @@ def test_status_into_a_closed_pipe_is_quiet(tmp_path):
     [
         ("--config rnus=3", "config: unknown key 'rnus'"),
         ("yaml", "config/config.yaml:"),
+        ("tab", "it is a tab: indent with spaces"),
         ('--config submission={"platform":"nosuch"}', "submission.platform 'nosuch' has no system description config/systems/nosuch.yaml"),
     ],
-    ids=["misspelled key", "malformed yaml", "platform with no system description, found before any job runs"],
+    ids=["misspelled key", "malformed yaml", "tab in yaml", "platform with no system description, found before any job runs"],
 )
 def test_a_bad_workflow_config_is_one_line_not_the_whole_config(tmp_path, edit, needle):
     workdir = new_workdir(tmp_path / "w")
@@ -345,6 +372,9 @@ def test_a_bad_workflow_config_is_one_line_not_the_whole_config(tmp_path, edit, 
     if edit == "yaml":
         with (workdir / "config/config.yaml").open("a") as handle:
             handle.write("runs: [\n")
+    elif edit == "tab":
+        with (workdir / "config/config.yaml").open("a") as handle:
+            handle.write("submission:\n\tdivision: closed\n")
     else:
         args += edit.split()
     proc = snakemake(workdir, *args, check_rc=False)
@@ -454,3 +484,38 @@ def test_a_package_file_changed_or_its_system_description_edited_is_packaged_aga
     snakemake(campaign, "--cores", "2", *CONFIG)
     described = json.loads(next((submission / "package").rglob("systems/cpu-tiny.json")).read_text())
     assert described["system_name"].startswith("Renamed")
+
+
+@pytest.mark.parametrize("disk", ["write refused", "small tmpfs"])
+def test_a_full_disk_during_preparation_names_the_file_the_folder_and_what_to_do(tmp_path, monkeypatch, capsys, disk):
+    """A shard job whose disk fills up: one line naming the file it was writing, the shard folder, the space left and
+    what to do (write(2)'s error names no file, so the generic handler said "a file")."""
+    import errno
+
+    from mlperf_wf.benchmarks.llama2_70b_lora import prepare as llama_prepare
+
+    out = tmp_path / "prepared/llama2_70b_lora/shards/govreport"
+    if disk == "small tmpfs":
+        out.mkdir(parents=True)
+        if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16k", "tmpfs", str(out)], capture_output=True).returncode:
+            pytest.skip("mounting a small tmpfs needs root")
+
+    def fills_the_disk(shard, inputs, out_dir, scale):
+        out_dir.mkdir(parents=True, exist_ok=True)
+        with (out_dir / "train-00000-of-00001.parquet").open("wb", buffering=0) as handle:
+            for _ in range(64):
+                handle.write(b"x" * 4096)
+            if disk == "write refused":
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))  # as write(2) reports it: no file name
+
+    monkeypatch.setattr(llama_prepare, "prepare_shard", fills_the_disk)
+    try:
+        status = cli.main(["preprocess", "--benchmark", BENCH, "--scale", "tiny", "--shard", "govreport", "--out", str(out)])
+    finally:
+        if disk == "small tmpfs":
+            subprocess.run(["umount", str(out)], check=True)
+    errors = [line for line in capsys.readouterr().err.splitlines() if "error:" in line]
+    assert status != 0 and len(errors) == 1, errors
+    line = errors[0]
+    assert f"{out}/train-00000-of-00001.parquet: No space left on device" in line, line
+    assert f"shard govreport of {BENCH} in {out}" in line and "free space" in line and "rerun" in line, line

@@ -169,6 +169,11 @@ def profiles(home: Path):
     return linked
 
 
+def precheck(checkout: Path, proc: subprocess.CompletedProcess) -> None:
+    assert proc.returncode == 0, said(proc)[-3000:]
+    assert "config/config.yaml: valid" in proc.stdout and "slurm/config.yaml: valid" in proc.stdout, said(proc)
+
+
 def full_dry_run(checkout: Path, proc: subprocess.CompletedProcess) -> None:
     assert proc.returncode == 0, said(proc)[-3000:]
     # one job per run of the checkout's config (the demo's run count, see after_make_demo), on a whole GPU node
@@ -212,6 +217,7 @@ def test_every_readme_command_works_in_the_order_the_readme_gives_it(tiny_projec
         "make report BENCH=<name>": report,
         "source .venv/bin/activate": activate,
         "make profiles": profiles(home),
+        "mlperf-wf check --profile slurm --configfile config/config.yaml": precheck,
         "snakemake --profile slurm -n results/llama2_70b_lora/report.json --config scale=full": full_dry_run,
         "mlperf-wf size --benchmark llama2_70b_lora --nodes 1 --gpus-per-node 8": size,
         "snakemake --profile slurm results/llama2_70b_lora/report.json --config scale=full launcher=pyxis": refused_full_run,

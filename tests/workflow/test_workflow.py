@@ -136,6 +136,42 @@ def test_a_second_workflow_directory_reuses_the_prepared_data_from_the_cache(tin
 
 
 @pytest.mark.slow
+def test_a_byte_flipped_in_a_cached_shard_is_refused_by_the_next_checkout_and_made_again(tiny_mirrors, tmp_path):
+    """A shard's own file corrupted in the shared output cache (in place, its mtime kept): the next checkout that
+    restores it refuses it at assembly naming the file, before any run reads it, and sets the entry aside whole; the
+    same command again makes the shard anew, and the tree holds the bytes the shard was made with."""
+    tiny_mirrors.make("llama2_70b_lora")
+    cache = tmp_path / "output-cache"
+    shutil.copytree(tiny_mirrors.cache, cache, symlinks=True)  # this test breaks its own copy of the cache
+    target = "resources/tiny/prepared/llama2_70b_lora/dataset"
+    first = new_workdir(tmp_path / "first")
+    snakemake(first, "--cores", "2", target, "--cache", cache=cache)
+    shard = first / "resources/tiny/prepared/llama2_70b_lora/shards/govreport"
+    name = max((p for p in shard.rglob("*") if p.is_file() and not p.name.startswith(".")), key=lambda p: p.stat().st_size)
+    cached = name.resolve()
+    assert cached.is_relative_to(cache), "the shard is a cache entry"
+    made = cached.read_bytes()
+    stat = cached.stat()
+    with cached.open("r+b") as handle:
+        handle.seek(len(made) // 2)
+        handle.write(bytes([made[len(made) // 2] ^ 0xFF]))
+    os.utime(cached, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+
+    second = new_workdir(tmp_path / "second")
+    proc = snakemake(second, "--cores", "2", target, "--cache", check_rc=False, cache=cache)
+    assert proc.returncode != 0
+    said = (second / "logs/tiny/assemble_prepared/llama2_70b_lora.log").read_text()
+    relative = name.relative_to(shard).as_posix()
+    assert f"govreport/{relative}: md5 mismatch" in said and "set aside whole" in said and "rerun" in said, said
+    assert not (second / target).exists()
+
+    snakemake(second, "--cores", "2", target, "--cache", cache=cache)
+    assert (second / "logs/tiny/preprocess/llama2_70b_lora/govreport.log").stat().st_size, "the shard was made again"
+    remade = second / "resources/tiny/prepared/llama2_70b_lora/shards/govreport" / relative
+    assert remade.read_bytes() == made
+
+
+@pytest.mark.slow
 def test_figures_and_summary(tiny_project):
     """The figures and the summary (the browsable report made from them: tests/workflow/test_readme.py's make report)."""
     for name in ("time_to_train", "convergence"):

@@ -19,7 +19,9 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING
 
-from mlperf_wf.errors import ConfigError, UserError
+from mlperf_wf.acquire.manifest import manifest_text, parse_manifest
+from mlperf_wf.acquire.verify import STAMPS_NAME, cache_entry_of, md5_files, refuse_cached, verify_dataset
+from mlperf_wf.errors import ChecksumError, ConfigError, UserError
 from mlperf_wf.kinds import DEFAULT_PREPARATION
 
 if TYPE_CHECKING:
@@ -84,15 +86,73 @@ def shard_resources(bench: BenchmarkDef, shard: str, scale: str, preparation: st
     return {**DEFAULT_SHARD_RESOURCES, **(chosen(shard, scale) if chosen else {})}
 
 
+# ---- what a shard was when it was made ----
+# A shard job records the md5 of every file it leaves in its folder, inside the folder, so that the record travels with
+# the shard into Snakemake's output cache and back out to every checkout that restores it. Each assembly checks the
+# shards it links against their records (re-reading only files whose stat changed since the last check here), so a
+# cached shard corrupted in place is refused, set aside and made again before any run reads it.
+
+SHARD_MD5 = ".mlperf-wf-shard.md5"
+"""The md5 list a shard job writes into its shard folder (md5sum's format)."""
+
+
+def _shard_files(shard: Path) -> list[str]:
+    """The data files of a shard folder (relative paths), not its md5 list nor Snakemake's timestamp."""
+    return sorted(
+        path.relative_to(shard).as_posix()
+        for path in shard.rglob("*")
+        if path.is_file() and path.name not in (SHARD_MD5, SNAKEMAKE_TIMESTAMP) and not (path.parent == shard and path.name == STAMPS_NAME)
+    )
+
+
+def record_shard(shard: Path, jobs: int = 2) -> Path:
+    """Write the md5 of every file of a just-made shard into its md5 list; return the list."""
+    digests = md5_files(shard, _shard_files(shard), jobs)
+    target = shard / SHARD_MD5
+    partial = target.with_name(f"{SHARD_MD5}.partial")
+    partial.write_text(manifest_text(digests))
+    partial.replace(target)
+    return target
+
+
+def shard_stamps_file(shard: Path) -> Path:
+    """Where a checkout keeps the stamps of a shard's last check (beside the shards, never in a cached shard)."""
+    return shard.parent.parent / "shard-stamps" / f"{shard.name}.json"
+
+
+def check_shards(layout: dict[str, str], shards_dir: Path, jobs: int = 2) -> None:
+    """Check every shard ``layout`` links against the md5 list it recorded when it was made; a shard that fails is
+    moved aside (a cached one: its cache entry set aside whole) and the check fails in one line."""
+    for name in sorted({target.split("/", 1)[0] for target in layout.values()}):
+        shard = shards_dir / name
+        listed = shard / SHARD_MD5
+        if shard.is_dir() and not listed.is_file():
+            problem = f"{name}/{SHARD_MD5}: md5 list not found: the shard was not made by `mlperf-wf preprocess` of this version"
+            entry = cache_entry_of(shard / SHARD_MD5)
+            if entry is not None:
+                refuse_cached(shard, entry, problem)
+            raise ChecksumError(f"{problem}; delete {shard} and rerun: it is made again")
+        if shard.is_dir():
+            unlisted = sorted(
+                set(target.split("/", 1)[1] for target in layout.values() if target.startswith(f"{name}/"))
+                - set(entry.path for entry in parse_manifest(listed.read_text(), str(listed)))
+            )
+            if unlisted:
+                raise ChecksumError(f"{name}/{unlisted[0]}: not in the shard's md5 list {listed}; delete {shard} and rerun: it is made again")
+            verify_dataset(shard, manifest=listed, jobs=jobs, stamps_file=shard_stamps_file(shard), whole=True)
+
+
 def assemble(layout: dict[str, str], shards_dir: Path, out_dir: Path) -> int:
     """Link every ``layout`` entry into ``out_dir``; return the number of links.
 
     Every target must exist: a missing one means a shard did not write what the
     module declared, which is a bug to report, not a tree to hand to training.
+    Every shard is first checked against its md5 list (:func:`check_shards`).
     """
     missing = [target for target in layout.values() if not (shards_dir / target).exists()]
     if missing:
         raise UserError(f"{shards_dir}: shards lack {len(missing)} declared files, e.g. {missing[0]}")
+    check_shards(layout, shards_dir)
     if out_dir.exists():
         shutil.rmtree(out_dir)
     for tree_path, target in sorted(layout.items()):
@@ -163,9 +223,31 @@ def changed_since_prepared(prepared: Path) -> tuple[list[str], bool]:
         if differ:
             changed.append(f"{path}: {', '.join(differ)} changed")
     moved = bool(now) and now.keys() == recorded.keys() and all(now[p][:2] == recorded[p][:2] and now[p][3] != recorded[p][3] for p in now)
-    if moved:
+    if moved:  # new inodes throughout: their bytes are checked against the shards' md5 lists before the stamps are renewed
+        check_shards_of(prepared)
         return [], True
     return changed, relinked and not changed
+
+
+def check_shards_of(prepared: Path, jobs: int = 2) -> None:
+    """Check every shard beside a prepared tree (``../shards``) that has an md5 list against it (re-reading only files
+    whose stat changed since their last check); a shard that fails is moved aside, in one line (:func:`check_shards`)."""
+    shards = prepared.parent / "shards"
+    for listed in sorted(shards.glob(f"*/{SHARD_MD5}")) if shards.is_dir() else []:
+        verify_dataset(listed.parent, manifest=listed, jobs=jobs, stamps_file=shard_stamps_file(listed.parent), whole=True)
+
+
+def full_disk_message(err: OSError, benchmark: str, shard: str, out: Path) -> str:
+    """One line for a shard job whose disk filled up: the file it was writing (write(2)'s error names none: the newest
+    file of the shard or its scratch folder), the shard folder, the space left there and what to do."""
+    written = [path for folder in (out, scratch_for(out)) if folder.is_dir() for path in folder.rglob("*") if path.is_file()]
+    newest = err.filename or (str(max(written, key=lambda path: path.stat().st_mtime_ns)) if written else f"{out}/ (a new file)")
+    existing = next((folder for folder in (out, *out.parents) if folder.exists()), out)
+    free = shutil.disk_usage(existing).free
+    return (
+        f"{newest}: {err.strerror} while writing shard {shard} of {benchmark} in {out} ({free} bytes free there): free space "
+        f"on that filesystem (or put resources/ on a larger one) and rerun: the shard is made again"
+    )
 
 
 def link_or_copy(source: Path, target: Path) -> None:

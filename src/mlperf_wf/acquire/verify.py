@@ -7,7 +7,9 @@ seconds instead of a full read. ``ctime`` is part of the stamp because it cannot
 be set back by a user: a file rewritten and then given its old mtime is still
 re-hashed. A file whose md5 differs is moved to a quarantine folder beside the
 dataset (never deleted, never left in place), and verification fails naming the
-file, the expected and the actual md5.
+file, the expected and the actual md5. A file restored from Snakemake's output
+cache is only copied there: its whole cache entry is set aside and made again,
+never broken up (:func:`refuse_cached`).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
@@ -133,19 +136,119 @@ def quarantine_file(dataset_dir: Path, path: str, source: Path) -> Path:
     return target
 
 
-def quarantine_and_fail(dataset_dir: Path, files_dir: Path, problem: str, failures: list[tuple[str, object, object]]) -> NoReturn:
+# ---- files that are not the folder's own ----
+# Snakemake's output cache ($SNAKEMAKE_OUTPUT_CACHE) keeps one entry per job, shared by every checkout: the checkout that
+# made it keeps its output folder as a symbolic link to the entry, the others a folder of links into it. Moving a file
+# out of an entry would break it for every checkout (each then finds the file missing, and deleting its folder only
+# fetches the broken entry again), so a bad entry is set aside whole inside the cache and made again by the next run.
+
+CORRUPT_ENTRIES = ".corrupt"
+"""Where, inside the output cache, an entry found corrupted is set aside (whole, never used again)."""
+
+
+def output_cache() -> Path | None:
+    """The Snakemake output cache this job was started with (``$SNAKEMAKE_OUTPUT_CACHE``), resolved; None without one."""
+    folder = os.environ.get("SNAKEMAKE_OUTPUT_CACHE")
+    return Path(folder).resolve() if folder else None
+
+
+def cache_entry_of(path: Path) -> Path | None:
+    """The output cache entry (``$SNAKEMAKE_OUTPUT_CACHE/<hash>``) that ``path`` resolves into; None when it is not in one."""
+    root = output_cache()
+    if root is None:
+        return None
+    try:
+        parts = path.resolve().relative_to(root).parts
+    except ValueError:
+        return None
+    return root / parts[0] if parts and not parts[0].startswith(".") else None
+
+
+def reached_through_link(folder: Path, path: str) -> Path | None:
+    """Where ``folder/path`` really is when a symbolic link on its way (``folder`` itself included) leads out of
+    ``folder``'s own tree; None when it is the folder's own file."""
+    own = Path(os.path.realpath(folder.parent)) / folder.name / path
+    real = (folder / path).resolve()
+    return real if real != own else None
+
+
+def _remove_output(folder: Path) -> None:
+    """Remove a job's output folder (a link to a cache entry, or a folder of links into it); never what it links to."""
+    if folder.is_symlink():
+        folder.unlink()
+    elif folder.exists():
+        shutil.rmtree(folder)
+
+
+def set_aside(entry: Path) -> Path | None:
+    """Set a corrupted cache entry aside whole (a rename inside the cache): the next run finds no entry and makes it
+    again. None when another checkout set it aside first."""
+    target = entry.parent / CORRUPT_ENTRIES / str(time.time_ns()) / entry.name
+    target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        entry.replace(target)
+    except FileNotFoundError:
+        target.parent.rmdir()
+        return None
+    return target
+
+
+def refuse_cached(folder: Path, entry: Path, problem: str) -> NoReturn:
+    """``folder`` (a job's output restored from the output cache entry ``entry``) failed its checks: set the entry aside
+    whole, remove the output and fail in one line saying that a rerun makes it again."""
+    aside = set_aside(entry)
+    _remove_output(folder)
+    where = f"set aside whole as {aside}" if aside else "already set aside whole by another checkout"
+    raise ChecksumError(
+        f"{problem}; it is in the output cache entry {entry}, which is {where} (never used again) and {folder} removed: rerun and it is made again"
+    )
+
+
+def _copies(dataset_dir: Path, files_dir: Path, paths: list[str]) -> Path:
+    """Copy files that are not ``dataset_dir``'s own to its quarantine folder, for the record; return the folder."""
+    for path in paths:
+        target = quarantine_dir_for(dataset_dir) / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(files_dir / path, target)
+    return quarantine_dir_for(dataset_dir)
+
+
+def quarantine_and_fail(dataset_dir: Path, files_dir: Path, problem: str, failures: list[tuple[str, object, object]], whole: bool = False) -> NoReturn:
     """Quarantine every failed file (path, expected, actual) found in ``files_dir``; fail naming the first, in one line.
-    A file that cannot be moved (a read-only folder) stays where it is, and the line says why and what to do."""
+
+    A file restored from the output cache is copied, and its entry set aside whole (:func:`refuse_cached`); a file
+    reached through another link is copied and left where it is. With ``whole`` (a preparation shard, made by one job)
+    the whole folder is moved aside, so that the next run makes it again. A file that cannot be moved (a read-only
+    folder) stays where it is, and the line says why and what to do."""
     path, expected, actual = failures[0]
     more = f" ({len(failures)} files failed)" if len(failures) > 1 else ""
     mismatch = f"{dataset_dir.name}/{path}: {problem}: expected {expected}, actual {actual}"
+    failed = [failed for failed, _, _ in failures]
+    entry = cache_entry_of(files_dir / path)
+    if entry is not None:
+        copies = _copies(dataset_dir, files_dir, failed)
+        refuse_cached(dataset_dir, entry, f"{mismatch}{more} (a copy in {copies})")
+    elsewhere = reached_through_link(files_dir, path)
+    if elsewhere is not None:
+        copies = _copies(dataset_dir, files_dir, failed)
+        raise ChecksumError(
+            f"{mismatch}{more}; left in place as {elsewhere} (reached through a link, so not moved; a copy in {copies}): "
+            f"replace it there, or delete {dataset_dir} and rerun to make it again"
+        )
+    if whole:
+        target = quarantine_dir_for(dataset_dir)
+        if target.exists():
+            shutil.rmtree(target)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        dataset_dir.replace(target)
+        raise ChecksumError(f"{mismatch}{more}; {dataset_dir} moved to {target}: rerun and it is made again")
     moved = []
-    for failed, _, _ in failures:
+    for name in failed:
         try:
-            moved.append(quarantine_file(dataset_dir, failed, files_dir / failed))
+            moved.append(quarantine_file(dataset_dir, name, files_dir / name))
         except OSError as err:
             raise ChecksumError(
-                f"{mismatch}{more}; left in place: moving {failed} to {quarantine_dir_for(dataset_dir)} failed ({err.strerror}): "
+                f"{mismatch}{more}; left in place: moving {name} to {quarantine_dir_for(dataset_dir)} failed ({err.strerror}): "
                 f"make {files_dir} writable and rerun (each bad file is then moved aside), or delete {files_dir} to download it again"
             ) from None
     raise ChecksumError(f"{mismatch}; moved to {moved[0]}{more}")
@@ -170,8 +273,9 @@ def write_stamps(folder: Path, digests: dict[str, str], stamps_file: Path | None
     (stamps_file or folder / STAMPS_NAME).write_text(json.dumps([asdict(s) for s in stamps], indent=1))
 
 
-def verify_dataset(folder: Path, manifest: Path | None = None, jobs: int = 4, stamps_file: Path | None = None) -> VerificationRecord:
-    """Check every listed file, re-hashing only files whose stamp changed; quarantine and fail on a mismatch."""
+def verify_dataset(folder: Path, manifest: Path | None = None, jobs: int = 4, stamps_file: Path | None = None, whole: bool = False) -> VerificationRecord:
+    """Check every listed file, re-hashing only files whose stamp changed; quarantine and fail on a mismatch
+    (:func:`quarantine_and_fail`; with ``whole``, the whole folder is moved aside)."""
     started = time.time()
     manifest = manifest or folder / MANIFEST_NAME
     stamps_file = stamps_file or folder / STAMPS_NAME
@@ -180,7 +284,11 @@ def verify_dataset(folder: Path, manifest: Path | None = None, jobs: int = 4, st
     entries = parse_manifest(manifest.read_text(), str(manifest))
     missing = [e.path for e in entries if not (folder / e.path).is_file()]
     if missing:
-        raise ChecksumError(f"{folder.name}/{missing[0]}: listed in {manifest.name} but missing ({len(missing)} missing in all)")
+        problem = f"{folder.name}/{missing[0]}: listed in {manifest.name} but missing ({len(missing)} missing in all)"
+        entry = cache_entry_of(folder / missing[0])
+        if entry is not None:
+            refuse_cached(folder, entry, problem)
+        raise ChecksumError(f"{problem}: delete {folder} and rerun to make it again")
     stats = {e.path: (folder / e.path).stat() for e in entries}
     # An external stamps file starts from the stamps the download wrote while hashing the stream.
     stamps = _load_stamps(stamps_file) or _load_stamps(folder / STAMPS_NAME)
@@ -192,7 +300,7 @@ def verify_dataset(folder: Path, manifest: Path | None = None, jobs: int = 4, st
     stamps_file.parent.mkdir(parents=True, exist_ok=True)
     stamps_file.write_text(json.dumps([asdict(s) for s in good], indent=1))
     if bad:
-        quarantine_and_fail(folder, folder, "md5 mismatch", [(entry.path, entry.md5, actual) for entry, actual in bad])
+        quarantine_and_fail(folder, folder, "md5 mismatch", [(entry.path, entry.md5, actual) for entry, actual in bad], whole=whole)
     files = [VerifiedFile(e.path, stats[e.path].st_size, e.md5, e.path in hashed) for e in entries]
     return VerificationRecord(
         dataset=folder.name,

@@ -49,6 +49,7 @@ def prepared(text, inputs, tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("bert_prepared")
     for shard in prep.shards("tiny"):
         prep.prepare_shard(shard, {"data": text, "checkpoint": inputs}, root / "shards" / shard, "tiny")
+        prepare.record_shard(root / "shards" / shard)
     prepare.assemble(prep.layout("tiny"), root / "shards", root / "dataset")
     return root / "dataset"
 

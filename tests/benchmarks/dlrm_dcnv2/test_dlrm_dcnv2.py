@@ -40,6 +40,7 @@ def prepared(small_logs, tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("prepared")
     for shard in prep.shards("tiny"):
         prep.prepare_shard(shard, {"data": small_logs}, root / "shards" / shard, "tiny")
+        prepare.record_shard(root / "shards" / shard)
     prepare.assemble(prep.layout("tiny"), root / "shards", root / "dataset")
     return root / "dataset"
 

@@ -43,6 +43,7 @@ def prepared(published, tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("prepared")
     for shard in prep.shards("tiny"):
         prep.prepare_shard(shard, published, root / "shards" / shard, "tiny")
+        prepare.record_shard(root / "shards" / shard)
     prepare.assemble(prep.layout("tiny"), root / "shards", root / "dataset")
     return root / "dataset"
 

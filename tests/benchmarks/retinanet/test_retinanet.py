@@ -46,11 +46,12 @@ def received(mirror, tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def prepared(received, tmp_path_factory) -> Path:
+    from mlperf_wf.acquire.prepare import assemble, record_shard
+
     shards = tmp_path_factory.mktemp("shards")
     for shard in prepare.shards("tiny"):
         prepare.prepare_shard(shard, {"data": received}, shards / shard, "tiny")
-    from mlperf_wf.acquire.prepare import assemble
-
+        record_shard(shards / shard)
     tree = tmp_path_factory.mktemp("prepared") / "dataset"
     assemble({k: v for k, v in prepare.layout("tiny").items()}, shards, tree)
     return tree

@@ -108,7 +108,7 @@ SEED = 2023
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
     """Every catalog entry's tiny stand-in, then the prepared tree, as the DAG makes them."""
-    from mlperf_wf.acquire.prepare import assemble
+    from mlperf_wf.acquire.prepare import assemble, record_shard
     from mlperf_wf.benchmarks.stable_diffusion import tiny_data
 
     root = tmp_path_factory.mktemp("sd")
@@ -124,6 +124,7 @@ def tiny(tmp_path_factory):
         generate(root / role, SEED)
     for shard in prepare.shards("tiny"):
         prepare.prepare_shard(shard, {r: root / r for r in ("data", "prompts", "stats")}, root / "shards" / shard, "tiny")
+        record_shard(root / "shards" / shard)
     assemble(prepare.layout("tiny"), root / "shards", root / "dataset")
     return root
 
