@@ -384,6 +384,9 @@ class Sizing(_Strict):
     """RCP hyperparameters the reference's code fixes (not a flag): the plan refuses an RCP that used other values."""
     samples_per_epoch: int | None = Field(None, ge=1)
     """Training samples of one epoch, where the RCPs count epochs (to turn them into samples and time)."""
+    tokens_per_sample: int | None = Field(None, ge=1)
+    """Tokens of one training sample (the sequence length), where the RCPs count tokens (gpt3): to turn them into
+    samples and time."""
     samples_per_second_per_gpu: float | None = Field(None, gt=0)
     """Training throughput one GPU is expected to reach (a measured first run or a published result), for the
     walltime estimate; None: the size command asks for ``--throughput``."""

@@ -60,7 +60,8 @@ class RcpTable:
     benchmark: str
     ruleset: str
     unit: str
-    """``samples`` or ``epochs`` (the checker's ``Epochs to converge`` holds samples for most LLM benchmarks)."""
+    """``samples``, ``tokens`` (:data:`TOKEN_RCPS`) or ``epochs`` (the checker's ``Epochs to converge`` holds samples for
+    most LLM benchmarks)."""
     points: tuple[RcpPoint, ...]
     cache_file: Path | None = field(default=None, repr=False, compare=False)
     """Where the checker's numbers of this table are kept between processes (:func:`rcp_table`)."""
@@ -160,6 +161,12 @@ def _read_cache(benchmark: str, ruleset: str, cache_file: Path) -> RcpTable | No
     return RcpTable(benchmark=benchmark, ruleset=ruleset, unit=content["unit"], points=points, cache_file=cache_file, coverages=coverages)
 
 
+TOKEN_RCPS = frozenset({"gpt3"})
+"""Benchmarks whose RCPs (and logs: ``epoch_num``) count training tokens, not samples (gpt3: consumed samples x the
+sequence length, e.g. the paxml reference's ``c4_mllog.py``: ``epoch_num`` = steps x ``global_batch_size_tokens``);
+``full.sizing.tokens_per_sample`` turns them into samples."""
+
+
 @cache
 def rcp_table(benchmark: str, ruleset: str) -> RcpTable | None:
     """The RCP table of ``benchmark`` in ``ruleset`` (None: the round has no RCPs for it): the checker's numbers,
@@ -188,6 +195,8 @@ def rcp_table(benchmark: str, ruleset: str) -> RcpTable | None:
         for name, record in checker.rcp_data.items()
     )
     unit = "samples" if max(point.mean for point in points) > 1000 else "epochs"
+    if unit == "samples" and benchmark in TOKEN_RCPS:
+        unit = "tokens"
     computed = RcpTable(benchmark=benchmark, ruleset=ruleset, unit=unit, points=points, cache_file=cache_file)
     computed.__dict__["checker"] = checker  # the one built above (cached_property's slot)
     _write_cache(computed)
@@ -314,6 +323,39 @@ def split(gbs: int, replicas: int, max_micro_batch: int, accumulates: bool = Tru
         return Split(gbs=gbs, replicas=replicas, micro_batch=per_replica, accumulation=1)
     micro = max(m for m in range(1, min(max_micro_batch, per_replica) + 1) if per_replica % m == 0)
     return Split(gbs=gbs, replicas=replicas, micro_batch=micro, accumulation=per_replica // micro)
+
+
+def reference_replicas(bench) -> int:
+    """Data-parallel replicas of the reference's own geometry (``full.geometry``)."""
+    geometry, sizing_def = bench.full.geometry, bench.full.sizing
+    return max(1, geometry.nodes * geometry.gpus_per_node // sizing_def.model_parallel)
+
+
+def launcher_nodes_problem(bench, nodes: int) -> str | None:
+    """Why the reference's launcher cannot start a run on ``nodes`` nodes (one line), or None."""
+    if nodes > 1 and not bench.full.multi_node_args and bench.full.process_model != "per_gpu":
+        return f"{bench.name}'s reference command runs on one node (no full.multi_node_args)"
+    return None
+
+
+def choose_gbs(bench, table: RcpTable | None, replica_count: int) -> int | None:
+    """The GBS a system of ``replica_count`` data-parallel replicas runs when the config names none: the definition's
+    where the system makes it within the reference's micro batch, else the kept (pruned) RCP batch the system makes
+    within it whose per-replica share is nearest the reference's own (fewest extra accumulation steps, the memory
+    the reference's configuration was made for); ties go to the smaller batch. None: no RCP batch fits."""
+    sizing_def = bench.full.sizing
+    default = split(sizing_def.global_batch_size, replica_count, sizing_def.max_micro_batch, sizing_def.accumulates)
+    if default is not None and default.fits(sizing_def.max_micro_batch):
+        return sizing_def.global_batch_size
+    if table is None:
+        return None
+    share = sizing_def.global_batch_size / reference_replicas(bench)
+    candidates = []
+    for point in table.points:
+        made = split(point.gbs, replica_count, sizing_def.max_micro_batch, sizing_def.accumulates)
+        if point.pruned and made is not None and made.fits(sizing_def.max_micro_batch):
+            candidates.append((abs(math.log(point.gbs / replica_count / share)), point.gbs))
+    return min(candidates)[1] if candidates else None
 
 
 # ---- the closed rules on a plan's values ----
@@ -587,6 +629,14 @@ def plan_batch(bench, ruleset: str, nodes: int, gpus_per_node: int, overrides: M
     if not isinstance(gbs, int) or isinstance(gbs, bool) or gbs < 1:
         raise ConfigError(f"{where}.global_batch_size: {gbs!r} is not a positive whole number of samples")
     count = replicas(nodes * gpus_per_node, sizing_def.model_parallel)
+    geometry_choice = None
+    if "global_batch_size" not in given:
+        chosen_gbs = choose_gbs(bench, table, count)
+        if chosen_gbs is not None and chosen_gbs != gbs:
+            geometry_choice = (
+                f"geometry: the definition's GBS {gbs} {_why_not(gbs, count, sizing_def)} on {nodes}x{gpus_per_node} GPUs ({count} data-parallel replicas)"
+            )
+            gbs = chosen_gbs
     made = split(gbs, count, sizing_def.max_micro_batch, sizing_def.accumulates)
     rcp_sizes = [point.gbs for point in table.points] if table else []
     if made is None:
@@ -619,13 +669,24 @@ def plan_batch(bench, ruleset: str, nodes: int, gpus_per_node: int, overrides: M
         values[key] = value
         rows.append(Row(key, value, rcp_value, "override" if key in overrides else f"RCP {point.name}"))
     rcp_gbs = f"RCP {point.name}" if point else "override"
-    rows.insert(0, Row("global_batch_size", gbs, point.gbs if point else None, rcp_gbs if gbs == sizing_def.global_batch_size or point else "override"))
+    gbs_source = rcp_gbs if gbs == sizing_def.global_batch_size or point else "override"
+    if geometry_choice:
+        gbs_source = f"{geometry_choice}; {rcp_gbs}"
+    rows.insert(0, Row("global_batch_size", gbs, point.gbs if point else None, gbs_source))
     for key, value in sizing_def.fixed.items():
         rows.append(Row(key, value, point.hyperparameters.get(key) if point else None, "fixed by the reference's code"))
     if point and "gradient_accumulation_steps" in point.hyperparameters:
         rows.append(Row("gradient_accumulation_steps", made.accumulation, point.hyperparameters["gradient_accumulation_steps"], "geometry"))
     checks = rule_checks(bench.submission_benchmark, ruleset, {"global_batch_size": gbs, **sizing_def.fixed, **values})
     return PlannedBatch(bench.name, ruleset, made, coverage(table, gbs), values, tuple(rows), tuple(checks), sizing_def.max_micro_batch)
+
+
+def _why_not(gbs: int, count: int, sizing_def) -> str:
+    """Why a GBS does not run on ``count`` replicas as the reference's configuration runs it (a phrase)."""
+    made = split(gbs, count, sizing_def.max_micro_batch, sizing_def.accumulates)
+    if made is None:
+        return "cannot be made"
+    return f"needs micro batch {made.micro_batch} where the reference runs {sizing_def.max_micro_batch}"
 
 
 def _micro_limit(sizing_def) -> str:
@@ -663,9 +724,12 @@ WALLTIME_MARGIN = 1.25
 
 
 def samples(table: RcpTable, value: float, sizing_def) -> float | None:
-    """An RCP value in samples (epochs x the benchmark's ``samples_per_epoch``); None where an epoch's size is unknown."""
+    """An RCP value in samples (epochs x the benchmark's ``samples_per_epoch``, tokens / its ``tokens_per_sample``);
+    None where an epoch's or a sample's size is unknown."""
     if table.unit == "samples":
         return value
+    if table.unit == "tokens":
+        return value / sizing_def.tokens_per_sample if sizing_def and sizing_def.tokens_per_sample else None
     return value * sizing_def.samples_per_epoch if sizing_def and sizing_def.samples_per_epoch else None
 
 
@@ -688,6 +752,9 @@ def size_report(bench, ruleset: str, nodes: int, gpus_per_node: int, gbs: int | 
     lines = [f"{name} on {nodes}x{gpus_per_node} GPUs, ruleset {ruleset} ({runs} runs per set)"]
     if sizing_def is None:
         return [*lines, f"  {name}'s definition has no full.sizing: its plan's batch flags are literal (see its README)"]
+    single = launcher_nodes_problem(bench, nodes)
+    if single:
+        return [*lines, f"  {single}: size it with --nodes 1"]
     if gpus % sizing_def.model_parallel:
         nodes_needed = math.ceil(sizing_def.model_parallel / gpus_per_node)
         return [
@@ -707,7 +774,7 @@ def size_report(bench, ruleset: str, nodes: int, gpus_per_node: int, gbs: int | 
         return [*lines, f"  no RCPs for {bench.submission_benchmark} in {ruleset}: a closed set cannot pass the RCP check in this round"]
     lines.append(f"  RCPs of {ruleset} ({table.unit} to converge; * kept by the checker's pruning, the points the summarizer tests against):")
     lines.append(f"    {'GBS':>7}  {'mean':>12}  {'min allowed':>12}  {'slowest':>12}  runs  on this system")
-    number = (lambda value: f"{value:,.0f}") if table.unit == "samples" else (lambda value: f"{value:.4g}")
+    number = (lambda value: f"{value:,.0f}") if table.unit in ("samples", "tokens") else (lambda value: f"{value:.4g}")
     for point in table.points:
         made = split(point.gbs, count, sizing_def.max_micro_batch, sizing_def.accumulates)
         allowed = all(check.held is not False for check in rule_checks(bench.submission_benchmark, ruleset, {"global_batch_size": point.gbs}))
@@ -726,8 +793,10 @@ def size_report(bench, ruleset: str, nodes: int, gpus_per_node: int, gbs: int | 
     if wider:
         lines.append(f"  fewer replicas (more GPUs per model replica: tensor/pipeline parallel) reach smaller RCPs: GBS {', '.join(wider)} GPUs per replica")
     if gbs is None:
-        default = sizing_def.global_batch_size
-        gbs = default if default % count == 0 else next(iter(reachable), None)
+        gbs = choose_gbs(bench, table, count)
+        if gbs is None:
+            default = sizing_def.global_batch_size
+            gbs = default if default % count == 0 else next(iter(reachable), None)
         if gbs is None:
             return [*lines, f"  no RCP batch size is a multiple of {count}: choose the GBS with --gbs (coverage as above)"]
     made = split(gbs, count, sizing_def.max_micro_batch, sizing_def.accumulates)
@@ -747,9 +816,10 @@ def size_report(bench, ruleset: str, nodes: int, gpus_per_node: int, gbs: int | 
     slowest_points = [point] if point else [table.point(size) for size in _neighbours([p.gbs for p in table.points], gbs)]
     slowest = max(max(p.converged) for p in slowest_points)
     mean_samples, slowest_samples = samples(table, case.mean, sizing_def), samples(table, slowest, sizing_def)
+    in_samples = f" ({mean_samples:,.0f} samples of {sizing_def.tokens_per_sample} tokens)" if table.unit == "tokens" and mean_samples else ""
     lines.append(
-        f"    expected to converge: mean {number(case.mean)} {table.unit} (a set passes with an olympic mean of at least "
-        f"{number(case.min_allowed_mean)}); slowest RCP run {number(slowest)}"
+        f"    expected to converge: mean {number(case.mean)} {table.unit}{in_samples} (a set passes with an olympic mean of at "
+        f"least {number(case.min_allowed_mean)}); slowest RCP run {number(slowest)}"
     )
     throughput = throughput or sizing_def.samples_per_second_per_gpu
     if slowest_samples is None:
