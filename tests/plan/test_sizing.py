@@ -281,7 +281,6 @@ LITERAL = {
              ("opt_learning_rate_training_steps", "--num_train_steps", int), ("opt_lamb_beta_1", "--lamb_beta_1", float),
              ("opt_lamb_beta_2", "--lamb_beta_2", float), ("opt_lamb_weight_decay_rate", "--lamb_weight_decay_rate", float)],
     "deepseekv3_671b": [("opt_base_learning_rate", "--lr", float), ("opt_learning_rate_warmup_steps", "--warmup_steps", int)],
-    "dlrmv4": [("opt_base_learning_rate", "$DENSE_LR", float), ("opt_learning_rate_warmup_steps", "$LR_WARMUP_STEPS", int)],
     "gpt3": [("opt_base_learning_rate", "--lr", float)],
     "gpt_oss_20b": [("opt_base_learning_rate", "$PRIMUS_LR", float), ("opt_learning_rate_warmup_samples", "$PRIMUS_LR_WARMUP_ITERS", "steps")],
     "qwen35_397b_grpo": [("opt_base_learning_rate", "++policy.megatron_cfg.optimizer.lr", float), ("opt_gradient_clip_norm", "++policy.max_grad_norm", float)],

@@ -221,10 +221,11 @@ RESERVED_PLACEHOLDERS = (
 ENV_PLACEHOLDERS = ("quality_target",)
 """Placeholders every ``full.env`` value may use (besides the sizing ones with ``full.sizing``): ``{quality_target}``
 is the value the runs stop at under the plan's round and division, from mlperf-logging's rules (its one source)."""
-SIZING_PLACEHOLDERS = ("gbs", "micro_batch", "accumulation", "hp")
+SIZING_PLACEHOLDERS = ("gbs", "micro_batch", "accumulation", "hp", "rule")
 """Placeholders of a benchmark with ``full.sizing``: the run's global batch (``{gbs://N}``: N samples as whole
-steps, rounded down), its split on the run's GPUs, and ``{hp[KEY]}``, the value of the RCP hyperparameter KEY at that
-batch (``{hp[KEY]:steps}``: a sample count as optimizer steps, rounded up)."""
+steps, rounded down), its split on the run's GPUs, ``{hp[KEY]}``, the value of the RCP hyperparameter KEY at that
+batch (``{hp[KEY]:steps}``: a sample count as optimizer steps, rounded up), and ``{rule[NAME]}``, a value the round's
+closed rules derive from the batch (``mlperf_wf.plan.sizing.RuleValue``)."""
 SHARDS_ROLE = "shards"
 """The input name under which a shard that reads other shards (``shard_inputs``) receives their folder."""
 

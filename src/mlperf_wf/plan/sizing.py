@@ -18,6 +18,7 @@ import logging
 import math
 import os
 import tempfile
+import textwrap
 from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from functools import cache, cached_property
@@ -339,23 +340,20 @@ def launcher_nodes_problem(bench, nodes: int) -> str | None:
 
 
 def choose_gbs(bench, table: RcpTable | None, replica_count: int) -> int | None:
-    """The GBS a system of ``replica_count`` data-parallel replicas runs when the config names none: the definition's
-    where the system makes it within the reference's micro batch, else the kept (pruned) RCP batch the system makes
-    within it whose per-replica share is nearest the reference's own (fewest extra accumulation steps, the memory
-    the reference's configuration was made for); ties go to the smaller batch. None: no RCP batch fits."""
+    """The GBS a system of ``replica_count`` data-parallel replicas runs when the config names none: among the
+    definition's and the kept (pruned) RCP batches that the system makes within the reference's micro batch, the one
+    whose per-replica share is nearest the reference's own (the batch grows with the system, each GPU keeps the load
+    and memory the reference's configuration was made for); ties go to the definition's, then the smaller batch. On
+    the reference's own geometry that is the definition's. None: no such batch."""
     sizing_def = bench.full.sizing
-    default = split(sizing_def.global_batch_size, replica_count, sizing_def.max_micro_batch, sizing_def.accumulates)
-    if default is not None and default.fits(sizing_def.max_micro_batch):
-        return sizing_def.global_batch_size
-    if table is None:
-        return None
     share = sizing_def.global_batch_size / reference_replicas(bench)
+    sizes = {sizing_def.global_batch_size} | ({point.gbs for point in table.points if point.pruned} if table else set())
     candidates = []
-    for point in table.points:
-        made = split(point.gbs, replica_count, sizing_def.max_micro_batch, sizing_def.accumulates)
-        if point.pruned and made is not None and made.fits(sizing_def.max_micro_batch):
-            candidates.append((abs(math.log(point.gbs / replica_count / share)), point.gbs))
-    return min(candidates)[1] if candidates else None
+    for size in sizes:
+        made = split(size, replica_count, sizing_def.max_micro_batch, sizing_def.accumulates)
+        if made is not None and made.fits(sizing_def.max_micro_batch):
+            candidates.append((round(abs(math.log(size / replica_count / share)), 9), size != sizing_def.global_batch_size, size))
+    return min(candidates)[2] if candidates else None
 
 
 # ---- the closed rules on a plan's values ----
@@ -545,6 +543,50 @@ class HyperValue:
         return format(self.value, spec) if spec else str(self.value)
 
 
+class RuleValue:
+    """A value the round's closed rules derive from the plan's (``{rule[NAME]}``, :func:`rule_state`) in a command
+    word. ``{rule[first_eval_samples]:grid_fraction/N}``: the shortest decimal fraction f of N samples from which a
+    reference that skips evaluations below step ceil(f x N / GBS) and evaluates on the rules' grid
+    (``eval_interval_samples``) first evaluates at this sample count (dlrmv4's ``SKIP_EVAL_EPOCH_PCT``)."""
+
+    def __init__(self, value: object, gbs: int, state: Mapping[str, object]) -> None:
+        self.value, self.gbs, self.state = value, gbs, state
+
+    def __format__(self, spec: str) -> str:
+        if spec.startswith("grid_fraction/") and spec.split("/", 1)[1].isdigit():
+            return _grid_fraction(int(self.value), int(spec.split("/", 1)[1]), self.gbs, int(self.state["eval_interval_samples"]))
+        return format(self.value, spec) if spec else str(self.value)
+
+
+def _grid_fraction(first: int, total: int, gbs: int, grid: int) -> str:
+    exact = (first - gbs / 2) / total  # the middle of the step before the first evaluation's
+    for digits in range(1, 18):
+        text = f"{exact:.{digits}g}"
+        start_step = math.ceil(float(text) * total / gbs)
+        if math.ceil(start_step * gbs / grid) * grid == first:
+            return text
+    return repr(exact)
+
+
+def rule_state(benchmark: str, ruleset: str, values: Mapping[str, object]) -> dict[str, object]:
+    """The state (``s``) the round's closed rules compute from ``values``, as the compliance checker does: the rules'
+    ``BEGIN`` code, then each key's ``POST`` code for the keys given, in the rules' order (e.g. dlrmv4's
+    ``first_eval_samples`` and ``eval_interval_samples`` from ``global_batch_size``)."""
+    files = ("common.yaml", "closed_common.yaml", f"closed_{benchmark}.yaml")
+    state: dict[str, object] = {}
+    scope = {"math": math, "s": state}
+    for name in files:
+        for record in mlperf_rules._compliance_yaml(ruleset, name, missing_ok=name != "common.yaml"):
+            begin = (record.get("BEGIN") or {}).get("CODE")
+            if begin:
+                exec(textwrap.dedent(str(begin)).strip(), scope)
+            key = record.get("KEY") or {}
+            if key.get("NAME") in values and key.get("POST"):
+                scope["v"] = {"value": values[key["NAME"]], "metadata": {}}
+                exec(textwrap.dedent(str(key["POST"])).strip(), scope)
+    return {key: value for key, value in state.items() if value is not None}
+
+
 @dataclass(frozen=True)
 class Row:
     """One line of a plan's hyperparameter table."""
@@ -577,11 +619,20 @@ class PlannedBatch:
     """The round's closed rules on the planned values."""
     max_micro_batch: int
     """The reference configuration's micro batch (``full.sizing.max_micro_batch``)."""
+    rule_values: dict[str, object] = field(default_factory=dict)
+    """The closed rules' state after the planned values (:func:`rule_state`): ``{rule[NAME]}`` of the command."""
 
     def format_values(self) -> dict[str, object]:
         """The command's sizing placeholders."""
         hp = {key: HyperValue(value, self.split.gbs) for key, value in self.values.items()}
-        return {"gbs": BatchSize(self.split.gbs), "micro_batch": self.split.micro_batch, "accumulation": self.split.accumulation, "hp": hp}
+        rule = {key: RuleValue(value, self.split.gbs, self.rule_values) for key, value in self.rule_values.items()}
+        return {
+            "gbs": BatchSize(self.split.gbs),
+            "micro_batch": self.split.micro_batch,
+            "accumulation": self.split.accumulation,
+            "hp": hp,
+            "rule": rule,
+        }
 
     @property
     def deviations(self) -> list[Row]:
@@ -589,10 +640,10 @@ class PlannedBatch:
 
 
 def command_keys(bench) -> list[str]:
-    """The RCP hyperparameters a benchmark's full-scale command reads (``{hp[KEY]}``), in order."""
+    """The RCP hyperparameters a benchmark's full-scale command and env read (``{hp[KEY]}``), in order."""
     from mlperf_wf.config.registry import hyperparameter_keys
 
-    words = [*bench.full.command, *bench.full.multi_node_args]
+    words = [*bench.full.command, *bench.full.multi_node_args, *bench.full.env.values()]
     return list(dict.fromkeys(key for word in words for key in hyperparameter_keys(word)))
 
 
@@ -678,7 +729,16 @@ def plan_batch(bench, ruleset: str, nodes: int, gpus_per_node: int, overrides: M
     if point and "gradient_accumulation_steps" in point.hyperparameters:
         rows.append(Row("gradient_accumulation_steps", made.accumulation, point.hyperparameters["gradient_accumulation_steps"], "geometry"))
     checks = rule_checks(bench.submission_benchmark, ruleset, {"global_batch_size": gbs, **sizing_def.fixed, **values})
-    return PlannedBatch(bench.name, ruleset, made, coverage(table, gbs), values, tuple(rows), tuple(checks), sizing_def.max_micro_batch)
+    state = rule_state(bench.submission_benchmark, ruleset, {"global_batch_size": gbs, **sizing_def.fixed, **values}) if _reads_rules(bench) else {}
+    return PlannedBatch(bench.name, ruleset, made, coverage(table, gbs), values, tuple(rows), tuple(checks), sizing_def.max_micro_batch, state)
+
+
+def _reads_rules(bench) -> bool:
+    """Whether the benchmark's command or env reads a value the rules derive (``{rule[NAME]}``)."""
+    from mlperf_wf.config.registry import placeholders
+
+    words = [*bench.full.command, *bench.full.multi_node_args, *bench.full.env.values()]
+    return any(name == "rule" for word in words for name in placeholders(word))
 
 
 def _why_not(gbs: int, count: int, sizing_def) -> str:
