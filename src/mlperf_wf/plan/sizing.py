@@ -800,10 +800,18 @@ def walltime_minutes(slowest_samples: float, samples_per_second_per_gpu: float, 
     return math.ceil(training * WALLTIME_MARGIN + STARTUP_MINUTES)
 
 
-def size_report(bench, ruleset: str, nodes: int, gpus_per_node: int, gbs: int | None = None, throughput: float | None = None) -> list[str]:
+def walltime_for(minutes: float) -> int:
+    """A walltime for a run expected to train in ``minutes``: times the margin, plus the start-up allowance."""
+    return math.ceil(minutes * WALLTIME_MARGIN + STARTUP_MINUTES)
+
+
+def size_report(
+    bench, ruleset: str, nodes: int, gpus_per_node: int, gbs: int | None = None, throughput: float | None = None, accelerator: str | None = None
+) -> list[str]:
     """What ``mlperf-wf size`` prints: the GBS the rules and the RCPs allow on ``nodes`` x ``gpus_per_node`` GPUs, and
-    for the chosen one (``gbs``, else the definition's if the system can make it, else the smallest RCP it can) the
-    hyperparameters, the split, the expected samples to converge and a walltime."""
+    for the chosen one (``gbs``, else :func:`choose_gbs`'s) the hyperparameters, the split, the expected samples to
+    converge, the expected time to train on ``accelerator`` (published results scaled to the system, else model
+    FLOPs: ``mlperf_wf.plan.published``) and a walltime."""
     sizing_def = bench.full.sizing
     name = bench.name
     gpus = nodes * gpus_per_node
@@ -872,7 +880,7 @@ def size_report(bench, ruleset: str, nodes: int, gpus_per_node: int, gbs: int | 
         for near in neighbours:
             lines.append(f"    no RCP at {gbs}; nearest {near.name}: " + ", ".join(f"{key} {value}" for key, value in near.hyperparameters.items()))
     if case.mean is None:
-        return lines
+        return [*lines, *_time_lines(bench, gpus, accelerator, None)]
     slowest_points = [point] if point else [table.point(size) for size in _neighbours([p.gbs for p in table.points], gbs)]
     slowest = max(max(p.converged) for p in slowest_points)
     mean_samples, slowest_samples = samples(table, case.mean, sizing_def), samples(table, slowest, sizing_def)
@@ -881,6 +889,7 @@ def size_report(bench, ruleset: str, nodes: int, gpus_per_node: int, gbs: int | 
         f"    expected to converge: mean {number(case.mean)} {table.unit}{in_samples} (a set passes with an olympic mean of at "
         f"least {number(case.min_allowed_mean)}); slowest RCP run {number(slowest)}"
     )
+    lines += _time_lines(bench, nodes * gpus_per_node, accelerator, mean_samples)
     throughput = throughput or sizing_def.samples_per_second_per_gpu
     if slowest_samples is None:
         lines.append(f"    walltime: the RCPs count epochs and {name}'s definition gives no samples_per_epoch")
@@ -894,6 +903,24 @@ def size_report(bench, ruleset: str, nodes: int, gpus_per_node: int, gbs: int | 
             f"(slowest RCP run x {WALLTIME_MARGIN} + {STARTUP_MINUTES} min start-up); set full_geometry walltime_minutes"
         )
     return lines
+
+
+def _time_lines(bench, gpus: int, accelerator: str | None, mean_samples: float | None) -> list[str]:
+    from mlperf_wf.plan import published
+
+    if not accelerator:
+        return [f"    expected time to train: give --accelerator (e.g. H100, B200, MI300X: {', '.join(published.flops_table().accelerators)})"]
+    family = published.family_of(accelerator)
+    if family is None:
+        return [f"    expected time to train: {accelerator!r} is no accelerator the table knows: {', '.join(published.flops_table().accelerators)}"]
+    estimate = published.estimate(bench.name, family, gpus, mean_samples)
+    if estimate is None:
+        return [f"    expected time to train on {gpus} {family}: no published result and no model FLOPs for {bench.name}; measure a run (--throughput-from)"]
+    return [
+        f"    expected time to train on {gpus} {family}: {estimate.minutes:.1f} min; walltime per run {walltime_for(estimate.minutes)} min "
+        f"(x {WALLTIME_MARGIN} + {STARTUP_MINUTES} min start-up)",
+        f"      from {estimate.basis}",
+    ]
 
 
 def measured_throughput(result_file: Path, bench, gpus: int) -> float:
