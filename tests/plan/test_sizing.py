@@ -444,3 +444,20 @@ def test_an_rcp_that_counts_tokens_is_printed_in_tokens(capsys):
     out = size_output(capsys, "--benchmark", "gpt3", "--nodes", "8", "--gpus-per-node", "8")
     assert "RCPs of 4.1.0 (tokens to converge;" in out and "expected to converge: mean" in out
     assert re.search(r"expected to converge: mean [0-9,]+ tokens \([0-9,]+ samples of 2048 tokens\)", out), out
+
+
+def test_the_batch_fits_the_gpus_memory(capsys):
+    """llama31_8b's micro batch 2 is the reference's on 141 GiB H200s: on 40 GiB GPUs the plan keeps GBS 32 with micro
+    batch 1 and more accumulation; a reference that does not accumulate (dlrmv4: 1024 per rank on 288 GiB MI350X)
+    moves to a smaller batch or says it fits nowhere."""
+    bench, ruleset = latest("llama31_8b")
+    assert sizing.micro_batch_limit(bench.full.sizing, 40) == 1 and sizing.micro_batch_limit(bench.full.sizing, None) == 2
+    batch = sizing.plan_batch(bench, ruleset, 1, 8, gpu_memory_gib=40)
+    assert (batch.split.gbs, batch.split.micro_batch, batch.split.accumulation) == (32, 1, 4) and not batch.deviations
+    out = size_output(capsys, "--benchmark", "llama31_8b", "--nodes", "1", "--gpus-per-node", "8", "--gpu-memory-gib", "40")
+    assert "micro batch at most 1 on 40 GiB GPUs (the reference's 2 on 141 GiB, in proportion" in out
+    assert re.search(r"^  GBS 32: RCP found \(llama31_8b_ref_32\); micro batch 1 x 4 accumulation$", out, re.M), out
+    dlrm, dlrm_rules = latest("dlrmv4")
+    assert sizing.micro_batch_limit(dlrm.full.sizing, 80) == 284
+    assert sizing.choose_gbs(dlrm, sizing.rcp_table("dlrmv4", dlrm_rules), 64, gpu_memory_gib=80) == 8192  # 128 per rank on 64 GPUs
+    assert sizing.choose_gbs(dlrm, sizing.rcp_table("dlrmv4", dlrm_rules), 8, gpu_memory_gib=80) is None

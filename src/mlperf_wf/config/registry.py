@@ -378,6 +378,9 @@ class Sizing(_Strict):
     max_micro_batch: int = Field(ge=1)
     """The largest samples per replica per pass the reference's configuration runs (memory bound); the plan takes
     the largest micro batch up to this that splits the GBS evenly, the rest is gradient accumulation."""
+    reference_gpu_memory_gib: float | None = Field(None, gt=0)
+    """Memory of one GPU of the system the reference's ``max_micro_batch`` was set for (GiB); on GPUs with less, the
+    plan takes a micro batch at most in proportion (``mlperf_wf.plan.sizing.micro_batch_limit``). None: not declared."""
     accumulates: bool = True
     """Whether the reference accumulates gradients over micro batches; where not (its GBS is the per-GPU batch x
     replicas), the per-replica share is the micro batch, and one above ``max_micro_batch`` is flagged."""

@@ -326,6 +326,16 @@ def split(gbs: int, replicas: int, max_micro_batch: int, accumulates: bool = Tru
     return Split(gbs=gbs, replicas=replicas, micro_batch=micro, accumulation=per_replica // micro)
 
 
+def micro_batch_limit(sizing_def, gpu_memory_gib: float | None) -> int:
+    """The largest micro batch a GPU of ``gpu_memory_gib`` is taken to hold: the reference's ``max_micro_batch``, in
+    proportion to the memory where the GPU has less than the reference's (``reference_gpu_memory_gib``; activations
+    grow with the micro batch), at least 1. An assumption, said where it applies: a measured run decides."""
+    reference = sizing_def.reference_gpu_memory_gib
+    if gpu_memory_gib is None or reference is None or gpu_memory_gib >= reference:
+        return sizing_def.max_micro_batch
+    return max(1, math.floor(sizing_def.max_micro_batch * gpu_memory_gib / reference))
+
+
 def reference_replicas(bench) -> int:
     """Data-parallel replicas of the reference's own geometry (``full.geometry``)."""
     geometry, sizing_def = bench.full.geometry, bench.full.sizing
@@ -339,19 +349,20 @@ def launcher_nodes_problem(bench, nodes: int) -> str | None:
     return None
 
 
-def choose_gbs(bench, table: RcpTable | None, replica_count: int) -> int | None:
+def choose_gbs(bench, table: RcpTable | None, replica_count: int, gpu_memory_gib: float | None = None) -> int | None:
     """The GBS a system of ``replica_count`` data-parallel replicas runs when the config names none: among the
     definition's and the kept (pruned) RCP batches that the system makes within the reference's micro batch, the one
     whose per-replica share is nearest the reference's own (the batch grows with the system, each GPU keeps the load
     and memory the reference's configuration was made for); ties go to the definition's, then the smaller batch. On
     the reference's own geometry that is the definition's. None: no such batch."""
     sizing_def = bench.full.sizing
+    limit = micro_batch_limit(sizing_def, gpu_memory_gib)
     share = sizing_def.global_batch_size / reference_replicas(bench)
     sizes = {sizing_def.global_batch_size} | ({point.gbs for point in table.points if point.pruned} if table else set())
     candidates = []
     for size in sizes:
-        made = split(size, replica_count, sizing_def.max_micro_batch, sizing_def.accumulates)
-        if made is not None and made.fits(sizing_def.max_micro_batch):
+        made = split(size, replica_count, limit, sizing_def.accumulates)
+        if made is not None and made.fits(limit):
             candidates.append((round(abs(math.log(size / replica_count / share)), 9), size != sizing_def.global_batch_size, size))
     return min(candidates)[2] if candidates else None
 
@@ -656,10 +667,13 @@ def wired(bench) -> bool:
     return any(name in SIZING_PLACEHOLDERS for word in words for name in placeholders(word))
 
 
-def plan_batch(bench, ruleset: str, nodes: int, gpus_per_node: int, overrides: Mapping[str, object] | None = None) -> PlannedBatch | None:
-    """The full-scale batch of ``bench`` on ``nodes`` x ``gpus_per_node`` GPUs and the hyperparameters its command
-    gets: the RCP's at the GBS (``full.sizing.global_batch_size`` or ``full_hyperparameters.<name>.global_batch_size``),
-    each replaceable by a named override (a deviation the dry run lists). None: the definition has no sizing."""
+def plan_batch(
+    bench, ruleset: str, nodes: int, gpus_per_node: int, overrides: Mapping[str, object] | None = None, gpu_memory_gib: float | None = None
+) -> PlannedBatch | None:
+    """The full-scale batch of ``bench`` on ``nodes`` x ``gpus_per_node`` GPUs (of ``gpu_memory_gib`` each, where
+    known: :func:`micro_batch_limit`) and the hyperparameters its command gets: the RCP's at the GBS (``full_hyperparameters.<name>.global_batch_size``,
+    else :func:`choose_gbs`'s), each replaceable by a named override (a deviation the dry run lists). None: the
+    definition has no sizing."""
     sizing_def = bench.full.sizing
     if sizing_def is None or not wired(bench):
         if overrides:
@@ -680,18 +694,18 @@ def plan_batch(bench, ruleset: str, nodes: int, gpus_per_node: int, overrides: M
     if not isinstance(gbs, int) or isinstance(gbs, bool) or gbs < 1:
         raise ConfigError(f"{where}.global_batch_size: {gbs!r} is not a positive whole number of samples")
     count = replicas(nodes * gpus_per_node, sizing_def.model_parallel)
+    limit = micro_batch_limit(sizing_def, gpu_memory_gib)
     geometry_choice = None
     if "global_batch_size" not in given:
-        chosen_gbs = choose_gbs(bench, table, count)
+        chosen_gbs = choose_gbs(bench, table, count, gpu_memory_gib)
         if chosen_gbs is not None and chosen_gbs != gbs:
-            geometry_choice = (
-                f"geometry: the definition's GBS {gbs} {_why_not(gbs, count, sizing_def)} on {nodes}x{gpus_per_node} GPUs ({count} data-parallel replicas)"
-            )
+            why = _why_not(gbs, count, sizing_def, limit)
+            geometry_choice = f"geometry: the definition's GBS {gbs} {why} on {nodes}x{gpus_per_node} GPUs ({count} data-parallel replicas)"
             gbs = chosen_gbs
-    made = split(gbs, count, sizing_def.max_micro_batch, sizing_def.accumulates)
+    made = split(gbs, count, limit, sizing_def.accumulates)
     rcp_sizes = [point.gbs for point in table.points] if table else []
     if made is None:
-        reachable = ", ".join(str(size) for size in rcp_sizes if split(size, count, sizing_def.max_micro_batch, sizing_def.accumulates)) or "none"
+        reachable = ", ".join(str(size) for size in rcp_sizes if split(size, count, limit, sizing_def.accumulates)) or "none"
         chosen = f"{where}.global_batch_size: {gbs}" if "global_batch_size" in given else f"{bench.name}: full.sizing.global_batch_size {gbs}"
         raise ConfigError(
             f"{chosen} cannot be made on {nodes}x{gpus_per_node} GPUs ({count} data-parallel replicas of {sizing_def.model_parallel} GPUs, "
@@ -730,7 +744,7 @@ def plan_batch(bench, ruleset: str, nodes: int, gpus_per_node: int, overrides: M
         rows.append(Row("gradient_accumulation_steps", made.accumulation, point.hyperparameters["gradient_accumulation_steps"], "geometry"))
     checks = rule_checks(bench.submission_benchmark, ruleset, {"global_batch_size": gbs, **sizing_def.fixed, **values})
     state = rule_state(bench.submission_benchmark, ruleset, {"global_batch_size": gbs, **sizing_def.fixed, **values}) if _reads_rules(bench) else {}
-    return PlannedBatch(bench.name, ruleset, made, coverage(table, gbs), values, tuple(rows), tuple(checks), sizing_def.max_micro_batch, state)
+    return PlannedBatch(bench.name, ruleset, made, coverage(table, gbs), values, tuple(rows), tuple(checks), limit, state)
 
 
 def _reads_rules(bench) -> bool:
@@ -741,12 +755,13 @@ def _reads_rules(bench) -> bool:
     return any(name == "rule" for word in words for name in placeholders(word))
 
 
-def _why_not(gbs: int, count: int, sizing_def) -> str:
-    """Why a GBS does not run on ``count`` replicas as the reference's configuration runs it (a phrase)."""
-    made = split(gbs, count, sizing_def.max_micro_batch, sizing_def.accumulates)
+def _why_not(gbs: int, count: int, sizing_def, limit: int) -> str:
+    """Why a GBS does not run on ``count`` replicas within the micro batch ``limit`` (a phrase)."""
+    made = split(gbs, count, limit, sizing_def.accumulates)
     if made is None:
         return "cannot be made"
-    return f"needs micro batch {made.micro_batch} where the reference runs {sizing_def.max_micro_batch}"
+    held = "the reference runs" if limit == sizing_def.max_micro_batch else "the GPUs' memory holds"
+    return f"needs micro batch {made.micro_batch} where {held} {limit}"
 
 
 def _micro_limit(sizing_def) -> str:
@@ -806,7 +821,14 @@ def walltime_for(minutes: float) -> int:
 
 
 def size_report(
-    bench, ruleset: str, nodes: int, gpus_per_node: int, gbs: int | None = None, throughput: float | None = None, accelerator: str | None = None
+    bench,
+    ruleset: str,
+    nodes: int,
+    gpus_per_node: int,
+    gbs: int | None = None,
+    throughput: float | None = None,
+    accelerator: str | None = None,
+    gpu_memory_gib: float | None = None,
 ) -> list[str]:
     """What ``mlperf-wf size`` prints: the GBS the rules and the RCPs allow on ``nodes`` x ``gpus_per_node`` GPUs, and
     for the chosen one (``gbs``, else :func:`choose_gbs`'s) the hyperparameters, the split, the expected samples to
@@ -831,10 +853,16 @@ def size_report(
             f"context parallelism): use a multiple of {sizing_def.model_parallel} GPUs, at least {nodes_needed} nodes of {gpus_per_node}",
         ]
     count = replicas(gpus, sizing_def.model_parallel)
+    limit = micro_batch_limit(sizing_def, gpu_memory_gib)
     accumulation = "micro batches accumulated" if sizing_def.accumulates else "no gradient accumulation: the per-replica share is the micro batch"
     lines.append(
         f"  {count} data-parallel replicas of {sizing_def.model_parallel} GPU(s); the reference's micro batch {sizing_def.max_micro_batch}, {accumulation}"
     )
+    if limit != sizing_def.max_micro_batch:
+        lines.append(
+            f"  micro batch at most {limit} on {gpu_memory_gib:g} GiB GPUs (the reference's {sizing_def.max_micro_batch} on "
+            f"{sizing_def.reference_gpu_memory_gib:g} GiB, in proportion: an assumption a first run checks)"
+        )
     gbs_rules = [check for check in rule_checks(bench.submission_benchmark, ruleset, {"global_batch_size": count}) if check.key == "global_batch_size"]
     rule_text = "; ".join(f"closed rule {check.rule}" for check in gbs_rules) or "no closed rule on it"
     lines.append(f"  global batch sizes this system can make: multiples of {count} ({rule_text})")
@@ -844,9 +872,9 @@ def size_report(
     lines.append(f"    {'GBS':>7}  {'mean':>12}  {'min allowed':>12}  {'slowest':>12}  runs  on this system")
     number = (lambda value: f"{value:,.0f}") if table.unit in ("samples", "tokens") else (lambda value: f"{value:.4g}")
     for point in table.points:
-        made = split(point.gbs, count, sizing_def.max_micro_batch, sizing_def.accumulates)
+        made = split(point.gbs, count, limit, sizing_def.accumulates)
         allowed = all(check.held is not False for check in rule_checks(bench.submission_benchmark, ruleset, {"global_batch_size": point.gbs}))
-        here = _split_text(made, sizing_def) if made and allowed else ("not a multiple of the replicas" if allowed else "a closed rule forbids it")
+        here = _split_text(made, sizing_def, limit) if made and allowed else ("not a multiple of the replicas" if allowed else "a closed rule forbids it")
         star = "*" if point.pruned else " "
         lines.append(
             f"    {point.gbs:>6}{star}  {number(point.mean):>12}  {number(point.min_allowed_mean):>12}  "
@@ -856,22 +884,22 @@ def size_report(
         "  between RCPs the checker interpolates the two pruned points around the GBS; below the smallest it tests against the "
         "smallest (passes only if converging no faster); above the largest it asks for a new RCP"
     )
-    reachable = [point.gbs for point in table.points if split(point.gbs, count, sizing_def.max_micro_batch, sizing_def.accumulates)]
+    reachable = [point.gbs for point in table.points if split(point.gbs, count, limit, sizing_def.accumulates)]
     wider = [f"{point.gbs} with {gpus // point.gbs * sizing_def.model_parallel}" for point in table.points if point.gbs < count and gpus % point.gbs == 0]
     if wider:
         lines.append(f"  fewer replicas (more GPUs per model replica: tensor/pipeline parallel) reach smaller RCPs: GBS {', '.join(wider)} GPUs per replica")
     if gbs is None:
-        gbs = choose_gbs(bench, table, count)
+        gbs = choose_gbs(bench, table, count, gpu_memory_gib)
         if gbs is None:
             default = sizing_def.global_batch_size
             gbs = default if default % count == 0 else next(iter(reachable), None)
         if gbs is None:
             return [*lines, f"  no RCP batch size is a multiple of {count}: choose the GBS with --gbs (coverage as above)"]
-    made = split(gbs, count, sizing_def.max_micro_batch, sizing_def.accumulates)
+    made = split(gbs, count, limit, sizing_def.accumulates)
     if made is None:
         raise ConfigError(f"size: --gbs {gbs} is not a multiple of the {count} data-parallel replicas; RCP batch sizes this system can make: {reachable}")
     case = coverage(table, gbs)
-    lines.append(f"  GBS {gbs}: {case.message} ({', '.join(case.basis) or 'no RCP'}); {_split_text(made, sizing_def)}")
+    lines.append(f"  GBS {gbs}: {case.message} ({', '.join(case.basis) or 'no RCP'}); {_split_text(made, sizing_def, limit)}")
     point = table.point(gbs)
     if point is not None:
         lines.append("    hyperparameters (the RCP's): " + ", ".join(f"{key} {value}" for key, value in point.hyperparameters.items()))
@@ -943,10 +971,12 @@ def measured_throughput(result_file: Path, bench, gpus: int) -> float:
     return done / seconds / gpus
 
 
-def _split_text(made: Split, sizing_def) -> str:
+def _split_text(made: Split, sizing_def, limit: int | None = None) -> str:
+    limit = limit or sizing_def.max_micro_batch
     text = f"micro batch {made.micro_batch} x {made.accumulation} accumulation"
-    if not made.fits(sizing_def.max_micro_batch):
-        text += f" (above the reference's {sizing_def.max_micro_batch}: check memory)"
+    if not made.fits(limit):
+        whose = "the reference's" if limit == sizing_def.max_micro_batch else "what the GPUs' memory holds,"
+        text += f" (above {whose} {limit}: check memory)"
     return text
 
 
