@@ -269,8 +269,8 @@ def test_every_full_scale_plan_runs_at_a_batch_with_an_rcp_of_its_latest_round(n
     if sizing.wired(bench):  # the command takes the batch and the RCP's values from the plan
         assert batch.split.gbs == gbs and batch.split.fits(bench.full.sizing.max_micro_batch) and not batch.deviations
         assert all(check.held is not False for check in batch.rules), batch.rules
-    else:
-        assert batch is None
+    else:  # the command's literal flags: what they make on the reference's geometry is the RCP's
+        assert batch.split.gbs == gbs and not batch.deviations and batch.coverage.kind not in ("above", "none"), batch.rows
 
 
 # Where each plan that keeps literal batch flags passes the RCP's values: (RCP key, command flag or ENV variable, the
@@ -461,3 +461,20 @@ def test_the_batch_fits_the_gpus_memory(capsys):
     assert sizing.micro_batch_limit(dlrm.full.sizing, 80) == 284
     assert sizing.choose_gbs(dlrm, sizing.rcp_table("dlrmv4", dlrm_rules), 64, gpu_memory_gib=80) == 8192  # 128 per rank on 64 GPUs
     assert sizing.choose_gbs(dlrm, sizing.rcp_table("dlrmv4", dlrm_rules), 8, gpu_memory_gib=80) is None
+
+
+def test_a_command_with_literal_batch_flags_shows_what_a_geometry_makes_of_them():
+    """retinanet's command keeps its reference's literal flags (--batch-size 32 per GPU, --lr 0.0001): on 3 nodes they
+    make GBS 768, whose RCP trained at lr 0.00013, so the dry run's table names the literal value as a deviation; on
+    the reference's own node there is none."""
+    own = planning.load(status.load_config(ROOT, ["scale=full", "benchmarks=[retinanet]"]), project_root=ROOT)
+    batch = own.launch_settings("retinanet").batch
+    assert batch.split.gbs == 256 and not batch.deviations and batch.coverage.kind == "exact"
+    config = status.load_config(ROOT, ["scale=full", "benchmarks=[retinanet]", "full_geometry={retinanet: {nodes: 3}}"])
+    plan = planning.load(config, project_root=ROOT)
+    batch = plan.launch_settings("retinanet").batch
+    assert batch.split.gbs == 768 and [row.key for row in batch.deviations] == ["opt_base_learning_rate"]
+    table = preflight.batch_tables(plan, ["retinanet"])
+    assert re.search(r"opt_base_learning_rate +0.0001 \(RCP: 0.00013\)  DEVIATION from the RCP \(literal --lr", table), table
+    assert "global_batch_size" in table and "the command's literal per-GPU batch 32 x 24 GPUs" in table
+    assert "--lr 0.0001 " in plan.train_job("retinanet", 0).command  # the command itself is the reference's

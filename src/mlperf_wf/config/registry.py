@@ -384,6 +384,12 @@ class Sizing(_Strict):
     accumulates: bool = True
     """Whether the reference accumulates gradients over micro batches; where not (its GBS is the per-GPU batch x
     replicas), the per-replica share is the micro batch, and one above ``max_micro_batch`` is flagged."""
+    literal_batch: Literal["global", "per_gpu"] = "global"
+    """Where the command's batch flags are literal (no sizing placeholder): ``global``, they give the GBS, the same on
+    any geometry; ``per_gpu``, they give each GPU's batch (``max_micro_batch``), so the GBS is it x the GPUs."""
+    literal_values: dict[str, str] = Field(default_factory=dict)
+    """Where the command's flags are literal: RCP hyperparameter -> the flag (``--lr``) or ``$VARIABLE`` of ``full.env``
+    that sets it, compared with the RCP at the geometry's GBS in the dry run's table."""
     fixed: dict[str, float | int | str] = Field(default_factory=dict)
     """RCP hyperparameters the reference's code fixes (not a flag): the plan refuses an RCP that used other values."""
     samples_per_epoch: int | None = Field(None, ge=1)

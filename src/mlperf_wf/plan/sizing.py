@@ -612,7 +612,9 @@ class Row:
 
     @property
     def deviation(self) -> bool:
-        return self.source == "override" and self.value != self.rcp_value
+        """A value of the config's (``override``) or of the command's literal flags (``literal ...``) that is not the
+        RCP's at the run's GBS."""
+        return (self.source == "override" or self.source.startswith("literal ")) and self.value != self.rcp_value
 
 
 @dataclass(frozen=True)
@@ -681,7 +683,7 @@ def plan_batch(
                 f"config: full_hyperparameters.{bench.name}: its command takes its batch and hyperparameters as literal flags "
                 "(see its README); set them with full_arguments"
             )
-        return None
+        return literal_batch(bench, ruleset, nodes, gpus_per_node) if sizing_def is not None else None
     given = dict(overrides or {})
     overrides = dict(given)
     where = f"config: full_hyperparameters.{bench.name}"
@@ -747,6 +749,60 @@ def plan_batch(
     return PlannedBatch(bench.name, ruleset, made, coverage(table, gbs), values, tuple(rows), tuple(checks), limit, state)
 
 
+def literal_batch(bench, ruleset: str, nodes: int, gpus_per_node: int) -> PlannedBatch | None:
+    """What a command whose batch flags are literal makes on ``nodes`` x ``gpus_per_node`` GPUs: its GBS
+    (``full.sizing.literal_batch``) and each literal RCP value (``full.sizing.literal_values``) beside the RCP's at that
+    GBS, a deviation where they differ. None: the GPUs do not make whole replicas of the GBS (the geometry's problem)."""
+    sizing_def = bench.full.sizing
+    gpus = nodes * gpus_per_node
+    if gpus % sizing_def.model_parallel:
+        return None
+    count = gpus // sizing_def.model_parallel
+    gbs = sizing_def.max_micro_batch * count if sizing_def.literal_batch == "per_gpu" else sizing_def.global_batch_size
+    made = split(gbs, count, sizing_def.max_micro_batch, sizing_def.accumulates)
+    if made is None:
+        return None
+    table = rcp_table(bench.submission_benchmark, ruleset)
+    point = table.point(gbs) if table else None
+    gbs_source = f"RCP {point.name}" if point else "literal: no RCP at this GBS"
+    if gbs != sizing_def.global_batch_size:
+        gbs_source = f"geometry: the command's literal per-GPU batch {sizing_def.max_micro_batch} x {gpus} GPUs; " + gbs_source
+    rows = [Row("global_batch_size", gbs, point.gbs if point else None, gbs_source)]
+    values = {}
+    for key, where in sizing_def.literal_values.items():
+        value = _as_number(_literal_word(bench, where))
+        values[key] = value
+        rows.append(Row(key, value, point.hyperparameters.get(key) if point else None, f"literal {where}"))
+    checks = rule_checks(bench.submission_benchmark, ruleset, {"global_batch_size": gbs, **sizing_def.fixed, **values})
+    return PlannedBatch(bench.name, ruleset, made, coverage(table, gbs), {}, tuple(rows), tuple(checks), sizing_def.max_micro_batch)
+
+
+def _literal_word(bench, where: str) -> str:
+    """The value the command (``--flag VALUE`` or ``--flag=VALUE``) or ``full.env`` (``$NAME``) gives literally."""
+    if where.startswith("$"):
+        value = bench.full.env.get(where[1:])
+        if value is None:
+            raise ConfigError(f"{bench.name}: full.sizing.literal_values names {where}, which full.env does not set")
+        return value
+    words = [word for part in bench.full.command for word in part.split()]
+    for i, word in enumerate(words):
+        if word.startswith(f"{where}="):
+            return word.split("=", 1)[1]
+        if word == where and i + 1 < len(words):
+            return words[i + 1]
+    raise ConfigError(f"{bench.name}: full.sizing.literal_values names {where}, which is not a flag of its command")
+
+
+def _as_number(text: str) -> object:
+    try:
+        return int(text)
+    except ValueError:
+        try:
+            return float(text)
+        except ValueError:
+            return text
+
+
 def _reads_rules(bench) -> bool:
     """Whether the benchmark's command or env reads a value the rules derive (``{rule[NAME]}``)."""
     from mlperf_wf.config.registry import placeholders
@@ -780,6 +836,8 @@ def describe_batch(planned: PlannedBatch) -> list[str]:
     width = max(len(row.key) for row in planned.rows)
     for row in planned.rows:
         note = "DEVIATION from the RCP" if row.deviation else ("the RCP's" if row.source.startswith("RCP") else row.source)
+        if row.deviation and row.source != "override":
+            note += f" ({row.source})"
         if row.source == "geometry" and row.rcp_value is not None and row.rcp_value != row.value:
             note = f"geometry (the RCP ran with {row.rcp_value})"
         rcp = "" if row.rcp_value is None or row.value == row.rcp_value else f" (RCP: {row.rcp_value})"
