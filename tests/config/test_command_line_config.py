@@ -72,3 +72,19 @@ def test_snakemake_s_own_config_option_takes_a_batch_size(tmp_path):
     output = done.stdout + done.stderr
     assert done.returncode == 0, output[-3000:]
     assert "llama31_8b (6.1.0): GBS 64 = 8 replicas x micro batch 2 x 4 accumulation; RCP: RCP found (llama31_8b_ref_64)" in output
+
+
+def test_a_mapping_from_the_command_line_is_merged_into_the_files_as_snakemake_merges_it(tmp_path):
+    """``status``/``preflight --config`` read a mapping as Snakemake does: key by key over config.yaml and site.yaml."""
+    from snakemake.utils import update_config
+
+    shutil.copytree(ROOT / "config", tmp_path / "config")
+    site = {"full_container": {"rgat": {"squashfs": "/images/rgat.sqsh"}}}
+    (tmp_path / "config" / "site.yaml").write_text(yaml.safe_dump(site))
+    entry = "full_container={rgat: {digest: 'sha256:" + "ab" * 32 + "'}}"
+    config = status.load_config(tmp_path, [entry])
+    expected = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    update_config(expected, site)
+    update_config(expected, from_command_line(entry))
+    assert config["full_container"]["rgat"] == {**WorkflowConfig.parse(expected).filled()["full_container"]["rgat"]}
+    assert config["full_container"]["rgat"]["squashfs"] == "/images/rgat.sqsh" and config["full_container"]["rgat"]["digest"].startswith("sha256:ab")

@@ -619,7 +619,7 @@ def load_config(root: Path, overrides: list[str]) -> dict:
         key, sep, value = item.partition("=")
         if not sep or not key:
             raise ConfigError(f"--config {item!r}: expected KEY=VALUE, as given to snakemake --config")
-        config[key] = command_line_value(value)
+        merge_config(config, {key: command_line_value(value)})  # key by key, as Snakemake merges --config
     return parsed_config(config).filled()
 
 
