@@ -70,6 +70,14 @@ def test_the_table_is_made_by_scoring_a_round_as_the_official_summarizer_does(tm
     for key, minutes in expected.items():
         assert math.isclose(got[key].minutes, minutes, abs_tol=5e-4), (key, got[key].minutes, minutes)  # kept to the millisecond
         assert got[key].family in ("B200", "B300") and got[key].accelerators == 8
+    # the command that writes the table: the round's rows replace that round's, other rounds' stay
+    table = tmp_path / "table.csv"
+    shutil.copy(ROOT / "src/mlperf_wf/plan" / published.TABLE, table)
+    others = [row for row in published.read_rows(table.read_text()) if row.round != "5.1.0"]
+    argv = [str(round_folder), "--round", "5.1.0", "--repo", "mlcommons/training_results_v5.1", "--commit", "441d65f4445cd59687466533fd9f55399136e7a4"]
+    assert published.main([*argv, "--table", str(table)]) == 0
+    written = published.read_rows(table.read_text())
+    assert sorted(written, key=repr) == sorted([*others, *rows], key=repr)
 
 
 def test_an_estimate_scales_the_nearest_published_result_of_the_family_and_says_so():

@@ -117,7 +117,11 @@ def _data_file(name: str):
 @cache
 def published_results() -> tuple[PublishedResult, ...]:
     """Every row of the table, typed; a bad row is a one-line error naming its line."""
-    text = _data_file(TABLE).read_text()
+    return read_rows(_data_file(TABLE).read_text())
+
+
+def read_rows(text: str) -> tuple[PublishedResult, ...]:
+    """The rows of a table's text (``published_results.csv``'s columns), typed."""
     rows = []
     for number, record in enumerate(csv.DictReader(text.splitlines()), start=2):
         try:
@@ -270,7 +274,7 @@ def rows_of_round(round_folder: Path, ruleset: str, repo: str, commit: str, jobs
             continue
         folder = Path(score.folder)
         organisation = folder.parents[2]
-        desc = dict(getattr(score, "system_desc", None) or json_of(organisation / "systems" / f"{score.system}.json"))
+        desc = json_of(organisation / "systems" / f"{score.system}.json")
         accelerator = str(desc.get("accelerator_model_name", ""))
         count = int(desc.get("number_of_nodes", 1)) * int(desc.get("accelerators_per_node", 0) or 0)
         family = family_of(accelerator)
@@ -322,7 +326,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--commit", required=True, help="the commit the folder is")
     parser.add_argument("--table", type=Path, default=Path(str(_data_file(TABLE))))
     args = parser.parse_args(argv)
-    kept = [row for row in (published_results() if args.table.is_file() else ()) if row.round != args.round]
+    kept = [row for row in (read_rows(args.table.read_text()) if args.table.is_file() else ()) if row.round != args.round]
     write_table(kept + rows_of_round(args.round_folder, args.round, args.repo, args.commit), args.table)
     return 0
 
