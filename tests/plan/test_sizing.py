@@ -313,6 +313,8 @@ def test_the_plans_with_literal_flags_pass_the_rcp_s_values_at_their_batch(name)
             assert int(value) * bench.full.sizing.global_batch_size == expected, (key, where, value)
         else:
             assert unit(value) == expected, (key, where, value, expected)
+            # the definition names the same place, so the dry run compares it on any geometry
+            assert bench.full.sizing.literal_values.get(key) == where, (key, bench.full.sizing.literal_values)
 
 
 @pytest.mark.parametrize(
