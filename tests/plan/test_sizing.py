@@ -271,6 +271,7 @@ def test_every_full_scale_plan_runs_at_a_batch_with_an_rcp_of_its_latest_round(n
         assert all(check.held is not False for check in batch.rules), batch.rules
     else:  # the command's literal flags: what they make on the reference's geometry is the RCP's
         assert batch.split.gbs == gbs and not batch.deviations and batch.coverage.kind not in ("above", "none"), batch.rows
+        assert all(check.held is not False for check in batch.rules), batch.rules
 
 
 # Where each plan that keeps literal batch flags passes the RCP's values: (RCP key, command flag or ENV variable, the
