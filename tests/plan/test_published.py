@@ -87,6 +87,9 @@ def test_an_estimate_scales_the_nearest_published_result_of_the_family_and_says_
     estimate = published.estimate("gpt3", "H100", 64)
     assert math.isclose(estimate.minutes, nearest.minutes * nearest.accelerators / 64 * slowdown)
     assert nearest.source in estimate.basis and "fp32" in estimate.basis
+    # no row of the family: the nearest count, then the nearest peak (retinanet on 8 H100: an 8-H200 result, same peak)
+    retinanet = published.estimate("retinanet", "H100", 8)
+    assert " H200 " in retinanet.basis and "dense BF16 peak" in retinanet.basis, retinanet.basis
     # another family: scaled by the dense BF16 peaks
     other = published.estimate("rgat", "A100", 8)
     assert "A100 vs" in other.basis and other.minutes > published.estimate("rgat", "H200", 8).minutes

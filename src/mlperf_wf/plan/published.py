@@ -173,11 +173,17 @@ def estimate(benchmark: str, family: str | None, count: int, samples_to_converge
     same = [row for row in rows if row.family == family]
     scalable = same or ([row for row in rows if peak_tflops(row.family)] if peak_tflops(family) else [])
     if scalable:
-        row = min(scalable, key=lambda r: (abs(math.log(r.accelerators / count)), r.minutes))
+
+        def nearness(r: PublishedResult) -> tuple[float, float, float]:
+            """Nearest count first, then (another family's) nearest peak, then the faster result."""
+            peak = 0.0 if r.family == family else abs(math.log(peak_tflops(family) / peak_tflops(r.family)))
+            return (abs(math.log(r.accelerators / count)), peak, r.minutes)
+
+        row = min(scalable, key=nearness)
         speed = 1.0 if row.family == family else peak_tflops(family) / peak_tflops(row.family)
         slowdown = flops_table().reference_slowdown.get(benchmark)
         minutes = row.minutes * row.accelerators / count / speed * (slowdown.factor if slowdown else 1.0)
-        scaled = f"x {row.accelerators}/{count} accelerators" + ("" if speed == 1.0 else f", / {speed:.2f} ({family} vs {row.family} dense BF16 peak)")
+        scaled = f"x {row.accelerators}/{count} accelerators" + ("" if row.family == family else f", / {speed:.2f} ({family} vs {row.family} dense BF16 peak)")
         if slowdown:
             scaled += f", x {slowdown.factor:g} for the reference ({slowdown.source})"
         return TimeEstimate(
