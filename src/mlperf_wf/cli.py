@@ -588,7 +588,15 @@ def cmd_provenance(
 
 
 def cmd_size(
-    benchmark: str, nodes: int, gpus_per_node: int, ruleset: str, gbs: int | None, throughput: float | None, throughput_from: Path | None = None
+    benchmark: str,
+    nodes: int,
+    gpus_per_node: int,
+    ruleset: str,
+    gbs: int | None,
+    throughput: float | None,
+    throughput_from: Path | None = None,
+    accelerator: str | None = None,
+    gpu_memory_gib: float | None = None,
 ) -> int:
     """The global batch sizes a system can run, their RCP coverage and, for the chosen one, the RCP's hyperparameters,
     the split and a walltime (``mlperf_wf.plan.sizing.size_report``); the throughput given, or measured on a finished run's
@@ -608,7 +616,7 @@ def cmd_size(
 
         throughput = measured_throughput(throughput_from, bench, nodes * gpus_per_node)
         print(f"measured on {throughput_from}: {throughput:.4g} samples/s per GPU (run_start to its last evaluation)")
-    print("\n".join(sizing.size_report(bench, resolved, nodes, gpus_per_node, gbs, throughput)))
+    print("\n".join(sizing.size_report(bench, resolved, nodes, gpus_per_node, gbs, throughput, accelerator, gpu_memory_gib)))
     return 0
 
 
@@ -973,6 +981,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--gbs", type=int, help="the global batch size to detail (default: the plan's, else the smallest RCP the system can make)")
     p.add_argument("--throughput", type=float, help="training samples per second per GPU (a measured first run), for the walltime")
     p.add_argument("--throughput-from", type=Path, metavar="RESULT", help="measure the throughput on a finished run's log made on this system")
+    p.add_argument("--accelerator", help="the system's accelerator (H100, B200, MI300X or a model name), for the expected time to train from published results")
+    p.add_argument("--gpu-memory-gib", type=float, help="memory of one GPU (GiB): a micro batch the GPU holds, where less than the reference's")
     p = sub.add_parser("compliance", help="official compliance check of one result file")
     # No type= on the positional: argparse would turn its SUPPRESS default into a path and hide --result.
     p.add_argument("result", nargs="?", default=argparse.SUPPRESS, help="the result file (or --result)")
@@ -1082,7 +1092,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int | None]] = {
     "check-prepared": lambda a: cmd_check_prepared(a.prepared),
     "provenance": lambda a: cmd_provenance(a.out, a.scale, a.launcher, a.image, a.command_line, a.result, a.consumed, a.node_checks),
     "preflight": lambda a: cmd_preflight(a.benchmark, a.image, a.platform, a.config, a.configfile),
-    "size": lambda a: cmd_size(a.benchmark, a.nodes, a.gpus_per_node, a.ruleset, a.gbs, a.throughput, a.throughput_from),
+    "size": lambda a: cmd_size(a.benchmark, a.nodes, a.gpus_per_node, a.ruleset, a.gbs, a.throughput, a.throughput_from, a.accelerator, a.gpu_memory_gib),
     "compliance": lambda a: cmd_compliance(a.result, a.ruleset, a.out, a.benchmark, a.scale, a.seed, a.division, a.provenance),
     "score": lambda a: cmd_score(a.path, a.ruleset, a.json_out, a.csv_out, a.jobs, a.rcp_bypass),
     "power-sample": lambda a: cmd_power_sample(a.out_dir, a.node_index, a.interval_ms, a.gpu_command, a.node_command, a.conversion_eff, a.stop_file),

@@ -54,6 +54,9 @@ def test_the_size_command_prints_the_allowed_batches_their_rcps_and_hyperparamet
     rcps = shipped_rcps(bench.submission_benchmark, ruleset)  # every benchmark has RCPs in its latest round
     out = size_output(capsys, "--benchmark", name, "--nodes", str(nodes), "--gpus-per-node", str(gpus))
     assert out.startswith(f"{name} on {nodes}x{gpus} GPUs, ruleset {ruleset} ({mlperf_rules.required_runs(bench.submission_benchmark)} runs per set)")
+    if sizing.launcher_nodes_problem(bench, nodes):  # the reference's launcher starts one node
+        assert nodes > 1 and f"{name}'s reference command runs on one node" in out and "GBS" not in out
+        return
     per_replica = bench.full.sizing.model_parallel
     if (nodes * gpus) % per_replica:
         assert f"do not hold whole model replicas of {per_replica} GPUs" in out
@@ -88,7 +91,7 @@ def test_the_size_command_reads_the_checker_s_cases_and_a_walltime(capsys):
     walltime = int(re.search(r"walltime (\d+) min", out).group(1))
     slowest = max(max(shipped_rcps("llama31_8b", "6.1.0")[f"llama31_8b_ref_{size}"]["Epochs to converge"]) for size in (32, 64))
     assert walltime == sizing.walltime_minutes(slowest, 12, 8) and walltime > slowest / (12 * 8) / 60
-    out = size_output(capsys, "--benchmark", "llama31_8b", "--nodes", "64", "--gpus-per-node", "8")
+    out = size_output(capsys, "--benchmark", "llama2_70b_lora", "--nodes", "64", "--gpus-per-node", "8")
     assert ", 128 with 4 GPUs per replica" in out  # how a 512-GPU system still reaches an RCP
     assert cli.main(["size", "--benchmark", "llama31_8b", "--nodes", "1", "--gpus-per-node", "8", "--gbs", "12"]) == 2
     assert "--gbs 12 is not a multiple of the 8 data-parallel replicas" in capsys.readouterr().err
@@ -266,8 +269,9 @@ def test_every_full_scale_plan_runs_at_a_batch_with_an_rcp_of_its_latest_round(n
     if sizing.wired(bench):  # the command takes the batch and the RCP's values from the plan
         assert batch.split.gbs == gbs and batch.split.fits(bench.full.sizing.max_micro_batch) and not batch.deviations
         assert all(check.held is not False for check in batch.rules), batch.rules
-    else:
-        assert batch is None
+    else:  # the command's literal flags: what they make on the reference's geometry is the RCP's
+        assert batch.split.gbs == gbs and not batch.deviations and batch.coverage.kind not in ("above", "none"), batch.rows
+        assert all(check.held is not False for check in batch.rules), batch.rules
 
 
 # Where each plan that keeps literal batch flags passes the RCP's values: (RCP key, command flag or ENV variable, the
@@ -278,11 +282,8 @@ LITERAL = {
              ("opt_learning_rate_training_steps", "--num_train_steps", int), ("opt_lamb_beta_1", "--lamb_beta_1", float),
              ("opt_lamb_beta_2", "--lamb_beta_2", float), ("opt_lamb_weight_decay_rate", "--lamb_weight_decay_rate", float)],
     "deepseekv3_671b": [("opt_base_learning_rate", "--lr", float), ("opt_learning_rate_warmup_steps", "--warmup_steps", int)],
-    "dlrmv4": [("opt_base_learning_rate", "$DENSE_LR", float), ("opt_learning_rate_warmup_steps", "$LR_WARMUP_STEPS", int)],
     "gpt3": [("opt_base_learning_rate", "--lr", float)],
     "gpt_oss_20b": [("opt_base_learning_rate", "$PRIMUS_LR", float), ("opt_learning_rate_warmup_samples", "$PRIMUS_LR_WARMUP_ITERS", "steps")],
-    "llama2_70b_lora": [("opt_base_learning_rate", "--learning_rate", float), ("opt_max_grad_norm", "--max_grad_norm", float),
-                        ("lora_r", "--lora_r", int), ("lora_alpha", "--lora_alpha", int), ("max_steps", "--max_steps", int)],
     "qwen35_397b_grpo": [("opt_base_learning_rate", "++policy.megatron_cfg.optimizer.lr", float), ("opt_gradient_clip_norm", "++policy.max_grad_norm", float)],
     "retinanet": [("opt_base_learning_rate", "--lr", float)],
     "rgat": [("opt_base_learning_rate", "--learning_rate", float)],
@@ -313,6 +314,8 @@ def test_the_plans_with_literal_flags_pass_the_rcp_s_values_at_their_batch(name)
             assert int(value) * bench.full.sizing.global_batch_size == expected, (key, where, value)
         else:
             assert unit(value) == expected, (key, where, value, expected)
+            # the definition names the same place, so the dry run compares it on any geometry
+            assert bench.full.sizing.literal_values.get(key) == where, (key, bench.full.sizing.literal_values)
 
 
 @pytest.mark.parametrize(
@@ -402,3 +405,79 @@ def test_an_rcp_cache_file_is_named_by_what_made_its_numbers(tmp_path, monkeypat
     assert one.parent == tmp_path and one != other, "another RCP file (a new round's numbers) never reads the old cache"
     (tmp_path / one.name).write_text("not json")  # a cut-short write: computed again
     assert sizing._read_cache("flux1", "6.1.0", one) is None
+
+
+# ---- a geometry other than the reference's ----
+
+
+def test_a_node_count_the_definition_s_batch_cannot_fill_plans_an_rcp_batch_with_its_values():
+    """llama2_70b_lora on 8 nodes: 64 GPUs cannot make the definition's GBS 8; the plan takes the RCP batch the
+    reference's per-GPU batch reaches (128: micro batch 1 x 2 accumulation) and every value of that RCP."""
+    bench, ruleset = latest("llama2_70b_lora")
+    batch = sizing.plan_batch(bench, ruleset, 8, 8)
+    rcp = shipped_rcps("llama2_70b_lora", ruleset)["llama2_70b_lora_ref_128"]["Hyperparams"]
+    assert (batch.split.gbs, batch.split.micro_batch, batch.split.accumulation) == (128, 1, 2) and batch.coverage.kind == "exact"
+    assert batch.values["opt_base_learning_rate"] == rcp["opt_base_learning_rate"] == 0.001 and not batch.deviations
+    table = "\n".join(sizing.describe_batch(batch))
+    assert "the definition's GBS 8 cannot be made on 8x8 GPUs" in table
+    config = status.load_config(ROOT, ["scale=full", "benchmarks=[llama2_70b_lora]", "full_geometry={llama2_70b_lora: {nodes: 8}}"])
+    line = " ".join(planning.load(config, project_root=ROOT).train_job("llama2_70b_lora", 0).command.split())
+    assert "--learning_rate 0.001 " in line and "--per_device_train_batch_size 1 --gradient_accumulation_steps 2" in line
+    assert "--eval_steps 3 " in line  # the rules' evaluation every 384 samples, at GBS 128
+    # the reference's own geometry runs what it ran
+    own = planning.load(status.load_config(ROOT, ["scale=full", "benchmarks=[llama2_70b_lora]"]), project_root=ROOT)
+    line = " ".join(own.train_job("llama2_70b_lora", 0).command.split())
+    assert "--learning_rate 0.0004 " in line and "--eval_steps 48 " in line and "--gradient_accumulation_steps 1 " in line
+
+
+def test_size_picks_a_batch_the_reference_s_micro_batch_makes(capsys):
+    """stable_diffusion on 4x8 without accumulation: GBS 2048 would need 64 samples per GPU (the reference runs 8);
+    256 is an exact RCP at 8 per GPU."""
+    out = size_output(capsys, "--benchmark", "stable_diffusion", "--nodes", "4", "--gpus-per-node", "8")
+    assert re.search(r"^  GBS 256: RCP found \(sd_ref_256\); micro batch 8 x 1 accumulation$", out, re.M), out
+
+
+def test_size_refuses_more_nodes_than_the_reference_s_launcher_spans(capsys):
+    out = size_output(capsys, "--benchmark", "rgat", "--nodes", "8", "--gpus-per-node", "8")
+    assert "rgat's reference command runs on one node (no full.multi_node_args): size it with --nodes 1" in out
+    assert "GBS" not in out
+
+
+def test_an_rcp_that_counts_tokens_is_printed_in_tokens(capsys):
+    out = size_output(capsys, "--benchmark", "gpt3", "--nodes", "8", "--gpus-per-node", "8")
+    assert "RCPs of 4.1.0 (tokens to converge;" in out and "expected to converge: mean" in out
+    assert re.search(r"expected to converge: mean [0-9,]+ tokens \([0-9,]+ samples of 2048 tokens\)", out), out
+
+
+def test_the_batch_fits_the_gpus_memory(capsys):
+    """llama31_8b's micro batch 2 is the reference's on 141 GiB H200s: on 40 GiB GPUs the plan keeps GBS 32 with micro
+    batch 1 and more accumulation; a reference that does not accumulate (dlrmv4: 1024 per rank on 288 GiB MI350X)
+    moves to a smaller batch or says it fits nowhere."""
+    bench, ruleset = latest("llama31_8b")
+    assert sizing.micro_batch_limit(bench.full.sizing, 40) == 1 and sizing.micro_batch_limit(bench.full.sizing, None) == 2
+    batch = sizing.plan_batch(bench, ruleset, 1, 8, gpu_memory_gib=40)
+    assert (batch.split.gbs, batch.split.micro_batch, batch.split.accumulation) == (32, 1, 4) and not batch.deviations
+    out = size_output(capsys, "--benchmark", "llama31_8b", "--nodes", "1", "--gpus-per-node", "8", "--gpu-memory-gib", "40")
+    assert "micro batch at most 1 on 40 GiB GPUs (the reference's 2 on 141 GiB, in proportion" in out
+    assert re.search(r"^  GBS 32: RCP found \(llama31_8b_ref_32\); micro batch 1 x 4 accumulation$", out, re.M), out
+    dlrm, dlrm_rules = latest("dlrmv4")
+    assert sizing.micro_batch_limit(dlrm.full.sizing, 80) == 284
+    assert sizing.choose_gbs(dlrm, sizing.rcp_table("dlrmv4", dlrm_rules), 64, gpu_memory_gib=80) == 8192  # 128 per rank on 64 GPUs
+    assert sizing.choose_gbs(dlrm, sizing.rcp_table("dlrmv4", dlrm_rules), 8, gpu_memory_gib=80) is None
+
+
+def test_a_command_with_literal_batch_flags_shows_what_a_geometry_makes_of_them():
+    """retinanet's command keeps its reference's literal flags (--batch-size 32 per GPU, --lr 0.0001): on 3 nodes they
+    make GBS 768, whose RCP trained at lr 0.00013, so the dry run's table names the literal value as a deviation; on
+    the reference's own node there is none."""
+    own = planning.load(status.load_config(ROOT, ["scale=full", "benchmarks=[retinanet]"]), project_root=ROOT)
+    batch = own.launch_settings("retinanet").batch
+    assert batch.split.gbs == 256 and not batch.deviations and batch.coverage.kind == "exact"
+    config = status.load_config(ROOT, ["scale=full", "benchmarks=[retinanet]", "full_geometry={retinanet: {nodes: 3}}"])
+    plan = planning.load(config, project_root=ROOT)
+    batch = plan.launch_settings("retinanet").batch
+    assert batch.split.gbs == 768 and [row.key for row in batch.deviations] == ["opt_base_learning_rate"]
+    table = preflight.batch_tables(plan, ["retinanet"])
+    assert re.search(r"opt_base_learning_rate +0.0001 \(RCP: 0.00013\)  DEVIATION from the RCP \(literal --lr", table), table
+    assert "global_batch_size" in table and "the command's literal per-GPU batch 32 x 24 GPUs" in table
+    assert "--lr 0.0001 " in plan.train_job("retinanet", 0).command  # the command itself is the reference's

@@ -131,9 +131,13 @@ def warn_preflight_problems():
         return
     jobs = jobs_to_run()
     problems, what = PREFLIGHT.problems(jobs or None)
-    table = preflight.batch_tables(PLAN, PREFLIGHT.planned_benchmarks(jobs or None))
-    if table:
-        print(f"\n{table}", file=sys.stderr)
+    planned = PREFLIGHT.planned_benchmarks(jobs or None)
+    for table in (
+        preflight.batch_tables(PLAN, planned),
+        preflight.time_tables(PLAN, planned),
+    ):
+        if table:
+            print(f"\n{table}", file=sys.stderr)
     if problems:
         print(
             f"\nWARNING: mlperf-wf {preflight.describe(problems, what)}\n"

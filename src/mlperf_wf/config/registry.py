@@ -221,10 +221,11 @@ RESERVED_PLACEHOLDERS = (
 ENV_PLACEHOLDERS = ("quality_target",)
 """Placeholders every ``full.env`` value may use (besides the sizing ones with ``full.sizing``): ``{quality_target}``
 is the value the runs stop at under the plan's round and division, from mlperf-logging's rules (its one source)."""
-SIZING_PLACEHOLDERS = ("gbs", "micro_batch", "accumulation", "hp")
+SIZING_PLACEHOLDERS = ("gbs", "micro_batch", "accumulation", "hp", "rule")
 """Placeholders of a benchmark with ``full.sizing``: the run's global batch (``{gbs://N}``: N samples as whole
-steps, rounded down), its split on the run's GPUs, and ``{hp[KEY]}``, the value of the RCP hyperparameter KEY at that
-batch (``{hp[KEY]:steps}``: a sample count as optimizer steps, rounded up)."""
+steps, rounded down), its split on the run's GPUs, ``{hp[KEY]}``, the value of the RCP hyperparameter KEY at that
+batch (``{hp[KEY]:steps}``: a sample count as optimizer steps, rounded up), and ``{rule[NAME]}``, a value the round's
+closed rules derive from the batch (``mlperf_wf.plan.sizing.RuleValue``)."""
 SHARDS_ROLE = "shards"
 """The input name under which a shard that reads other shards (``shard_inputs``) receives their folder."""
 
@@ -377,13 +378,25 @@ class Sizing(_Strict):
     max_micro_batch: int = Field(ge=1)
     """The largest samples per replica per pass the reference's configuration runs (memory bound); the plan takes
     the largest micro batch up to this that splits the GBS evenly, the rest is gradient accumulation."""
+    reference_gpu_memory_gib: float | None = Field(None, gt=0)
+    """Memory of one GPU of the system the reference's ``max_micro_batch`` was set for (GiB); on GPUs with less, the
+    plan takes a micro batch at most in proportion (``mlperf_wf.plan.sizing.micro_batch_limit``). None: not declared."""
     accumulates: bool = True
     """Whether the reference accumulates gradients over micro batches; where not (its GBS is the per-GPU batch x
     replicas), the per-replica share is the micro batch, and one above ``max_micro_batch`` is flagged."""
+    literal_batch: Literal["global", "per_gpu"] = "global"
+    """Where the command's batch flags are literal (no sizing placeholder): ``global``, they give the GBS, the same on
+    any geometry; ``per_gpu``, they give each GPU's batch (``max_micro_batch``), so the GBS is it x the GPUs."""
+    literal_values: dict[str, str] = Field(default_factory=dict)
+    """Where the command's flags are literal: RCP hyperparameter -> the flag (``--lr``) or ``$VARIABLE`` of ``full.env``
+    that sets it, compared with the RCP at the geometry's GBS in the dry run's table."""
     fixed: dict[str, float | int | str] = Field(default_factory=dict)
     """RCP hyperparameters the reference's code fixes (not a flag): the plan refuses an RCP that used other values."""
     samples_per_epoch: int | None = Field(None, ge=1)
     """Training samples of one epoch, where the RCPs count epochs (to turn them into samples and time)."""
+    tokens_per_sample: int | None = Field(None, ge=1)
+    """Tokens of one training sample (the sequence length), where the RCPs count tokens (gpt3): to turn them into
+    samples and time."""
     samples_per_second_per_gpu: float | None = Field(None, gt=0)
     """Training throughput one GPU is expected to reach (a measured first run or a published result), for the
     walltime estimate; None: the size command asks for ``--throughput``."""

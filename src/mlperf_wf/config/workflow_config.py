@@ -7,17 +7,20 @@ the comment) and the table of ``config/README.md``. ``mlperf-wf config-files`` w
 here.
 
 Snakemake's ``--config`` passes nested values as text (``'full_geometry={gpt3: {nodes: 2}}'`` arrives with ``"2"``),
-so counts and sizes inside the per-benchmark maps accept digits as text; the model turns them into numbers.
+so counts and sizes inside the per-benchmark maps accept digits as text, and a hyperparameter given as text that reads
+as a number is that number; the model turns them into numbers, so a key means the same from ``--config`` as from a
+``--configfile`` (:func:`command_line_value` reads a value as Snakemake does).
 """
 
 from __future__ import annotations
 
+import re
 import textwrap
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, WithJsonSchema
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints, ValidationError, WithJsonSchema
 from pydantic.fields import FieldInfo
 
 from mlperf_wf.config import docstrings
@@ -29,12 +32,29 @@ Count = Annotated[int, Field(ge=1), WithJsonSchema({"type": ["integer", "string"
 """A positive whole number, also as text (``--config`` passes nested values as text)."""
 SizeGb = Annotated[float, Field(ge=0), WithJsonSchema({"type": ["number", "string"], "pattern": "^[0-9]+([.][0-9]+)?$", "minimum": 0})]
 FlagValue = Annotated[int | float | str, WithJsonSchema({"type": ["string", "number"]})]
+
+
+def _number_of_text(value: object) -> object:
+    """A hyperparameter given as text that reads as a number (``"64"``, ``"1e-4"``, ``"0.0001"``): that number, as a
+    ``--configfile`` would give it (YAML reads ``64`` and ``0.0001`` as numbers; ``1e-4`` as text, a number too here).
+    Other text, numbers and booleans stay as they are."""
+    if not isinstance(value, str):
+        return value
+    text = value.strip()
+    if re.fullmatch(r"[-+]?[0-9]+", text):
+        return int(text)
+    if re.fullmatch(r"[-+]?([0-9]+[.]?[0-9]*|[.][0-9]+)([eE][-+]?[0-9]+)?", text):
+        return float(text)
+    return value
+
+
+HyperValueText = Annotated[int | float | str, BeforeValidator(_number_of_text), WithJsonSchema({"type": ["string", "number"]})]
 Flags = Annotated[
     dict[str, FlagValue],
     WithJsonSchema({"type": "object", "propertyNames": {"pattern": "^--?[A-Za-z0-9][A-Za-z0-9_.-]*$"}, "additionalProperties": {"type": ["string", "number"]}}),
 ]
 Hyperparameters = Annotated[
-    dict[str, FlagValue],
+    dict[str, HyperValueText],
     WithJsonSchema({"type": "object", "propertyNames": {"pattern": "^[a-z][a-z0-9_]*$"}, "additionalProperties": {"type": ["string", "number"]}}),
 ]
 
@@ -255,6 +275,28 @@ class WorkflowConfig(_Section):
     def filled(self) -> dict:
         """The config as plain data with every default filled in (what Snakemake's ``config`` holds after validate)."""
         return self.model_dump(mode="json")
+
+
+def command_line_value(text: str) -> Any:
+    """A ``--config KEY=VALUE`` value as Snakemake reads it (``snakemake.cli.parse_config``): a whole number, a float,
+    a boolean, else YAML read with its BaseLoader (every nested value stays text), else the text itself."""
+    if text == "":
+        return None
+    for parse in (int, float, _boolean):
+        try:
+            return parse(text)
+        except ValueError:
+            pass
+    try:
+        return yaml.load(text, Loader=yaml.BaseLoader)
+    except yaml.YAMLError:
+        return text
+
+
+def _boolean(text: str) -> bool:
+    if text in ("True", "False"):
+        return text == "True"
+    raise ValueError(text)
 
 
 # ---- the generated files ----------------------------------------------------------

@@ -19,6 +19,8 @@ will need, for the benchmarks and datasets it targets, and returns every problem
   (``full.sizing``, ``full_hyperparameters``);
 - ``rcp``: in the closed division, no RCP of the round covers the GBS (the RCP check would fail the set);
 - ``rules``: a planned hyperparameter breaks the round's closed rule on it;
+- ``walltime``: the run's walltime cannot hold its expected time to train on the system description's accelerator
+  (published results scaled to the system, else model FLOPs: ``mlperf_wf.plan.published``);
 - ``scratch``: a run's scratch areas (``full.scratch``, sizes overridable with ``full_scratch``) need more than the
   free space of the run folder's filesystem (or of the folder of a one-off job of the image still to make an input).
 
@@ -56,7 +58,7 @@ class Problem:
     """One thing that would stop the campaign, and what to do about it."""
 
     kind: str
-    """ruleset, platform, image, geometry, batch, rcp, rules, credentials, data or scratch."""
+    """ruleset, platform, image, geometry, batch, rcp, rules, walltime, credentials, data or scratch."""
     subject: str
     """The benchmark or dataset it concerns, or ``config`` (the platform)."""
     message: str
@@ -122,6 +124,7 @@ def plan_problems(plan: Plan, benchmarks: Iterable[str], datasets: Iterable[str]
         problems += _platform_problems(plan)
     for name in names:
         problems += _benchmark_problems(plan, name)
+        problems += walltime_problems(plan, name)
     for dataset_id in dict.fromkeys(datasets):
         problems += _dataset_problems(plan, dataset_id, env)
     return list(dict.fromkeys(problems))
@@ -214,6 +217,48 @@ def batch_tables(plan: Plan, benchmarks: Iterable[str]) -> str:
         if batch is not None:
             lines += sizing.describe_batch(batch)
     return "\n".join(["batch and hyperparameters of the full-scale runs (mlperf-wf size explains each):", *lines]) if lines else ""
+
+
+def walltime_problems(plan: Plan, name: str) -> list[Problem]:
+    """A walltime that cannot hold a run's expected time to train on the system description's accelerator (none where
+    the description names no accelerator the published results know: the dry run's estimate then assumes one)."""
+    from mlperf_wf.plan import published
+
+    expected = published.run_time(plan, name)
+    if expected is None or expected.assumed or expected.holds:
+        return []
+    return [
+        Problem(
+            "walltime",
+            name,
+            f"its walltime of {expected.walltime_minutes} min cannot hold a run expected to train in {expected.estimate.minutes:.0f} min on "
+            f"{expected.nodes}x{expected.gpus_per_node} {expected.family} (+{sizing.STARTUP_MINUTES} min start-up; {expected.estimate.basis}): "
+            f"every run would end aborted; set full_geometry: {{{name}: {{walltime_minutes: {expected.needed_walltime}}}}} or more nodes",
+        )
+    ]
+
+
+def time_tables(plan: Plan, benchmarks: Iterable[str]) -> str:
+    """The dry run's expected time to train and walltime of each planned benchmark's runs, one line each and its
+    basis (``mlperf_wf.plan.published``)."""
+    from mlperf_wf.plan import published
+
+    lines = []
+    for name in benchmarks:
+        expected = published.run_time(plan, name)
+        if expected is None:
+            continue
+        where = f"{name} on {expected.nodes}x{expected.gpus_per_node} {expected.family}" + (f" ({expected.assumed})" if expected.assumed else "")
+        if expected.estimate is None:
+            lines.append(f"  {where}: no published result and no model FLOPs; measure a first run (mlperf-wf size --throughput-from)")
+            continue
+        verdict = "holds it" if expected.holds else "cannot hold it: every run would end aborted"
+        lines.append(
+            f"  {where}: expected {expected.estimate.minutes:.0f} min to train, walltime {expected.needed_walltime} min asked for; "
+            f"the run's {expected.walltime_minutes} min {verdict}"
+        )
+        lines.append(f"    from {expected.estimate.basis}")
+    return "\n".join(["expected time to train of the full-scale runs:", *lines]) if lines else ""
 
 
 def _scratch_problems(plan: Plan, name: str) -> list[Problem]:

@@ -18,6 +18,7 @@ import logging
 import math
 import os
 import tempfile
+import textwrap
 from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from functools import cache, cached_property
@@ -60,7 +61,8 @@ class RcpTable:
     benchmark: str
     ruleset: str
     unit: str
-    """``samples`` or ``epochs`` (the checker's ``Epochs to converge`` holds samples for most LLM benchmarks)."""
+    """``samples``, ``tokens`` (:data:`TOKEN_RCPS`) or ``epochs`` (the checker's ``Epochs to converge`` holds samples for
+    most LLM benchmarks)."""
     points: tuple[RcpPoint, ...]
     cache_file: Path | None = field(default=None, repr=False, compare=False)
     """Where the checker's numbers of this table are kept between processes (:func:`rcp_table`)."""
@@ -160,6 +162,12 @@ def _read_cache(benchmark: str, ruleset: str, cache_file: Path) -> RcpTable | No
     return RcpTable(benchmark=benchmark, ruleset=ruleset, unit=content["unit"], points=points, cache_file=cache_file, coverages=coverages)
 
 
+TOKEN_RCPS = frozenset({"gpt3"})
+"""Benchmarks whose RCPs (and logs: ``epoch_num``) count training tokens, not samples (gpt3: consumed samples x the
+sequence length, e.g. the paxml reference's ``c4_mllog.py``: ``epoch_num`` = steps x ``global_batch_size_tokens``);
+``full.sizing.tokens_per_sample`` turns them into samples."""
+
+
 @cache
 def rcp_table(benchmark: str, ruleset: str) -> RcpTable | None:
     """The RCP table of ``benchmark`` in ``ruleset`` (None: the round has no RCPs for it): the checker's numbers,
@@ -188,6 +196,8 @@ def rcp_table(benchmark: str, ruleset: str) -> RcpTable | None:
         for name, record in checker.rcp_data.items()
     )
     unit = "samples" if max(point.mean for point in points) > 1000 else "epochs"
+    if unit == "samples" and benchmark in TOKEN_RCPS:
+        unit = "tokens"
     computed = RcpTable(benchmark=benchmark, ruleset=ruleset, unit=unit, points=points, cache_file=cache_file)
     computed.__dict__["checker"] = checker  # the one built above (cached_property's slot)
     _write_cache(computed)
@@ -314,6 +324,47 @@ def split(gbs: int, replicas: int, max_micro_batch: int, accumulates: bool = Tru
         return Split(gbs=gbs, replicas=replicas, micro_batch=per_replica, accumulation=1)
     micro = max(m for m in range(1, min(max_micro_batch, per_replica) + 1) if per_replica % m == 0)
     return Split(gbs=gbs, replicas=replicas, micro_batch=micro, accumulation=per_replica // micro)
+
+
+def micro_batch_limit(sizing_def, gpu_memory_gib: float | None) -> int:
+    """The largest micro batch a GPU of ``gpu_memory_gib`` is taken to hold: the reference's ``max_micro_batch``, in
+    proportion to the memory where the GPU has less than the reference's (``reference_gpu_memory_gib``; activations
+    grow with the micro batch), at least 1. An assumption, said where it applies: a measured run decides."""
+    reference = sizing_def.reference_gpu_memory_gib
+    if gpu_memory_gib is None or reference is None or gpu_memory_gib >= reference:
+        return sizing_def.max_micro_batch
+    return max(1, math.floor(sizing_def.max_micro_batch * gpu_memory_gib / reference))
+
+
+def reference_replicas(bench) -> int:
+    """Data-parallel replicas of the reference's own geometry (``full.geometry``)."""
+    geometry, sizing_def = bench.full.geometry, bench.full.sizing
+    return max(1, geometry.nodes * geometry.gpus_per_node // sizing_def.model_parallel)
+
+
+def launcher_nodes_problem(bench, nodes: int) -> str | None:
+    """Why the reference's launcher cannot start a run on ``nodes`` nodes (one line), or None."""
+    if nodes > 1 and not bench.full.multi_node_args and bench.full.process_model != "per_gpu":
+        return f"{bench.name}'s reference command runs on one node (no full.multi_node_args)"
+    return None
+
+
+def choose_gbs(bench, table: RcpTable | None, replica_count: int, gpu_memory_gib: float | None = None) -> int | None:
+    """The GBS a system of ``replica_count`` data-parallel replicas runs when the config names none: among the
+    definition's and the kept (pruned) RCP batches that the system makes within the reference's micro batch, the one
+    whose per-replica share is nearest the reference's own (the batch grows with the system, each GPU keeps the load
+    and memory the reference's configuration was made for); ties go to the definition's, then the smaller batch. On
+    the reference's own geometry that is the definition's. None: no such batch."""
+    sizing_def = bench.full.sizing
+    limit = micro_batch_limit(sizing_def, gpu_memory_gib)
+    share = sizing_def.global_batch_size / reference_replicas(bench)
+    sizes = {sizing_def.global_batch_size} | ({point.gbs for point in table.points if point.pruned} if table else set())
+    candidates = []
+    for size in sizes:
+        made = split(size, replica_count, limit, sizing_def.accumulates)
+        if made is not None and made.fits(limit):
+            candidates.append((round(abs(math.log(size / replica_count / share)), 9), size != sizing_def.global_batch_size, size))
+    return min(candidates)[2] if candidates else None
 
 
 # ---- the closed rules on a plan's values ----
@@ -470,6 +521,50 @@ class HyperValue:
         return format(self.value, spec) if spec else str(self.value)
 
 
+class RuleValue:
+    """A value the round's closed rules derive from the plan's (``{rule[NAME]}``, :func:`rule_state`) in a command
+    word. ``{rule[first_eval_samples]:grid_fraction/N}``: the shortest decimal fraction f of N samples from which a
+    reference that skips evaluations below step ceil(f x N / GBS) and evaluates on the rules' grid
+    (``eval_interval_samples``) first evaluates at this sample count (dlrmv4's ``SKIP_EVAL_EPOCH_PCT``)."""
+
+    def __init__(self, value: object, gbs: int, state: Mapping[str, object]) -> None:
+        self.value, self.gbs, self.state = value, gbs, state
+
+    def __format__(self, spec: str) -> str:
+        if spec.startswith("grid_fraction/") and spec.split("/", 1)[1].isdigit():
+            return _grid_fraction(int(self.value), int(spec.split("/", 1)[1]), self.gbs, int(self.state["eval_interval_samples"]))
+        return format(self.value, spec) if spec else str(self.value)
+
+
+def _grid_fraction(first: int, total: int, gbs: int, grid: int) -> str:
+    exact = (first - gbs / 2) / total  # the middle of the step before the first evaluation's
+    for digits in range(1, 18):
+        text = f"{exact:.{digits}g}"
+        start_step = math.ceil(float(text) * total / gbs)
+        if math.ceil(start_step * gbs / grid) * grid == first:
+            return text
+    return repr(exact)
+
+
+def rule_state(benchmark: str, ruleset: str, values: Mapping[str, object]) -> dict[str, object]:
+    """The state (``s``) the round's closed rules compute from ``values``, as the compliance checker does: the rules'
+    ``BEGIN`` code, then each key's ``POST`` code for the keys given, in the rules' order (e.g. dlrmv4's
+    ``first_eval_samples`` and ``eval_interval_samples`` from ``global_batch_size``)."""
+    files = ("common.yaml", "closed_common.yaml", f"closed_{benchmark}.yaml")
+    state: dict[str, object] = {}
+    scope = {"math": math, "s": state}
+    for name in files:
+        for record in mlperf_rules._compliance_yaml(ruleset, name, missing_ok=name != "common.yaml"):
+            begin = (record.get("BEGIN") or {}).get("CODE")
+            if begin:
+                exec(textwrap.dedent(str(begin)).strip(), scope)
+            key = record.get("KEY") or {}
+            if key.get("NAME") in values and key.get("POST"):
+                scope["v"] = {"value": values[key["NAME"]], "metadata": {}}
+                exec(textwrap.dedent(str(key["POST"])).strip(), scope)
+    return {key: value for key, value in state.items() if value is not None}
+
+
 @dataclass(frozen=True)
 class Row:
     """One line of a plan's hyperparameter table."""
@@ -484,7 +579,9 @@ class Row:
 
     @property
     def deviation(self) -> bool:
-        return self.source == "override" and self.value != self.rcp_value
+        """A value of the config's (``override``) or of the command's literal flags (``literal ...``) that is not the
+        RCP's at the run's GBS."""
+        return (self.source == "override" or self.source.startswith("literal ")) and self.value != self.rcp_value
 
 
 @dataclass(frozen=True)
@@ -502,11 +599,20 @@ class PlannedBatch:
     """The round's closed rules on the planned values."""
     max_micro_batch: int
     """The reference configuration's micro batch (``full.sizing.max_micro_batch``)."""
+    rule_values: dict[str, object] = field(default_factory=dict)
+    """The closed rules' state after the planned values (:func:`rule_state`): ``{rule[NAME]}`` of the command."""
 
     def format_values(self) -> dict[str, object]:
         """The command's sizing placeholders."""
         hp = {key: HyperValue(value, self.split.gbs) for key, value in self.values.items()}
-        return {"gbs": BatchSize(self.split.gbs), "micro_batch": self.split.micro_batch, "accumulation": self.split.accumulation, "hp": hp}
+        rule = {key: RuleValue(value, self.split.gbs, self.rule_values) for key, value in self.rule_values.items()}
+        return {
+            "gbs": BatchSize(self.split.gbs),
+            "micro_batch": self.split.micro_batch,
+            "accumulation": self.split.accumulation,
+            "hp": hp,
+            "rule": rule,
+        }
 
     @property
     def deviations(self) -> list[Row]:
@@ -514,10 +620,10 @@ class PlannedBatch:
 
 
 def command_keys(bench) -> list[str]:
-    """The RCP hyperparameters a benchmark's full-scale command reads (``{hp[KEY]}``), in order."""
+    """The RCP hyperparameters a benchmark's full-scale command and env read (``{hp[KEY]}``), in order."""
     from mlperf_wf.config.registry import hyperparameter_keys
 
-    words = [*bench.full.command, *bench.full.multi_node_args]
+    words = [*bench.full.command, *bench.full.multi_node_args, *bench.full.env.values()]
     return list(dict.fromkeys(key for word in words for key in hyperparameter_keys(word)))
 
 
@@ -530,10 +636,13 @@ def wired(bench) -> bool:
     return any(name in SIZING_PLACEHOLDERS for word in words for name in placeholders(word))
 
 
-def plan_batch(bench, ruleset: str, nodes: int, gpus_per_node: int, overrides: Mapping[str, object] | None = None) -> PlannedBatch | None:
-    """The full-scale batch of ``bench`` on ``nodes`` x ``gpus_per_node`` GPUs and the hyperparameters its command
-    gets: the RCP's at the GBS (``full.sizing.global_batch_size`` or ``full_hyperparameters.<name>.global_batch_size``),
-    each replaceable by a named override (a deviation the dry run lists). None: the definition has no sizing."""
+def plan_batch(
+    bench, ruleset: str, nodes: int, gpus_per_node: int, overrides: Mapping[str, object] | None = None, gpu_memory_gib: float | None = None
+) -> PlannedBatch | None:
+    """The full-scale batch of ``bench`` on ``nodes`` x ``gpus_per_node`` GPUs (of ``gpu_memory_gib`` each, where
+    known: :func:`micro_batch_limit`) and the hyperparameters its command gets: the RCP's at the GBS (``full_hyperparameters.<name>.global_batch_size``,
+    else :func:`choose_gbs`'s), each replaceable by a named override (a deviation the dry run lists). None: the
+    definition has no sizing."""
     sizing_def = bench.full.sizing
     if sizing_def is None or not wired(bench):
         if overrides:
@@ -541,7 +650,7 @@ def plan_batch(bench, ruleset: str, nodes: int, gpus_per_node: int, overrides: M
                 f"config: full_hyperparameters.{bench.name}: its command takes its batch and hyperparameters as literal flags "
                 "(see its README); set them with full_arguments"
             )
-        return None
+        return literal_batch(bench, ruleset, nodes, gpus_per_node) if sizing_def is not None else None
     given = dict(overrides or {})
     overrides = dict(given)
     where = f"config: full_hyperparameters.{bench.name}"
@@ -554,10 +663,18 @@ def plan_batch(bench, ruleset: str, nodes: int, gpus_per_node: int, overrides: M
     if not isinstance(gbs, int) or isinstance(gbs, bool) or gbs < 1:
         raise ConfigError(f"{where}.global_batch_size: {gbs!r} is not a positive whole number of samples")
     count = replicas(nodes * gpus_per_node, sizing_def.model_parallel)
-    made = split(gbs, count, sizing_def.max_micro_batch, sizing_def.accumulates)
+    limit = micro_batch_limit(sizing_def, gpu_memory_gib)
+    geometry_choice = None
+    if "global_batch_size" not in given:
+        chosen_gbs = choose_gbs(bench, table, count, gpu_memory_gib)
+        if chosen_gbs is not None and chosen_gbs != gbs:
+            why = _why_not(gbs, count, sizing_def, limit)
+            geometry_choice = f"geometry: the definition's GBS {gbs} {why} on {nodes}x{gpus_per_node} GPUs ({count} data-parallel replicas)"
+            gbs = chosen_gbs
+    made = split(gbs, count, limit, sizing_def.accumulates)
     rcp_sizes = [point.gbs for point in table.points] if table else []
     if made is None:
-        reachable = ", ".join(str(size) for size in rcp_sizes if split(size, count, sizing_def.max_micro_batch, sizing_def.accumulates)) or "none"
+        reachable = ", ".join(str(size) for size in rcp_sizes if split(size, count, limit, sizing_def.accumulates)) or "none"
         chosen = f"{where}.global_batch_size: {gbs}" if "global_batch_size" in given else f"{bench.name}: full.sizing.global_batch_size {gbs}"
         raise ConfigError(
             f"{chosen} cannot be made on {nodes}x{gpus_per_node} GPUs ({count} data-parallel replicas of {sizing_def.model_parallel} GPUs, "
@@ -586,13 +703,88 @@ def plan_batch(bench, ruleset: str, nodes: int, gpus_per_node: int, overrides: M
         values[key] = value
         rows.append(Row(key, value, rcp_value, "override" if key in overrides else f"RCP {point.name}"))
     rcp_gbs = f"RCP {point.name}" if point else "override"
-    rows.insert(0, Row("global_batch_size", gbs, point.gbs if point else None, rcp_gbs if gbs == sizing_def.global_batch_size or point else "override"))
+    gbs_source = rcp_gbs if gbs == sizing_def.global_batch_size or point else "override"
+    if geometry_choice:
+        gbs_source = f"{geometry_choice}; {rcp_gbs}"
+    rows.insert(0, Row("global_batch_size", gbs, point.gbs if point else None, gbs_source))
     for key, value in sizing_def.fixed.items():
         rows.append(Row(key, value, point.hyperparameters.get(key) if point else None, "fixed by the reference's code"))
     if point and "gradient_accumulation_steps" in point.hyperparameters:
         rows.append(Row("gradient_accumulation_steps", made.accumulation, point.hyperparameters["gradient_accumulation_steps"], "geometry"))
     checks = rule_checks(bench.submission_benchmark, ruleset, {"global_batch_size": gbs, **sizing_def.fixed, **values})
-    return PlannedBatch(bench.name, ruleset, made, coverage(table, gbs), values, tuple(rows), tuple(checks), sizing_def.max_micro_batch)
+    state = rule_state(bench.submission_benchmark, ruleset, {"global_batch_size": gbs, **sizing_def.fixed, **values}) if _reads_rules(bench) else {}
+    return PlannedBatch(bench.name, ruleset, made, coverage(table, gbs), values, tuple(rows), tuple(checks), limit, state)
+
+
+def literal_batch(bench, ruleset: str, nodes: int, gpus_per_node: int) -> PlannedBatch | None:
+    """What a command whose batch flags are literal makes on ``nodes`` x ``gpus_per_node`` GPUs: its GBS
+    (``full.sizing.literal_batch``) and each literal RCP value (``full.sizing.literal_values``) beside the RCP's at that
+    GBS, a deviation where they differ. None: the GPUs do not make whole replicas of the GBS (the geometry's problem)."""
+    sizing_def = bench.full.sizing
+    gpus = nodes * gpus_per_node
+    if gpus % sizing_def.model_parallel:
+        return None
+    count = gpus // sizing_def.model_parallel
+    gbs = sizing_def.max_micro_batch * count if sizing_def.literal_batch == "per_gpu" else sizing_def.global_batch_size
+    made = split(gbs, count, sizing_def.max_micro_batch, sizing_def.accumulates)
+    if made is None:
+        return None
+    table = rcp_table(bench.submission_benchmark, ruleset)
+    point = table.point(gbs) if table else None
+    gbs_source = f"RCP {point.name}" if point else "literal: no RCP at this GBS"
+    if gbs != sizing_def.global_batch_size:
+        gbs_source = f"geometry: the command's literal per-GPU batch {sizing_def.max_micro_batch} x {gpus} GPUs; " + gbs_source
+    rows = [Row("global_batch_size", gbs, point.gbs if point else None, gbs_source)]
+    values = {}
+    for key, where in sizing_def.literal_values.items():
+        value = _as_number(_literal_word(bench, where))
+        values[key] = value
+        rows.append(Row(key, value, point.hyperparameters.get(key) if point else None, f"literal {where}"))
+    checks = rule_checks(bench.submission_benchmark, ruleset, {"global_batch_size": gbs, **sizing_def.fixed, **values})
+    return PlannedBatch(bench.name, ruleset, made, coverage(table, gbs), {}, tuple(rows), tuple(checks), sizing_def.max_micro_batch)
+
+
+def _literal_word(bench, where: str) -> str:
+    """The value the command (``--flag VALUE`` or ``--flag=VALUE``) or ``full.env`` (``$NAME``) gives literally."""
+    if where.startswith("$"):
+        value = bench.full.env.get(where[1:])
+        if value is None:
+            raise ConfigError(f"{bench.name}: full.sizing.literal_values names {where}, which full.env does not set")
+        return value
+    words = [word for part in bench.full.command for word in part.split()]
+    for i, word in enumerate(words):
+        if word.startswith(f"{where}="):
+            return word.split("=", 1)[1]
+        if word == where and i + 1 < len(words):
+            return words[i + 1]
+    raise ConfigError(f"{bench.name}: full.sizing.literal_values names {where}, which is not a flag of its command")
+
+
+def _as_number(text: str) -> object:
+    try:
+        return int(text)
+    except ValueError:
+        try:
+            return float(text)
+        except ValueError:
+            return text
+
+
+def _reads_rules(bench) -> bool:
+    """Whether the benchmark's command or env reads a value the rules derive (``{rule[NAME]}``)."""
+    from mlperf_wf.config.registry import placeholders
+
+    words = [*bench.full.command, *bench.full.multi_node_args, *bench.full.env.values()]
+    return any(name == "rule" for word in words for name in placeholders(word))
+
+
+def _why_not(gbs: int, count: int, sizing_def, limit: int) -> str:
+    """Why a GBS does not run on ``count`` replicas within the micro batch ``limit`` (a phrase)."""
+    made = split(gbs, count, limit, sizing_def.accumulates)
+    if made is None:
+        return "cannot be made"
+    held = "the reference runs" if limit == sizing_def.max_micro_batch else "the GPUs' memory holds"
+    return f"needs micro batch {made.micro_batch} where {held} {limit}"
 
 
 def _micro_limit(sizing_def) -> str:
@@ -611,6 +803,8 @@ def describe_batch(planned: PlannedBatch) -> list[str]:
     width = max(len(row.key) for row in planned.rows)
     for row in planned.rows:
         note = "DEVIATION from the RCP" if row.deviation else ("the RCP's" if row.source.startswith("RCP") else row.source)
+        if row.deviation and row.source != "override":
+            note += f" ({row.source})"
         if row.source == "geometry" and row.rcp_value is not None and row.rcp_value != row.value:
             note = f"geometry (the RCP ran with {row.rcp_value})"
         rcp = "" if row.rcp_value is None or row.value == row.rcp_value else f" (RCP: {row.rcp_value})"
@@ -630,9 +824,12 @@ WALLTIME_MARGIN = 1.25
 
 
 def samples(table: RcpTable, value: float, sizing_def) -> float | None:
-    """An RCP value in samples (epochs x the benchmark's ``samples_per_epoch``); None where an epoch's size is unknown."""
+    """An RCP value in samples (epochs x the benchmark's ``samples_per_epoch``, tokens / its ``tokens_per_sample``);
+    None where an epoch's or a sample's size is unknown."""
     if table.unit == "samples":
         return value
+    if table.unit == "tokens":
+        return value / sizing_def.tokens_per_sample if sizing_def and sizing_def.tokens_per_sample else None
     return value * sizing_def.samples_per_epoch if sizing_def and sizing_def.samples_per_epoch else None
 
 
@@ -643,10 +840,25 @@ def walltime_minutes(slowest_samples: float, samples_per_second_per_gpu: float, 
     return math.ceil(training * WALLTIME_MARGIN + STARTUP_MINUTES)
 
 
-def size_report(bench, ruleset: str, nodes: int, gpus_per_node: int, gbs: int | None = None, throughput: float | None = None) -> list[str]:
+def walltime_for(minutes: float) -> int:
+    """A walltime for a run expected to train in ``minutes``: times the margin, plus the start-up allowance."""
+    return math.ceil(minutes * WALLTIME_MARGIN + STARTUP_MINUTES)
+
+
+def size_report(
+    bench,
+    ruleset: str,
+    nodes: int,
+    gpus_per_node: int,
+    gbs: int | None = None,
+    throughput: float | None = None,
+    accelerator: str | None = None,
+    gpu_memory_gib: float | None = None,
+) -> list[str]:
     """What ``mlperf-wf size`` prints: the GBS the rules and the RCPs allow on ``nodes`` x ``gpus_per_node`` GPUs, and
-    for the chosen one (``gbs``, else the definition's if the system can make it, else the smallest RCP it can) the
-    hyperparameters, the split, the expected samples to converge and a walltime."""
+    for the chosen one (``gbs``, else :func:`choose_gbs`'s) the hyperparameters, the split, the expected samples to
+    converge, the expected time to train on ``accelerator`` (published results scaled to the system, else model
+    FLOPs: ``mlperf_wf.plan.published``) and a walltime."""
     sizing_def = bench.full.sizing
     name = bench.name
     gpus = nodes * gpus_per_node
@@ -655,6 +867,9 @@ def size_report(bench, ruleset: str, nodes: int, gpus_per_node: int, gbs: int | 
     lines = [f"{name} on {nodes}x{gpus_per_node} GPUs, ruleset {ruleset} ({runs} runs per set)"]
     if sizing_def is None:
         return [*lines, f"  {name}'s definition has no full.sizing: its plan's batch flags are literal (see its README)"]
+    single = launcher_nodes_problem(bench, nodes)
+    if single:
+        return [*lines, f"  {single}: size it with --nodes 1"]
     if gpus % sizing_def.model_parallel:
         nodes_needed = math.ceil(sizing_def.model_parallel / gpus_per_node)
         return [
@@ -663,10 +878,16 @@ def size_report(bench, ruleset: str, nodes: int, gpus_per_node: int, gbs: int | 
             f"context parallelism): use a multiple of {sizing_def.model_parallel} GPUs, at least {nodes_needed} nodes of {gpus_per_node}",
         ]
     count = replicas(gpus, sizing_def.model_parallel)
+    limit = micro_batch_limit(sizing_def, gpu_memory_gib)
     accumulation = "micro batches accumulated" if sizing_def.accumulates else "no gradient accumulation: the per-replica share is the micro batch"
     lines.append(
         f"  {count} data-parallel replicas of {sizing_def.model_parallel} GPU(s); the reference's micro batch {sizing_def.max_micro_batch}, {accumulation}"
     )
+    if limit != sizing_def.max_micro_batch:
+        lines.append(
+            f"  micro batch at most {limit} on {gpu_memory_gib:g} GiB GPUs (the reference's {sizing_def.max_micro_batch} on "
+            f"{sizing_def.reference_gpu_memory_gib:g} GiB, in proportion: an assumption a first run checks)"
+        )
     gbs_rules = [check for check in rule_checks(bench.submission_benchmark, ruleset, {"global_batch_size": count}) if check.key == "global_batch_size"]
     rule_text = "; ".join(f"closed rule {check.rule}" for check in gbs_rules) or "no closed rule on it"
     lines.append(f"  global batch sizes this system can make: multiples of {count} ({rule_text})")
@@ -674,11 +895,11 @@ def size_report(bench, ruleset: str, nodes: int, gpus_per_node: int, gbs: int | 
         return [*lines, f"  no RCPs for {bench.submission_benchmark} in {ruleset}: a closed set cannot pass the RCP check in this round"]
     lines.append(f"  RCPs of {ruleset} ({table.unit} to converge; * kept by the checker's pruning, the points the summarizer tests against):")
     lines.append(f"    {'GBS':>7}  {'mean':>12}  {'min allowed':>12}  {'slowest':>12}  runs  on this system")
-    number = (lambda value: f"{value:,.0f}") if table.unit == "samples" else (lambda value: f"{value:.4g}")
+    number = (lambda value: f"{value:,.0f}") if table.unit in ("samples", "tokens") else (lambda value: f"{value:.4g}")
     for point in table.points:
-        made = split(point.gbs, count, sizing_def.max_micro_batch, sizing_def.accumulates)
+        made = split(point.gbs, count, limit, sizing_def.accumulates)
         allowed = all(check.held is not False for check in rule_checks(bench.submission_benchmark, ruleset, {"global_batch_size": point.gbs}))
-        here = _split_text(made, sizing_def) if made and allowed else ("not a multiple of the replicas" if allowed else "a closed rule forbids it")
+        here = _split_text(made, sizing_def, limit) if made and allowed else ("not a multiple of the replicas" if allowed else "a closed rule forbids it")
         star = "*" if point.pruned else " "
         lines.append(
             f"    {point.gbs:>6}{star}  {number(point.mean):>12}  {number(point.min_allowed_mean):>12}  "
@@ -688,20 +909,22 @@ def size_report(bench, ruleset: str, nodes: int, gpus_per_node: int, gbs: int | 
         "  between RCPs the checker interpolates the two pruned points around the GBS; below the smallest it tests against the "
         "smallest (passes only if converging no faster); above the largest it asks for a new RCP"
     )
-    reachable = [point.gbs for point in table.points if split(point.gbs, count, sizing_def.max_micro_batch, sizing_def.accumulates)]
+    reachable = [point.gbs for point in table.points if split(point.gbs, count, limit, sizing_def.accumulates)]
     wider = [f"{point.gbs} with {gpus // point.gbs * sizing_def.model_parallel}" for point in table.points if point.gbs < count and gpus % point.gbs == 0]
     if wider:
         lines.append(f"  fewer replicas (more GPUs per model replica: tensor/pipeline parallel) reach smaller RCPs: GBS {', '.join(wider)} GPUs per replica")
     if gbs is None:
-        default = sizing_def.global_batch_size
-        gbs = default if default % count == 0 else next(iter(reachable), None)
+        gbs = choose_gbs(bench, table, count, gpu_memory_gib)
+        if gbs is None:
+            default = sizing_def.global_batch_size
+            gbs = default if default % count == 0 else next(iter(reachable), None)
         if gbs is None:
             return [*lines, f"  no RCP batch size is a multiple of {count}: choose the GBS with --gbs (coverage as above)"]
-    made = split(gbs, count, sizing_def.max_micro_batch, sizing_def.accumulates)
+    made = split(gbs, count, limit, sizing_def.accumulates)
     if made is None:
         raise ConfigError(f"size: --gbs {gbs} is not a multiple of the {count} data-parallel replicas; RCP batch sizes this system can make: {reachable}")
     case = coverage(table, gbs)
-    lines.append(f"  GBS {gbs}: {case.message} ({', '.join(case.basis) or 'no RCP'}); {_split_text(made, sizing_def)}")
+    lines.append(f"  GBS {gbs}: {case.message} ({', '.join(case.basis) or 'no RCP'}); {_split_text(made, sizing_def, limit)}")
     point = table.point(gbs)
     if point is not None:
         lines.append("    hyperparameters (the RCP's): " + ", ".join(f"{key} {value}" for key, value in point.hyperparameters.items()))
@@ -710,14 +933,16 @@ def size_report(bench, ruleset: str, nodes: int, gpus_per_node: int, gbs: int | 
         for near in neighbours:
             lines.append(f"    no RCP at {gbs}; nearest {near.name}: " + ", ".join(f"{key} {value}" for key, value in near.hyperparameters.items()))
     if case.mean is None:
-        return lines
+        return [*lines, *_time_lines(bench, gpus, accelerator, None)]
     slowest_points = [point] if point else [table.point(size) for size in _neighbours([p.gbs for p in table.points], gbs)]
     slowest = max(max(p.converged) for p in slowest_points)
     mean_samples, slowest_samples = samples(table, case.mean, sizing_def), samples(table, slowest, sizing_def)
+    in_samples = f" ({mean_samples:,.0f} samples of {sizing_def.tokens_per_sample} tokens)" if table.unit == "tokens" and mean_samples else ""
     lines.append(
-        f"    expected to converge: mean {number(case.mean)} {table.unit} (a set passes with an olympic mean of at least "
-        f"{number(case.min_allowed_mean)}); slowest RCP run {number(slowest)}"
+        f"    expected to converge: mean {number(case.mean)} {table.unit}{in_samples} (a set passes with an olympic mean of at "
+        f"least {number(case.min_allowed_mean)}); slowest RCP run {number(slowest)}"
     )
+    lines += _time_lines(bench, nodes * gpus_per_node, accelerator, mean_samples)
     throughput = throughput or sizing_def.samples_per_second_per_gpu
     if slowest_samples is None:
         lines.append(f"    walltime: the RCPs count epochs and {name}'s definition gives no samples_per_epoch")
@@ -733,10 +958,30 @@ def size_report(bench, ruleset: str, nodes: int, gpus_per_node: int, gbs: int | 
     return lines
 
 
-def _split_text(made: Split, sizing_def) -> str:
+def _time_lines(bench, gpus: int, accelerator: str | None, mean_samples: float | None) -> list[str]:
+    from mlperf_wf.plan import published
+
+    if not accelerator:
+        return [f"    expected time to train: give --accelerator (e.g. H100, B200, MI300X: {', '.join(published.flops_table().accelerators)})"]
+    family = published.family_of(accelerator)
+    if family is None:
+        return [f"    expected time to train: {accelerator!r} is no accelerator the table knows: {', '.join(published.flops_table().accelerators)}"]
+    estimate = published.estimate(bench.name, family, gpus, mean_samples)
+    if estimate is None:
+        return [f"    expected time to train on {gpus} {family}: no published result and no model FLOPs for {bench.name}; measure a run (--throughput-from)"]
+    return [
+        f"    expected time to train on {gpus} {family}: {estimate.minutes:.1f} min; walltime per run {walltime_for(estimate.minutes)} min "
+        f"(x {WALLTIME_MARGIN} + {STARTUP_MINUTES} min start-up)",
+        f"      from {estimate.basis}",
+    ]
+
+
+def _split_text(made: Split, sizing_def, limit: int | None = None) -> str:
+    limit = limit or sizing_def.max_micro_batch
     text = f"micro batch {made.micro_batch} x {made.accumulation} accumulation"
-    if not made.fits(sizing_def.max_micro_batch):
-        text += f" (above the reference's {sizing_def.max_micro_batch}: check memory)"
+    if not made.fits(limit):
+        whose = "the reference's" if limit == sizing_def.max_micro_batch else "what the GPUs' memory holds,"
+        text += f" (above {whose} {limit}: check memory)"
     return text
 
 

@@ -674,11 +674,9 @@ def shard_status(plan: Plan, name: str, root: Path, records: SnakemakeRecords) -
 
 def load_config(root: Path, overrides: list[str]) -> dict:
     """``root/config/config.yaml`` (then ``config/site.yaml`` where it exists) with ``KEY=VALUE`` overrides (values read
-    as YAML, as Snakemake's ``--config``)."""
-    import yaml
-
+    as Snakemake's ``--config`` reads them)."""
     from mlperf_wf.config import yaml_files
-    from mlperf_wf.config.workflow_config import CONFIG_FILE, SITE_CONFIG, merge_config
+    from mlperf_wf.config.workflow_config import CONFIG_FILE, SITE_CONFIG, command_line_value, merge_config
 
     path = root / CONFIG_FILE
     try:
@@ -691,7 +689,7 @@ def load_config(root: Path, overrides: list[str]) -> dict:
         key, sep, value = item.partition("=")
         if not sep or not key:
             raise ConfigError(f"--config {item!r}: expected KEY=VALUE, as given to snakemake --config")
-        config[key] = yaml.safe_load(value)
+        merge_config(config, {key: command_line_value(value)})  # key by key, as Snakemake merges --config
     return parsed_config(config).filled()
 
 

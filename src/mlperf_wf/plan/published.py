@@ -1,0 +1,341 @@
+"""Time before spending it: published MLPerf Training results, scaled to a system, and model FLOPs where none fits.
+
+``published_results.csv`` (beside this module) holds one row per published (system, benchmark) result of the
+mlcommons/training_results rounds: the accelerator, how many, the official score in minutes (the olympic mean of
+the run set times its scaling factor, as the result summarizer gives it) and the folder it was scored from. The rows
+are made by :func:`rows_of_round` from a round's folders (``python -m mlperf_wf.plan.published ROUND_FOLDER --round
+5.1.0 --repo mlcommons/training_results_v5.1 --commit SHA``), never typed by hand.
+
+An estimate for a system of ``count`` accelerators of family ``F`` takes the published row of the same family
+nearest in count (else the nearest of any family whose peak is known), and scales its minutes by count (linear:
+time x published count / count; more accelerators rarely scale better than that, so the estimate errs short at
+large counts and the walltime's margin covers it) and by the families' dense BF16 peaks. Where no row fits, the
+model's training FLOPs (``model_flops.yaml``: FLOPs per sample, each with its source) times the samples to converge
+(the RCP's mean), over the system's peak at :data:`ASSUMED_MFU`.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import re
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from pathlib import Path
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from mlperf_wf.errors import ConfigError
+
+TABLE = "published_results.csv"
+FLOPS_TABLE = "model_flops.yaml"
+ASSUMED_MFU = 0.3
+"""Model FLOPs utilisation assumed for a FLOPs estimate (published LLM pretraining runs on H100 report 0.3-0.5 in
+BF16; a reference implementation rarely reaches the upper end)."""
+
+
+class PublishedResult(BaseModel):
+    """One published result: a (system, benchmark) score of a training_results round."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    benchmark: str = Field(min_length=1)
+    """The benchmark's name in this project (``rgat``; the round's folder may say ``gnn``)."""
+    round: str = Field(pattern=r"^[0-9]+\.[0-9]+\.[0-9]+$")
+    """The ruleset the result was scored under."""
+    submitter: str = Field(min_length=1)
+    """The organisation folder the result is in."""
+    system: str = Field(min_length=1)
+    """The system's folder name in the round."""
+    accelerator: str = Field(min_length=1)
+    """The system description's ``accelerator_model_name``."""
+    family: str = Field(min_length=1)
+    """The accelerator family :func:`family_of` reads from it (``H100``, ``B200``, ``MI300X``...)."""
+    accelerators: int = Field(ge=1)
+    """Accelerators of the whole system (nodes x accelerators per node)."""
+    minutes: float = Field(gt=0)
+    """The official score: olympic mean of the run set's minutes x its scaling factor."""
+    global_batch_size: int | None = Field(None, ge=1)
+    """The GBS the runs logged."""
+    source: str = Field(pattern=r"^https://")
+    """The result folder at the round's commit."""
+
+
+class ModelFlops(BaseModel):
+    """Training FLOPs of one sample of a benchmark's model, with where the number comes from."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    flops_per_sample: float = Field(gt=0)
+    """Forward and backward FLOPs of one training sample (6 x parameters x tokens for a dense transformer; for a mixture
+    of experts, the active parameters)."""
+    source: str = Field(min_length=1)
+    """How it is derived: the model's size and sequence length, and where they are stated."""
+
+
+class AcceleratorPeak(BaseModel):
+    """An accelerator family's dense BF16 peak, with its data sheet."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    bf16_tflops: float = Field(gt=0)
+    """Dense (not sparse) BF16 peak per device, TFLOPS."""
+    source: str = Field(min_length=1)
+    """The data sheet and the figure it gives."""
+
+
+class Slowdown(BaseModel):
+    """How much slower a benchmark's reference implementation trains than the published results, and why."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    factor: float = Field(ge=1)
+    """Minutes of the reference over minutes of the published code on the same system."""
+    source: str = Field(min_length=1)
+    """Why: what the reference runs that the published code does not, and where it says so."""
+
+
+class FlopsTable(BaseModel):
+    """``model_flops.yaml``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    accelerators: dict[str, AcceleratorPeak]
+    """Family -> peak, most specific family name first (``GB200`` before ``B200``)."""
+    models: dict[str, ModelFlops]
+    """Benchmark -> FLOPs per training sample."""
+    reference_slowdown: dict[str, Slowdown] = {}
+    """Benchmark -> how much slower its reference trains than the published results (applied to those estimates)."""
+
+
+def _data_file(name: str):
+    return resources.files("mlperf_wf.plan") / name
+
+
+@cache
+def published_results() -> tuple[PublishedResult, ...]:
+    """Every row of the table, typed; a bad row is a one-line error naming its line."""
+    return read_rows(_data_file(TABLE).read_text())
+
+
+def read_rows(text: str) -> tuple[PublishedResult, ...]:
+    """The rows of a table's text (``published_results.csv``'s columns), typed."""
+    rows = []
+    for number, record in enumerate(csv.DictReader(text.splitlines()), start=2):
+        try:
+            rows.append(PublishedResult(**{key: (value if value != "" else None) for key, value in record.items()}))
+        except ValidationError as err:
+            first = err.errors()[0]
+            raise ConfigError(f"{TABLE}:{number}: {'.'.join(map(str, first['loc']))}: {first['msg']} (got {first.get('input')!r})") from None
+    return tuple(rows)
+
+
+@cache
+def flops_table() -> FlopsTable:
+    try:
+        return FlopsTable(**yaml.safe_load(_data_file(FLOPS_TABLE).read_text()))
+    except ValidationError as err:
+        first = err.errors()[0]
+        raise ConfigError(f"{FLOPS_TABLE}: {'.'.join(map(str, first['loc']))}: {first['msg']}") from None
+
+
+def family_of(accelerator: str | None) -> str | None:
+    """The family of an accelerator model name (``NVIDIA H100-SXM5-80GB`` -> ``H100``): the first family of
+    ``model_flops.yaml`` whose name is a word of it (``GB200`` before ``B200``); None where none is."""
+    name = (accelerator or "").upper()
+    for family in flops_table().accelerators:
+        if re.search(rf"(?<![A-Z0-9]){re.escape(family)}(?![0-9])", name):
+            return family
+    return None
+
+
+def peak_tflops(family: str | None) -> float | None:
+    known = flops_table().accelerators.get(family or "")
+    return known.bf16_tflops if known else None
+
+
+@dataclass(frozen=True)
+class TimeEstimate:
+    """The expected minutes to train of one run on a system, and what it rests on."""
+
+    minutes: float
+    """From run_start to the converging evaluation."""
+    basis: str
+    """One line: the published row (its source) or the FLOPs it rests on, and how it was scaled."""
+
+
+def estimate(benchmark: str, family: str | None, count: int, samples_to_converge: float | None = None) -> TimeEstimate | None:
+    """The expected time to train of ``benchmark`` on ``count`` accelerators of ``family`` (:mod:`this module's
+    <mlperf_wf.plan.published>` method); None where no published row fits and no FLOPs estimate can be made."""
+    rows = [row for row in published_results() if row.benchmark == benchmark]
+    same = [row for row in rows if row.family == family]
+    scalable = same or ([row for row in rows if peak_tflops(row.family)] if peak_tflops(family) else [])
+    if scalable:
+
+        def nearness(r: PublishedResult) -> tuple[float, float, float]:
+            """Nearest count first, then (another family's) nearest peak, then the faster result."""
+            peak = 0.0 if r.family == family else abs(math.log(peak_tflops(family) / peak_tflops(r.family)))
+            return (abs(math.log(r.accelerators / count)), peak, r.minutes)
+
+        row = min(scalable, key=nearness)
+        speed = 1.0 if row.family == family else peak_tflops(family) / peak_tflops(row.family)
+        slowdown = flops_table().reference_slowdown.get(benchmark)
+        minutes = row.minutes * row.accelerators / count / speed * (slowdown.factor if slowdown else 1.0)
+        scaled = f"x {row.accelerators}/{count} accelerators" + ("" if row.family == family else f", / {speed:.2f} ({family} vs {row.family} dense BF16 peak)")
+        if slowdown:
+            scaled += f", x {slowdown.factor:g} for the reference ({slowdown.source})"
+        return TimeEstimate(
+            minutes, f"published {row.round} {row.submitter} {row.system}: {row.minutes:.1f} min on {row.accelerators} {row.family} {scaled} ({row.source})"
+        )
+    model = flops_table().models.get(benchmark)
+    peak = peak_tflops(family)
+    if model is None or peak is None or not samples_to_converge:
+        return None
+    seconds = model.flops_per_sample * samples_to_converge / (count * peak * 1e12 * ASSUMED_MFU)
+    return TimeEstimate(
+        seconds / 60,
+        f"model FLOPs: {model.flops_per_sample:.3g} per sample x {samples_to_converge:,.0f} samples (the RCP mean) over {count} {family} "
+        f"at {ASSUMED_MFU:.0%} of {peak:g} TFLOPS ({model.source})",
+    )
+
+
+ASSUMED_FAMILY = "H100"
+"""The accelerator the dry run's estimate assumes where the system description names none the table knows."""
+
+
+@dataclass(frozen=True)
+class RunTime:
+    """What one full-scale run of a plan is expected to take, against the walltime it is given."""
+
+    benchmark: str
+    nodes: int
+    gpus_per_node: int
+    family: str
+    assumed: str | None
+    """Why the family is assumed (the system description names none the table knows); None: it is the system's."""
+    estimate: TimeEstimate | None
+    """None: no published result fits and no FLOPs estimate can be made."""
+    walltime_minutes: int
+    """The walltime the run is given (definition or ``full_geometry``)."""
+
+    @property
+    def needed_walltime(self) -> int | None:
+        """The walltime the estimate asks for (:func:`mlperf_wf.plan.sizing.walltime_for`)."""
+        from mlperf_wf.plan import sizing
+
+        return sizing.walltime_for(self.estimate.minutes) if self.estimate else None
+
+    @property
+    def holds(self) -> bool:
+        """Whether the walltime holds the expected time to train and the start-up (False: every run would end
+        aborted)."""
+        from mlperf_wf.plan import sizing
+
+        return self.estimate is None or self.walltime_minutes >= self.estimate.minutes + sizing.STARTUP_MINUTES
+
+
+def run_time(plan, name: str) -> RunTime | None:
+    """The expected time to train of a full-scale run of ``name`` in ``plan`` on its geometry and the system
+    description's accelerator (:data:`ASSUMED_FAMILY` where it names none the table knows); None where the plan
+    cannot say (no batch can be planned: the preflight says why)."""
+    from mlperf_wf.plan import sizing
+
+    try:
+        settings = plan.launch_settings(name)
+        ruleset = plan.ruleset(name)
+    except ConfigError:
+        return None
+    bench = plan.bench(name)
+    family = family_of(plan.accelerator_model_name())
+    assumed = None
+    if family is None:
+        assumed = f"assumed {ASSUMED_FAMILY}: config/systems/{plan.settings.submission.platform}.yaml names no accelerator the table knows"
+        family = ASSUMED_FAMILY
+    samples = None
+    table = sizing.rcp_table(bench.submission_benchmark, ruleset)
+    if table is not None and bench.full.sizing is not None:
+        gbs = settings.batch.split.gbs if settings.batch else bench.full.sizing.global_batch_size
+        mean = sizing.coverage(table, gbs).mean
+        samples = sizing.samples(table, mean, bench.full.sizing) if mean else None
+    count = settings.nodes * settings.gpus_per_node
+    return RunTime(name, settings.nodes, settings.gpus_per_node, family, assumed, estimate(name, family, count, samples), settings.walltime_minutes)
+
+
+# ---- making the table from a round ----
+
+FOLDER_NAMES = {"gnn": "rgat", "ssd": "retinanet"}
+"""Benchmark folder names of older rounds and the benchmark they are here."""
+
+
+def rows_of_round(round_folder: Path, ruleset: str, repo: str, commit: str, jobs: int | None = None) -> list[PublishedResult]:
+    """The published results under a round's folder of organisations (or one organisation's), scored by the
+    project's scorer as the result summarizer scores them; a set that is not valid is left out."""
+    from mlperf_wf.results import scoring
+
+    rows = []
+    for score in scoring.score_paths(round_folder, ruleset, jobs=jobs):
+        if not score.valid or score.time_to_train is None:
+            continue
+        folder = Path(score.folder)
+        organisation = folder.parents[2]
+        desc = json_of(organisation / "systems" / f"{score.system}.json")
+        accelerator = str(desc.get("accelerator_model_name", ""))
+        count = int(desc.get("number_of_nodes", 1)) * int(desc.get("accelerators_per_node", 0) or 0)
+        family = family_of(accelerator)
+        if count < 1 or family is None:
+            continue
+        gbs = score.rcp.global_batch_size if score.rcp else None
+        relative = folder.relative_to(organisation.parent).as_posix()
+        rows.append(
+            PublishedResult(
+                benchmark=FOLDER_NAMES.get(score.benchmark, score.benchmark),
+                round=ruleset,
+                submitter=organisation.name,
+                system=score.system,
+                accelerator=accelerator,
+                family=family,
+                accelerators=count,
+                minutes=round(score.time_to_train, 3),
+                global_batch_size=int(gbs) if gbs else None,
+                source=f"https://github.com/{repo}/tree/{commit}/{relative}",
+            )
+        )
+    return rows
+
+
+def json_of(path: Path) -> dict:
+    import json
+
+    return json.loads(path.read_text()) if path.is_file() else {}
+
+
+def write_table(rows: list[PublishedResult], path: Path) -> None:
+    """Rows into the CSV, sorted by benchmark, family and count."""
+    fields = list(PublishedResult.model_fields)
+    ordered = sorted(rows, key=lambda r: (r.benchmark, r.family, r.accelerators, r.round, r.system))
+    with open(path, "w", newline="") as out:
+        writer = csv.DictWriter(out, fieldnames=fields, lineterminator="\n")
+        writer.writeheader()
+        for row in ordered:
+            writer.writerow({key: "" if value is None else value for key, value in row.model_dump().items()})
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(description="add a training_results round's scored results to published_results.csv")
+    parser.add_argument("round_folder", type=Path, help="the round's folder of organisations (a checkout of mlcommons/training_results_vX.Y)")
+    parser.add_argument("--round", required=True, help="its ruleset, e.g. 5.1.0")
+    parser.add_argument("--repo", required=True, help="e.g. mlcommons/training_results_v5.1")
+    parser.add_argument("--commit", required=True, help="the commit the folder is")
+    parser.add_argument("--table", type=Path, default=Path(str(_data_file(TABLE))))
+    args = parser.parse_args(argv)
+    kept = [row for row in (read_rows(args.table.read_text()) if args.table.is_file() else ()) if row.round != args.round]
+    write_table(kept + rows_of_round(args.round_folder, args.round, args.repo, args.commit), args.table)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
