@@ -8,6 +8,7 @@ code without Snakemake. Errors the user can act on print as one line
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import sys
@@ -410,11 +411,11 @@ def cmd_overview(report: Path, figures: list[Path], out: Path) -> None:
     log.info("wrote %s", overview.write(report, figures, out))
 
 
-def cmd_summary(reports: list[Path], package_check: Path | None, csv_out: Path, figure: Path) -> None:
+def cmd_summary(reports: list[Path], package_checks: list[Path], csv_out: Path, figure: Path) -> None:
     """``summary.csv`` and the cross-benchmark figure."""
     from mlperf_wf.results import plots
 
-    frame = plots.summary(reports, csv_out, figure, package_check)
+    frame = plots.summary(reports, csv_out, figure, package_checks)
     log.info("summary of %d benchmarks written to %s", len(frame), csv_out)
 
 
@@ -440,6 +441,7 @@ def cmd_package(reports: list[Path], org: str, system: str, ruleset: str, divisi
     not_valid = [f"{r['benchmark']}: {reason}" for r in loaded for reason in r["valid_submission_reasons"]]
     verdict["valid_for_submission"] = verdict["passed"] and not not_valid
     verdict["not_valid_because"] = not_valid
+    verdict["division"] = division
     verdict["left_out"] = left_out
     verdict["files"] = package.manifest(org_dir, check_out.parent)  # what was checked: a later change makes the workflow package again
     label = out / "NOT_FOR_SUBMISSION.txt"
@@ -704,13 +706,23 @@ def cmd_status(config_overrides: list[str], benchmarks: list[str], as_json: bool
     from mlperf_wf.results import status
 
     logging.getLogger().setLevel(logging.WARNING)  # mlperf-logging's checker reports every file at INFO
+    from mlperf_wf.config import registry
+    from mlperf_wf.results import invocation
+
+    # no arguments: what the running (or the last) Snakemake invocation targets, not the config file's benchmarks
+    followed = None if config_overrides or benchmarks else invocation.current(Path.cwd(), registry.benchmark_names())
+    if followed is not None:
+        config_overrides, benchmarks = followed.config_items(), followed.benchmarks
     config = status.load_config(Path.cwd(), config_overrides)
     plan = planning.load(config, project_root=project_root(), workdir=Path.cwd())
     runs_given = any(item.partition("=")[0] == "runs" for item in config_overrides)
     try:
         while True:
             now = status.campaign_status(Path.cwd(), config, benchmarks or None, runs_given, squeue, plan)
-            text = json.dumps(status.to_json(now), indent=2) if as_json else status.render(now)
+            if as_json:
+                text = json.dumps({**status.to_json(now), "follows": dataclasses.asdict(followed) if followed else None}, indent=2)
+            else:
+                text = (f"{followed.describe()}\n" if followed else "") + status.render(now)
             if watch is None:
                 print(text)
                 return 0
@@ -861,7 +873,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("summary", help="summary.csv and figure across benchmarks")
     p.add_argument("reports", type=Path, nargs="+")
-    p.add_argument("--package-check", type=Path, help="package_check.json of the submission package")
+    p.add_argument(
+        "--package-check", type=Path, action="append", default=[], help="package_check.json of a submission package (repeatable: one per round and division)"
+    )
     p.add_argument("--csv", type=Path, required=True, dest="csv_out")
     p.add_argument("--figure", type=Path, required=True, help="output stem; .png and .svg are written")
 
