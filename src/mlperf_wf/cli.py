@@ -627,8 +627,29 @@ def _overrides(items: list[str]) -> dict:
     return values
 
 
-def cmd_score(path: Path, ruleset: str, json_out: Path | None, csv_out: Path | None, jobs: int | None, rcp_bypass: bool) -> int:
-    """Score every (system, benchmark) under ``path``; exit 1 when any result is invalid.
+def _recorded_ruleset(path: Path) -> str:
+    """The ruleset the workflow's ``report.json`` in ``path`` (or in its benchmark folders) records; one line when
+    none does or they differ."""
+    rulesets: dict[str, list[Path]] = {}
+    for report in [path / "report.json", *sorted(path.glob("*/report.json"))]:
+        try:
+            recorded = json.loads(report.read_text()).get("ruleset")
+        except (OSError, ValueError, AttributeError):
+            continue
+        if isinstance(recorded, str) and recorded:
+            rulesets.setdefault(recorded, []).append(report)
+    if not rulesets:
+        raise UserError(f"score: no report.json under {path} records the ruleset; give --ruleset (e.g. 6.1.0)")
+    if len(rulesets) > 1:
+        raise UserError(f"score: the reports under {path} record rulesets {', '.join(sorted(rulesets))}; give --ruleset, or score each benchmark's folder")
+    ((ruleset, reports),) = rulesets.items()
+    print(f"mlperf-wf: score: ruleset {ruleset} (from {reports[0]})", file=sys.stderr)
+    return ruleset
+
+
+def cmd_score(path: Path, ruleset: str | None, json_out: Path | None, csv_out: Path | None, jobs: int | None, rcp_bypass: bool) -> int:
+    """Score every (system, benchmark) under ``path`` under ``ruleset`` (default: the one its ``report.json``
+    records); exit 1 when any result is invalid.
 
     Below each benchmark's line, every run that did not pass gets its own: its verdict and what is missing or wrong.
     """
@@ -637,7 +658,15 @@ def cmd_score(path: Path, ruleset: str, json_out: Path | None, csv_out: Path | N
     from mlperf_wf.config import mlperf_rules as rules
     from mlperf_wf.results import scoring
 
-    rules.allowed_benchmarks(ruleset)
+    ruleset = ruleset or _recorded_ruleset(path)
+    allowed = rules.allowed_benchmarks(ruleset)
+    for folder in scoring.discover(path):  # a benchmark of another round: one line, not a failed check per run
+        if folder.benchmark not in allowed:
+            try:
+                rounds = ", ".join(rules.rulesets_of(folder.benchmark))
+            except ConfigError:
+                continue  # a name mlperf-logging does not know: the checker says so for each run
+            raise UserError(f"--ruleset {ruleset}: {folder.benchmark} ({folder.folder}) is not part of that round; its rounds: {rounds}")
     scores = scoring.score_paths(path, ruleset, jobs=jobs, rcp_bypass=rcp_bypass)
     rows = scoring.to_rows(scores)
     if json_out:
@@ -959,7 +988,7 @@ def build_parser() -> argparse.ArgumentParser:
             " or a folder of logs (*.out, *.log, *.txt with :::MLLOG)"
         ),
     )
-    p.add_argument("--ruleset", required=True)
+    p.add_argument("--ruleset", help="the round to score under (default: the one the folder's report.json records)")
     p.add_argument("--json", type=Path, dest="json_out")
     p.add_argument("--csv", type=Path, dest="csv_out")
     p.add_argument("--jobs", type=int, help="worker processes (default: all cores)")
