@@ -12,7 +12,10 @@ sys.path.insert(0, str(Path(workflow.basedir).parent / "src"))
 
 from mlperf_wf.plan import plan as planning  # noqa: E402
 from mlperf_wf.plan import preflight  # noqa: E402
-from mlperf_wf.plan.snakemake_functions import signature_once  # noqa: E402
+from mlperf_wf.plan.snakemake_functions import (
+    hide_shell_commands,
+    signature_once,
+)  # noqa: E402
 from mlperf_wf.config.config_check import parsed_config  # noqa: E402
 from mlperf_wf.errors import ConfigError  # noqa: E402
 from mlperf_wf.results.snakemake_state import another_snakemake_in  # noqa: E402
@@ -52,16 +55,29 @@ except ConfigError as err:
     raise WorkflowError(message) from None
 
 
-def command_line_targets():
-    """The targets of the `snakemake` command line this process runs (read by Snakemake's own parser: the DAG
-    settings are not there yet while the Snakefile is parsed); none when this is not such a command line.
+def command_line_args():
+    """The `snakemake` command line this process runs, as Snakemake's own parser reads it without profiles (the DAG
+    settings are not there yet while the Snakefile is parsed); None when this is not such a command line.
     """
     from snakemake.cli import get_argument_parser
 
     try:
-        return get_argument_parser().parse_known_args(sys.argv[1:])[0].targets or []
+        return get_argument_parser().parse_known_args(sys.argv[1:])[0]
     except (SystemExit, Exception):
-        return []
+        return None
+
+
+def command_line_targets():
+    """The targets of the `snakemake` command line this process runs."""
+    args = command_line_args()
+    return (args.targets or []) if args is not None else []
+
+
+# A tiny run names each job in one line (the rules' `message`) and prints no shell command unless -p asks for one.
+if not PLAN.shows_shell_commands(
+    bool(getattr(command_line_args(), "printshellcmds", False))
+):
+    hide_shell_commands()
 
 
 # A target that names no benchmark (a typo) or the other scale's path is one line, not a MissingRuleException.

@@ -26,6 +26,8 @@ rule report:
         scale=SCALE,
         platform=config["submission"]["platform"],
         runs=report_args,
+    message:
+        PLAN.job_message("report")
     shell:
         "mlperf-wf report --benchmark {params.benchmark} --ruleset {params.ruleset}"
         " --division {params.division} --scale {params.scale}"
@@ -57,6 +59,8 @@ rule plot_benchmark:
         "../envs/mlperf-wf.yaml"
     params:
         reference_logs=reference_logs_args,
+    message:
+        PLAN.job_message("plot_benchmark")
     shell:
         "mlperf-wf plot {input.report} --out-dir $(dirname {output.time_to_train})"
         " {params.reference_logs} > {log} 2>&1"
@@ -78,6 +82,8 @@ rule benchmark_page:
         f"{LOGS}/benchmark_page/{{benchmark}}.log",
     conda:
         "../envs/mlperf-wf.yaml"
+    message:
+        PLAN.job_message("benchmark_page")
     shell:
         "mlperf-wf overview {input.report} --figure {input.time_to_train} --figure {input.convergence}"
         " --out {output} > {log} 2>&1"
@@ -105,6 +111,8 @@ rule package:
         finished_digests=package_finished_digests,
         org=config["submission"]["org"],
         system=config["submission"]["platform"],
+    message:
+        PLAN.job_message("package")
     shell:
         "mlperf-wf package {input.reports} {params.finished} --org {params.org:q} --system {params.system:q}"
         " --ruleset {wildcards.ruleset} --division {wildcards.division} --out {output.package}"
@@ -137,6 +145,8 @@ rule summarize:
         finished=PLAN.finished_reports(),
         finished_digests=summary_finished_digests,
         package_checks=package_check_args,
+    message:
+        PLAN.job_message("summarize")
     shell:
         "mlperf-wf summary {input.reports} {params.finished} {params.package_checks}"
         " --csv {output.csv}"

@@ -98,6 +98,25 @@ def merged_after_the_run(command: str, result_file: Path) -> str:
     return f'run_status=0; ({command}) || run_status=$?; {merge} || exit 1; [ "$run_status" = 0 ] || exit "$run_status"'
 
 
+TINY_JOB_MESSAGES = {
+    "generate_tiny_mirror": "generate the tiny mirror of {wildcards.dataset}",
+    "download": "download {wildcards.dataset} from its tiny mirror",
+    "verify": "verify {wildcards.dataset}",
+    "preprocess_shard": "prepare {wildcards.benchmark} shard {wildcards.shard}",
+    "assemble_prepared": "assemble the prepared dataset of {wildcards.benchmark}",
+    "train": "train {wildcards.benchmark} run {wildcards.run} (log {log})",
+    "check_compliance": "check {wildcards.benchmark} run {wildcards.run} (seed {params.seed}) against the {params.ruleset} rules",
+    "report": "report {wildcards.benchmark}: {output.report}",
+    "plot_benchmark": "plot {wildcards.benchmark}'s runs",
+    "benchmark_page": "write the report page of {wildcards.benchmark}",
+    "package": "package and check the {wildcards.ruleset} {wildcards.division} submission: {output.check}",
+    "summarize": "summarize every benchmark: {output.csv}",
+    "all": "every target is made",
+}
+"""What a tiny run prints for each job of a rule, in one line (Snakemake's ``message``, formatted with the job's
+wildcards, params and files); at full scale each job keeps Snakemake's block (files, resources) and its command."""
+
+
 class Plan:
     """Paths, commands and resources of every job for one configuration (see the module docstring)."""
 
@@ -176,6 +195,17 @@ class Plan:
     def system_description(self) -> Path:
         """``config/systems/<submission.platform>.yaml``: the package's system JSON is made from it."""
         return registry.config_dir(self.workdir) / "systems" / f"{self.settings.submission.platform}.yaml"
+
+    # ---- what Snakemake prints ----
+
+    def job_message(self, rule: str) -> str | None:
+        """The one line a tiny run prints for each job of ``rule``; None at full scale (Snakemake's job block)."""
+        return TINY_JOB_MESSAGES[rule] if self.scale == Scale.TINY else None
+
+    def shows_shell_commands(self, asked: bool) -> bool:
+        """Whether jobs' shell commands are printed: at full scale (the dry run is the plan's review), and at tiny
+        scale only when ``-p`` was given on the command line (``asked``)."""
+        return self.scale == Scale.FULL or asked
 
     # ---- the summary and the packages: every finished benchmark of the scale ----
 
