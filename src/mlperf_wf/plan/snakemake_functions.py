@@ -24,7 +24,7 @@ def hide_shell_commands() -> None:
     error block still names its command). The workflow profile turns them on for the full-scale dry run's review."""
     import logging
 
-    from snakemake_interface_logger_plugins.common import LogEvent
+    from snakemake.logging import LogEvent
 
     class NoShellCommands(logging.Filter):
         def filter(self, record: logging.LogRecord) -> bool:
