@@ -73,6 +73,9 @@ def command_line_targets():
     return (args.targets or []) if args is not None else []
 
 
+# Whether this is a dry run (-n): Snakemake's own flag is set only once the DAG runs, after the Snakefile is parsed.
+DRY_RUN = workflow.dryrun or bool(getattr(command_line_args(), "dryrun", False))
+
 # A tiny run names each job in one line (the rules' `message`) and prints no shell command unless -p asks for one.
 if not PLAN.shows_shell_commands(
     bool(getattr(command_line_args(), "printshellcmds", False))
@@ -99,11 +102,11 @@ if workflow.is_main_process:
         if _package_changed:
             _would = (
                 "would package again (a dry run changes nothing)"
-                if workflow.dryrun
+                if DRY_RUN
                 else "packaging again"
             )
             print(f"mlperf-wf: {_package_changed}: {_would}", file=sys.stderr)
-            if not workflow.dryrun:
+            if not DRY_RUN:
                 _package_check.unlink()
 
 # The report's front page (report/workflow.rst) says each benchmark's round and division as its runs are checked, not
@@ -165,15 +168,18 @@ def warn_preflight_problems():
     table = preflight.batch_tables(PLAN, PREFLIGHT.planned_benchmarks(jobs or None))
     if table:
         print(f"\n{table}", file=sys.stderr)
-    if problems:
-        print(
-            f"\nWARNING: mlperf-wf {preflight.describe(problems, what)}\n"
-            "A run without -n refuses to start until they are fixed.",
-            file=sys.stderr,
-        )
+    closing = PREFLIGHT.closing(problems, what)
+    if closing:
+        print(closing, file=sys.stderr)
 
 
 atexit.register(warn_preflight_problems)
+
+# A full-scale dry run lists the problems first, before Snakemake lists its jobs.
+if PREFLIGHT is not None and DRY_RUN:
+    _early = PREFLIGHT.show_early(command_line_targets())
+    if _early:
+        print(f"{_early}\n", file=sys.stderr, flush=True)
 
 
 wildcard_constraints:
