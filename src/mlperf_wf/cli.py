@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import errno
+import dataclasses
 import json
 import logging
 import sys
@@ -435,11 +436,11 @@ def cmd_overview(report: Path, figures: list[Path], out: Path) -> None:
     log.info("wrote %s", overview.write(report, figures, out))
 
 
-def cmd_summary(reports: list[Path], package_check: Path | None, csv_out: Path, figure: Path) -> None:
+def cmd_summary(reports: list[Path], package_checks: list[Path], csv_out: Path, figure: Path) -> None:
     """``summary.csv`` and the cross-benchmark figure."""
     from mlperf_wf.results import plots
 
-    frame = plots.summary(reports, csv_out, figure, package_check)
+    frame = plots.summary(reports, csv_out, figure, package_checks)
     log.info("summary of %d benchmarks written to %s", len(frame), csv_out)
 
 
@@ -481,6 +482,7 @@ def cmd_package(reports: list[Path], org: str, system: str, ruleset: str, divisi
     }
     verdict["valid_for_submission"] = verdict["passed"] and not not_valid
     verdict["not_valid_because"] = not_valid
+    verdict["division"] = division
     verdict["left_out"] = left_out
     verdict["files"] = package.manifest(org_dir, check_out.parent)  # what was checked: a later change makes the workflow package again
     label = out / "NOT_FOR_SUBMISSION.txt"
@@ -676,8 +678,29 @@ def _overrides(items: list[str]) -> dict:
     return values
 
 
-def cmd_score(path: Path, ruleset: str, json_out: Path | None, csv_out: Path | None, jobs: int | None, rcp_bypass: bool) -> int:
-    """Score every (system, benchmark) under ``path``; exit 1 when any result is invalid.
+def _recorded_ruleset(path: Path) -> str:
+    """The ruleset the workflow's ``report.json`` in ``path`` (or in its benchmark folders) records; one line when
+    none does or they differ."""
+    rulesets: dict[str, list[Path]] = {}
+    for report in [path / "report.json", *sorted(path.glob("*/report.json"))]:
+        try:
+            recorded = json.loads(report.read_text()).get("ruleset")
+        except (OSError, ValueError, AttributeError):
+            continue
+        if isinstance(recorded, str) and recorded:
+            rulesets.setdefault(recorded, []).append(report)
+    if not rulesets:
+        raise UserError(f"score: no report.json under {path} records the ruleset; give --ruleset (e.g. 6.1.0)")
+    if len(rulesets) > 1:
+        raise UserError(f"score: the reports under {path} record rulesets {', '.join(sorted(rulesets))}; give --ruleset, or score each benchmark's folder")
+    ((ruleset, reports),) = rulesets.items()
+    print(f"mlperf-wf: score: ruleset {ruleset} (from {reports[0]})", file=sys.stderr)
+    return ruleset
+
+
+def cmd_score(path: Path, ruleset: str | None, json_out: Path | None, csv_out: Path | None, jobs: int | None, rcp_bypass: bool) -> int:
+    """Score every (system, benchmark) under ``path`` under ``ruleset`` (default: the one its ``report.json``
+    records); exit 1 when any result is invalid.
 
     Below each benchmark's line, every run that did not pass gets its own: its verdict and what is missing or wrong.
     """
@@ -686,7 +709,15 @@ def cmd_score(path: Path, ruleset: str, json_out: Path | None, csv_out: Path | N
     from mlperf_wf.config import mlperf_rules as rules
     from mlperf_wf.results import scoring, verdict
 
-    rules.allowed_benchmarks(ruleset)
+    ruleset = ruleset or _recorded_ruleset(path)
+    allowed = rules.allowed_benchmarks(ruleset)
+    for folder in scoring.discover(path):  # a benchmark of another round: one line, not a failed check per run
+        if folder.benchmark not in allowed:
+            try:
+                rounds = ", ".join(rules.rulesets_of(folder.benchmark))
+            except ConfigError:
+                continue  # a name mlperf-logging does not know: the checker says so for each run
+            raise UserError(f"--ruleset {ruleset}: {folder.benchmark} ({folder.folder}) is not part of that round; its rounds: {rounds}")
     scores = scoring.score_paths(path, ruleset, verdict.judged_score, jobs=jobs, rcp_bypass=rcp_bypass)
     rows = scoring.to_rows(scores)
     if json_out:
@@ -759,13 +790,23 @@ def cmd_status(config_overrides: list[str], benchmarks: list[str], as_json: bool
     from mlperf_wf.results import status
 
     logging.getLogger().setLevel(logging.WARNING)  # mlperf-logging's checker reports every file at INFO
+    from mlperf_wf.config import registry
+    from mlperf_wf.results import invocation
+
+    # no arguments: what the running (or the last) Snakemake invocation targets, not the config file's benchmarks
+    followed = None if config_overrides or benchmarks else invocation.current(Path.cwd(), registry.benchmark_names())
+    if followed is not None:
+        config_overrides, benchmarks = followed.config_items(), followed.benchmarks
     config = status.load_config(Path.cwd(), config_overrides)
     plan = planning.load(config, project_root=project_root(), workdir=Path.cwd())
     runs_given = any(item.partition("=")[0] == "runs" for item in config_overrides)
     try:
         while True:
             now = status.campaign_status(Path.cwd(), config, benchmarks or None, runs_given, squeue, plan)
-            text = json.dumps(status.to_json(now), indent=2) if as_json else status.render(now)
+            if as_json:
+                text = json.dumps({**status.to_json(now), "follows": dataclasses.asdict(followed) if followed else None}, indent=2)
+            else:
+                text = (f"{followed.describe()}\n" if followed else "") + status.render(now)
             if watch is None:
                 print(text)
                 return 0
@@ -918,7 +959,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("summary", help="summary.csv and figure across benchmarks")
     p.add_argument("reports", type=Path, nargs="+")
-    p.add_argument("--package-check", type=Path, help="package_check.json of the submission package")
+    p.add_argument(
+        "--package-check", type=Path, action="append", default=[], help="package_check.json of a submission package (repeatable: one per round and division)"
+    )
     p.add_argument("--csv", type=Path, required=True, dest="csv_out")
     p.add_argument("--figure", type=Path, required=True, help="output stem; .png and .svg are written")
 
@@ -1004,7 +1047,7 @@ def build_parser() -> argparse.ArgumentParser:
             " or a folder of logs (*.out, *.log, *.txt with :::MLLOG)"
         ),
     )
-    p.add_argument("--ruleset", required=True)
+    p.add_argument("--ruleset", help="the round to score under (default: the one the folder's report.json records)")
     p.add_argument("--json", type=Path, dest="json_out")
     p.add_argument("--csv", type=Path, dest="csv_out")
     p.add_argument("--jobs", type=int, help="worker processes (default: all cores)")

@@ -89,8 +89,9 @@ def finished_shards(workdir: Path, benchmark: str) -> set[str]:
 
 
 def shards_run(output: str) -> list[str]:
-    """Shards of the preprocess_shard jobs a Snakemake run started, from its job listing."""
-    names = []
+    """Shards of the preprocess_shard jobs a Snakemake run started, from its job listing: a tiny run's job lines
+    (``Job 12: prepare rgat shard feat__paper``, the rule's message), a full-scale run's job blocks."""
+    names = re.findall(r"^Job \d+: prepare \S+ shard ([A-Za-z0-9_.-]+)$", output, flags=re.MULTILINE)
     for block in output.split("rule preprocess_shard:")[1:]:
         match = re.search(r"wildcards: .*shard=([A-Za-z0-9_.-]+)", block)
         names.append(match.group(1))

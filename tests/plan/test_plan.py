@@ -291,10 +291,10 @@ def test_a_benchmark_whose_closed_rules_cannot_hold_at_tiny_size_runs_its_tiny_t
     assert (tiny.division("rgat"), tiny.division("llama2_70b_lora")) == ("open", "closed")
     assert " --division open " in tiny.train_job("rgat", 0).command
     assert " --division closed " in tiny.train_job("llama2_70b_lora", 0).command
-    assert tiny.package_division() == "closed"  # the config's; rgat's open reports stay out of it, with the reason
+    assert list(tiny.package_groups()) == ["5.1.0-open", "6.1.0-closed"]  # a package per round and division
     alone = make_plan(workdir, benchmarks=["rgat"])
     _open_tiny(alone, "rgat")
-    assert alone.package_division() == "open"
+    assert list(alone.package_groups()) == ["5.1.0-open"]
     full = make_plan(workdir, scale="full")
     _open_tiny(full, "rgat")
     assert full.division("rgat") == "closed" and "-e MLPERF_SUBMISSION_DIVISION=closed" in full.train_job("rgat", 0).command
@@ -329,13 +329,39 @@ def test_a_package_of_one_division_leaves_the_others_out_and_says_so(tmp_path, c
     assert "no report was checked under ruleset 5.1.0 in the closed division; the reports have [('5.1.0', 'open')]" in capsys.readouterr().err
 
 
-def test_the_package_of_several_benchmarks_is_a_round_and_division_that_one_of_them_ran(workdir):
-    """llama31_8b (6.1.0, open at tiny size) with bert (5.0.0, closed): the package is 6.1.0 open, not 6.1.0
-    closed, which no report has; bert's report is then listed as left out."""
+def test_each_round_and_division_of_the_benchmarks_has_its_package(workdir):
+    """llama31_8b (6.1.0, open at tiny size) with bert (5.0.0, closed): a package each; llama2_70b_lora and llama31_8b
+    (both 6.1.0, closed and open): a package each too, none left out."""
     plan = make_plan(workdir, benchmarks=["llama31_8b", "bert"], division="closed")
-    assert (plan.package_ruleset(), plan.package_division()) == ("6.1.0", "open")
+    assert plan.package_groups() == {
+        "5.0.0-closed": (["results/tiny/bert/report.json"], []),
+        "6.1.0-open": (["results/tiny/llama31_8b/report.json"], []),
+    }
     plan = make_plan(workdir, benchmarks=["llama2_70b_lora", "llama31_8b"], division="closed")
-    assert (plan.package_ruleset(), plan.package_division()) == ("6.1.0", "closed")
+    assert list(plan.package_groups()) == ["6.1.0-closed", "6.1.0-open"]
+    assert plan.package_dir("6.1.0-open") == "results/tiny/submission/6.1.0-open/package"
+    with pytest.raises(ConfigError, match=re.escape("package '5.1.0-closed': no benchmark of this invocation or finished in results/tiny")):
+        plan.package_group("5.1.0-closed")
+
+
+def test_a_finished_campaign_of_another_benchmark_keeps_its_package_and_summary_row(workdir):
+    """rgat's report in the folder (an earlier campaign): a plan of llama2_70b_lora alone packages it as it is."""
+    report = workdir / "results/tiny/rgat/report.json"
+    report.parent.mkdir(parents=True)
+    report.write_text(json.dumps({"benchmark": "rgat", "ruleset": "5.1.0", "division": "closed"}))
+    broken = workdir / "results/tiny/bert/report.json"
+    broken.parent.mkdir(parents=True)
+    broken.write_text("{")
+    plan = make_plan(workdir, benchmarks=["llama2_70b_lora"])
+    assert plan.finished_reports() == ["results/tiny/rgat/report.json"]  # an unreadable report is left out
+    assert plan.package_groups() == {
+        "5.1.0-closed": ([], ["results/tiny/rgat/report.json"]),
+        "6.1.0-closed": (["results/tiny/llama2_70b_lora/report.json"], []),
+    }
+    before = plan.finished_digests(plan.finished_reports())
+    report.write_text(json.dumps({"benchmark": "rgat", "ruleset": "5.1.0", "division": "closed", "runs": []}))
+    assert make_plan(workdir, benchmarks=["llama2_70b_lora"]).finished_digests(plan.finished_reports()) != before
+    assert make_plan(workdir, benchmarks=["rgat"]).finished_reports() == []
 
 
 def test_the_submission_variables_the_plan_sets_are_the_ones_the_round_patches_read(workdir):

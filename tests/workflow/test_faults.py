@@ -472,7 +472,7 @@ def test_a_second_identical_invocation_during_a_campaign_is_one_line_and_the_fir
 def test_a_package_file_changed_or_its_system_description_edited_is_packaged_again(campaign):
     """The package check holds for the files it checked: a package file edited by hand, or the system description the
     package was made from edited, makes the next invocation package (and check) again instead of 'Nothing to be done'."""
-    submission = campaign / "results/tiny/submission"
+    submission = campaign / "results/tiny/submission/6.1.0-closed"
     result = next((submission / "package").rglob("result_0.txt"))
     result.write_text(result.read_text() + "edited by hand\n")
     proc = snakemake(campaign, "--cores", "2", *CONFIG)

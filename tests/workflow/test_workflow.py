@@ -183,7 +183,7 @@ def test_figures_and_summary(tiny_project):
 
 @pytest.mark.slow
 def test_submission_package_is_built_and_checked_by_the_official_checkers(tiny_project):
-    org = tiny_project / "results/tiny/submission/package/mlperf-workflow"
+    org = tiny_project / "results/tiny/submission/6.1.0-closed/package/mlperf-workflow"
     # what a submitter uploads holds only the package (no .snakemake_timestamp of Snakemake's directory output)
     assert [path.name for path in org.rglob(".*")] == []
     results = sorted(p.name for p in (org / "results/cpu-tiny/llama2_70b_lora").iterdir())
@@ -194,14 +194,14 @@ def test_submission_package_is_built_and_checked_by_the_official_checkers(tiny_p
     assert record["made_by"].startswith("mlperf-workflow's tiny-tier CPU trainer") and record["launchers"] == ["local"]
     assert all("mlperf-wf train --benchmark llama2_70b_lora" in command for command in record["commands"])
     assert {"trainer.py", "hyperparameters.py", "harness.py"} <= {p.name for p in made_by.iterdir()}
-    check = json.loads((tiny_project / "results/tiny/submission/package_check.json").read_text())
+    check = json.loads((tiny_project / "results/tiny/submission/6.1.0-closed/package_check.json").read_text())
     assert check["system_descriptions"]["cpu-tiny"]["passed"] is True
     package_log = (tiny_project / check["package_checker"]["log"]).read_text()
     assert "Running compliance checks in dir" in package_log, "the package checker really ran"
     errors = " ".join(check["package_checker"]["errors"])
     assert "found 3, expected 10" in errors and "RCP Test Failed" in errors
     assert check["valid_for_submission"] is False
-    assert "tiny" in (tiny_project / "results/tiny/submission/package/NOT_FOR_SUBMISSION.txt").read_text()
+    assert "tiny" in (tiny_project / "results/tiny/submission/6.1.0-closed/package/NOT_FOR_SUBMISSION.txt").read_text()
     summary = (tiny_project / "results/tiny/summary.csv").read_text()
     assert "package_checker" in summary.splitlines()[0] and "RCP Test Failed" in summary
 
@@ -384,7 +384,7 @@ def test_a_campaign_with_the_stand_in_power_sampler_reports_energy_as_the_offici
     from mlperf_wf.results import scoring, verdict
 
     other = new_workdir(tmp_path / "energy")  # the prepared data comes from the cache; the three runs are made again
-    targets = ("results/tiny/llama2_70b_lora/plots/time_to_train.png", "results/tiny/submission/package_check.json")
+    targets = ("results/tiny/llama2_70b_lora/plots/time_to_train.png", "results/tiny/submission/6.1.0-closed/package_check.json")
     snakemake(other, "--cores", "2", *targets, "--cache", "--config", f"runs={TINY_RUNS}", STAND_IN_POWER, cache=tiny_project_cache)
     report = json.loads((other / "results/tiny/llama2_70b_lora/report.json").read_text())
     for run in report["runs"]:
@@ -395,10 +395,10 @@ def test_a_campaign_with_the_stand_in_power_sampler_reports_energy_as_the_offici
     assert report["score"]["energy_joules"] > 0 and report["score"]["energy_reasons"] == []
     assert "energy to train" in (other / "results/tiny/llama2_70b_lora/plots/time_to_train.svg").read_text()
     # the package carries power/result_<i>/node_0.txt; the package checker's power checks find nothing wrong
-    check = json.loads((other / "results/tiny/submission/package_check.json").read_text())
+    check = json.loads((other / "results/tiny/submission/6.1.0-closed/package_check.json").read_text())
     package_log = (other / check["package_checker"]["log"]).read_text()
     assert "power" not in package_log.lower() and not any("power" in error.lower() for error in check["package_checker"]["errors"])
-    folder = other / "results/tiny/submission/package/mlperf-workflow/results/cpu-tiny/llama2_70b_lora"
+    folder = other / "results/tiny/submission/6.1.0-closed/package/mlperf-workflow/results/cpu-tiny/llama2_70b_lora"
     assert sorted(p.name for p in (folder / "power").iterdir()) == [f"result_{i}" for i in range(TINY_RUNS)]
     # the official summarizer on the package gives each run the energy the report shows, and the same olympic energy
     (folder / "scaling.json").unlink(missing_ok=True)  # left by the package checker (logging#278); the report used none

@@ -12,11 +12,15 @@ sys.path.insert(0, str(Path(workflow.basedir).parent / "src"))
 
 from mlperf_wf.plan import plan as planning  # noqa: E402
 from mlperf_wf.plan import preflight  # noqa: E402
-from mlperf_wf.plan.snakemake_functions import signature_once  # noqa: E402
+from mlperf_wf.plan.snakemake_functions import (
+    hide_shell_commands,
+    signature_once,
+)  # noqa: E402
 from mlperf_wf.config.config_check import parsed_config  # noqa: E402
 from mlperf_wf.errors import ConfigError  # noqa: E402
 from mlperf_wf.results.snakemake_state import another_snakemake_in  # noqa: E402
 from mlperf_wf.results import package as submission_package  # noqa: E402
+from mlperf_wf.results import invocation  # noqa: E402
 
 # A second Snakemake (a dry run too) in a folder where one runs fails on the first one's unfinished outputs; say why.
 if workflow.is_main_process:
@@ -51,16 +55,32 @@ except ConfigError as err:
     raise WorkflowError(message) from None
 
 
-def command_line_targets():
-    """The targets of the `snakemake` command line this process runs (read by Snakemake's own parser: the DAG
-    settings are not there yet while the Snakefile is parsed); none when this is not such a command line.
+def command_line_args():
+    """The `snakemake` command line this process runs, as Snakemake's own parser reads it without profiles (the DAG
+    settings are not there yet while the Snakefile is parsed); None when this is not such a command line.
     """
     from snakemake.cli import get_argument_parser
 
     try:
-        return get_argument_parser().parse_known_args(sys.argv[1:])[0].targets or []
+        return get_argument_parser().parse_known_args(sys.argv[1:])[0]
     except (SystemExit, Exception):
-        return []
+        return None
+
+
+def command_line_targets():
+    """The targets of the `snakemake` command line this process runs."""
+    args = command_line_args()
+    return (args.targets or []) if args is not None else []
+
+
+# Whether this is a dry run (-n): Snakemake's own flag is set only once the DAG runs, after the Snakefile is parsed.
+DRY_RUN = workflow.dryrun or bool(getattr(command_line_args(), "dryrun", False))
+
+# A tiny run names each job in one line (the rules' `message`) and prints no shell command unless -p asks for one.
+if not PLAN.shows_shell_commands(
+    bool(getattr(command_line_args(), "printshellcmds", False))
+):
+    hide_shell_commands()
 
 
 # A target that names no benchmark (a typo) or the other scale's path is one line, not a MissingRuleException.
@@ -75,17 +95,19 @@ if workflow.is_main_process:
             raise WorkflowError(str(_problem))
     # A package whose files changed since its check (edited, removed, added) is made and checked again: its check is
     # removed (a dry run only says so), so the package rule's output is missing.
-    _package_check = Path(PLAN.results_root) / "submission" / "package_check.json"
-    _package_changed = submission_package.changed_since_checked(_package_check)
-    if _package_changed:
-        _would = (
-            "would package again (a dry run changes nothing)"
-            if workflow.dryrun
-            else "packaging again"
-        )
-        print(f"mlperf-wf: {_package_changed}: {_would}", file=sys.stderr)
-        if not workflow.dryrun:
-            _package_check.unlink()
+    for _package_check in sorted(
+        (Path(PLAN.results_root) / "submission").glob("*/package_check.json")
+    ):
+        _package_changed = submission_package.changed_since_checked(_package_check)
+        if _package_changed:
+            _would = (
+                "would package again (a dry run changes nothing)"
+                if DRY_RUN
+                else "packaging again"
+            )
+            print(f"mlperf-wf: {_package_changed}: {_would}", file=sys.stderr)
+            if not DRY_RUN:
+                _package_check.unlink()
 
 # The report's front page (report/workflow.rst) says each benchmark's round and division as its runs are checked, not
 # the config's "latest" and a division the tiny tier may not use.
@@ -124,6 +146,18 @@ def refuse_preflight_problems():
         )
 
 
+def record_invocation():
+    """`onstart`: what this invocation runs (its --config values, its jobs' benchmarks), which `mlperf-wf status`
+    with no arguments follows."""
+    named = {job.wildcards_dict.get("benchmark") for job in workflow.dag.jobs}
+    order = [*config["benchmarks"], *sorted(PLAN.benchmarks)]
+    invocation.record(
+        Path.cwd(),
+        dict(workflow.config_settings.overwrite_config),
+        [name for name in dict.fromkeys(order) if name in named],
+    )
+
+
 def warn_preflight_problems():
     """At exit of a full-scale invocation that did not run (a dry run, nothing to do, or a DAG that failed): the
     preflight problems of what it planned, as one warning block."""
@@ -138,15 +172,18 @@ def warn_preflight_problems():
     ):
         if table:
             print(f"\n{table}", file=sys.stderr)
-    if problems:
-        print(
-            f"\nWARNING: mlperf-wf {preflight.describe(problems, what)}\n"
-            "A run without -n refuses to start until they are fixed.",
-            file=sys.stderr,
-        )
+    closing = PREFLIGHT.closing(problems, what)
+    if closing:
+        print(closing, file=sys.stderr)
 
 
 atexit.register(warn_preflight_problems)
+
+# A full-scale dry run lists the problems first, before Snakemake lists its jobs.
+if PREFLIGHT is not None and DRY_RUN:
+    _early = PREFLIGHT.show_early(command_line_targets())
+    if _early:
+        print(f"{_early}\n", file=sys.stderr, flush=True)
 
 
 wildcard_constraints:
@@ -154,6 +191,8 @@ wildcard_constraints:
     scale=SCALE,
     shard=r"[A-Za-z0-9_.-]+",
     run=r"\d+",
+    ruleset=r"\d+\.\d+\.\d+",
+    division="closed|open",
 
 
 # ---- download ----
@@ -374,6 +413,49 @@ def reference_logs_args(wildcards):
 def all_reports():
     """Report of every configured benchmark."""
     return [PLAN.report(name) for name in config["benchmarks"]]
+
+
+def package_group(wildcards):
+    """(reports this invocation makes, finished reports) of the package's round and division."""
+    try:
+        return PLAN.package_group(f"{wildcards.ruleset}-{wildcards.division}")
+    except ConfigError as err:
+        raise WorkflowError(str(err)) from None
+
+
+@signature_once
+def package_reports(wildcards):
+    """The package's reports that this invocation makes (its inputs)."""
+    return package_group(wildcards)[0]
+
+
+@signature_once
+def package_finished(wildcards):
+    """The package's reports of benchmarks finished earlier (read as they are, not made again)."""
+    return package_group(wildcards)[1]
+
+
+@signature_once
+def package_finished_digests(wildcards):
+    """Their digests: one made again makes the package again."""
+    return PLAN.finished_digests(package_group(wildcards)[1])
+
+
+def all_package_checks():
+    """The check of every package: one per round and division of the configured and finished benchmarks."""
+    return [PLAN.package_check(group) for group in PLAN.package_groups()]
+
+
+@signature_once
+def summary_finished_digests(wildcards):
+    """Digests of the finished reports the summary reads."""
+    return PLAN.finished_digests(PLAN.finished_reports())
+
+
+@signature_once
+def package_check_args(wildcards, input):
+    """``--package-check`` of each package, for the summary command."""
+    return " ".join(f"--package-check {check}" for check in input.package)
 
 
 def all_targets():

@@ -23,6 +23,8 @@ rule check_compliance:
         scale=SCALE,
         division=wildcard_division,
         seed=wildcard_seed,
+    message:
+        PLAN.job_message("check_compliance")
     shell:
         "mlperf-wf compliance {input.result} --ruleset {params.ruleset}"
         " --benchmark {wildcards.benchmark} --scale {params.scale}"

@@ -20,6 +20,8 @@ rule generate_tiny_mirror:
     # its params and the unformatted shell line, so without them every dataset would share one cache entry.
     params:
         dataset="{dataset}",
+    message:
+        PLAN.job_message("generate_tiny_mirror")
     shell:
         "mlperf-wf mirror --dataset {params.dataset} --out {output.mirror} > {log} 2>&1"
 
@@ -42,6 +44,8 @@ rule download:
         dataset="{dataset}",
         source=download_source_args,
         connections=planning.DOWNLOAD_CONNECTIONS,
+    message:
+        PLAN.job_message("download")
     shell:
         "mlperf-wf download --dataset {params.dataset} --dest {output.dataset}"
         " {params.source} --jobs {params.connections} > {log} 2>&1"

@@ -28,6 +28,8 @@ rule preprocess_shard:
         scale="{scale}",
         shard="{shard}",
         inputs=preprocess_role_args,
+    message:
+        PLAN.job_message("preprocess_shard")
     shell:
         "mlperf-wf preprocess --benchmark {params.benchmark} --scale {params.scale}"
         " --shard {params.shard} {params.inputs} --out {output.shard} > {log} 2>&1"
@@ -49,6 +51,8 @@ rule assemble_prepared:
         scale="{scale}",
         shards="resources/{scale}/prepared/{benchmark}/shards",
         preparation=preparation_args,
+    message:
+        PLAN.job_message("assemble_prepared")
     shell:
         "mlperf-wf assemble --benchmark {params.benchmark} --scale {params.scale}"
         " --shards {params.shards} {params.preparation} --out {output.dataset} > {log} 2>&1"

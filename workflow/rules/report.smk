@@ -26,6 +26,8 @@ rule report:
         scale=SCALE,
         platform=config["submission"]["platform"],
         runs=report_args,
+    message:
+        PLAN.job_message("report")
     shell:
         "mlperf-wf report --benchmark {params.benchmark} --ruleset {params.ruleset}"
         " --division {params.division} --scale {params.scale}"
@@ -57,6 +59,8 @@ rule plot_benchmark:
         "../envs/mlperf-wf.yaml"
     params:
         reference_logs=reference_logs_args,
+    message:
+        PLAN.job_message("plot_benchmark")
     shell:
         "mlperf-wf plot {input.report} --out-dir $(dirname {output.time_to_train})"
         " {params.reference_logs} > {log} 2>&1"
@@ -78,6 +82,8 @@ rule benchmark_page:
         f"{LOGS}/benchmark_page/{{benchmark}}.log",
     conda:
         "../envs/mlperf-wf.yaml"
+    message:
+        PLAN.job_message("benchmark_page")
     shell:
         "mlperf-wf overview {input.report} --figure {input.time_to_train} --figure {input.convergence}"
         " --out {output} > {log} 2>&1"
@@ -85,36 +91,38 @@ rule benchmark_page:
 
 rule package:
     input:
-        reports=all_reports(),
+        reports=package_reports,
         system=PLAN.system_description(),
     output:
         # the org folder (what is uploaded) inside: Snakemake's .snakemake_timestamp stays out of it
-        package=directory(f"{RESULTS}/submission/package"),
+        package=directory(f"{RESULTS}/submission/{{ruleset}}-{{division}}/package"),
         check=report(
-            f"{RESULTS}/submission/package_check.json",
+            f"{RESULTS}/submission/{{ruleset}}-{{division}}/package_check.json",
             caption="../report/package.rst",
             category="summary",
-            labels={"table": "submission package check"},
+            labels={"table": "submission package check {ruleset} {division}"},
         ),
     log:
-        f"{LOGS}/package.log",
+        f"{LOGS}/package/{{ruleset}}-{{division}}.log",
     conda:
         "../envs/mlperf-wf.yaml"
     params:
+        finished=package_finished,
+        finished_digests=package_finished_digests,
         org=config["submission"]["org"],
         system=config["submission"]["platform"],
-        ruleset=PLAN.package_ruleset(),
-        division=PLAN.package_division(),
+    message:
+        PLAN.job_message("package")
     shell:
-        "mlperf-wf package {input.reports} --org {params.org:q} --system {params.system:q}"
-        " --ruleset {params.ruleset} --division {params.division} --out {output.package}"
+        "mlperf-wf package {input.reports} {params.finished} --org {params.org:q} --system {params.system:q}"
+        " --ruleset {wildcards.ruleset} --division {wildcards.division} --out {output.package}"
         " --check-out {output.check} > {log} 2>&1"
 
 
 rule summarize:
     input:
         reports=all_reports(),
-        package=rules.package.output.check,
+        package=all_package_checks(),
     output:
         csv=report(
             f"{RESULTS}/summary.csv",
@@ -133,7 +141,13 @@ rule summarize:
         f"{LOGS}/summarize.log",
     conda:
         "../envs/mlperf-wf.yaml"
+    params:
+        finished=PLAN.finished_reports(),
+        finished_digests=summary_finished_digests,
+        package_checks=package_check_args,
+    message:
+        PLAN.job_message("summarize")
     shell:
-        "mlperf-wf summary {input.reports} --package-check {input.package}"
+        "mlperf-wf summary {input.reports} {params.finished} {params.package_checks}"
         " --csv {output.csv}"
         " --figure $(dirname {output.csv})/summary > {log} 2>&1"

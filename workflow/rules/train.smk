@@ -30,6 +30,8 @@ rule train:
         image=train_field("image"),
         scale=SCALE,
         node_checks=node_check_records,
+    message:
+        PLAN.job_message("train")
     # The prepared tree is checked against its stamps first (a byte changed since, even with its mtime restored);
     # `|| exit`: bash's errexit does not stop at the left side of a failing `&&`.
     # The whole command line in one group, so that everything it prints (the job's own preflight, the page-cache drop,

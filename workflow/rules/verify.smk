@@ -18,6 +18,8 @@ rule verify:
     params:
         # Undeclared, so it survives reruns: re-verifying only re-reads changed files.
         stamps="resources/{scale}/verified/{dataset}.stamps.json",
+    message:
+        PLAN.job_message("verify")
     shell:
         "mlperf-wf verify {input.dataset} --out {output.record}"
         " --stamps {params.stamps} --jobs {threads} > {log} 2>&1"

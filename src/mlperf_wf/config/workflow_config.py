@@ -175,12 +175,12 @@ class WorkflowConfig(_Section):
     """mlperf-logging training ruleset the logs are checked against. `latest`: each benchmark under the newest round it
     is part of (llama2_70b_lora 6.1.0; rgat 5.1.0, retired after it). A version such as `"6.1.0"`: every configured
     benchmark must be part of that round (mlperf-logging's `benchmark_meta`). The quality target is read from the
-    round's compliance YAML. The submission package is built for the newest round among the configured benchmarks;
-    benchmarks of an older round are listed as left out in `package_check.json`."""
+    round's compliance YAML. Each round and division of the configured benchmarks, and of the benchmarks already
+    finished in the folder, has its own submission package (`results/submission/<ruleset>-<division>/`)."""
     division: Literal["closed", "open"] = "closed"
     """`closed` or `open`. Selects the compliance rules and the target. A benchmark whose closed rules cannot hold at
-    tiny size runs its tiny tier as open (its definition's `tiny.division`, with the rules it does not meet); the
-    package is this division, and reports of the other are listed as left out."""
+    tiny size runs its tiny tier as open (its definition's `tiny.division`, with the rules it does not meet); such a
+    benchmark's package is then an open one."""
     runs: Annotated[int, Field(ge=0)] = 0
     """Runs per benchmark. `0` uses the count the rules require (10 for llama2_70b_lora and rgat, from
     `benchmark_meta`). Fewer runs are allowed for testing; the report then says the set is not a valid submission."""

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import hashlib
 import json
 import shlex
 import sys
@@ -97,6 +98,25 @@ def merged_after_the_run(command: str, result_file: Path) -> str:
     return f'run_status=0; ({command}) || run_status=$?; {merge} || exit 1; [ "$run_status" = 0 ] || exit "$run_status"'
 
 
+TINY_JOB_MESSAGES = {
+    "generate_tiny_mirror": "generate the tiny mirror of {wildcards.dataset}",
+    "download": "download {wildcards.dataset} from its tiny mirror",
+    "verify": "verify {wildcards.dataset}",
+    "preprocess_shard": "prepare {wildcards.benchmark} shard {wildcards.shard}",
+    "assemble_prepared": "assemble the prepared dataset of {wildcards.benchmark}",
+    "train": "train {wildcards.benchmark} run {wildcards.run} (log {log})",
+    "check_compliance": "check {wildcards.benchmark} run {wildcards.run} (seed {params.seed}) against the {params.ruleset} rules",
+    "report": "report {wildcards.benchmark}: {output.report}",
+    "plot_benchmark": "plot {wildcards.benchmark}'s runs",
+    "benchmark_page": "write the report page of {wildcards.benchmark}",
+    "package": "package and check the {wildcards.ruleset} {wildcards.division} submission: {output.check}",
+    "summarize": "summarize every benchmark: {output.csv}",
+    "all": "every target is made",
+}
+"""What a tiny run prints for each job of a rule, in one line (Snakemake's ``message``, formatted with the job's
+wildcards, params and files); at full scale each job keeps Snakemake's block (files, resources) and its command."""
+
+
 class Plan:
     """Paths, commands and resources of every job for one configuration (see the module docstring)."""
 
@@ -172,20 +192,77 @@ class Plan:
         """Each configured benchmark's round and division as its runs are checked (the report's front page)."""
         return "; ".join(f"{name}: ruleset {self.ruleset(name)}, {self.division(name)} division" for name in self.settings.benchmarks)
 
-    def package_division(self) -> str:
-        """Division of the submission package: the config's, unless no configured benchmark of the package's
-        round runs in it (a package is one round and one division; the other reports are listed as left out)."""
-        ruleset = self.package_ruleset()
-        divisions = {self.division(name) for name in self.settings.benchmarks if self.ruleset(name) == ruleset}
-        return self.settings.division if self.settings.division in divisions else min(divisions)
-
     def system_description(self) -> Path:
         """``config/systems/<submission.platform>.yaml``: the package's system JSON is made from it."""
         return registry.config_dir(self.workdir) / "systems" / f"{self.settings.submission.platform}.yaml"
 
-    def package_ruleset(self) -> str:
-        """Round of the submission package: the newest ruleset among the configured benchmarks."""
-        return mlperf_rules.newest_ruleset([self.ruleset(name) for name in self.settings.benchmarks])
+    # ---- what Snakemake prints ----
+
+    def job_message(self, rule: str) -> str | None:
+        """The one line a tiny run prints for each job of ``rule``; None at full scale (Snakemake's job block)."""
+        return TINY_JOB_MESSAGES[rule] if self.scale == Scale.TINY else None
+
+    def shows_shell_commands(self, asked: bool) -> bool:
+        """Whether jobs' shell commands are printed: at full scale (the dry run is the plan's review), and at tiny
+        scale only when ``-p`` was given on the command line (``asked``)."""
+        return self.scale == Scale.FULL or asked
+
+    # ---- the summary and the packages: every finished benchmark of the scale ----
+
+    @functools.cached_property
+    def finished_elsewhere(self) -> dict[str, tuple[str, str]]:
+        """Benchmarks this invocation does not run whose report is in the scale's results (an earlier campaign in the
+        folder): name -> the ruleset and division of its report. The summary and the packages keep them; nothing of
+        theirs is planned again. A report that cannot be read is left out, with a warning."""
+        found = {}
+        for name in registry.benchmark_names():
+            path = self.workdir / self.report(name)
+            if name in self.settings.benchmarks or not path.is_file():
+                continue
+            try:
+                report = json.loads(path.read_text())
+                found[name] = (str(report["ruleset"]), str(report["division"]))
+            except (OSError, ValueError, KeyError, TypeError) as err:
+                print(f"mlperf-wf: {path}: not read as a report ({err!r}): left out of the summary and packages", file=sys.stderr)
+        return found
+
+    def finished_reports(self) -> list[str]:
+        """Reports of :attr:`finished_elsewhere`, by name."""
+        return [self.report(name) for name in sorted(self.finished_elsewhere)]
+
+    def finished_digests(self, reports: Iterable[str]) -> str:
+        """``path:sha256`` of each finished report: a parameter of the jobs that read them, so that one made again
+        (its benchmark's campaign ran again) makes the summary and its package again."""
+        return " ".join(f"{path}:{hashlib.sha256((self.workdir / path).read_bytes()).hexdigest()[:16]}" for path in reports)
+
+    def package_groups(self) -> dict[str, tuple[list[str], list[str]]]:
+        """``<ruleset>-<division>`` -> (reports this invocation makes, finished reports) of each package: a package is
+        one round and one division, so benchmarks that differ in ruleset or division have one each."""
+        groups: dict[str, tuple[list[str], list[str]]] = {}
+        for name in self.settings.benchmarks:
+            groups.setdefault(f"{self.ruleset(name)}-{self.division(name)}", ([], []))[0].append(self.report(name))
+        for name, (ruleset, division) in sorted(self.finished_elsewhere.items()):
+            groups.setdefault(f"{ruleset}-{division}", ([], []))[1].append(self.report(name))
+        return dict(sorted(groups.items()))
+
+    def package_group(self, group: str) -> tuple[list[str], list[str]]:
+        """(reports this invocation makes, finished reports) of the package of ``group``; a group no benchmark is in
+        is one line naming the ones there are."""
+        groups = self.package_groups()
+        if group not in groups:
+            raise ConfigError(
+                f"package {group!r}: no benchmark of this invocation or finished in {self.results_root} is checked under that "
+                f"ruleset and division; packages: {', '.join(groups) or 'none'}"
+            )
+        return groups[group]
+
+    def package_dir(self, group: str) -> str:
+        """Where the package of ``group`` (``<ruleset>-<division>``) is built: ``<org>/`` inside is what is uploaded."""
+        return f"{self.results_root}/submission/{group}/package"
+
+    def package_check(self, group: str) -> str:
+        """The checkers' verdicts on the package of ``group``."""
+        return f"{self.results_root}/submission/{group}/package_check.json"
 
     def run_count(self, name: str) -> int:
         """Runs to make: ``runs``, or the count the rules require."""

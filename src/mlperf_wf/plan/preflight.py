@@ -369,6 +369,26 @@ def describe(problems: list[Problem], what: str = "the full-scale plan") -> str:
     return "\n".join([f"preflight: {count} in {what}:", *(f"  - {problem}" for problem in problems)])
 
 
+def warning(problems: list[Problem], what: str) -> str:
+    """The dry run's warning block: the problems, and that a real run refuses on them."""
+    return f"WARNING: mlperf-wf {describe(problems, what)}\nA run without -n refuses to start until they are fixed."
+
+
+def targeted_benchmarks(plan: Plan, targets: Iterable[str]) -> list[str] | None:
+    """The benchmarks a command line's targets name (``results/<name>/...``, ``resources/full/prepared/<name>...``), the
+    config's when it names none (the default target); None when a target is something else (a dataset, a rule)."""
+    names: list[str] = []
+    for target in targets:
+        parts = Path(target).parts
+        if len(parts) > 1 and parts[0] == "results" and parts[1] in plan.benchmarks:
+            names.append(parts[1])
+        elif len(parts) > 3 and parts[:3] == ("resources", "full", "prepared") and parts[3] in plan.benchmarks:
+            names.append(parts[3])
+        else:
+            return None
+    return list(dict.fromkeys(names)) or list(plan.settings.benchmarks)
+
+
 class Tracker:
     """What one Snakemake invocation plans: the benchmarks of its train jobs and the datasets of its download jobs, as
     the input functions see them while the DAG is built, or as the DAG's jobs to run name them."""
@@ -379,6 +399,37 @@ class Tracker:
         self.datasets: dict[str, None] = {}
         self.reported = False
         """Set once the problems were shown (or the run refused), so that they are not shown twice."""
+        self.early: tuple[list[Problem], str] | None = None
+        """The problems a dry run listed before its jobs (:meth:`show_early`), and what they were of."""
+
+    def show_early(self, targets: Iterable[str]) -> str | None:
+        """A dry run's problems before Snakemake lists its jobs, as far as the command line and the folder tell them
+        before the DAG is built: the targeted benchmarks with a run left to make, the datasets of theirs not downloaded
+        yet. Returns the warning block (None when there is nothing to say or the targets are not benchmarks')."""
+        named = targeted_benchmarks(self.plan, targets)
+        if named is None:
+            return None
+        workdir = self.plan.workdir
+        benchmarks = [name for name in named if not all((workdir / path).exists() for path in self.plan.run_files(name, "result.txt"))]
+        datasets = [
+            dataset_id
+            for name in benchmarks
+            for dataset_id in _datasets_of(self.plan, name)
+            if dataset_id not in self.plan.made_in_image and not (workdir / self.plan.dataset_dir(dataset_id)).exists()
+        ]
+        datasets = list(dict.fromkeys(datasets))
+        problems = plan_problems(self.plan, benchmarks, datasets)
+        if not problems:
+            return None
+        self.early = (problems, f"the full-scale plan of {', '.join(benchmarks) or ', '.join(datasets)}")
+        return warning(*self.early)
+
+    def closing(self, problems: list[Problem], what: str) -> str | None:
+        """What the dry run prints at its end: one line where the problems are those it listed first, else the block."""
+        if self.early is not None and (problems, what) == self.early:
+            count = f"{len(problems)} problem{'s' if len(problems) != 1 else ''}"
+            return f"mlperf-wf preflight: the {count} listed before the jobs stop a run without -n until they are fixed."
+        return f"\n{warning(problems, what)}" if problems else None
 
     def saw_benchmark(self, name: str) -> None:
         self.benchmarks[name] = None

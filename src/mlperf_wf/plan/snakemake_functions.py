@@ -17,3 +17,17 @@ def signature_once(func: Function) -> Function:
 
     overwrite_function_params(func, inspect.signature(func).parameters)
     return func
+
+
+def hide_shell_commands() -> None:
+    """Drop Snakemake's ``Shell command:`` lines from this process's output, keeping everything else it prints (a job's
+    error block still names its command). The workflow profile turns them on for the full-scale dry run's review."""
+    import logging
+
+    from snakemake.logging import LogEvent
+
+    class NoShellCommands(logging.Filter):
+        def filter(self, record: logging.LogRecord) -> bool:
+            return getattr(record, "event", None) != LogEvent.SHELLCMD
+
+    logging.getLogger("snakemake.logging").addFilter(NoShellCommands())

@@ -248,10 +248,19 @@ def benchmark_figures(report_file: Path, out_dir: Path, reference_logs: Path | N
     return time_to_train(report, out_dir / "time_to_train") + convergence(report, out_dir / "convergence", reference_logs)
 
 
-def summary(report_files: list[Path], csv_out: Path, stem: Path, package_check: Path | None = None) -> pd.DataFrame:
-    """``summary.csv`` (one row per benchmark) and a figure of every benchmark's score."""
-    package = json.loads(package_check.read_text()) if package_check else None
-    package_errors = "; ".join(package["package_checker"]["errors"]) if package else ""
+def _package_of(report: dict, packages: list[dict]) -> dict | None:
+    """The package check of the report's round and division (a check without a division: of its round)."""
+    for package in packages:
+        if package.get("ruleset") == report["ruleset"] and package.get("division", report["division"]) == report["division"]:
+            return package
+    return None
+
+
+def summary(report_files: list[Path], csv_out: Path, stem: Path, package_checks: list[Path] | Path | None = None) -> pd.DataFrame:
+    """``summary.csv`` (one row per benchmark, by name) and a figure of every benchmark's score; each row has the
+    checker's verdict on the package of its round and division (``package_checks``: one per package)."""
+    checks = [package_checks] if isinstance(package_checks, Path) else list(package_checks or [])
+    packages = [json.loads(path.read_text()) for path in checks]
     from mlperf_wf.results import verdict as run_verdicts
 
     rows = []
@@ -260,6 +269,8 @@ def summary(report_files: list[Path], csv_out: Path, stem: Path, package_check: 
         score = report["score"]
         judged = run_verdicts.report_verdicts(report)  # the runs judged from their files now, as every reader judges them
         stale = run_verdicts.disagreements(report, judged)
+        package = _package_of(report, packages)
+        package_errors = "; ".join(package["package_checker"]["errors"]) if package else ""
         rows.append(
             {
                 "benchmark": report["benchmark"],
@@ -279,7 +290,7 @@ def summary(report_files: list[Path], csv_out: Path, stem: Path, package_check: 
                 "package_checker": ("passed" if package["package_checker"]["passed"] else f"errors: {package_errors}") if package else None,
             }
         )
-    frame = pd.DataFrame(rows)
+    frame = pd.DataFrame(rows).sort_values("benchmark", kind="stable").reset_index(drop=True)
     csv_out.parent.mkdir(parents=True, exist_ok=True)
     frame.to_csv(csv_out, index=False)
     fig, ax = plt.subplots(figsize=(7, 0.6 * max(1, len(frame)) + 1.5))
@@ -296,7 +307,8 @@ def summary(report_files: list[Path], csv_out: Path, stem: Path, package_check: 
             fontsize=8,
         )
     ax.set_xlabel("time to train (minutes, olympic mean x scaling)")
-    verdict = "" if package is None else f" (package checker: {'passed' if package['package_checker']['passed'] else 'errors, see package_check.json'})"
+    passed = all(package["package_checker"]["passed"] for package in packages)
+    verdict = "" if not packages else f" (package checker: {'passed' if passed else 'errors, see package_check.json'})"
     ax.set_title(f"All benchmarks{verdict}", fontsize=10)
     ax.margins(x=0.6)
     _save(fig, stem)

@@ -4,6 +4,8 @@ directory, the tiny runs pass the 5.1.0 checker, and the full-scale plan is show
 from __future__ import annotations
 
 import json
+import re
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -61,12 +63,12 @@ def test_tiny_rgat_runs_reach_the_target_and_pass_the_5_1_0_checker(rgat_project
         assert accuracies[-1]["value"] >= 0.72 and events["run_stop"]["metadata"]["status"] == "success"
         verdict = json.loads((rgat_project / f"results/tiny/rgat/runs/{i}/compliance.json").read_text())
         assert verdict["ruleset"] == "5.1.0" and verdict["verdict"] == "passed"
-    check = json.loads((rgat_project / "results/tiny/submission/package_check.json").read_text())
+    check = json.loads((rgat_project / "results/tiny/submission/5.1.0-closed/package_check.json").read_text())
     assert check["ruleset"] == "5.1.0" and check["system_descriptions"]["cpu-tiny"]["passed"]
     # the official package checker accepts the 5.1.0 rgat results except for their number (3 here, 10 required)
     assert check["package_checker"]["errors"] == [
         "ERROR - Incorrect number of files in dir, or wrong file names in directory"
-        f" results/tiny/submission/package/mlperf-workflow/results/cpu-tiny/rgat, found {RUNS}, expected 10"
+        f" results/tiny/submission/5.1.0-closed/package/mlperf-workflow/results/cpu-tiny/rgat, found {RUNS}, expected 10"
     ]
 
 
@@ -117,13 +119,40 @@ def test_full_scale_rgat_dry_run_lists_the_real_urls_shards_and_container(tmp_pa
     assert not (workdir / "resources").exists() and not (workdir / "results").exists()
 
 
+def package_lines(output: str) -> dict[str, str]:
+    """The package jobs' shell lines of a ``snakemake -n -p`` output, by ruleset."""
+    lines = [line for line in output.splitlines() if line.startswith("Shell command: mlperf-wf package")]
+    return {line.split(" --ruleset ", 1)[1].split()[0]: line for line in lines}
+
+
 def test_two_benchmarks_of_different_rounds_in_one_plan(tmp_path):
-    """llama2_70b_lora follows 6.1.0 and rgat 5.1.0; the package is the 6.1.0 round."""
+    """llama2_70b_lora follows 6.1.0 and rgat 5.1.0: each round has its package, and the summary has both."""
     workdir = new_workdir(tmp_path / "both")
-    out = snakemake(workdir, "-n", "--config", "benchmarks=[llama2_70b_lora,rgat]", "runs=1").stdout
+    out = snakemake(workdir, "-n", "-p", "--config", "benchmarks=[llama2_70b_lora,rgat]", "runs=1").stdout
     assert "--benchmark rgat --ruleset 5.1.0" in out and "--benchmark llama2_70b_lora --ruleset 6.1.0" in out
-    package = next(line for line in out.splitlines() if line.startswith("Shell command: mlperf-wf package"))
-    assert "--ruleset 6.1.0" in package
+    packages = package_lines(out)
+    assert sorted(packages) == ["5.1.0", "6.1.0"]
+    assert "results/tiny/rgat/report.json" in packages["5.1.0"] and "llama2_70b_lora" not in packages["5.1.0"]
+    assert "results/tiny/llama2_70b_lora/report.json" in packages["6.1.0"] and "rgat" not in packages["6.1.0"]
+    assert "--out results/tiny/submission/5.1.0-closed/package" in packages["5.1.0"]
+    summary = next(line for line in out.splitlines() if line.startswith("Shell command: mlperf-wf summary"))
+    assert "results/tiny/rgat/report.json" in summary and "results/tiny/llama2_70b_lora/report.json" in summary
+
+
+def test_a_finished_benchmark_stays_in_the_summary_and_its_package_when_another_is_run(tmp_path):
+    """rgat's campaign finished in this folder; a run of llama2_70b_lora alone summarizes both, packages each round,
+    and plans nothing of rgat's (its runs, report and figures stay as they are)."""
+    workdir = new_workdir(tmp_path / "after")
+    finished = workdir / "results/tiny/rgat/report.json"
+    finished.parent.mkdir(parents=True)
+    finished.write_text(json.dumps({"benchmark": "rgat", "ruleset": "5.1.0", "division": "closed", "scale": "tiny", "runs": []}))
+    out = snakemake(workdir, "-n", "-p", "--config", "benchmarks=[llama2_70b_lora]", "runs=1").stdout
+    counts = job_counts(out)
+    assert counts["report"] == 1 and counts["train"] == 1 and "benchmark=rgat" not in out
+    packages = package_lines(out)
+    assert sorted(packages) == ["5.1.0", "6.1.0"] and "results/tiny/rgat/report.json" in packages["5.1.0"]
+    summary = next(line for line in out.splitlines() if line.startswith("Shell command: mlperf-wf summary"))
+    assert "results/tiny/rgat/report.json" in summary and "results/tiny/llama2_70b_lora/report.json" in summary
 
 
 @pytest.mark.slow
@@ -147,3 +176,49 @@ def test_two_process_rgat_run_is_compliant_and_logged_by_rank_zero_only(rgat_pro
 @pytest.mark.slow
 def test_the_slowest_demo_seed_reaches_the_target_within_its_recorded_evaluations_under_other_rounding(rgat_project):
     check_the_slowest_demo_seed(rgat_project, "rgat")
+
+
+def _tree(folder: Path) -> dict[str, bytes]:
+    return {str(path.relative_to(folder)): path.read_bytes() for path in sorted(folder.rglob("*")) if path.is_file() and not path.is_symlink()}
+
+
+def _summary_rows(workdir: Path) -> dict[str, dict]:
+    import csv
+
+    with (workdir / "results/tiny/summary.csv").open() as rows:
+        return {row["benchmark"]: row for row in csv.DictReader(rows)}
+
+
+def _packaged(workdir: Path, group: str) -> dict[str, list[str]]:
+    """Benchmark -> the result files in the package of ``group``."""
+    results = workdir / f"results/tiny/submission/{group}/package/mlperf-workflow/results/cpu-tiny"
+    return {folder.name: sorted(p.name for p in folder.glob("result_*.txt")) for folder in sorted(results.iterdir())}
+
+
+@pytest.mark.slow
+def test_a_second_demo_keeps_the_first_benchmarks_results_summary_and_package(rgat_project, tiny_mirrors, tmp_path):
+    """rgat's demo, then llama2_70b_lora's in the same folder, then rgat's again: each keeps the other's results,
+    and the summary and the packages (one per round) hold both."""
+    workdir = tmp_path / "one_after_the_other"
+    shutil.copytree(rgat_project, workdir, symlinks=True)
+    rgat_before = _tree(workdir / "results/tiny/rgat")
+    tiny_mirrors.seed(workdir, "llama2_70b_lora")
+    snakemake(workdir, "--cores", "2", "--cache", "--config", "benchmarks=[llama2_70b_lora]", "runs=1", cache=tiny_mirrors.cache)
+    assert _tree(workdir / "results/tiny/rgat") == rgat_before, "rgat's runs, report and figures stay as they were"
+    for followed in ("llama2_70b_lora", "rgat"):
+        # `mlperf-wf status` with no arguments shows what the last invocation ran, not the config file's benchmark
+        status = subprocess.run(["mlperf-wf", "status", "--json"], cwd=workdir, capture_output=True, text=True, env=snakemake_env(), check=True)
+        assert [bench["benchmark"] for bench in json.loads(status.stdout)["benchmarks"]] == [followed]
+        rows = _summary_rows(workdir)
+        assert sorted(rows) == ["llama2_70b_lora", "rgat"]
+        assert (rows["rgat"]["ruleset"], rows["llama2_70b_lora"]["ruleset"]) == ("5.1.0", "6.1.0")
+        assert f"found {RUNS}, expected 10" in rows["rgat"]["package_checker"] and "found 1, expected 10" in rows["llama2_70b_lora"]["package_checker"]
+        assert _packaged(workdir, "5.1.0-closed") == {"rgat": [f"result_{i}.txt" for i in range(RUNS)]}
+        assert _packaged(workdir, "6.1.0-closed") == {"llama2_70b_lora": ["result_0.txt"]}
+        for group, ruleset in (("5.1.0-closed", "5.1.0"), ("6.1.0-closed", "6.1.0")):
+            check = json.loads((workdir / f"results/tiny/submission/{group}/package_check.json").read_text())
+            assert (check["ruleset"], check["division"], check["left_out"]) == (ruleset, "closed", {})
+        llama_before = _tree(workdir / "results/tiny/llama2_70b_lora")
+        out = snakemake(workdir, "--cores", "2", *CONFIG).stdout
+        assert not re.search(r"^Job \d+: (train|report) ", out, flags=re.MULTILINE), "rgat's campaign is finished: nothing of it runs again"
+        assert _tree(workdir / "results/tiny/llama2_70b_lora") == llama_before
