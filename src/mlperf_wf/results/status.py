@@ -35,7 +35,7 @@ from mlperf_wf.config.checkout import project_root
 from mlperf_wf.config.config_check import parsed_config
 from mlperf_wf.errors import ConfigError
 from mlperf_wf.kinds import RunState, Verdict
-from mlperf_wf.results import compliance
+from mlperf_wf.results import compliance, doom
 from mlperf_wf.results.snakemake_state import SnakemakeRecords, mtime_or_none, read_snakemake_records, read_text_or_empty
 
 if TYPE_CHECKING:
@@ -278,6 +278,8 @@ class BenchmarkStatus:
     forecast: dict | None = None
     """Once a run finished: how likely the required set is to be valid and to pass the RCP check
     (:func:`mlperf_wf.plan.sizing.forecast_of_files`)."""
+    doomed: dict | None = None
+    """When the set can no longer be valid: why, the runs not started and their GPU-hours (:mod:`mlperf_wf.results.doom`)."""
 
 
 @dataclass
@@ -413,6 +415,9 @@ def run_status(
     if failed_now and records.locked and files["result"] not in records.failed and now - log_time < STARTING_SECONDS:
         # the job's shell has made its log and Snakemake has not written the job's marker yet: a run starting
         return RunStatus(index=index, state=RunState.RUNNING, result_file=str(result), initialising=True)
+    stopped = doom.stopped_line(train_log) if failed_now else None
+    if stopped:
+        return RunStatus(index=index, state=RunState.NOT_STARTED, result_file=str(result), problems=[stopped])
     if failed_now:
         last = _last_line(train_log)
         why = f"training job failed: {last}" if last else "training job failed"
@@ -554,6 +559,7 @@ def benchmark_status(plan: Plan, name: str, root: Path, records: SnakemakeRecord
     validity = set_validity([r.state for r in runs], required, may_drop)
     so_far, mean, left, wall_left = _estimate(runs)
     forecast = _forecast(runs, root, bench.submission_benchmark, ruleset, division, required)
+    doomed = doom.doom_of(plan, name, runs, required, may_drop, forecast, mean)
     return BenchmarkStatus(
         benchmark=name,
         submission_benchmark=bench.submission_benchmark,
@@ -572,6 +578,7 @@ def benchmark_status(plan: Plan, name: str, root: Path, records: SnakemakeRecord
         validity=validity,
         report=_report_summary(root / plan.report(name)),
         forecast=forecast,
+        doomed=doomed.summary() if doomed else None,
     )
 
 
@@ -703,6 +710,8 @@ def _number(value: float | None) -> str:
 def render(status: CampaignStatus) -> str:
     """The plain-text status."""
     lines = [f"campaign {status.root} ({status.scale} scale), {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(status.generated_at))}"]
+    # first: a benchmark that can no longer pass, why, and what its runs not started cost
+    lines += [f"DOOMED {bench.benchmark}: {bench.doomed['text']}" for bench in status.benchmarks if bench.doomed]
     lines.append(
         "snakemake: "
         + (f"running ({status.snakemake['jobs_started']} outputs being made)" if status.snakemake["running"] else "not running")
