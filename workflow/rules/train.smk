@@ -37,7 +37,7 @@ rule train:
     # The whole command line in one group, so that everything it prints (the job's own preflight, the page-cache drop,
     # each srun step) goes to the job's log, and a refusal (`exit 2`) ends the job with its reason there.
     shell:
-        "{{ {params.gate} mlperf-wf check-prepared {input.prepared} || exit $?; {params.command}; }} > {log} 2>&1;"
+        "{{ {params.gate}mlperf-wf check-prepared {input.prepared} || exit $?; {params.command}; }} > {log} 2>&1;"
         " mlperf-wf provenance --out {output.provenance} --result {output.result} --consumed {input}"
         " --scale {params.scale}"
         " --launcher {params.launcher} --image={params.image:q}"

@@ -646,7 +646,7 @@ class Plan:
         can no longer be valid (:mod:`mlperf_wf.results.doom`); '' when the option is off."""
         if not self.settings.stop_when_doomed:
             return ""
-        return f"mlperf-wf campaign-gate --benchmark {name} --run {run} --config-file {shlex.quote(self.campaign_config_record())} || exit $?;"
+        return f"mlperf-wf campaign-gate --benchmark {name} --run {run} --config-file {shlex.quote(self.campaign_config_record())} || exit $?; "
 
     def train_slurm_extra(self) -> str:
         """The train jobs' extra ``sbatch`` flags: whole nodes (as NVIDIA's run.sub, ``--exclusive``), and none of the

@@ -417,7 +417,7 @@ def run_status(
         return RunStatus(index=index, state=RunState.RUNNING, result_file=str(result), initialising=True)
     stopped = doom.stopped_line(train_log) if failed_now else None
     if stopped:
-        return RunStatus(index=index, state=RunState.NOT_STARTED, result_file=str(result), problems=[stopped])
+        return RunStatus(index=index, state=RunState.NOT_STARTED, result_file=str(result), problems=[stopped.removeprefix("not started: ")])
     if failed_now:
         last = _last_line(train_log)
         why = f"training job failed: {last}" if last else "training job failed"
