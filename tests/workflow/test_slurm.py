@@ -171,7 +171,8 @@ def test_a_doomed_campaign_cancels_its_pending_train_job_through_slurm(slurm, tm
     stopped, finished = stopped_and_finished(workdir, 4)
     assert len(stopped) == 1 and len(finished) == 2, f"stopped {stopped}, finished {finished}\n{output[-4000:]}"
     (cancelled,) = set(range(4)) - set(stopped) - set(finished)
-    assert not (workdir / f"logs/tiny/train/{LORA}/{cancelled}.log").exists(), "the cancelled job never started"
+    never = workdir / f"logs/tiny/train/{LORA}/{cancelled}.log"
+    assert not never.exists(), f"the cancelled job never started: {never.read_text()[-3000:]}\n{output[-3000:]}"
     line = doom.stopped_line(workdir / f"logs/tiny/train/{LORA}/{stopped[0]}.log")
     assert "; cancelled pending SLURM jobs " in line, line
     for run in finished:

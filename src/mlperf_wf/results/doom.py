@@ -185,13 +185,22 @@ def gate(root: Path, benchmark: str, run: int, config_file: Path) -> tuple[int, 
     config = parsed_config(config).filled()
     if not config.get("stop_when_doomed"):
         return 0, f"{benchmark} run {run}: stop_when_doomed is off"
-    now = status.campaign_status(root, config, [benchmark], runs_given=True)
-    bench = now.benchmarks[0]
+    from dataclasses import replace
+
+    from mlperf_wf.config.checkout import project_root
+    from mlperf_wf.plan import plan as planning
+
+    plan = planning.load(config, project_root=project_root(root), workdir=root)
+    bench = status.campaign_status(root, config, [benchmark], runs_given=True, plan=plan).benchmarks[0]
     if not bench.doomed:
         return 0, f"{benchmark} run {run}: the set can still be valid ({bench.validity.message})"
+    # this job's own run is started in Snakemake's records: it is one of the runs not started
+    runs = [replace(r, state=RunState.NOT_STARTED) if r.index == run else r for r in bench.runs]
+    made = doom_of(plan, benchmark, runs, bench.runs_required, bench.validity.may_drop, bench.forecast, bench.mean_run_minutes)
+    if made is None:  # cannot be: the same runs, finished alike
+        return 0, f"{benchmark} run {run}: the set can still be valid"
     own = os.environ.get("SLURM_JOB_ID")
-    others = tuple(i for i in bench.doomed["runs_not_started"] if i != run)
+    others = tuple(i for i in made.runs_not_started if i != run)
     cancelled = cancel_pending(root, benchmark, others, own) if own else []
     also = f"; cancelled pending SLURM jobs {', '.join(cancelled)}" if cancelled else ""
-    details = bench.doomed["text"].removeprefix("can no longer pass: ")
-    return EXIT_NOT_STARTED, f"{NOT_STARTED}: {benchmark}: {details}{also}"
+    return EXIT_NOT_STARTED, f"{NOT_STARTED}: {benchmark}: {made.details()}{also}"
