@@ -173,7 +173,7 @@ def test_cancel_pending_cancels_only_this_benchmarks_pending_train_runs_of_this_
     for name in ("squeue", "scancel"):
         (bin_dir / name).chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
-    assert doom.cancel_pending(root, LORA, (2, 3, 4), own_job="12") == ["11", "16"]
+    assert doom.cancel_pending(root, LORA, (2, 3, 4), own_job="12") == {3: "11", 4: "16"}
     assert (tmp_path / "cancelled").read_text().split() == ["11", "16"]
 
 
@@ -182,3 +182,15 @@ def test_the_recorded_config_is_written_whole_and_read_back(tmp_path):
     path = doom.record_config(config, tmp_path / "logs/tiny/campaign_config.json")
     assert json.loads(path.read_text()) == config
     assert [p.name for p in path.parent.iterdir()] == ["campaign_config.json"]
+
+
+def test_a_cancelled_run_s_log_says_it_was_not_started_unless_its_job_wrote_one(tmp_path):
+    log = tmp_path / "logs/tiny/train" / LORA / "3.log"
+    doom.mark_cancelled(log, f"{doom.NOT_STARTED}: {LORA}: cancelled")
+    assert doom.stopped_line(log) == f"{doom.NOT_STARTED}: {LORA}: cancelled"
+    log.write_text("loading\n")  # the job started after all
+    doom.mark_cancelled(log, f"{doom.NOT_STARTED}: {LORA}: cancelled")
+    assert log.read_text() == "loading\n"
+    log.write_text("")  # what Snakemake leaves for a job that wrote no log
+    doom.mark_cancelled(log, f"{doom.NOT_STARTED}: {LORA}: cancelled")
+    assert doom.stopped_line(log) is not None

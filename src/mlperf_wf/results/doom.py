@@ -156,26 +156,39 @@ def record_config(config: dict, path: str | Path) -> Path:
     return path
 
 
-def cancel_pending(root: Path, benchmark: str, runs: tuple[int, ...], own_job: str | None, squeue: str = "squeue") -> list[str]:
+def cancel_pending(root: Path, benchmark: str, runs: tuple[int, ...], own_job: str | None, squeue: str = "squeue") -> dict[int, str]:
     """Cancel the SLURM jobs of ``benchmark``'s train runs ``runs`` of the campaign in ``root`` that are still pending;
-    returns their job ids (none without squeue, or without such jobs)."""
+    returns run -> the job id cancelled (none without squeue, or without such jobs)."""
     from mlperf_wf.results.status import QUEUED_STATES, query_squeue, slurm_comment
 
     if shutil.which(squeue) is None or shutil.which("scancel") is None:
-        return []
-    wanted = {slurm_comment("train", benchmark, run) for run in runs}
+        return {}
+    wanted = {slurm_comment("train", benchmark, run): run for run in runs}
     view = query_squeue(root, squeue)
-    pending = sorted(job.job_id for job in view.jobs.values() if job.comment in wanted and job.state in QUEUED_STATES and job.job_id != own_job)
+    pending = {wanted[job.comment]: job.job_id for job in view.jobs.values() if job.comment in wanted and job.state in QUEUED_STATES and job.job_id != own_job}
     if pending:
-        subprocess.run(["scancel", *pending], capture_output=True, text=True, timeout=SCANCEL_TIMEOUT_S, check=False)
-    return pending
+        subprocess.run(["scancel", *sorted(pending.values())], capture_output=True, text=True, timeout=SCANCEL_TIMEOUT_S, check=False)
+    return dict(sorted(pending.items()))
+
+
+def mark_cancelled(train_log: Path, line: str) -> None:
+    """Record in a cancelled run's train log (which its job never wrote) that it was not started, and why: Snakemake
+    leaves a log that exists as it is (it creates an empty one for a job that wrote none)."""
+    if train_log.exists() and train_log.stat().st_size:
+        return  # the job started after all, and its own gate wrote its log
+    train_log.parent.mkdir(parents=True, exist_ok=True)
+    train_log.write_text(line + "\n")
 
 
 def gate(root: Path, benchmark: str, run: int, config_file: Path) -> tuple[int, str]:
     """What a train job does before it starts, with ``stop_when_doomed``: (0, why it goes on) or
     (:data:`EXIT_NOT_STARTED`, the line that says why it does not)."""
+    from dataclasses import replace
+
+    from mlperf_wf.config.checkout import project_root
     from mlperf_wf.config.config_check import parsed_config
     from mlperf_wf.errors import ConfigError
+    from mlperf_wf.plan import plan as planning
     from mlperf_wf.results import status
 
     try:
@@ -185,11 +198,6 @@ def gate(root: Path, benchmark: str, run: int, config_file: Path) -> tuple[int, 
     config = parsed_config(config).filled()
     if not config.get("stop_when_doomed"):
         return 0, f"{benchmark} run {run}: stop_when_doomed is off"
-    from dataclasses import replace
-
-    from mlperf_wf.config.checkout import project_root
-    from mlperf_wf.plan import plan as planning
-
     plan = planning.load(config, project_root=project_root(root), workdir=root)
     bench = status.campaign_status(root, config, [benchmark], runs_given=True, plan=plan).benchmarks[0]
     if not bench.doomed:
@@ -201,6 +209,9 @@ def gate(root: Path, benchmark: str, run: int, config_file: Path) -> tuple[int, 
         return 0, f"{benchmark} run {run}: the set can still be valid"
     own = os.environ.get("SLURM_JOB_ID")
     others = tuple(i for i in made.runs_not_started if i != run)
-    cancelled = cancel_pending(root, benchmark, others, own) if own else []
-    also = f"; cancelled pending SLURM jobs {', '.join(cancelled)}" if cancelled else ""
+    cancelled = cancel_pending(root, benchmark, others, own) if own else {}
+    for other, job_id in cancelled.items():
+        why = f"{NOT_STARTED}: {benchmark}: SLURM job {job_id} cancelled while pending by run {run}'s train job: {made.details()}"
+        mark_cancelled(root / plan.logs_root / "train" / benchmark / f"{other}.log", why)
+    also = f"; cancelled pending SLURM jobs {', '.join(f'{job_id} (run {other})' for other, job_id in cancelled.items())}" if cancelled else ""
     return EXIT_NOT_STARTED, f"{NOT_STARTED}: {benchmark}: {made.details()}{also}"
