@@ -35,6 +35,8 @@ ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_BENCHMARKS = ("llama2_70b_lora", "llama31_8b", "gpt_oss_20b")
 """Tiny trainers that run on CUDA (``mlperf_wf.run.harness.DEVICE_TRAINERS``): the LoRA fine-tuning and two causal-LM pretrainings."""
 BUDGET_S = 600
+SHARE = {"tiny": 0.5, "reference": 1.0}
+"""The most of the budget each step may take (the reference has what the tiny tier leaves)."""
 FIRST_READING_S = 20
 """How long the steps wait for the power sampler's first reading."""
 REFERENCE_TEST = "tests/run/test_reference_in_the_loop.py::test_the_reference_runs_through_the_local_launcher"
@@ -228,7 +230,7 @@ def smoke(
         time.sleep(0.2)
     steps = []
     for name in ("tiny", "reference"):
-        left = budget_s - (time.time() - begun) - 15
+        left = min(budget_s - (time.time() - begun) - 15, budget_s * SHARE[name])
         if name not in steps_wanted or left < 30:
             steps.append(Step(name, detail="not asked for" if name not in steps_wanted else "no time left in the budget"))
             continue
