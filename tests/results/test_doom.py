@@ -194,3 +194,33 @@ def test_a_cancelled_run_s_log_says_it_was_not_started_unless_its_job_wrote_one(
     log.write_text("")  # what Snakemake leaves for a job that wrote no log
     doom.mark_cancelled(log, f"{doom.NOT_STARTED}: {LORA}: cancelled")
     assert doom.stopped_line(log) is not None
+
+
+def test_from_a_compute_node_the_gate_counts_squeue_s_running_runs_as_running_and_cancels_the_pending_one(campaign, tmp_path):
+    """Five runs: 0 and 1 did not converge, 2 runs (started in Snakemake's records, RUNNING in squeue; no Snakemake on
+    this host, as on a compute node), 3 is this job's own, 4 is pending: the gate stops 3, cancels 4 and names both."""
+    from tests.results.test_status import mark_started
+
+    non_converged(campaign, 0)
+    non_converged(campaign, 1)
+    mark_started(campaign, f"{RUNS}/2/result.txt", "12")
+    comment = status.slurm_comment
+    listing = [f"12|RUNNING|{comment('train', LORA, 2)}|{campaign}|None", f"13|RUNNING|{comment('train', LORA, 3)}|{campaign}|None"]
+    listing.append(f"14|PENDING|{comment('train', LORA, 4)}|{campaign}|Resources")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "squeue").write_text("#!/bin/sh\ncat <<'EOF'\n" + "\n".join(listing) + "\nEOF\n")
+    (bin_dir / "scancel").write_text(f'#!/bin/sh\necho "$@" >> {tmp_path / "cancelled"}\n')
+    for name in ("squeue", "scancel"):
+        (bin_dir / name).chmod(0o755)
+    config = status.load_config(campaign, ["runs=5", f"benchmarks=[{LORA}]", "stop_when_doomed=true"])
+    record = doom.record_config(config, campaign / "logs/tiny/campaign_config.json")
+    argv = [sys.executable, "-m", "mlperf_wf", "--root", str(campaign), "campaign-gate", "--benchmark", LORA, "--run", "3", "--config-file", str(record)]
+    env = {**ENV, "PATH": f"{bin_dir}{os.pathsep}{ENV['PATH']}", "SLURM_JOB_ID": "13"}
+    proc = subprocess.run(argv, capture_output=True, text=True, env=env, check=False)
+    assert proc.returncode == doom.EXIT_NOT_STARTED, proc.stderr[-2000:]
+    line = proc.stdout.strip()
+    assert "stop_when_doomed: 2 runs (3, 4) not started" in line and line.endswith("; cancelled pending SLURM jobs 14 (run 4)"), line
+    assert (tmp_path / "cancelled").read_text().split() == ["14"]
+    cancelled = doom.stopped_line(campaign / "logs/tiny/train" / LORA / "4.log")
+    assert cancelled.startswith(f"{doom.NOT_STARTED}: {LORA}: SLURM job 14 cancelled while pending by run 3's train job: ")

@@ -28,7 +28,7 @@ from mlperf_wf.kinds import RunState, Scale
 
 if TYPE_CHECKING:
     from mlperf_wf.plan.plan import Plan
-    from mlperf_wf.results.status import RunStatus
+    from mlperf_wf.results.status import RunStatus, SchedulerJob
 
 NOT_STARTED = "not started: campaign can no longer pass"
 """The first words of the last line of a train job's log that the gate stopped (read back by ``mlperf-wf status``)."""
@@ -156,19 +156,29 @@ def record_config(config: dict, path: str | Path) -> Path:
     return path
 
 
-def cancel_pending(root: Path, benchmark: str, runs: tuple[int, ...], own_job: str | None, squeue: str = "squeue") -> dict[int, str]:
-    """Cancel the SLURM jobs of ``benchmark``'s train runs ``runs`` of the campaign in ``root`` that are still pending;
-    returns run -> the job id cancelled (none without squeue, or without such jobs)."""
-    from mlperf_wf.results.status import QUEUED_STATES, query_squeue, slurm_comment
+def train_jobs(root: Path, benchmark: str, runs: range | tuple[int, ...], squeue: str = "squeue") -> dict[int, SchedulerJob]:
+    """Run -> the SLURM job of ``benchmark``'s train run in the campaign in ``root``, as squeue lists them (none
+    without squeue)."""
+    from mlperf_wf.results.status import query_squeue, slurm_comment
 
-    if shutil.which(squeue) is None or shutil.which("scancel") is None:
+    if shutil.which(squeue) is None:
         return {}
     wanted = {slurm_comment("train", benchmark, run): run for run in runs}
-    view = query_squeue(root, squeue)
-    pending = {wanted[job.comment]: job.job_id for job in view.jobs.values() if job.comment in wanted and job.state in QUEUED_STATES and job.job_id != own_job}
+    return {wanted[job.comment]: job for job in query_squeue(root, squeue).jobs.values() if job.comment in wanted}
+
+
+def cancel_pending(root: Path, benchmark: str, runs: tuple[int, ...], own_job: str | None, squeue: str = "squeue") -> dict[int, str]:
+    """Cancel the SLURM jobs of ``benchmark``'s train runs ``runs`` of the campaign in ``root`` that are still pending;
+    returns run -> the job id cancelled (none without squeue or scancel, or without such jobs)."""
+    from mlperf_wf.results.status import QUEUED_STATES
+
+    if shutil.which("scancel") is None:
+        return {}
+    jobs = train_jobs(root, benchmark, runs, squeue)
+    pending = {run: job.job_id for run, job in sorted(jobs.items()) if job.state in QUEUED_STATES and job.job_id != own_job}
     if pending:
         subprocess.run(["scancel", *sorted(pending.values())], capture_output=True, text=True, timeout=SCANCEL_TIMEOUT_S, check=False)
-    return dict(sorted(pending.items()))
+    return pending
 
 
 def mark_cancelled(train_log: Path, line: str) -> None:
@@ -190,6 +200,7 @@ def gate(root: Path, benchmark: str, run: int, config_file: Path) -> tuple[int, 
     from mlperf_wf.errors import ConfigError
     from mlperf_wf.plan import plan as planning
     from mlperf_wf.results import status
+    from mlperf_wf.results.status import RUNNING_STATES
 
     try:
         config = json.loads(config_file.read_text())
@@ -202,12 +213,22 @@ def gate(root: Path, benchmark: str, run: int, config_file: Path) -> tuple[int, 
     bench = status.campaign_status(root, config, [benchmark], runs_given=True, plan=plan).benchmarks[0]
     if not bench.doomed:
         return 0, f"{benchmark} run {run}: the set can still be valid ({bench.validity.message})"
-    # this job's own run is started in Snakemake's records: it is one of the runs not started
-    runs = [replace(r, state=RunState.NOT_STARTED) if r.index == run else r for r in bench.runs]
+    own = os.environ.get("SLURM_JOB_ID")
+    # from a compute node Snakemake's lock looks stale, so the runs it is making look interrupted: squeue says which
+    # of them run; this job's own run is one of the runs not started
+    jobs = train_jobs(root, benchmark, range(len(bench.runs))) if own else {}
+    running = {i for i, job in jobs.items() if job.state in RUNNING_STATES and job.job_id != own}
+    runs = [
+        replace(r, state=RunState.NOT_STARTED)
+        if r.index == run
+        else replace(r, state=RunState.RUNNING)
+        if r.index in running and r.state in UNSTARTED_STATES
+        else r
+        for r in bench.runs
+    ]
     made = doom_of(plan, benchmark, runs, bench.runs_required, bench.validity.may_drop, bench.forecast, bench.mean_run_minutes)
     if made is None:  # cannot be: the same runs, finished alike
         return 0, f"{benchmark} run {run}: the set can still be valid"
-    own = os.environ.get("SLURM_JOB_ID")
     others = tuple(i for i in made.runs_not_started if i != run)
     cancelled = cancel_pending(root, benchmark, others, own) if own else {}
     for other, job_id in cancelled.items():
