@@ -21,7 +21,7 @@ REFERENCE_LOGS_CONFIG := $(if $(REFERENCE_LOGS),'reference_logs={$(BENCH_LIST): 
 PREPARATION ?=
 PREPARATION_CONFIG := $(if $(PREPARATION),'preparation={$(BENCH_LIST): $(PREPARATION)}')
 
-.PHONY: demo report test lint dryrun-full profiles clean
+.PHONY: demo report test lint dryrun-full profiles clean gpu-smoke
 
 $(BIN)/activate: requirements.txt requirements-dev.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -69,6 +69,12 @@ lint: $(BIN)/activate
 # The full-scale plan: every job with its real URL and container command, nothing run.
 dryrun-full: $(BIN)/activate
 	$(BIN)/snakemake -n results/$(BENCH)/report.json --config scale=full
+
+# On a machine with one NVIDIA GPU: the tiny tier of several benchmarks on CUDA, the llama2_70b_lora reference at toy
+# size through the full-scale path and the power sampler against nvidia-smi, in at most 10 minutes; report in
+# gpu-smoke/report.md. Without a GPU it says why and skips (bench/gpu_smoke.py).
+gpu-smoke: $(BIN)/activate
+	$(BIN)/python bench/gpu_smoke.py --out gpu-smoke
 
 # Link the profiles where Snakemake looks for named ones, so `snakemake --profile slurm ...` works verbatim.
 PROFILE_HOME ?= $(or $(XDG_CONFIG_HOME),$(HOME)/.config)/snakemake

@@ -8,8 +8,8 @@ code without Snakemake. Errors the user can act on print as one line
 from __future__ import annotations
 
 import argparse
-import errno
 import dataclasses
+import errno
 import json
 import logging
 import sys
@@ -816,6 +816,16 @@ def cmd_status(config_overrides: list[str], benchmarks: list[str], as_json: bool
         return 0
 
 
+def cmd_campaign_gate(benchmark: str, run: int, config_file: Path) -> int:
+    """Before a train job starts, with ``stop_when_doomed``: end it, not started, when its benchmark can no longer pass."""
+    from mlperf_wf.results import campaign_gate
+
+    logging.getLogger().setLevel(logging.WARNING)  # mlperf-logging's checker reports every file at INFO
+    code, line = campaign_gate.gate(Path.cwd(), benchmark, run, config_file)
+    print(line, flush=True)
+    return code
+
+
 def _positive_seconds(text: str) -> float:
     """argparse type: a number of seconds above 0."""
     try:
@@ -1074,6 +1084,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--watch", type=_positive_seconds, nargs="?", const=30.0, metavar="SECONDS", help="refresh every SECONDS (default 30) until interrupted")
     p.add_argument("--squeue", default="squeue", help="the squeue command to ask (default: squeue on PATH)")
 
+    p = sub.add_parser(
+        "campaign-gate",
+        help="before a train job: end it, not started (exit 3), when its benchmark's set can no longer be valid (stop_when_doomed)",
+    )
+    p.add_argument("--benchmark", required=True)
+    p.add_argument("--run", type=int, required=True, help="the run index of this job")
+    p.add_argument("--config-file", type=Path, required=True, help="the running Snakemake's config (logs/<scale>/campaign_config.json)")
+
     p = sub.add_parser("report", help="time-to-train report of a benchmark's runs")
     p.add_argument("--benchmark", required=True)
     p.add_argument("--ruleset", required=True)
@@ -1140,6 +1158,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int | None]] = {
     "score": lambda a: cmd_score(a.path, a.ruleset, a.json_out, a.csv_out, a.jobs, a.rcp_bypass),
     "power-sample": lambda a: cmd_power_sample(a.out_dir, a.node_index, a.interval_ms, a.gpu_command, a.node_command, a.conversion_eff, a.stop_file),
     "status": lambda a: cmd_status(a.config, a.benchmark, a.as_json, a.watch, a.squeue),
+    "campaign-gate": lambda a: cmd_campaign_gate(a.benchmark, a.run, a.config_file),
     "report": lambda a: cmd_report(a.benchmark, a.ruleset, a.division, a.scale, a.platform, a.result, a.compliance, a.provenance, a.out),
 }
 """Each subcommand of ``build_parser`` and the function that runs it (its return value, if any, is the exit status)."""

@@ -16,6 +16,7 @@ import pytest
 from mlperf_wf import cli
 from mlperf_wf.config import registry
 from mlperf_wf.plan import preflight, published, sizing
+from mlperf_wf.results import published_rounds
 from tests.plan.test_preflight import DEFAULTS, SYSTEM, fine_plan, workdir  # noqa: F401 - the fixture
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -58,7 +59,7 @@ def test_a_bad_row_is_one_line_naming_its_line(tmp_path, monkeypatch):
 def test_the_table_is_made_by_scoring_a_round_as_the_official_summarizer_does(tmp_path):
     round_folder = tmp_path / "round"
     shutil.copytree(FIXTURES / "mlperf_training_v5.1" / "Lenovo", round_folder / "Lenovo")
-    rows = published.rows_of_round(round_folder, "5.1.0", "mlcommons/training_results_v5.1", "441d65f4445cd59687466533fd9f55399136e7a4", jobs=2)
+    rows = published_rounds.rows_of_round(round_folder, "5.1.0", "mlcommons/training_results_v5.1", "441d65f4445cd59687466533fd9f55399136e7a4", jobs=2)
     expected = {}
     with open(FIXTURES / "mlperf_training_v5.1" / "expected_lenovo_5.1.0.csv") as handle:
         for record in csv.DictReader(handle):
@@ -75,7 +76,7 @@ def test_the_table_is_made_by_scoring_a_round_as_the_official_summarizer_does(tm
     shutil.copy(ROOT / "src/mlperf_wf/plan" / published.TABLE, table)
     others = [row for row in published.read_rows(table.read_text()) if row.round != "5.1.0"]
     argv = [str(round_folder), "--round", "5.1.0", "--repo", "mlcommons/training_results_v5.1", "--commit", "441d65f4445cd59687466533fd9f55399136e7a4"]
-    assert published.main([*argv, "--table", str(table)]) == 0
+    assert published_rounds.main([*argv, "--table", str(table)]) == 0
     written = published.read_rows(table.read_text())
     assert sorted(written, key=repr) == sorted([*others, *rows], key=repr)
 

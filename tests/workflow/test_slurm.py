@@ -143,6 +143,47 @@ def test_tiny_dag_runs_through_sbatch_with_the_slurm_profile(slurm, tmp_path, ti
     assert {r["made_with"]["launcher"] for r in report["runs"]} == {"local"}
 
 
+def test_a_doomed_campaign_cancels_its_pending_train_job_through_slurm(slurm, tmp_path, tiny_mirrors):
+    """Four runs that cannot converge (a two-step budget) with stop_when_doomed, through --profile slurm: each train job
+    takes the node whole (--exclusive), so one runs while the others pend. Once two have not converged, the next job's
+    gate ends it, not started, and cancels the one still pending (no retry here: a retry's gate would only stop it
+    again). The finished runs' compliance jobs still run (the profile keeps going), and the workflow ends."""
+    from mlperf_wf.results import doom
+    from tests.workflow.test_doomed import DOOMED, LORA, RUNS, status_text, stopped_and_finished
+
+    workdir = tmp_path / "doomed_checkout"
+    workdir.mkdir()
+    shutil.copytree(ROOT / "config", workdir / "config")
+    tiny_mirrors.seed(workdir, LORA)
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    config = ["runs=4", *DOOMED]
+    argv = [
+        sys.executable, "-m", "snakemake", "-s", str(ROOT / "workflow/Snakefile"), "-d", str(workdir),
+        "--profile", str(ROOT / "profiles/slurm"),
+        "--slurm-status-command", "squeue", "--slurm-init-seconds-before-status-checks", "5",
+        "--latency-wait", "5", "--retries", "0",
+        "--set-resources", "preprocess_shard:mem_mb=16000",
+        "--config", *config,
+    ]  # fmt: skip
+    proc = subprocess.run(argv, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=900, start_new_session=True, check=False)
+    output = proc.stdout + proc.stderr
+    assert proc.returncode != 0, output[-4000:]
+    stopped, finished = stopped_and_finished(workdir, 4)
+    assert len(stopped) == 2 and len(finished) == 2, f"stopped {stopped}, finished {finished}\n{output[-4000:]}"
+    lines = {run: doom.stopped_line(workdir / f"logs/tiny/train/{LORA}/{run}.log") for run in stopped}
+    (cancelled,) = [run for run, line in lines.items() if "cancelled while pending by run" in line]
+    (gate,) = set(stopped) - {cancelled}
+    assert "; cancelled pending SLURM jobs " in lines[gate] and f"(run {cancelled})" in lines[gate], lines
+    assert f"cancelled while pending by run {gate}'s train job" in lines[cancelled], lines
+    assert (workdir / f"logs/tiny/train/{LORA}/{cancelled}.log").read_text().count("\n") == 1, "the cancelled job never started"
+    for run in finished:
+        assert (workdir / RUNS / str(run) / "compliance.json").is_file(), "the finished runs were checked"
+    text = status_text(workdir, *config)
+    not_started = ", ".join(str(i) for i in sorted(stopped))
+    assert text.splitlines()[1].startswith(f"DOOMED {LORA}: can no longer pass: the olympic rule's allowance is used up"), text
+    assert f"stop_when_doomed: 2 runs ({not_started}) not started, 0 GPU-hours not spent" in text, text
+
+
 # Stand-in for the pyxis SPANK plugin (tests only): this SLURM has no enroot, so the container options are
 # dropped and the rest of the line goes to the real srun, from the same place in the job a pyxis srun runs.
 PYXIS_STAND_IN = """#!/bin/sh

@@ -357,6 +357,20 @@ def train_slurm_extra(wildcards, attempt):
 
 
 @signature_once
+def campaign_gate(wildcards):
+    """The train job's first command with stop_when_doomed ('' when off): not started when the set cannot pass."""
+    return PLAN.campaign_gate(wildcards.benchmark, int(wildcards.run))
+
+
+def record_campaign_config():
+    """`onstart`: the config the train jobs' campaign gate reads (only with stop_when_doomed)."""
+    if PLAN.settings.stop_when_doomed and workflow.is_main_process:
+        from mlperf_wf.results import doom
+
+        doom.record_config(WORKFLOW_CONFIG.filled(), PLAN.campaign_config_record())
+
+
+@signature_once
 def node_check_records(wildcards):
     """Where the run's node checks are recorded ('' where it has none)."""
     return PLAN.node_check_records(wildcards.benchmark, int(wildcards.run))

@@ -30,14 +30,16 @@ rule train:
         image=train_field("image"),
         scale=SCALE,
         node_checks=node_check_records,
+        gate=campaign_gate,
     message:
         PLAN.job_message("train")
+    # With stop_when_doomed, the gate first: a benchmark that can no longer pass ends the job, not started (exit 3).
     # The prepared tree is checked against its stamps first (a byte changed since, even with its mtime restored);
     # `|| exit`: bash's errexit does not stop at the left side of a failing `&&`.
     # The whole command line in one group, so that everything it prints (the job's own preflight, the page-cache drop,
     # each srun step) goes to the job's log, and a refusal (`exit 2`) ends the job with its reason there.
     shell:
-        "{{ mlperf-wf check-prepared {input.prepared} || exit $?; {params.command}; }} > {log} 2>&1;"
+        "{{ {params.gate}mlperf-wf check-prepared {input.prepared} || exit $?; {params.command}; }} > {log} 2>&1;"
         " mlperf-wf provenance --out {output.provenance} --result {output.result} --consumed {input}"
         " --scale {params.scale}"
         " --launcher {params.launcher} --image={params.image:q}"

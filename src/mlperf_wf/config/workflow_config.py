@@ -258,6 +258,15 @@ class WorkflowConfig(_Section):
     writes `runs/<i>/power/result/node_<k>.txt`, and the report and `mlperf-wf score` give energy per run and the
     olympic energy score as the official summarizer does (docs/energy.md). `--config` passes it as
     `'power={enabled: true}'`."""
+    stop_when_doomed: bool = False
+    """Stop spending on a benchmark whose required set can no longer be valid (the olympic rule's allowance of failed
+    or non-converged runs used up by the finished runs' verdicts, or the forecast below `doomed_below`): each train
+    job asks first and, doomed, does not start (its log says `not started: campaign can no longer pass`, it is never
+    scored), SLURM jobs of the benchmark still pending are cancelled, finished runs stay as they are, and `mlperf-wf
+    status` gives the GPU-hours not spent. Off: `mlperf-wf status` still says a benchmark is doomed, and why."""
+    doomed_below: Annotated[float, Field(ge=0, lt=1)] = 0.0
+    """A benchmark is doomed too when the forecast's probability of a valid set that passes the RCP check (valid alone
+    in the open division) falls below this, e.g. `0.05`; `0` keeps to the olympic rule alone."""
     node_check: NodeCheckConfig = NodeCheckConfig()
     """Before every full-scale run, a short check of each of its nodes on the job's own allocation (all-reduce, matrix
     multiply, the data's names and sizes, GPU ECC and slowdown); a bad node fails the job, named, and the retry

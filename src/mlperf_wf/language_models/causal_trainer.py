@@ -119,11 +119,12 @@ def train(
     progress = progress or SamplesProgress()
     if run.world_size > 1:
         raise ValueError(f"the tiny {run.spec.benchmark} trainer runs one process (tiny_processes: 1)")
+    model.to(run.device)
     optimizer, schedule = optimizer_for(model, hp)
     run.begin()
 
-    train_windows = torch.cat([windows(prefix, hp.sequence_length) for prefix in corpus.train_prefixes])
-    eval_windows = windows(corpus.validation_prefix, hp.sequence_length)[: hp.eval_sequences]
+    train_windows = torch.cat([windows(prefix, hp.sequence_length) for prefix in corpus.train_prefixes]).to(run.device)
+    eval_windows = windows(corpus.validation_prefix, hp.sequence_length)[: hp.eval_sequences].to(run.device)
     if len(eval_windows) < hp.eval_sequences:
         raise ValueError(f"{corpus.validation_prefix}: {len(eval_windows)} validation windows of {hp.sequence_length}, eval_sequences is {hp.eval_sequences}")
     order = torch.randperm(len(train_windows), generator=torch.Generator().manual_seed(run.spec.seed))

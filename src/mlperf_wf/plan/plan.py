@@ -714,6 +714,17 @@ class Plan:
         described = yaml.safe_load(path.read_text()) or {}
         return described.get("accelerator_model_name") if isinstance(described, dict) else None
 
+    def campaign_config_record(self) -> str:
+        """Where the running Snakemake records its config for the train jobs' campaign gate (``stop_when_doomed``)."""
+        return f"{self.logs_root}/campaign_config.json"
+
+    def campaign_gate(self, name: str, run: int) -> str:
+        """The train job's first command with ``stop_when_doomed``: the job ends, not started, when its benchmark's set
+        can no longer be valid (:mod:`mlperf_wf.results.doom`); '' when the option is off."""
+        if not self.settings.stop_when_doomed:
+            return ""
+        return f"mlperf-wf campaign-gate --benchmark {name} --run {run} --config-file {shlex.quote(self.campaign_config_record())} || exit $?; "
+
     def train_slurm_extra(self) -> str:
         """The train jobs' extra ``sbatch`` flags: whole nodes (as NVIDIA's run.sub, ``--exclusive``), and none of the
         nodes a node check named (``--exclude``), read when a job is submitted or resubmitted."""

@@ -44,7 +44,7 @@ from mlperf_wf.config.registry import IMAGE_DIGEST
 from mlperf_wf.config.workflow_config import WorkflowConfig
 from mlperf_wf.errors import ConfigError
 from mlperf_wf.kinds import Scale
-from mlperf_wf.plan import launch, sizing
+from mlperf_wf.plan import launch, published, sizing
 from mlperf_wf.plan.plan import FETCHED_DIR, TINY_PLATFORM, Plan
 
 R2_CREDENTIALS = (("MLPERF_WF_CF_ACCESS_CLIENT_ID", "MLPERF_WF_CF_ACCESS_CLIENT_SECRET"), ("MLPERF_WF_CF_ACCESS_TOKEN",))
@@ -222,9 +222,8 @@ def batch_tables(plan: Plan, benchmarks: Iterable[str]) -> str:
 def walltime_problems(plan: Plan, name: str) -> list[Problem]:
     """A walltime that cannot hold a run's expected time to train on the system description's accelerator (none where
     the description names no accelerator the published results know: the dry run's estimate then assumes one)."""
-    from mlperf_wf.plan import published
 
-    expected = published.run_time(plan, name)
+    expected = run_time(plan, name)
     if expected is None or expected.assumed or expected.holds:
         return []
     return [
@@ -241,11 +240,10 @@ def walltime_problems(plan: Plan, name: str) -> list[Problem]:
 def time_tables(plan: Plan, benchmarks: Iterable[str]) -> str:
     """The dry run's expected time to train and walltime of each planned benchmark's runs, one line each and its
     basis (``mlperf_wf.plan.published``)."""
-    from mlperf_wf.plan import published
 
     lines = []
     for name in benchmarks:
-        expected = published.run_time(plan, name)
+        expected = run_time(plan, name)
         if expected is None:
             continue
         where = f"{name} on {expected.nodes}x{expected.gpus_per_node} {expected.family}" + (f" ({expected.assumed})" if expected.assumed else "")
@@ -452,3 +450,67 @@ class Tracker:
         datasets = list(dict.fromkeys(datasets))
         named = ", ".join(benchmarks) or ", ".join(datasets)
         return plan_problems(self.plan, benchmarks, datasets), f"the full-scale plan of {named}"
+
+
+# ---- the expected time of a run (published results or model FLOPs) ----
+
+ASSUMED_FAMILY = "H100"
+"""The accelerator the dry run's estimate assumes where the system description names none the table knows."""
+
+
+@dataclass(frozen=True)
+class RunTime:
+    """What one full-scale run of a plan is expected to take, against the walltime it is given."""
+
+    benchmark: str
+    nodes: int
+    gpus_per_node: int
+    family: str
+    assumed: str | None
+    """Why the family is assumed (the system description names none the table knows); None: it is the system's."""
+    estimate: published.TimeEstimate | None
+    """None: no published result fits and no FLOPs estimate can be made."""
+    walltime_minutes: int
+    """The walltime the run is given (definition or ``full_geometry``)."""
+
+    @property
+    def needed_walltime(self) -> int | None:
+        """The walltime the estimate asks for (:func:`mlperf_wf.plan.sizing.walltime_for`)."""
+        from mlperf_wf.plan import sizing
+
+        return sizing.walltime_for(self.estimate.minutes) if self.estimate else None
+
+    @property
+    def holds(self) -> bool:
+        """Whether the walltime holds the expected time to train and the start-up (False: every run would end
+        aborted)."""
+        from mlperf_wf.plan import sizing
+
+        return self.estimate is None or self.walltime_minutes >= self.estimate.minutes + sizing.STARTUP_MINUTES
+
+
+def run_time(plan, name: str) -> RunTime | None:
+    """The expected time to train of a full-scale run of ``name`` in ``plan`` on its geometry and the system
+    description's accelerator (:data:`ASSUMED_FAMILY` where it names none the table knows); None where the plan
+    cannot say (no batch can be planned: the preflight says why)."""
+    from mlperf_wf.plan import sizing
+
+    try:
+        settings = plan.launch_settings(name)
+        ruleset = plan.ruleset(name)
+    except ConfigError:
+        return None
+    bench = plan.bench(name)
+    family = published.family_of(plan.accelerator_model_name())
+    assumed = None
+    if family is None:
+        assumed = f"assumed {ASSUMED_FAMILY}: config/systems/{plan.settings.submission.platform}.yaml names no accelerator the table knows"
+        family = ASSUMED_FAMILY
+    samples = None
+    table = sizing.rcp_table(bench.submission_benchmark, ruleset)
+    if table is not None and bench.full.sizing is not None:
+        gbs = settings.batch.split.gbs if settings.batch else bench.full.sizing.global_batch_size
+        mean = sizing.coverage(table, gbs).mean
+        samples = sizing.samples(table, mean, bench.full.sizing) if mean else None
+    count = settings.nodes * settings.gpus_per_node
+    return RunTime(name, settings.nodes, settings.gpus_per_node, family, assumed, published.estimate(name, family, count, samples), settings.walltime_minutes)

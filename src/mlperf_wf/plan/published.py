@@ -3,7 +3,7 @@
 ``published_results.csv`` (beside this module) holds one row per published (system, benchmark) result of the
 mlcommons/training_results rounds: the accelerator, how many, the official score in minutes (the olympic mean of
 the run set times its scaling factor, as the result summarizer gives it) and the folder it was scored from. The rows
-are made by :func:`rows_of_round` from a round's folders (``python -m mlperf_wf.plan.published ROUND_FOLDER --round
+are made by :func:`mlperf_wf.results.published_rounds.rows_of_round` from a round's folders (``python -m mlperf_wf.results.published_rounds ROUND_FOLDER --round
 5.1.0 --repo mlcommons/training_results_v5.1 --commit SHA``), never typed by hand.
 
 An estimate for a system of ``count`` accelerators of family ``F`` takes the published row of the same family
@@ -22,7 +22,6 @@ import re
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
-from pathlib import Path
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -199,143 +198,3 @@ def estimate(benchmark: str, family: str | None, count: int, samples_to_converge
         f"model FLOPs: {model.flops_per_sample:.3g} per sample x {samples_to_converge:,.0f} samples (the RCP mean) over {count} {family} "
         f"at {ASSUMED_MFU:.0%} of {peak:g} TFLOPS ({model.source})",
     )
-
-
-ASSUMED_FAMILY = "H100"
-"""The accelerator the dry run's estimate assumes where the system description names none the table knows."""
-
-
-@dataclass(frozen=True)
-class RunTime:
-    """What one full-scale run of a plan is expected to take, against the walltime it is given."""
-
-    benchmark: str
-    nodes: int
-    gpus_per_node: int
-    family: str
-    assumed: str | None
-    """Why the family is assumed (the system description names none the table knows); None: it is the system's."""
-    estimate: TimeEstimate | None
-    """None: no published result fits and no FLOPs estimate can be made."""
-    walltime_minutes: int
-    """The walltime the run is given (definition or ``full_geometry``)."""
-
-    @property
-    def needed_walltime(self) -> int | None:
-        """The walltime the estimate asks for (:func:`mlperf_wf.plan.sizing.walltime_for`)."""
-        from mlperf_wf.plan import sizing
-
-        return sizing.walltime_for(self.estimate.minutes) if self.estimate else None
-
-    @property
-    def holds(self) -> bool:
-        """Whether the walltime holds the expected time to train and the start-up (False: every run would end
-        aborted)."""
-        from mlperf_wf.plan import sizing
-
-        return self.estimate is None or self.walltime_minutes >= self.estimate.minutes + sizing.STARTUP_MINUTES
-
-
-def run_time(plan, name: str) -> RunTime | None:
-    """The expected time to train of a full-scale run of ``name`` in ``plan`` on its geometry and the system
-    description's accelerator (:data:`ASSUMED_FAMILY` where it names none the table knows); None where the plan
-    cannot say (no batch can be planned: the preflight says why)."""
-    from mlperf_wf.plan import sizing
-
-    try:
-        settings = plan.launch_settings(name)
-        ruleset = plan.ruleset(name)
-    except ConfigError:
-        return None
-    bench = plan.bench(name)
-    family = family_of(plan.accelerator_model_name())
-    assumed = None
-    if family is None:
-        assumed = f"assumed {ASSUMED_FAMILY}: config/systems/{plan.settings.submission.platform}.yaml names no accelerator the table knows"
-        family = ASSUMED_FAMILY
-    samples = None
-    table = sizing.rcp_table(bench.submission_benchmark, ruleset)
-    if table is not None and bench.full.sizing is not None:
-        gbs = settings.batch.split.gbs if settings.batch else bench.full.sizing.global_batch_size
-        mean = sizing.coverage(table, gbs).mean
-        samples = sizing.samples(table, mean, bench.full.sizing) if mean else None
-    count = settings.nodes * settings.gpus_per_node
-    return RunTime(name, settings.nodes, settings.gpus_per_node, family, assumed, estimate(name, family, count, samples), settings.walltime_minutes)
-
-
-# ---- making the table from a round ----
-
-FOLDER_NAMES = {"gnn": "rgat", "ssd": "retinanet"}
-"""Benchmark folder names of older rounds and the benchmark they are here."""
-
-
-def rows_of_round(round_folder: Path, ruleset: str, repo: str, commit: str, jobs: int | None = None) -> list[PublishedResult]:
-    """The published results under a round's folder of organisations (or one organisation's), scored by the
-    project's scorer as the result summarizer scores them; a set that is not valid is left out."""
-    from mlperf_wf.results import scoring
-
-    rows = []
-    for score in scoring.score_paths(round_folder, ruleset, jobs=jobs):
-        if not score.valid or score.time_to_train is None:
-            continue
-        folder = Path(score.folder)
-        organisation = folder.parents[2]
-        desc = json_of(organisation / "systems" / f"{score.system}.json")
-        accelerator = str(desc.get("accelerator_model_name", ""))
-        count = int(desc.get("number_of_nodes", 1)) * int(desc.get("accelerators_per_node", 0) or 0)
-        family = family_of(accelerator)
-        if count < 1 or family is None:
-            continue
-        gbs = score.rcp.global_batch_size if score.rcp else None
-        relative = folder.relative_to(organisation.parent).as_posix()
-        rows.append(
-            PublishedResult(
-                benchmark=FOLDER_NAMES.get(score.benchmark, score.benchmark),
-                round=ruleset,
-                submitter=organisation.name,
-                system=score.system,
-                accelerator=accelerator,
-                family=family,
-                accelerators=count,
-                minutes=round(score.time_to_train, 3),
-                global_batch_size=int(gbs) if gbs else None,
-                source=f"https://github.com/{repo}/tree/{commit}/{relative}",
-            )
-        )
-    return rows
-
-
-def json_of(path: Path) -> dict:
-    import json
-
-    return json.loads(path.read_text()) if path.is_file() else {}
-
-
-def write_table(rows: list[PublishedResult], path: Path) -> None:
-    """Rows into the CSV, sorted by benchmark, family and count."""
-    fields = list(PublishedResult.model_fields)
-    ordered = sorted(rows, key=lambda r: (r.benchmark, r.family, r.accelerators, r.round, r.system))
-    with open(path, "w", newline="") as out:
-        writer = csv.DictWriter(out, fieldnames=fields, lineterminator="\n")
-        writer.writeheader()
-        for row in ordered:
-            writer.writerow({key: "" if value is None else value for key, value in row.model_dump().items()})
-
-
-def main(argv: list[str] | None = None) -> int:
-    import argparse
-
-    parser = argparse.ArgumentParser(description="add a training_results round's scored results to published_results.csv")
-    parser.add_argument("round_folder", type=Path, help="the round's folder of organisations (a checkout of mlcommons/training_results_vX.Y)")
-    parser.add_argument("--round", required=True, help="its ruleset, e.g. 5.1.0")
-    parser.add_argument("--repo", required=True, help="e.g. mlcommons/training_results_v5.1")
-    parser.add_argument("--commit", required=True, help="the commit the folder is")
-    parser.add_argument("--table", type=Path, default=Path(str(_data_file(TABLE))))
-    args = parser.parse_args(argv)
-    kept = [row for row in (read_rows(args.table.read_text()) if args.table.is_file() else ()) if row.round != args.round]
-    write_table(kept + rows_of_round(args.round_folder, args.round, args.repo, args.commit), args.table)
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

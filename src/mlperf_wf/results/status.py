@@ -21,7 +21,6 @@ with more runs made than required the N consecutive runs closest to the median w
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import json
 import os
 import shutil
@@ -36,8 +35,9 @@ from mlperf_wf.config.checkout import project_root
 from mlperf_wf.config.config_check import parsed_config
 from mlperf_wf.errors import ConfigError
 from mlperf_wf.kinds import Outcome, RunState, Verdict
-from mlperf_wf.results import compliance
+from mlperf_wf.results import compliance, doom
 from mlperf_wf.results.snakemake_state import SnakemakeRecords, mtime_or_none, read_snakemake_records, read_text_or_empty
+from mlperf_wf.results.validity import SetValidity, set_validity
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -261,22 +261,6 @@ class ShardStatus:
 
 
 @dataclass
-class SetValidity:
-    """Whether the runs can still make a valid result under the olympic rule."""
-
-    scored_runs: int
-    """N: the runs a result needs (the ruleset's count; fewer when the campaign plans fewer)."""
-    may_drop: int
-    """Runs of the N that may fail or not converge."""
-    not_counting: int
-    """Finished runs that failed or did not converge so far."""
-    can_still_be_valid: bool
-    more_allowed: int | None
-    """How many more unfinished runs may fail or not converge with the set still valid (None once finished)."""
-    message: str
-
-
-@dataclass
 class BenchmarkStatus:
     """One benchmark of the campaign."""
 
@@ -304,6 +288,8 @@ class BenchmarkStatus:
     forecast: dict | None = None
     """Once a run finished: how likely the required set is to be valid and to pass the RCP check
     (:func:`mlperf_wf.results.forecast.forecast_of_files`)."""
+    doomed: dict | None = None
+    """When the set can no longer be valid: why, the runs not started and their GPU-hours (:mod:`mlperf_wf.results.doom`)."""
 
 
 @dataclass
@@ -462,6 +448,9 @@ def run_status(
     if failed_now and records.locked and files["result"] not in records.failed and now - log_time < STARTING_SECONDS:
         # the job's shell has made its log and Snakemake has not written the job's marker yet: a run starting
         return RunStatus(index=index, state=RunState.RUNNING, result_file=str(result), initialising=True)
+    stopped = doom.stopped_line(train_log) if failed_now else None
+    if stopped:
+        return RunStatus(index=index, state=RunState.NOT_STARTED, result_file=str(result), problems=[stopped.removeprefix("not started: ")])
     if failed_now:
         last = _last_line(train_log)
         why = f"training job failed: {last}" if last else "training job failed"
@@ -469,51 +458,6 @@ def run_status(
     if records.locked and files["result"] in records.wanted:
         return RunStatus(index=index, state=RunState.QUEUED, result_file=str(result))
     return RunStatus(index=index, state=RunState.NOT_STARTED, result_file=str(result))
-
-
-def set_validity(states: list[str], required: int, may_drop: int) -> SetValidity:
-    """Can the runs (in launch order) still make a valid olympic score, and how many more may fail?
-
-    With M runs made for N required, the N consecutive runs whose olympic score is closest to the median of all
-    windows are scored (:func:`mlperf_wf.results.scoring.select_window`; a window with more than ``may_drop`` runs that fail
-    or do not converge scores infinity), so the set is valid while more than half of the windows are. Unfinished
-    runs count as converging; the margin is the fewest of them whose failure would make the set invalid, minus one.
-    """
-    window = min(required, len(states)) or required
-    bad = [RunState(s).bad for s in states]
-    open_runs = [i for i, s in enumerate(states) if not RunState(s).finished]
-    not_counting = sum(bad)
-
-    def valid(flags: list[bool]) -> bool:
-        windows = [sum(flags[start : start + window]) <= may_drop for start in range(len(flags) - window + 1)]
-        return sum(windows) > len(windows) / 2  # the median window's score is finite
-
-    if not valid(bad):
-        return SetValidity(
-            window,
-            may_drop,
-            not_counting,
-            False,
-            0 if open_runs else None,
-            f"INVALID: {not_counting} runs failed or did not converge; at most {may_drop} of {window} may",
-        )
-    if not open_runs:
-        return SetValidity(
-            window, may_drop, not_counting, True, None, f"valid run count: {not_counting} of {window} runs failed or did not converge, at most {may_drop} may"
-        )
-    margin = len(open_runs)
-    for failing in range(1, len(open_runs) + 1):
-        if any(not valid([b or i in chosen for i, b in enumerate(bad)]) for chosen in itertools.combinations(open_runs, failing)):
-            margin = failing - 1
-            break
-    if margin == 0:
-        message = f"one more non-converged or failed run would make it invalid ({not_counting} so far, at most {may_drop} of {window} may)"
-    elif margin >= len(open_runs):
-        message = f"can still be valid whatever the {len(open_runs)} unfinished runs do"
-    else:
-        runs = "run" if margin == 1 else "runs"
-        message = f"can still be valid: {margin} more {runs} may fail or not converge ({not_counting} so far, at most {may_drop} of {window} may)"
-    return SetValidity(window, may_drop, not_counting, True, margin, message)
 
 
 def _estimate(runs: list[RunStatus]) -> tuple[float, float | None, float | None, float | None]:
@@ -624,6 +568,7 @@ def benchmark_status(plan: Plan, name: str, root: Path, records: SnakemakeRecord
         validity = dataclasses.replace(validity, can_still_be_valid=False, more_allowed=0, message=f"INVALID: {said}")
         if forecast is not None:
             forecast = {**forecast, "valid": 0.0, "rcp_pass": 0.0 if forecast.get("rcp_pass") is not None else None, "text": f"valid 0% ({said})"}
+    doomed = doom.doom_of(plan, name, runs, required, may_drop, forecast, mean)
     return BenchmarkStatus(
         benchmark=name,
         submission_benchmark=bench.submission_benchmark,
@@ -642,6 +587,7 @@ def benchmark_status(plan: Plan, name: str, root: Path, records: SnakemakeRecord
         validity=validity,
         report=_with_staleness(_report_summary(root / plan.report(name)), runs),
         forecast=forecast,
+        doomed=doomed.summary() if doomed else None,
     )
 
 
@@ -771,6 +717,8 @@ def _number(value: float | None) -> str:
 def render(status: CampaignStatus) -> str:
     """The plain-text status."""
     lines = [f"campaign {status.root} ({status.scale} scale), {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(status.generated_at))}"]
+    # first: a benchmark that can no longer pass, why, and what its runs not started cost
+    lines += [f"DOOMED {bench.benchmark}: {bench.doomed['text']}" for bench in status.benchmarks if bench.doomed]
     lines.append(
         "snakemake: "
         + (f"running ({status.snakemake['jobs_started']} outputs being made)" if status.snakemake["running"] else "not running")

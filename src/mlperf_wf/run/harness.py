@@ -15,6 +15,7 @@ holds only its model, its data loading and its step.
 from __future__ import annotations
 
 import os
+import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,6 +48,31 @@ LOGGED_BY_THE_HARNESS_LATER = frozenset(
     }
 )
 """Required keys that belong to the timed part of the run (after ``run_start``)."""
+
+DEVICE_VARIABLE = "MLPERF_WF_TINY_DEVICE"
+"""Where a tiny run computes: ``cpu`` (unset: the CPU tier) or ``cuda``/``cuda:N`` (``bench/gpu_smoke.py`` on a GPU
+machine). A trainer that moves its model and batches to :attr:`TinyRun.device` names itself in :data:`DEVICE_TRAINERS`;
+the others refuse a device other than the CPU."""
+DEVICE_TRAINERS = frozenset({"llama2_70b_lora", "llama31_8b", "llama31_405b", "gpt3", "gpt_oss_20b", "deepseekv3_671b"})
+"""The tiny trainers that run on :data:`DEVICE_VARIABLE`'s device: llama2_70b_lora's and the causal-LM loop's
+(``mlperf_wf.language_models.causal_trainer``)."""
+_DEVICE = re.compile(r"^(cpu|cuda(:[0-9]+)?)$")
+
+
+def run_device(benchmark: str, environ: dict[str, str] | None = None) -> str:
+    """The device of ``benchmark``'s tiny run from :data:`DEVICE_VARIABLE`, or one line saying why it cannot be."""
+    value = (os.environ if environ is None else environ).get(DEVICE_VARIABLE, "").strip() or "cpu"
+    if not _DEVICE.match(value):
+        raise ConfigError(f"{DEVICE_VARIABLE}={value!r}: not a device; allowed: cpu, cuda, cuda:N")
+    if value == "cpu":
+        return value
+    if benchmark not in DEVICE_TRAINERS:
+        raise ConfigError(f"{DEVICE_VARIABLE}={value}: the tiny {benchmark} trainer runs on the CPU only; on {value}: {', '.join(sorted(DEVICE_TRAINERS))}")
+    import torch
+
+    if not torch.cuda.is_available():
+        raise ConfigError(f"{DEVICE_VARIABLE}={value}: torch {torch.__version__} sees no CUDA device")
+    return value
 
 
 @dataclass(frozen=True)
@@ -111,6 +137,8 @@ class TinyRun:
 
         self.spec = spec
         self.hp = hp
+        self.device = torch.device(run_device(spec.benchmark))
+        """Where the trainer puts its model and batches (:data:`DEVICE_VARIABLE`; the CPU unless set)."""
         torch.set_num_threads(spec.threads)
         self.rank = rank_from_env()
         self.world_size = int(os.environ.get("WORLD_SIZE", "1"))

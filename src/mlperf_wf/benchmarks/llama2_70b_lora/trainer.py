@@ -25,7 +25,7 @@ def _load_split(path: Path) -> list[tuple[list[int], list[int]]]:
     return [(list(map(int, ids)), list(map(int, labels))) for ids, labels in zip(frame["input_ids"], frame["labels"], strict=True)]
 
 
-def _batch(rows: list[tuple[list[int], list[int]]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _batch(rows: list[tuple[list[int], list[int]]], pad_id: int, device: torch.device | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     width = max(len(ids) for ids, _ in rows)
     input_ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
     labels = torch.full((len(rows), width), -100, dtype=torch.long)
@@ -34,16 +34,16 @@ def _batch(rows: list[tuple[list[int], list[int]]], pad_id: int) -> tuple[torch.
         input_ids[i, : len(ids)] = torch.tensor(ids)
         labels[i, : len(lab)] = torch.tensor(lab)
         attention[i, : len(ids)] = 1
-    return input_ids, labels, attention
+    return input_ids.to(device), labels.to(device), attention.to(device)
 
 
-def evaluate(model: torch.nn.Module, rows: list[tuple[list[int], list[int]]], pad_id: int, batch_size: int = 64) -> float:
+def evaluate(model: torch.nn.Module, rows: list[tuple[list[int], list[int]]], pad_id: int, batch_size: int = 64, device: torch.device | None = None) -> float:
     """Mean cross-entropy per summary token over the whole validation split."""
     model.eval()
     total, count = 0.0, 0
     with torch.no_grad():
         for start in range(0, len(rows), batch_size):
-            input_ids, labels, attention = _batch(rows[start : start + batch_size], pad_id)
+            input_ids, labels, attention = _batch(rows[start : start + batch_size], pad_id, device)
             logits = model(input_ids=input_ids, attention_mask=attention).logits[:, :-1]
             targets = labels[:, 1:]
             loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.size(-1)), targets.reshape(-1), ignore_index=-100, reduction="sum")
@@ -71,7 +71,7 @@ def train(run: TinyRun, hp: Hyperparameters) -> dict:
         target_modules=hp.lora_target_modules.split(","),
         task_type="CAUSAL_LM",
     )
-    model = get_peft_model(base, lora)
+    model = get_peft_model(base, lora).to(run.device)
     model.train()
     if world_size > 1:
         # DDP starts every rank from rank 0's adapter weights; dropout then differs per rank.
@@ -116,7 +116,7 @@ def train(run: TinyRun, hp: Hyperparameters) -> dict:
             mine = order[cursor + rank * micro : cursor + (rank + 1) * micro]
             rows = [train_rows[i] for i in mine]
             cursor += micro * world_size
-            input_ids, labels, attention = _batch(rows, tokenizer.pad_token_id)
+            input_ids, labels, attention = _batch(rows, tokenizer.pad_token_id, run.device)
             loss = model(input_ids=input_ids, attention_mask=attention, labels=labels).loss / accumulation
             loss.backward()
         torch.nn.utils.clip_grad_norm_(params, hp.max_grad_norm)
@@ -128,7 +128,7 @@ def train(run: TinyRun, hp: Hyperparameters) -> dict:
             next_eval += hp.eval_every_samples
             run.block_stop(samples_count=samples)
             run.eval_start(samples_count=samples)
-            eval_loss = evaluate(model, eval_rows, tokenizer.pad_token_id)
+            eval_loss = evaluate(model, eval_rows, tokenizer.pad_token_id, device=run.device)
             run.eval_result(eval_loss, samples_count=samples)
             history.append({"samples": samples, "eval_loss": eval_loss})
             if eval_loss <= run.spec.target:
