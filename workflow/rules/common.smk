@@ -88,11 +88,9 @@ if workflow.is_main_process:
     _target_problem = PLAN.target_problem(command_line_targets())
     if _target_problem:
         raise WorkflowError(_target_problem)
-    # At tiny scale, the one preflight check: a platform with no system description would fail only at packaging,
-    # after every run trained (at full scale the preflight lists it with the others).
-    if PLAN.scale == "tiny":
-        for _problem in preflight.system_description_problems(PLAN):
-            raise WorkflowError(str(_problem))
+    # What must stop the invocation before its preflight (at tiny scale: a platform with no system description).
+    for _problem in preflight.problems_before_any_job(PLAN):
+        raise WorkflowError(str(_problem))
     # A package whose files changed since its check (edited, removed, added) is made and checked again: its check is
     # removed (a dry run only says so), so the package rule's output is missing.
     for _package_check in sorted(

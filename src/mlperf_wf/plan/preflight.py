@@ -141,6 +141,13 @@ def _platform_problems(plan: Plan) -> list[Problem]:
     return system_description_problems(plan)
 
 
+def problems_before_any_job(plan: Plan) -> list[Problem]:
+    """What stops an invocation as it starts, before its preflight: at tiny scale, which has no preflight, a platform
+    with no system description (it would fail only at packaging, after every run trained); at full scale the
+    preflight lists it with every other problem."""
+    return system_description_problems(plan) if plan.scale == Scale.TINY else []
+
+
 def system_description_problems(plan: Plan) -> list[Problem]:
     """``submission.platform`` names no system description: the package, made after every run trained, needs it. At
     either scale, found before any job runs."""
