@@ -30,6 +30,7 @@ rule train:
         image=train_field("image"),
         scale=SCALE,
         node_checks=node_check_records,
+        identity_config=identity_config,
     # The prepared tree is checked against its stamps first (a byte changed since, even with its mtime restored);
     # `|| exit`: bash's errexit does not stop at the left side of a failing `&&`.
     # The whole command line in one group, so that everything it prints (the job's own preflight, the page-cache drop,
@@ -39,4 +40,5 @@ rule train:
         " mlperf-wf provenance --out {output.provenance} --result {output.result} --consumed {input}"
         " --scale {params.scale}"
         " --launcher {params.launcher} --image={params.image:q}"
-        " --command={params.command:q} --node-checks={params.node_checks:q} >> {log} 2>&1"
+        " --command={params.command:q} --node-checks={params.node_checks:q}"
+        " --config={params.identity_config:q} >> {log} 2>&1"

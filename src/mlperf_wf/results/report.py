@@ -18,7 +18,7 @@ from pathlib import Path
 
 from mlperf_wf.errors import ConfigError
 from mlperf_wf.kinds import Scale, Verdict
-from mlperf_wf.results import scoring
+from mlperf_wf.results import identity, scoring
 from mlperf_wf.results.compliance import file_sha256
 
 RCP_MIN_RUNS = 3
@@ -52,6 +52,9 @@ class RunEntry:
     """Why a run with power logs has no energy (or what the summarizer would only warn about)."""
     result_sha256: str = ""
     """sha256 of the log scored: the one its train job wrote and its compliance check read (the report refuses others)."""
+    identity_problems: list[str] = field(default_factory=list)
+    """Why the run was made with another campaign identity than its set's (:mod:`mlperf_wf.results.identity`): it is
+    scored as a failed run; empty when it was made with the set's."""
 
 
 @dataclass
@@ -79,6 +82,8 @@ class Report:
     """What runs' samples_to_converge count: samples_count (LLMs) or epoch_num (rgat), as their evaluations log it."""
     rcp_not_checked: str | None = None
     """Why ``rcp`` is None: the open division has no RCP check; it needs at least 3 scored runs."""
+    identity_notes: list[str] = field(default_factory=list)
+    """What the report says about the runs' shared identity without refusing one (made from uncommitted changes)."""
     forecast: dict | None = None
     """How likely the required set is to be valid and pass the RCP check from the scored runs
     (:func:`mlperf_wf.plan.sizing.forecast_of_files`): with every run there, the summarizer's and the checker's verdicts."""
@@ -101,16 +106,29 @@ def build(
     verdicts: list[str],
     provenance: list[dict] | None = None,
     declared: dict[str, str] | None = None,
+    provenance_files: list[Path] | None = None,
+    expected_identity: identity.CampaignIdentity | None = None,
+    identity_source: str = identity.IDENTITY_FILE,
 ) -> Report:
     """Score the runs (``results[i]`` is run ``i``) and assemble the report.
 
     ``declared``: the tiny tier's open rules not met (key -> why); runs the official checker failed only on
-    those are timed as runs that reached the target, and the report says so in its reasons."""
+    those are timed as runs that reached the target, and the report says so in its reasons.
+    ``provenance_files``: where ``provenance`` was read (the runs' folders, named in identity problems);
+    ``expected_identity``: the set's identity as the workflow makes it (``identity_source``, its file): a run made
+    with another is scored as failed and the set is not valid (:mod:`mlperf_wf.results.identity`)."""
     for path, record in zip(results, provenance or [], strict=False):
         if record.get("scale", scale) != scale:
             raise ConfigError(f"{path}: made at {record['scale']} scale, but this is a {scale}-scale report; scales never share a report")
     runs = [scoring.score_file(str(path), ruleset, declared) for path in results]
     made_with = {run.file: _summary(record) for run, record in zip(runs, provenance, strict=True)} if provenance else {}
+    refused: dict[str, list[str]] = {}
+    if provenance:
+        files = [str(f) for f in provenance_files] if provenance_files else [str(Path(run.file).parent / "provenance.json") for run in runs]
+        by_file = identity.problems_by_run(dict(zip(files, provenance, strict=True)), expected_identity, identity_source)
+        for run, file in zip(runs, files, strict=True):
+            refused[run.file] = by_file[file]
+            identity.refuse(run, by_file[file])
     index_of = {run.file: i for i, run in enumerate(runs)}
     verdict_of = {run.file: verdict for run, verdict in zip(runs, verdicts, strict=True)}
     selection = None
@@ -148,6 +166,9 @@ def build(
     reasons = list(scored.reasons)
     if scale != Scale.FULL:
         reasons.insert(0, f"scale is {scale!r}: tiny-scale runs use generated data and a tiny model, not the benchmark's")
+    reason = identity.set_reason([run.file for run in runs if refused.get(run.file)])
+    if reason:
+        reasons.append(reason)
     except_declared = [run for run in window if run.verdict == Verdict.PASSED_EXCEPT_DECLARED]
     if except_declared:
         keys = ", ".join(declared or {})
@@ -162,7 +183,7 @@ def build(
             minutes=run.minutes,
             samples_to_converge=run.samples_to_converge,
             status=run.status,
-            compliance=verdict_of[run.file],
+            compliance=Verdict.FAILED if refused.get(run.file) else verdict_of[run.file],
             compliance_problems=list(run.problems),
             final_eval_accuracy=run.final_eval_accuracy,
             result_file=run.file,
@@ -172,6 +193,7 @@ def build(
             energy_joules=run.energy_joules,
             power_problems=run.power_problems,
             result_sha256=file_sha256(Path(run.file)),
+            identity_problems=refused.get(run.file, []),
         )
         for i, run in enumerate(runs)
     ]
@@ -199,6 +221,7 @@ def build(
         rcp_not_checked=rcp_not_checked,
         valid_submission=not reasons,
         valid_submission_reasons=reasons,
+        identity_notes=identity.notes(dict(zip(map(str, range(len(runs))), provenance, strict=True))) if provenance else [],
         convergence_unit=next((run.progress_key for run in runs if run.progress_key), None),
         forecast=_forecast(window, submission_benchmark, ruleset, division, required),
     )
