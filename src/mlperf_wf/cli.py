@@ -447,7 +447,11 @@ def cmd_package(reports: list[Path], org: str, system: str, ruleset: str, divisi
     if not loaded:
         found = sorted({(r["ruleset"], r["division"]) for r in everything})
         raise ConfigError(f"package: no report was checked under ruleset {ruleset} in the {division} division; the reports have {found}")
-    runs = {r["submission_benchmark"]: [Path(run["result_file"]) for run in r["runs"] if run["in_scored_window"]] for r in loaded}
+    # a run made with another campaign identity than its set's is no part of it: its log stays out (the reasons say why)
+    runs = {
+        r["submission_benchmark"]: [Path(run["result_file"]) for run in r["runs"] if run["in_scored_window"] and not run.get("identity_problems")]
+        for r in loaded
+    }
     made_by = {r["submission_benchmark"]: package.implementation_of(r) for r in loaded}
     org_dir = package.build(out, org, division, system, description, runs, made_by)
     verdict = package.check(org_dir, ruleset, out / "checker_logs")

@@ -206,3 +206,20 @@ def test_a_bad_identity_file_is_one_line_naming_it(tmp_path):
     bad.write_text('{"config": 3}')
     with pytest.raises(ConfigError, match=r"identity.json: not a campaign identity; delete it and rerun the workflow"):
         identity.read_expected(bad)
+
+
+def test_the_package_leaves_a_refused_run_out_and_says_why(folder, tmp_path, monkeypatch):
+    import shutil
+
+    edit_provenance(folder, 3, lambda record: record.update(config=OTHER_CONFIG))
+    report_of(folder)
+    shutil.copytree(Path(__file__).resolve().parents[2] / "config", tmp_path / "config")
+    monkeypatch.chdir(tmp_path)
+    out, check = tmp_path / "package", tmp_path / "package_check.json"
+    command = ["package", str(folder / "report.json"), "--org", "acme", "--system", "cpu-tiny", "--ruleset", "6.1.0", "--division", "closed"]
+    assert main([*command, "--out", str(out), "--check-out", str(check)]) == 0
+    verdict = json.loads(check.read_text())
+    assert verdict["valid_for_submission"] is False
+    assert any("another campaign identity" in reason and str(folder / "runs/3") in reason for reason in verdict["not_valid_because"])
+    packaged = sorted(path.read_text() for path in out.rglob("result_*.txt"))
+    assert (folder / "runs/3/result.txt").read_text() not in packaged and len(packaged) == 9

@@ -101,7 +101,7 @@ def campaign(workdir: Path, runs: int, arguments: dict, env: dict[str, str], **c
     configfile.write_text(yaml.safe_dump(settings))
     argv = snakemake_argv(
         workdir, "--cores", "1", "--configfile", str(configfile), "--rerun-triggers", "mtime",
-        "--allowed-rules", "all", "train", "check_compliance", "report", "plot_benchmark", "benchmark_page", "package", "summarize",
+        "--allowed-rules", "all", "train", "check_compliance", "campaign_identity", "report", "plot_benchmark", "benchmark_page", "package", "summarize",
     )  # fmt: skip
     proc = subprocess.run(argv, capture_output=True, text=True, env=env, check=False)
     if proc.returncode != 0:
