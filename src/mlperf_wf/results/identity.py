@@ -310,6 +310,8 @@ def of_folder(folder: Path, result_files: list[str] | tuple[str, ...]) -> dict[s
 def of_workflow_runs(plan: Plan, name: str, root: Path, runs: list[int]) -> dict[int, list[str]]:
     """Identity problems of runs ``runs`` (indices) of benchmark ``name`` in the campaign folder ``root``, against
     the identity the config makes now: the lines the report gives them (its paths, relative to ``root``)."""
+    if not runs:
+        return {}
     files = {index: plan.run_file(name, index, "provenance.json") for index in runs}
     found = problems_by_run({files[i]: read_provenance(root / files[i]) for i in runs}, expected(plan, name), f"{plan.results_root}/{name}/{IDENTITY_FILE}")
     return {index: found[files[index]] for index in runs}
