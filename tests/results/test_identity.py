@@ -136,7 +136,7 @@ def _set(keys: tuple[str, ...], value):
         (("packages", "torch"), "2.12.0", 'packages.torch "2.12.0", the set\'s is "2.13.0'),
         (("packages", "mlperf-logging"), "4.1.0", 'packages.mlperf-logging "4.1.0", the set\'s is "4.1.68"'),
         (("image",), "reg/llama@sha256:" + "a" * 64, 'image "reg/llama@sha256:'),
-        (("consumed",), {"resources/full/prepared/llama2_70b_lora/dataset": "stamps " + "b" * 64}, "data[resources/full/prepared"),
+        (("data",), {"resources/full/prepared/llama2_70b_lora/dataset": "tree " + "b" * 64}, "data[resources/full/prepared"),
     ],
     ids=["commit", "tree", "torch", "mlperf-logging", "image", "data"],
 )
@@ -193,7 +193,7 @@ def test_a_run_without_provenance_among_runs_with_one_is_named_and_plain_logs_ha
 def test_the_identity_a_run_records_is_the_one_read_back():
     made = identity.compute(CONFIG, Path(__file__).resolve().parents[2], {"x": "1" * 64}, "img", {"torch": "2.13.0"})
     fields = identity.provenance_fields(made)
-    assert fields["config"] == CONFIG and fields["consumed"] == {"x": "1" * 64} and fields["image"] == "img"
+    assert fields["config"] == CONFIG and fields["data"] == {"x": "1" * 64} and fields["image"] == "img"
     assert set(fields["workflow_git"]) == {"commit", "dirty", "local_changes"}
     assert (fields["workflow_git"]["local_changes"] is None) == (fields["workflow_git"]["dirty"] is False)
     assert identity.identity_problems({"r0": fields, "r1": fields}, identity.CampaignIdentity(config=CONFIG, image="img")) == []
@@ -223,3 +223,29 @@ def test_the_package_leaves_a_refused_run_out_and_says_why(folder, tmp_path, mon
     assert any("another campaign identity" in reason and str(folder / "runs/3") in reason for reason in verdict["not_valid_because"])
     packaged = sorted(path.read_text() for path in out.rglob("result_*.txt"))
     assert (folder / "runs/3/result.txt").read_text() not in packaged and len(packaged) == 9
+
+
+def test_the_data_digest_follows_the_bytes_not_where_the_tree_lies(tmp_path):
+    """A prepared tree copied whole and re-recorded (new inodes and ctimes) keeps its digest; a file of another size
+    changes it; a verification record is digested without its timing."""
+    import shutil
+
+    from mlperf_wf.acquire import prepare
+
+    tree = tmp_path / "a" / "dataset"
+    tree.mkdir(parents=True)
+    (tree / "shard.bin").write_bytes(b"x" * 100)
+    prepare.write_stamps(tree)
+    copy = tmp_path / "b" / "dataset"
+    shutil.copytree(tree.parent, copy.parent)
+    prepare.write_stamps(copy)
+    first, second = identity.data_digests([tree])[str(tree)], identity.data_digests([copy])[str(copy)]
+    assert first.startswith("tree ") and first == second
+    (copy / "shard.bin").write_bytes(b"x" * 101)
+    prepare.write_stamps(copy)
+    assert identity.data_digests([copy])[str(copy)] != first
+    record = {"dataset": "d", "manifest": "m", "files": [{"path": "f", "md5": "0" * 32}], "total_bytes": 1, "bytes_hashed": 1, "seconds": 0.5}
+    (tmp_path / "r1.json").write_text(json.dumps(record))
+    (tmp_path / "r2.json").write_text(json.dumps({**record, "bytes_hashed": 0, "seconds": 9.0}))
+    digests = identity.data_digests([tmp_path / "r1.json", tmp_path / "r2.json"])
+    assert digests[str(tmp_path / "r1.json")] == digests[str(tmp_path / "r2.json")]

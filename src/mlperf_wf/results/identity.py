@@ -65,7 +65,8 @@ class CampaignIdentity(BaseModel):
     image: str | None = None
     """The image the run ran in, with its digest where the reference carries one (None: on the host)."""
     data: dict[str, str] | None = None
-    """sha256 of every input the run read, by path: the prepared tree's stamps, the verified datasets' records."""
+    """Digest of every input the run read, by path (:func:`data_digests`): the prepared tree's files (paths, sizes,
+    mtimes), the verified datasets' records (their files' md5)."""
     packages: dict[str, str | None] | None = None
     """Versions of the packages that shape a result (mlperf-logging, torch, transformers, ..., this workflow)."""
 
@@ -76,7 +77,7 @@ PROVENANCE_KEYS: dict[str, tuple[str, ...]] = {
     "local_changes": ("workflow_git", "local_changes"),
     "config": ("config",),
     "image": ("image",),
-    "data": ("consumed",),
+    "data": ("data",),
     "packages": ("packages",),
 }
 """Where each field of the identity is in ``provenance.json`` (the keys it has always had, and ``config``)."""
@@ -111,6 +112,36 @@ def _git(args: list[str], root: Path) -> str | None:
     except (OSError, subprocess.SubprocessError):
         return None
     return proc.stdout if proc.returncode == 0 else None
+
+
+def data_digests(inputs: list[Path]) -> dict[str, str]:
+    """What a run read, by path, as digests that change with the data and not with where it lies: a prepared tree, the
+    sha256 of its files' paths, sizes and mtimes (from its stamps: a tree copied or moved whole, or re-recorded with
+    new inodes, keeps it); a verification record, the sha256 of its dataset, manifest and files with their md5 (not
+    its timing); another file, the sha256 of its bytes; a folder without stamps, ``folder``."""
+    import gzip
+
+    from mlperf_wf.acquire.verify import hash_file
+
+    digests = {}
+    for path in inputs:
+        stamps = path.with_name(f"{path.name}.stamps.json.gz")
+        try:
+            if path.is_dir() and stamps.is_file():
+                with gzip.open(stamps, "rt") as handle:
+                    files = json.load(handle)
+                content = sorted((name, stat[0], stat[1]) for name, stat in files.items())
+                digests[str(path)] = "tree " + hashlib.sha256(json.dumps(content).encode()).hexdigest()
+            elif path.is_file() and path.suffix == ".json" and isinstance(record := json.loads(path.read_text()), dict) and "files" in record:
+                kept = {key: record.get(key) for key in ("dataset", "manifest", "files")}
+                digests[str(path)] = "record " + hashlib.sha256(json.dumps(kept, sort_keys=True).encode()).hexdigest()
+            elif path.is_file():
+                digests[str(path)] = hash_file(path, {"sha256": hashlib.sha256()})["sha256"].hexdigest()
+            else:
+                digests[str(path)] = "folder"
+        except (OSError, ValueError) as err:
+            digests[str(path)] = f"unreadable ({type(err).__name__})"
+    return digests
 
 
 def config_of(plan: Plan, name: str) -> dict[str, Any]:
@@ -155,7 +186,7 @@ def provenance_fields(identity: CampaignIdentity) -> dict:
     for name, keys in PROVENANCE_KEYS.items():
         value = getattr(identity, name)
         if name == "data" and value is None:
-            continue  # a run that read nothing recorded has no ``consumed``
+            continue  # a run that read nothing recorded has no ``data``
         target = record
         for key in keys[:-1]:
             target = target.setdefault(key, {})

@@ -89,7 +89,7 @@ def collect(
             versions[name] = version(name)
         except PackageNotFoundError:
             versions[name] = None
-    made_with = identity.compute(config, root, consumed_digests(consumed) if consumed else None, image, versions)
+    made_with = identity.compute(config, root, identity.data_digests(consumed) if consumed else None, image, versions)
     return {
         "scale": scale,
         "launcher": launcher,
@@ -101,6 +101,7 @@ def collect(
         "python": sys.version.split()[0],
         **identity.provenance_fields(made_with),
         **({"result_sha256": file_sha256(result)} if result is not None else {}),
+        **({"consumed": consumed_digests(consumed)} if consumed else {}),
     }
 
 
