@@ -381,13 +381,24 @@ def cmd_compliance(
 
 
 def cmd_report(
-    benchmark: str, ruleset: str, division: str, scale: str, platform: str, results: list[Path], verdicts: list[Path], provenance: list[Path], out: Path
+    benchmark: str,
+    ruleset: str,
+    division: str,
+    scale: str,
+    platform: str,
+    results: list[Path],
+    verdicts: list[Path],
+    provenance: list[Path],
+    out: Path,
+    expected_identity: Path | None = None,
 ) -> None:
-    """Write the time-to-train report of ``benchmark`` from its runs (``--result`` i is run i)."""
+    """Write the time-to-train report of ``benchmark`` from its runs (``--result`` i is run i); with
+    ``expected_identity`` (``identity.json``), a run made with another campaign identity is refused by name."""
     from mlperf_wf.config import mlperf_rules as rules
     from mlperf_wf.config.registry import declared_open_rules, load_benchmark
     from mlperf_wf.results import compliance as compliance_mod
     from mlperf_wf.results import report as report_mod
+    from mlperf_wf.run import identity
 
     if len(results) != len(verdicts):
         raise ConfigError(f"--result given {len(results)} times but --compliance {len(verdicts)} times")
@@ -413,7 +424,10 @@ def cmd_report(
         results=results,
         verdicts=[v.verdict for v in checked],
         declared=declared_open_rules(benchmark, scale),
-        provenance=[json.loads(p.read_text()) for p in provenance] if provenance else None,
+        provenance=[identity.read_provenance(p) or {} for p in provenance] if provenance else None,
+        provenance_files=provenance or None,
+        expected_identity=identity.read_expected(expected_identity) if expected_identity is not None else None,
+        identity_source=str(expected_identity or identity.IDENTITY_FILE),
     )
     report_mod.write(report, out)
     log.info("%s: time to train %s min over runs %s", benchmark, report.score["time_to_train_minutes"], report.score["counted_runs"])
@@ -460,7 +474,11 @@ def cmd_package(reports: list[Path], org: str, system: str, ruleset: str, divisi
     if not loaded:
         found = sorted({(r["ruleset"], r["division"]) for r in everything})
         raise ConfigError(f"package: no report was checked under ruleset {ruleset} in the {division} division; the reports have {found}")
-    runs = {r["submission_benchmark"]: [Path(run["result_file"]) for run in r["runs"] if run["in_scored_window"]] for r in loaded}
+    # a run made with another campaign identity than its set's is no part of it: its log stays out (the reasons say why)
+    runs = {
+        r["submission_benchmark"]: [Path(run["result_file"]) for run in r["runs"] if run["in_scored_window"] and not run.get("identity_problems")]
+        for r in loaded
+    }
     made_by = {r["submission_benchmark"]: package.implementation_of(r) for r in loaded}
     # every run judged again from its files, as the report, score and status judge them
     judged = {r["benchmark"]: run_verdicts.report_verdicts(r) for r in loaded}
@@ -572,10 +590,19 @@ def cmd_provenance(
     result: Path | None = None,
     consumed: list[Path] | None = None,
     node_checks: Path | None = None,
+    config: str = "",
 ) -> None:
     """Write what a run was made with next to its log (and the digest of the log, which compliance and report check),
-    with every attempt's node check where the run had one."""
+    with every attempt's node check where the run had one; ``config``: the benchmark's resolved config (JSON), as the
+    plan gave it to the job (part of the run's campaign identity)."""
     from mlperf_wf.run import node_check, provenance
+
+    try:
+        resolved = json.loads(config) if config else None
+    except ValueError as err:
+        raise UserError(f"provenance: --config {config[:80]!r}: not JSON ({err}); give the object the plan makes") from None
+    if resolved is not None and not isinstance(resolved, dict):
+        raise UserError(f"provenance: --config {config[:80]!r}: a JSON object is expected")
 
     if result is not None and not result.is_file():
         raise UserError(f"provenance: --result {result}: no such file (the run wrote no log)")
@@ -583,10 +610,23 @@ def cmd_provenance(
         checkout = project_root()
     except ConfigError:
         checkout = None  # recorded as an unknown commit: a run is not failed for where the workflow was installed
-    record = provenance.collect(scale, launcher, image or None, command, checkout, result, consumed)
+    record = provenance.collect(scale, launcher, image or None, command, checkout, result, consumed, resolved)
     if node_checks is not None and str(node_checks) not in ("", "."):
         record["node_checks"] = node_check.attempts(node_checks)
     provenance.write(out, record)
+
+
+def cmd_identity(identity_json: str, out: Path) -> None:
+    """Write the campaign identity of a benchmark's set (``identity.json``), checked against its model."""
+    from pydantic import ValidationError
+
+    from mlperf_wf.run import identity
+
+    try:
+        made = identity.CampaignIdentity.model_validate_json(identity_json)
+    except ValidationError as err:
+        raise UserError(f"identity: --json: not a campaign identity ({err.errors()[0]['loc']}: {err.errors()[0]['msg']})") from None
+    identity.write_expected(made, out)
 
 
 def cmd_size(
@@ -1011,6 +1051,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--result", type=Path, help="the run log the job wrote: its sha256 is recorded")
     p.add_argument("--consumed", type=Path, nargs="*", default=[], help="what the run read (its inputs): their digests are recorded")
     p.add_argument("--node-checks", type=Path, help="the run's node-check folder: every attempt's verdict is recorded")
+    p.add_argument("--config", default="", dest="config_json", help="the benchmark's resolved config (JSON, from the plan)")
+
+    p = sub.add_parser("identity", help="write the campaign identity a benchmark's runs must share (results/<scale>/<benchmark>/identity.json)")
+    p.add_argument("--json", required=True, dest="identity_json", help="the identity, as the plan makes it")
+    p.add_argument("--out", type=Path, required=True)
 
     p = sub.add_parser(
         "preflight",
@@ -1101,6 +1146,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--result", type=Path, action="append", default=[])
     p.add_argument("--compliance", type=Path, action="append", default=[])
     p.add_argument("--provenance", type=Path, action="append", default=[], help="provenance.json of each run (optional)")
+    p.add_argument("--identity", type=Path, help="the campaign identity the runs must share (identity.json, written by the workflow)")
     p.add_argument("--out", type=Path, required=True)
     return parser
 
@@ -1151,7 +1197,8 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int | None]] = {
     "fresh-run-folder": _fresh_run_folder,
     "merge-mllog": _merge_mllog,
     "check-prepared": lambda a: cmd_check_prepared(a.prepared),
-    "provenance": lambda a: cmd_provenance(a.out, a.scale, a.launcher, a.image, a.command_line, a.result, a.consumed, a.node_checks),
+    "provenance": lambda a: cmd_provenance(a.out, a.scale, a.launcher, a.image, a.command_line, a.result, a.consumed, a.node_checks, a.config_json),
+    "identity": lambda a: cmd_identity(a.identity_json, a.out),
     "preflight": lambda a: cmd_preflight(a.benchmark, a.image, a.platform, a.config, a.configfile),
     "size": lambda a: cmd_size(a.benchmark, a.nodes, a.gpus_per_node, a.ruleset, a.gbs, a.throughput, a.throughput_from, a.accelerator, a.gpu_memory_gib),
     "compliance": lambda a: cmd_compliance(a.result, a.ruleset, a.out, a.benchmark, a.scale, a.seed, a.division, a.provenance),
@@ -1159,7 +1206,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int | None]] = {
     "power-sample": lambda a: cmd_power_sample(a.out_dir, a.node_index, a.interval_ms, a.gpu_command, a.node_command, a.conversion_eff, a.stop_file),
     "status": lambda a: cmd_status(a.config, a.benchmark, a.as_json, a.watch, a.squeue),
     "campaign-gate": lambda a: cmd_campaign_gate(a.benchmark, a.run, a.config_file),
-    "report": lambda a: cmd_report(a.benchmark, a.ruleset, a.division, a.scale, a.platform, a.result, a.compliance, a.provenance, a.out),
+    "report": lambda a: cmd_report(a.benchmark, a.ruleset, a.division, a.scale, a.platform, a.result, a.compliance, a.provenance, a.out, a.identity),
 }
 """Each subcommand of ``build_parser`` and the function that runs it (its return value, if any, is the exit status)."""
 

@@ -169,4 +169,4 @@ def test_a_run_outside_any_checkout_records_an_unknown_commit_instead_of_failing
     monkeypatch.chdir(tmp_path)
     out = tmp_path / "provenance.json"
     assert cli.main(["--root", str(tmp_path), "provenance", "--out", str(out), "--scale", "full", "--launcher", "local", "--command=true"]) == 0
-    assert json.loads(out.read_text())["workflow_git"] == {"commit": None, "dirty": None}
+    assert json.loads(out.read_text())["workflow_git"] == {"commit": None, "dirty": None, "local_changes": None}

@@ -24,12 +24,17 @@ ENV = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
 def non_converged(root: Path, index: int) -> None:
     """Run ``index`` finished without reaching the target, checked by the compliance job."""
     result = finished_run(root, index, 3.0, [(1024, 1.3), (2048, 1.1)], run_status="aborted")
-    compliance.write(compliance.ComplianceResult(str(result), "6.1.0", "non_converged", 0, [], "test", sha256=compliance.file_sha256(result)), result.parent / "compliance.json")
+    compliance.write(
+        compliance.ComplianceResult(str(result), "6.1.0", "non_converged", 0, [], "test", sha256=compliance.file_sha256(result)),
+        result.parent / "compliance.json",
+    )
 
 
 def passed(root: Path, index: int) -> None:
     result = finished_run(root, index, 2.0, [(1024, 1.2), (2048, 0.91)])
-    compliance.write(compliance.ComplianceResult(str(result), "6.1.0", "passed", 0, [], "test", sha256=compliance.file_sha256(result)), result.parent / "compliance.json")
+    compliance.write(
+        compliance.ComplianceResult(str(result), "6.1.0", "passed", 0, [], "test", sha256=compliance.file_sha256(result)), result.parent / "compliance.json"
+    )
 
 
 def crashed(root: Path, index: int) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import functools
 import json
 import os
 import subprocess
@@ -17,6 +18,7 @@ import pytest
 from mlperf_wf.kinds import RunState
 from mlperf_wf.plan import plan as planning
 from mlperf_wf.results import compliance, scoring, snakemake_state, status
+from mlperf_wf.run import identity
 from tests.mllogs import T0, write_lora_log
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -24,10 +26,15 @@ LORA = "llama2_70b_lora"
 RUNS = f"results/tiny/{LORA}/runs"
 
 
-@pytest.fixture(scope="module")
-def plan() -> planning.Plan:
+@functools.cache
+def campaign_plan() -> planning.Plan:
     config = status.load_config(ROOT, ["runs=5", f"benchmarks=[{LORA}, rgat]"])
     return planning.load(config, project_root=ROOT)
+
+
+@pytest.fixture(scope="module")
+def plan() -> planning.Plan:
+    return campaign_plan()
 
 
 def mark_started(root: Path, output: str, job_id: str | None = None) -> None:
@@ -48,7 +55,8 @@ def finished_run(root: Path, index: int, minutes: float, evals: list[tuple[int, 
     result = write_lora_log(
         root / RUNS / str(index) / "result.txt", seed=1234 + index, minutes=minutes, evals=evals, status=run_status, start_ms=T0 + index * 3_600_000
     )
-    (result.parent / "provenance.json").write_text(json.dumps({"scale": "tiny", "launcher": "local"}))
+    made_with = identity.CampaignIdentity(config=identity.config_of(campaign_plan(), LORA))  # as its train job records it
+    (result.parent / "provenance.json").write_text(json.dumps({"scale": "tiny", "launcher": "local", **identity.provenance_fields(made_with)}))
     return result
 
 
@@ -190,6 +198,24 @@ def test_a_run_the_compliance_job_has_not_checked_is_scored_as_the_report_will(c
     lora = status.campaign_status(campaign, {}, [LORA], runs_given=True, plan=plan).benchmarks[0]
     scored = scoring.score_file(str(campaign / RUNS / "0/result.txt"), "6.1.0")
     assert (lora.runs[0].verdict, lora.runs[0].verdict_from, lora.runs[0].minutes) == (scored.verdict, "scored here", scored.minutes)
+
+
+def test_a_run_made_with_other_hyperparameters_is_failed_by_name_as_the_report_fails_it(campaign, plan):
+    """Run 0's folder copied in from a campaign made with another learning rate: status fails it with the report's line."""
+    made_with = campaign / RUNS / "0/provenance.json"
+    record = json.loads(made_with.read_text())
+    record["config"]["hyperparameters"]["learning_rate"] = 0.0002
+    made_with.write_text(json.dumps(record))
+    lora = status.campaign_status(campaign, {}, [LORA], runs_given=True, plan=plan).benchmarks[0]
+    line = f"{RUNS}/0/provenance.json: config.hyperparameters.learning_rate 0.0002, the campaign's is 0.0004 (results/tiny/{LORA}/identity.json)"
+    assert (lora.runs[0].state, lora.runs[0].verdict, lora.runs[0].problems[0]) == ("failed", "failed", line)
+    assert lora.counts["passed"] == 0
+    # the report, made from the identity file the workflow writes, names the run with the same line
+    expected = campaign / f"results/tiny/{LORA}/identity.json"
+    identity.write_expected(identity.expected(plan, LORA), expected)
+    records = {f"{RUNS}/{i}/provenance.json": identity.read_provenance(campaign / RUNS / str(i) / "provenance.json") for i in (0, 1)}
+    found = identity.problems_by_run(records, identity.read_expected(expected), f"results/tiny/{LORA}/identity.json")
+    assert found[f"{RUNS}/0/provenance.json"] == [line] and found[f"{RUNS}/1/provenance.json"] == []
 
 
 def test_squeue_names_queued_and_running_slurm_jobs_and_its_absence_is_said(campaign, plan, tmp_path):

@@ -16,7 +16,9 @@ a loopback registry so that it is pinned by digest like a real one.
 
 A campaign resumes under ``--rerun-triggers mtime`` (as the SLURM profile runs): run 0 converges,
 then run 1 is made with fewer steps and a small learning rate, ends at ``max_steps`` short of the
-target, and must come out ``non_converged`` and dropped by the scoring rules, not fail the campaign.
+target, and must come out ``non_converged`` and dropped by the scoring rules, not fail the campaign; the report,
+made with the second campaign's ``full_arguments``, refuses run 0 by name as made with other arguments (one campaign,
+one identity: :mod:`mlperf_wf.run.identity`).
 """
 
 from __future__ import annotations
@@ -101,7 +103,7 @@ def campaign(workdir: Path, runs: int, arguments: dict, env: dict[str, str], **c
     configfile.write_text(yaml.safe_dump(settings))
     argv = snakemake_argv(
         workdir, "--cores", "1", "--configfile", str(configfile), "--rerun-triggers", "mtime",
-        "--allowed-rules", "all", "train", "check_compliance", "report", "plot_benchmark", "benchmark_page", "package", "summarize",
+        "--allowed-rules", "all", "train", "check_compliance", "campaign_identity", "report", "plot_benchmark", "benchmark_page", "package", "summarize",
     )  # fmt: skip
     proc = subprocess.run(argv, capture_output=True, text=True, env=env, check=False)
     if proc.returncode != 0:
@@ -135,7 +137,11 @@ def check_campaign(workdir: Path, launcher: str) -> None:
     report = json.loads((workdir / "results" / BENCH / "report.json").read_text())
     assert (report["ruleset"], report["scale"]) == ("6.1.0", "full")
     by_index = {run["index"]: run for run in report["runs"]}
-    assert by_index[0]["compliance"] == "passed" and by_index[1]["compliance"] == "non_converged"
+    assert by_index[1]["compliance"] == "non_converged"
+    # run 0 was made with the first campaign's arguments: not scored with run 1's, and named
+    assert by_index[0]["compliance"] == "failed" and by_index[0]["minutes"] is None
+    assert [line.split(": ", 1)[1].split(" ", 1)[0] for line in by_index[0]["identity_problems"]] == ["config.arguments"]
+    assert by_index[0]["identity_problems"][0].startswith(f"results/{BENCH}/runs/0/provenance.json: config.arguments ")
     assert by_index[1]["dropped"] and "converge" in by_index[1]["dropped"]
     assert by_index[0]["made_with"]["launcher"] == launcher
     package = json.loads((workdir / "results/submission/6.1.0-closed/package_check.json").read_text())

@@ -180,6 +180,60 @@ def test_a_run_that_stops_before_it_starts_is_refused_by_the_workflow_status_and
     assert "-0." not in said["score_all"]
 
 
+def identity_verdicts(workdir: Path, overrides: list[str], run: int) -> tuple[list[str], list[str], list[str]]:
+    """Run ``run``'s problems as the report, ``mlperf-wf score`` on the folder and ``mlperf-wf status`` give them."""
+    from mlperf_wf.results import scoring, status, verdict
+
+    folder = workdir / "results/tiny" / BENCH
+    report = json.loads((folder / "report.json").read_text())
+    entry = report["runs"][run]
+    assert entry["compliance"] == "failed" and report["valid_submission"] is False
+    (scored,) = scoring.score_paths(folder, report["ruleset"], verdict.judged_score, jobs=1)
+    by_file = {Path(r.file).resolve(): r for r in scored.runs}
+    score_run = by_file[(workdir / entry["result_file"]).resolve()]
+    assert score_run.verdict == "failed" and not scored.valid
+    shown = status.campaign_status(workdir, status.load_config(workdir, overrides), runs_given=True).benchmarks[0].runs[run]
+    assert shown.state == "failed"
+    return entry["identity_problems"], score_run.problems, shown.problems
+
+
+@pytest.mark.slow
+def test_a_run_folder_copied_from_a_campaign_with_other_hyperparameters_is_refused_by_name(campaign):
+    """A run folder copied in from a campaign made with another learning rate (its provenance says so): the workflow
+    remakes the report, which refuses the run naming the field and both values; score and status say the same."""
+    made_with = run_folder(campaign, 0) / "provenance.json"
+    record = json.loads(made_with.read_text())
+    record["config"]["hyperparameters"]["learning_rate"] = 0.0002
+    made_with.write_text(json.dumps(record, indent=2))
+    snakemake(campaign, "--cores", "2", "--rerun-triggers", "mtime", *CONFIG)
+    line = (
+        f"results/tiny/{BENCH}/runs/0/provenance.json: config.hyperparameters.learning_rate 0.0002, the campaign's is 0.0004 "
+        f"(results/tiny/{BENCH}/identity.json)"
+    )
+    in_report, in_score, in_status = identity_verdicts(campaign, ["runs=2", f"benchmarks=[{BENCH}]"], 0)
+    assert in_report == [line] and in_status[0] == line
+    assert in_score[0].replace(f"{campaign}/", "") == line  # score names the files under the folder it was given
+
+
+@pytest.mark.slow
+def test_changed_hyperparameters_and_one_run_redone_under_mtime_triggers_never_score_old_runs_with_the_new(campaign):
+    """The learning rate changed, one run's folder deleted and the workflow rerun with ``--rerun-triggers mtime`` (what
+    the profiles set): only that run is retrained, and the report refuses the run made with the old learning rate."""
+    changed = (*CONFIG, f"tiny_hyperparameters={{{BENCH}: {{learning_rate: 0.0005}}}}")
+    shutil.rmtree(run_folder(campaign, 1))
+    proc = snakemake(campaign, "--cores", "2", "--rerun-triggers", "mtime", *changed)
+    assert f"results/tiny/{BENCH}/identity.json: {BENCH}'s config changed" in proc.stderr
+    made_with = json.loads((run_folder(campaign, 1) / "provenance.json").read_text())
+    assert made_with["config"]["hyperparameters"]["learning_rate"] == 0.0005
+    overrides = ["runs=2", f"benchmarks=[{BENCH}]", f"tiny_hyperparameters={{{BENCH}: {{learning_rate: 0.0005}}}}"]
+    in_report, _, in_status = identity_verdicts(campaign, overrides, 0)
+    line = f"results/tiny/{BENCH}/runs/0/provenance.json: config.hyperparameters.learning_rate 0.0004, the campaign's is 0.0005"
+    assert in_report[0].startswith(line) and in_status[0] == in_report[0]
+    report = json.loads((campaign / "results/tiny" / BENCH / "report.json").read_text())
+    assert report["runs"][1]["identity_problems"] == []
+    assert 0 not in report["score"]["counted_runs"]
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(os.geteuid() != 0, reason="mounts a small tmpfs (root)")
 def test_a_full_disk_during_training_fails_the_run_and_the_rerun_after_freeing_space_completes(campaign):

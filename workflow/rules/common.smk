@@ -3,6 +3,7 @@
 # Only cheap work here: this file is evaluated again inside every cluster job.
 
 import atexit
+import json
 import sys
 from pathlib import Path
 
@@ -21,6 +22,7 @@ from mlperf_wf.errors import ConfigError  # noqa: E402
 from mlperf_wf.results.snakemake_state import another_snakemake_in  # noqa: E402
 from mlperf_wf.results import package as submission_package  # noqa: E402
 from mlperf_wf.results import invocation  # noqa: E402
+from mlperf_wf.run import identity as campaign_identity  # noqa: E402
 
 # A second Snakemake (a dry run too) in a folder where one runs fails on the first one's unfinished outputs; say why.
 if workflow.is_main_process:
@@ -114,6 +116,27 @@ config["rounds_checked"] = PLAN.rounds_in_words()
 SCALE = PLAN.scale
 RESULTS = PLAN.results_root
 LOGS = PLAN.logs_root
+
+# A benchmark whose campaign identity (its resolved config, hyperparameters, image) changed since it was recorded: the
+# record is made again, so its report is remade and refuses by name the runs made with the old one (they are not
+# retrained on their own: the profiles rerun on newer inputs only).
+if workflow.is_main_process:
+    for _name in config["benchmarks"]:
+        _identity_file = Path(RESULTS) / _name / campaign_identity.IDENTITY_FILE
+        if campaign_identity.changed(
+            _identity_file, campaign_identity.expected(PLAN, _name)
+        ):
+            _would = (
+                "would record it again (a dry run changes nothing)"
+                if workflow.dryrun
+                else "recording it again; runs made with the old one are refused"
+            )
+            print(
+                f"mlperf-wf: {_identity_file}: {_name}'s config changed since its runs' identity was recorded: {_would}",
+                file=sys.stderr,
+            )
+            if not workflow.dryrun:
+                _identity_file.unlink()
 
 
 # ---- preflight (mlperf_wf.plan.preflight) ----
@@ -366,6 +389,19 @@ def record_campaign_config():
         from mlperf_wf.results import doom
 
         doom.record_config(WORKFLOW_CONFIG.filled(), PLAN.campaign_config_record())
+
+
+def identity_config(wildcards):
+    """The benchmark's resolved config (JSON), recorded in each run's provenance as part of its campaign identity."""
+    return json.dumps(
+        campaign_identity.config_of(PLAN, wildcards.benchmark), sort_keys=True
+    )
+
+
+@signature_once
+def expected_identity(wildcards):
+    """The campaign identity the benchmark's runs must share, as the config makes it now (JSON)."""
+    return campaign_identity.expected(PLAN, wildcards.benchmark).model_dump_json()
 
 
 @signature_once

@@ -2,10 +2,25 @@
 
 
 localrules:
+    campaign_identity,
     report,
     plot_benchmark,
     summarize,
     package,
+
+
+# The identity every run of the set must share (mlperf_wf.run.identity); made again when the config changes it.
+rule campaign_identity:
+    output:
+        identity=f"{RESULTS}/{{benchmark}}/identity.json",
+    log:
+        f"{LOGS}/campaign_identity/{{benchmark}}.log",
+    conda:
+        "../envs/mlperf-wf.yaml"
+    params:
+        identity=expected_identity,
+    shell:
+        "mlperf-wf identity --json {params.identity:q} --out {output.identity} > {log} 2>&1"
 
 
 rule report:
@@ -13,6 +28,7 @@ rule report:
         results=run_files("result.txt"),
         verdicts=run_files("compliance.json"),
         provenance=run_files("provenance.json"),
+        identity=rules.campaign_identity.output.identity,
     output:
         report=f"{RESULTS}/{{benchmark}}/report.json",
     log:
@@ -32,7 +48,7 @@ rule report:
         "mlperf-wf report --benchmark {params.benchmark} --ruleset {params.ruleset}"
         " --division {params.division} --scale {params.scale}"
         " --platform {params.platform:q} {params.runs}"
-        " --out {output.report} > {log} 2>&1"
+        " --identity {input.identity} --out {output.report} > {log} 2>&1"
 
 
 rule plot_benchmark:

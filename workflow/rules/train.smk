@@ -31,6 +31,7 @@ rule train:
         scale=SCALE,
         node_checks=node_check_records,
         gate=campaign_gate,
+        identity_config=identity_config,
     message:
         PLAN.job_message("train")
     # With stop_when_doomed, the gate first: a benchmark that can no longer pass ends the job, not started (exit 3).
@@ -43,4 +44,5 @@ rule train:
         " mlperf-wf provenance --out {output.provenance} --result {output.result} --consumed {input}"
         " --scale {params.scale}"
         " --launcher {params.launcher} --image={params.image:q}"
-        " --command={params.command:q} --node-checks={params.node_checks:q} >> {log} 2>&1"
+        " --command={params.command:q} --node-checks={params.node_checks:q}"
+        " --config={params.identity_config:q} >> {log} 2>&1"

@@ -21,6 +21,7 @@ from mlperf_wf.kinds import Scale, Verdict
 from mlperf_wf.results import scoring
 from mlperf_wf.results import verdict as run_verdicts
 from mlperf_wf.results.compliance import RunIdentity, file_sha256
+from mlperf_wf.run import identity
 
 RCP_MIN_RUNS = 3
 """Fewest scored runs the RCP check is run on: mlperf-logging's checker takes the olympic mean of the submission's
@@ -58,6 +59,9 @@ class RunEntry:
     failed, refused or missing."""
     verdict_reason: str = ""
     """Why it does not count, in one line naming the file (empty when it counts)."""
+    identity_problems: list[str] = field(default_factory=list)
+    """Why the run was made with another campaign identity than its set's (:mod:`mlperf_wf.run.identity`): it is
+    scored as a failed run; empty when it was made with the set's."""
 
 
 @dataclass
@@ -85,6 +89,8 @@ class Report:
     """What runs' samples_to_converge count: samples_count (LLMs) or epoch_num (rgat), as their evaluations log it."""
     rcp_not_checked: str | None = None
     """Why ``rcp`` is None: the open division has no RCP check; it needs at least 3 scored runs."""
+    identity_notes: list[str] = field(default_factory=list)
+    """What the report says about the runs' shared identity without refusing one (made from uncommitted changes)."""
     forecast: dict | None = None
     """How likely the required set is to be valid and pass the RCP check from the scored runs
     (:func:`mlperf_wf.results.forecast.forecast_of_files`): with every run there, the summarizer's and the checker's verdicts."""
@@ -108,23 +114,39 @@ def build(
     provenance: list[dict] | None = None,
     declared: dict[str, str] | None = None,
     extra_problems: list[list[str]] | None = None,
+    provenance_files: list[Path] | None = None,
+    expected_identity: identity.CampaignIdentity | None = None,
+    identity_source: str = identity.IDENTITY_FILE,
 ) -> Report:
     """Score the runs (``results[i]`` is run ``i``) and assemble the report.
 
     Each run is judged by :func:`mlperf_wf.results.verdict.run_verdict`, as every other reader judges it.
     ``declared``: the tiny tier's open rules not met (key -> why); runs the official checker failed only on
     those are timed as runs that reached the target, and the report says so in its reasons.
-    ``extra_problems``: per run, other reasons to refuse it (one line each)."""
+    ``extra_problems``: per run, other reasons to refuse it (one line each);
+    ``provenance_files``: where ``provenance`` was read (the runs' folders, named in identity problems);
+    ``expected_identity``: the set's identity as the workflow makes it (``identity_source``, its file): a run made
+    with another is scored as failed and the set is not valid (:mod:`mlperf_wf.run.identity`)."""
     for path, record in zip(results, provenance or [], strict=False):
         if record.get("scale", scale) != scale:
             raise ConfigError(f"{path}: made at {record['scale']} scale, but this is a {scale}-scale report; scales never share a report")
-    identity = RunIdentity(submission_benchmark, division)
-    extra = extra_problems or [[] for _ in results]
+    run_identity = RunIdentity(submission_benchmark, division)
+    extra = [list(problems) for problems in (extra_problems or [[] for _ in results])]
     records = provenance or [None for _ in results]
-    judged = [run_verdicts.run_verdict(path, ruleset, declared, identity, extra[i], provenance=records[i]) for i, path in enumerate(results)]
+    refused: dict[str, list[str]] = {}
+    if provenance:  # a run made with another campaign identity than its set's is refused as every reader refuses it
+        files = [str(f) for f in provenance_files] if provenance_files else [str(Path(path).parent / "provenance.json") for path in results]
+        by_file = identity.problems_by_run(dict(zip(files, provenance, strict=True)), expected_identity, identity_source)
+        for i, file in enumerate(files):
+            extra[i] += by_file[file]
+    judged = [run_verdicts.run_verdict(path, ruleset, declared, run_identity, extra[i], provenance=records[i]) for i, path in enumerate(results)]
     runs = [judged_run.score for judged_run in judged]
     judged_of = {judged_run.result_file: judged_run for judged_run in judged}
     made_with = {run.file: _summary(record) for run, record in zip(runs, provenance, strict=True)} if provenance else {}
+    if provenance:
+        for run, file in zip(runs, files, strict=True):
+            refused[run.file] = by_file[file]
+            identity.refuse(run, by_file[file])
     index_of = {run.file: i for i, run in enumerate(runs)}
     checked = verdicts if verdicts is not None else [judged_run.compliance or "" for judged_run in judged]
     verdict_of = {run.file: str(verdict) for run, verdict in zip(runs, checked, strict=True)}
@@ -167,6 +189,9 @@ def build(
     if refused_power:
         named = " | ".join(f"{v.result_file}: {'; '.join(v.power_problems)}" for v in refused_power)
         reasons.append(f"power logs refused (no energy computed from them; the package leaves them out): {named}")
+    reason = identity.set_reason([run.file for run in runs if refused.get(run.file)])
+    if reason:
+        reasons.append(reason)
     except_declared = [run for run in window if run.verdict == Verdict.PASSED_EXCEPT_DECLARED]
     if except_declared:
         keys = ", ".join(declared or {})
@@ -181,7 +206,7 @@ def build(
             minutes=run.minutes,
             samples_to_converge=run.samples_to_converge,
             status=run.status,
-            compliance=verdict_of[run.file],
+            compliance=Verdict.FAILED if refused.get(run.file) else verdict_of[run.file],
             compliance_problems=list(run.problems),
             final_eval_accuracy=run.final_eval_accuracy,
             result_file=run.file,
@@ -193,6 +218,7 @@ def build(
             result_sha256=file_sha256(Path(run.file)) if Path(run.file).is_file() else "",
             verdict=str(judged_of[run.file].outcome),
             verdict_reason=judged_of[run.file].reason,
+            identity_problems=refused.get(run.file, []),
         )
         for i, run in enumerate(runs)
     ]
@@ -220,6 +246,7 @@ def build(
         rcp_not_checked=rcp_not_checked,
         valid_submission=not reasons,
         valid_submission_reasons=reasons,
+        identity_notes=identity.notes(dict(zip(map(str, range(len(runs))), provenance, strict=True))) if provenance else [],
         convergence_unit=next((run.progress_key for run in runs if run.progress_key), None),
         forecast=_forecast(window, submission_benchmark, ruleset, division, required),
     )

@@ -58,6 +58,7 @@ from mlperf_logging.compliance_checker import mlp_compliance, mlp_parser
 from mlperf_wf.errors import UserError
 from mlperf_wf.kinds import Verdict
 from mlperf_wf.results import compliance
+from mlperf_wf.run import identity
 
 USAGE = "training"
 TOKEN = compliance.TOKEN
@@ -695,9 +696,17 @@ def score_paths(
         scores = []
         for folder, futures, rcp_future, is_closed in zip(folders, file_futures, rcp_futures, closed, strict=True):
             runs = [future.result() for future in futures]
+            refused = identity.of_folder(Path(folder.folder), folder.result_files)  # a workflow's runs: one campaign identity
+            for run in runs:
+                identity.refuse(run, refused[run.file])
             rcp = rcp_future.result() if rcp_future else None
             division = "closed" if is_closed else _division(folder)
-            scores.append(benchmark_score(folder, division, runs, rcp, ruleset))
+            scored = benchmark_score(folder, division, runs, rcp, ruleset)
+            reason = identity.set_reason([run.file for run in runs if refused[run.file]])
+            if reason:
+                scored.reasons.append(reason)
+                scored.valid = False
+            scores.append(scored)
     return scores
 
 

@@ -1,8 +1,11 @@
 """What a run was made with, written next to its log: ``provenance.json``.
 
 Backend and image (with digest), host, accelerators (``nvidia-smi`` where there
-is one), the workflow's git commit (and whether the checkout had local changes),
-Python and the versions of the packages that shape a result.
+is one), Python, and the run's campaign identity
+(:class:`mlperf_wf.run.identity.CampaignIdentity`: the workflow's git commit and
+its local changes, the benchmark's resolved config and hyperparameters, the digests
+of what the run read, the image and the versions of the packages that shape a
+result), which the report compares across the runs of a set.
 """
 
 from __future__ import annotations
@@ -39,13 +42,11 @@ def gpus() -> list[str]:
 
 
 def git_state(root: Path | None) -> dict:
-    """Commit of the workflow checkout and whether it had uncommitted changes (None for both where the checkout is not
-    found: a node that runs the installed package outside it)."""
-    if root is None:
-        return {"commit": None, "dirty": None}
-    commit = _run(["git", "rev-parse", "HEAD"], cwd=root)
-    status = _run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root)
-    return {"commit": commit, "dirty": bool(status) if status is not None else None}
+    """Commit of the workflow checkout, whether it had uncommitted changes and their digest
+    (:func:`mlperf_wf.run.identity.git_state`)."""
+    from mlperf_wf.run import identity
+
+    return identity.git_state(root)
 
 
 def file_sha256(path: Path) -> str:
@@ -69,28 +70,36 @@ def consumed_digests(inputs: list[Path]) -> dict[str, str]:
 
 
 def collect(
-    scale: str, launcher: str, image: str | None, command: str, root: Path | None, result: Path | None = None, consumed: list[Path] | None = None
+    scale: str,
+    launcher: str,
+    image: str | None,
+    command: str,
+    root: Path | None,
+    result: Path | None = None,
+    consumed: list[Path] | None = None,
+    config: dict | None = None,
 ) -> dict:
     """Everything the record holds (with ``result``: the sha256 of the run log the job wrote; with ``consumed``: the
-    digests of what the run read)."""
+    digests of what the run read; ``config``: the benchmark's resolved config, as the plan gave it to the job)."""
+    from mlperf_wf.run import identity
+
     versions = {}
     for name in PACKAGES:
         try:
             versions[name] = version(name)
         except PackageNotFoundError:
             versions[name] = None
+    made_with = identity.compute(config, root, identity.data_digests(consumed) if consumed else None, image, versions)
     return {
         "scale": scale,
         "launcher": launcher,
-        "image": image,
         "command": command,
         "host": platform.node(),
         "platform": platform.platform(),
         "cpu_count": os.cpu_count(),
         "gpus": gpus(),
         "python": sys.version.split()[0],
-        "workflow_git": git_state(root),
-        "packages": versions,
+        **identity.provenance_fields(made_with),
         **({"result_sha256": file_sha256(result)} if result is not None else {}),
         **({"consumed": consumed_digests(consumed)} if consumed else {}),
     }

@@ -88,7 +88,16 @@ def test_full_scale_dry_run_lists_the_reference_dataset_shards_and_runs(tmp_path
     workdir = new_workdir(tmp_path / "full")
     proc = snakemake(workdir, "-n", "results/dlrm_dcnv2/report.json", "--config", "scale=full")
     counts = job_counts(proc.stdout)
-    assert counts == {"download": 1, "verify": 1, "preprocess_shard": 25, "assemble_prepared": 1, "train": 10, "check_compliance": 10, "report": 1}
+    assert counts == {
+        "download": 1,
+        "verify": 1,
+        "preprocess_shard": 25,
+        "assemble_prepared": 1,
+        "train": 10,
+        "check_compliance": 10,
+        "campaign_identity": 1,
+        "report": 1,
+    }
     out = proc.stdout
     assert "--uri https://training.mlcommons-storage.org/metadata/dlrmv2-preprocessed-criteo-click-logs-reference.uri" in out
     assert sorted(shards_run(out)) == sorted(prep.shards("full"))
@@ -109,7 +118,16 @@ def test_full_scale_dry_run_from_the_raw_logs_lists_every_shard_with_the_shards_
     workdir = new_workdir(tmp_path / "full")
     proc = snakemake(workdir, "-n", "-p", "results/dlrm_dcnv2/report.json", "--config", "scale=full", "preparation={dlrm_dcnv2: from_raw}")
     counts = job_counts(proc.stdout)
-    assert counts == {"download": 1, "verify": 1, "preprocess_shard": 124, "assemble_prepared": 1, "train": 10, "check_compliance": 10, "report": 1}
+    assert counts == {
+        "download": 1,
+        "verify": 1,
+        "preprocess_shard": 124,
+        "assemble_prepared": 1,
+        "train": 10,
+        "check_compliance": 10,
+        "campaign_identity": 1,
+        "report": 1,
+    }
     out = proc.stdout
     assert "--endpoint https://huggingface.co --revision a1a472783e135c6786617567f51bb64bfc4b031a" in out
     assert "dlrmv2-preprocessed-criteo-click-logs-reference" not in out, "nothing of the published dataset is fetched"

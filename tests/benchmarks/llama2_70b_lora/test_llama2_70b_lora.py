@@ -72,6 +72,7 @@ def test_full_scale_dry_run_lists_the_real_plan(full_dry_runs):
         "assemble_prepared": 1,
         "train": 10,
         "check_compliance": 10,
+        "campaign_identity": 1,
         "report": 1,
     }
     # the default target adds the figures and the summary

@@ -54,6 +54,7 @@ def test_full_scale_retinanet_dry_run_lists_the_fetch_receive_shards_and_five_re
         "assemble_prepared": 1,
         "train": 5,
         "check_compliance": 5,
+        "campaign_identity": 1,
         "report": 1,
     }
     out = proc.stdout

@@ -101,7 +101,16 @@ def test_full_scale_rgat_dry_run_lists_the_real_urls_shards_and_container(tmp_pa
     workdir = new_workdir(tmp_path / "full")
     proc = snakemake(workdir, "-n", "results/rgat/report.json", "--config", "scale=full")
     counts = job_counts(proc.stdout)
-    assert counts == {"download": 1, "verify": 1, "preprocess_shard": 19, "assemble_prepared": 1, "train": 10, "check_compliance": 10, "report": 1}
+    assert counts == {
+        "download": 1,
+        "verify": 1,
+        "preprocess_shard": 19,
+        "assemble_prepared": 1,
+        "train": 10,
+        "check_compliance": 10,
+        "campaign_identity": 1,
+        "report": 1,
+    }
     out = proc.stdout
     assert "--uri https://training.mlcommons-storage.org/metadata/gnn-igbh-dataset-full.uri" in out
     assert sorted(shards_run(out)) == sorted(prep.shards("full"))
