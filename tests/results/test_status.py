@@ -200,7 +200,7 @@ def test_a_run_the_compliance_job_has_not_checked_is_scored_as_the_report_will(c
     assert (lora.runs[0].verdict, lora.runs[0].verdict_from, lora.runs[0].minutes) == (scored.verdict, "scored here", scored.minutes)
 
 
-def test_a_run_made_with_other_hyperparameters_is_failed_by_name_as_the_report_fails_it(campaign, plan):
+def test_a_run_made_with_other_hyperparameters_is_refused_by_name_as_the_report_refuses_it(campaign, plan):
     """Run 0's folder copied in from a campaign made with another learning rate: status fails it with the report's line."""
     made_with = campaign / RUNS / "0/provenance.json"
     record = json.loads(made_with.read_text())
@@ -208,7 +208,7 @@ def test_a_run_made_with_other_hyperparameters_is_failed_by_name_as_the_report_f
     made_with.write_text(json.dumps(record))
     lora = status.campaign_status(campaign, {}, [LORA], runs_given=True, plan=plan).benchmarks[0]
     line = f"{RUNS}/0/provenance.json: config.hyperparameters.learning_rate 0.0002, the campaign's is 0.0004 (results/tiny/{LORA}/identity.json)"
-    assert (lora.runs[0].state, lora.runs[0].verdict, lora.runs[0].problems[0]) == ("failed", "failed", line)
+    assert (lora.runs[0].state, lora.runs[0].verdict, lora.runs[0].problems[0]) == ("refused", "failed", line)
     assert lora.counts["passed"] == 0
     # the report, made from the identity file the workflow writes, names the run with the same line
     expected = campaign / f"results/tiny/{LORA}/identity.json"

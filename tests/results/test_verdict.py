@@ -9,6 +9,7 @@ verdict removed, as Snakemake removes a failed job's output), then every reader 
 from __future__ import annotations
 
 import csv
+import functools
 import json
 import os
 import shutil
@@ -23,6 +24,7 @@ from mlperf_wf.plan import plan as planning
 from mlperf_wf.results import compliance, overview, plots, status
 from mlperf_wf.results import report as report_mod
 from mlperf_wf.results import verdict as run_verdicts
+from mlperf_wf.run import identity
 from tests.mllogs import T0, write_lora_log
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -51,9 +53,17 @@ def power_log(path: Path, begin: int, end: int, watts: float, host: str, node: i
     path.write_text("\n".join(lines) + "\n")
 
 
+@functools.cache
+def campaign_plan() -> planning.Plan:
+    """The plan the readers make of the campaign's config (its runs' identity is this plan's)."""
+    return planning.load(status.load_config(ROOT, [f"runs={RUNS}", f"benchmarks=[{LORA}]"]), project_root=ROOT)
+
+
 def record_provenance(folder: Path) -> None:
     """What the train job records: the host and the sha256 of the log it wrote."""
-    record = {"scale": "tiny", "launcher": "local", "host": HOST, "workflow_git": {"commit": "0" * 40, "dirty": False}}
+    made_with = identity.CampaignIdentity(config=identity.config_of(campaign_plan(), LORA))  # as its train job records it
+    record = {"scale": "tiny", "launcher": "local", "host": HOST, **identity.provenance_fields(made_with)}
+    record["workflow_git"] = {**record.get("workflow_git", {}), "commit": "0" * 40, "dirty": False}
     record["result_sha256"] = compliance.file_sha256(folder / "result.txt")
     (folder / "provenance.json").write_text(json.dumps(record))
 

@@ -187,13 +187,13 @@ def identity_verdicts(workdir: Path, overrides: list[str], run: int) -> tuple[li
     folder = workdir / "results/tiny" / BENCH
     report = json.loads((folder / "report.json").read_text())
     entry = report["runs"][run]
-    assert entry["compliance"] == "failed" and report["valid_submission"] is False
+    assert (entry["compliance"], entry["verdict"]) == ("failed", "refused") and report["valid_submission"] is False
     (scored,) = scoring.score_paths(folder, report["ruleset"], verdict.judged_score, jobs=1)
     by_file = {Path(r.file).resolve(): r for r in scored.runs}
     score_run = by_file[(workdir / entry["result_file"]).resolve()]
     assert score_run.verdict == "failed" and not scored.valid
     shown = status.campaign_status(workdir, status.load_config(workdir, overrides), runs_given=True).benchmarks[0].runs[run]
-    assert shown.state == "failed"
+    assert shown.state == "refused"
     return entry["identity_problems"], score_run.problems, shown.problems
 
 

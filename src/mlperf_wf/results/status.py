@@ -559,8 +559,8 @@ def benchmark_status(plan: Plan, name: str, root: Path, records: SnakemakeRecord
     made = [r.index for r in runs if r.state.finished and (root / plan.run_file(name, r.index, "provenance.json")).is_file()]
     refused = identity.of_workflow_runs(plan, name, root, made)
     for run in runs:
-        if refused.get(run.index):  # made with another campaign identity: the report scores it as failed
-            run.state, run.verdict, run.problems = RunState.FAILED, Verdict.FAILED, [*refused[run.index], *run.problems]
+        if refused.get(run.index):  # made with another campaign identity: refused, as the one verdict refuses it
+            run.state, run.verdict, run.problems = RunState.REFUSED, Verdict.FAILED, [*refused[run.index], *run.problems]
     counts = {state: sum(1 for r in runs if r.state == state) for state in RunState}
     required = mlperf_rules.required_runs(bench.submission_benchmark)
     may_drop = scoring.max_dropped_runs("maskrcnn" if bench.submission_benchmark == "mask" else bench.submission_benchmark)
