@@ -662,6 +662,25 @@ def cmd_size(
     return 0
 
 
+def cmd_system_probe(name: str, nodes: int, out: Path | None) -> int:
+    """Read this node's hardware (``mlperf_wf.config.system.probe``) into ``config/systems/<name>.yaml``: a new file
+    gets every field a probe can fill, an existing one only its ``hardware`` section (what the submitter wrote stays)."""
+    from mlperf_wf.config import system
+
+    target = out or Path("config") / "systems" / f"{name}.yaml"
+    hardware = system.probe(nodes)
+    if target.is_file():
+        description = system.read_system(target).model_copy(update={"hardware": hardware})
+        what = "its hardware section replaced"
+    else:
+        description = system.describe(hardware, name, system.operating_system())
+        what = "written; set status, networking, storage, framework and the software stack before packaging"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(system.description_text(description))
+    print(f"{target}: {hardware.in_words()} ({what})")
+    return 0
+
+
 def cmd_preflight(benchmarks: list[str], image: str | None, platform: str | None, config_overrides: list[str], configfiles: list[Path]) -> int:
     """Every problem of a full-scale plan at once (``mlperf_wf.plan.preflight``), one line each; 2 when there is any.
 
@@ -1071,6 +1090,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--image", help="one train job: the image reference it uses (name@sha256:...); none with the local launcher")
     p.add_argument("--platform", help="one train job: its submission.platform (the tiny tier's is refused)")
 
+    p = sub.add_parser("system", help="the system under test: what its nodes have, for the plan and the submission's system JSON")
+    system_sub = p.add_subparsers(dest="system_command", required=True)
+    q = system_sub.add_parser("probe", help="read this node (lscpu, /proc/meminfo, nvidia-smi or rocm-smi) into config/systems/<name>.yaml")
+    q.add_argument("--name", required=True, help="the system's name (submission.platform)")
+    q.add_argument("--nodes", type=int, default=1, help="nodes of the system a run may span (every node like this one)")
+    q.add_argument("--out", type=Path, help="where to write it (default: config/systems/<name>.yaml)")
     p = sub.add_parser("size", help="global batch sizes a system can run, their RCPs, hyperparameters and walltime")
     p.add_argument("--benchmark", required=True)
     p.add_argument("--nodes", type=int, required=True)
@@ -1200,6 +1225,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int | None]] = {
     "provenance": lambda a: cmd_provenance(a.out, a.scale, a.launcher, a.image, a.command_line, a.result, a.consumed, a.node_checks, a.config_json),
     "identity": lambda a: cmd_identity(a.identity_json, a.out),
     "preflight": lambda a: cmd_preflight(a.benchmark, a.image, a.platform, a.config, a.configfile),
+    "system": lambda a: cmd_system_probe(a.name, a.nodes, a.out),
     "size": lambda a: cmd_size(a.benchmark, a.nodes, a.gpus_per_node, a.ruleset, a.gbs, a.throughput, a.throughput_from, a.accelerator, a.gpu_memory_gib),
     "compliance": lambda a: cmd_compliance(a.result, a.ruleset, a.out, a.benchmark, a.scale, a.seed, a.division, a.provenance),
     "score": lambda a: cmd_score(a.path, a.ruleset, a.json_out, a.csv_out, a.jobs, a.rcp_bypass),

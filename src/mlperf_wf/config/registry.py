@@ -282,6 +282,70 @@ IMAGE_DIGEST = r"sha256:[0-9a-f]{64}"
 """A content digest that pins a container image."""
 
 
+class ImageTargets(_Strict):
+    """What an image runs on, read from its Dockerfile and base image or declared by the reference, with the source
+    cited (``mlperf_wf.config.system.image_fit`` holds a probed system against it)."""
+
+    cpu_architectures: list[Literal["x86_64", "aarch64"]] = Field(min_length=1)
+    """CPU architectures the image is built for (x86_64 is Docker's linux/amd64, aarch64 its linux/arm64)."""
+    cuda_architectures: list[str] = Field(default_factory=list)
+    """NVIDIA compute capabilities every GPU library of the image has native code for (``9.0``); empty for a ROCm image."""
+    cuda_ptx: str | None = Field(None, pattern=r"^[0-9]+\.[0-9]+$")
+    """The newest PTX the image carries (``8.0``): a newer GPU runs it only after the driver compiles it at first use,
+    inside the timed region; None: no PTX, a newer GPU does not run it."""
+    rocm_targets: list[str] = Field(default_factory=list)
+    """AMD gfx targets the image is built for (``gfx950``); empty for a CUDA image."""
+    min_gpu_memory_gb: float | None = Field(None, gt=0)
+    """GPU memory (GB) of the GPUs the reference's configuration was made and run on: a GPU with less may run out of
+    memory at the reference's micro batch; None: the reference names no GPU."""
+    gpus_per_node: list[int] = Field(default_factory=list)
+    """GPUs per node the image's launch supports; empty: any."""
+    source: str = Field(min_length=1)
+    """Where these facts are read: the Dockerfile line, the base image's documentation, the reference's README."""
+
+    @field_validator("cuda_architectures")
+    @classmethod
+    def _capabilities(cls, value: list[str]) -> list[str]:
+        for capability in value:
+            if not re.fullmatch(r"[0-9]+\.[0-9]+", capability):
+                raise ValueError(f"cuda_architectures: {capability!r} is not a compute capability; allowed: MAJOR.MINOR such as 9.0")
+        return value
+
+    @field_validator("rocm_targets")
+    @classmethod
+    def _gfx(cls, value: list[str]) -> list[str]:
+        for target in value:
+            if not re.fullmatch(r"gfx[0-9a-f]+", target):
+                raise ValueError(f"rocm_targets: {target!r} is not a gfx target; allowed: gfx followed by hex digits such as gfx942")
+        return value
+
+    def in_words(self) -> str:
+        """One phrase: ``x86_64; CUDA sm_80 sm_86 (+PTX compute_86); >= 80 GB per GPU``."""
+        parts = ["/".join(self.cpu_architectures)]
+        if self.cuda_architectures:
+            ptx = f" (+PTX compute_{self.cuda_ptx.replace('.', '')})" if self.cuda_ptx else " (no PTX)"
+            parts.append("CUDA " + " ".join(f"sm_{c.replace('.', '')}" for c in self.cuda_architectures) + ptx)
+        if self.rocm_targets:
+            parts.append("ROCm " + " ".join(self.rocm_targets))
+        if self.min_gpu_memory_gb:
+            parts.append(f">= {self.min_gpu_memory_gb:g} GB per GPU")
+        if self.gpus_per_node:
+            parts.append(f"{' or '.join(map(str, self.gpus_per_node))} GPUs per node")
+        return "; ".join(parts)
+
+
+class ImageVariant(_Strict):
+    """Another image of the same reference for other GPUs (rgat's ``Dockerfile.h100``): the plan takes it where the
+    default image does not fit the probed system and it does."""
+
+    image: str
+    """Image repository and tag."""
+    dockerfile: str
+    """Dockerfile (under ``containers/``) that builds it."""
+    targets: ImageTargets
+    """What it runs on."""
+
+
 class Container(_Strict):
     """The full-scale container image."""
 
@@ -304,6 +368,11 @@ class Container(_Strict):
     image_id: str | None = Field(None, pattern=f"^{IMAGE_DIGEST}$")
     """The pinned image's Docker ID (its config digest) where ``mlperf-wf bundle import --docker`` loaded it into this
     node's engine: ``docker run`` starts it by ID, never from a registry."""
+    targets: ImageTargets | None = None
+    """What the image runs on (CPU architecture, CUDA capabilities or ROCm targets, GPU memory, GPUs per node), with
+    the source; None: undeclared, the plan fits nothing to a probed system."""
+    variants: dict[str, ImageVariant] = Field(default_factory=dict)
+    """Name -> another image of the reference for other GPUs, where the reference has one (rgat: ``h100``)."""
 
     @property
     def reference(self) -> str:

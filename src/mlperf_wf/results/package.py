@@ -12,7 +12,8 @@ commit (``implementation.json``: repository, commit, folder, container image and
 exact launch commands, from the runs' provenance); at tiny scale this project's trainer
 (its source files, and the same record).
 
-``systems/<system>.json`` is filled from ``config/systems/<system>.yaml`` and
+``systems/<system>.json`` is filled from ``config/systems/<system>.yaml`` (``mlperf_wf.config.system``; its probed
+``hardware`` section stays out) and
 checked with ``mlperf_logging.system_desc_checker``; the whole folder is then
 checked with ``mlperf_logging.package_checker``. Both verdicts are recorded.
 """
@@ -25,74 +26,13 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import Annotated
 
-import yaml
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict
 
-from mlperf_wf.errors import ConfigError
+from mlperf_wf.config.system import AVAILABILITY, SystemDescription, load_system
 from mlperf_wf.kinds import Scale
 
-Text = Annotated[str, BeforeValidator(str)]
-"""The checker formats these fields as strings (published descriptions write "8", not 8)."""
-
-AVAILABILITY = ("Available on-premise", "Available cloud", "Research, Development, or Internal (RDI)", "Preview")
-
-
-class SystemDescription(BaseModel):
-    """``config/systems/<name>.yaml``: the fields ``system_desc_checker`` requires (empty strings are accepted there)."""
-
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
-
-    system_name: Text
-    """Human-readable system name (the results tables show it)."""
-    status: str = Field(json_schema_extra={"enum": list(AVAILABILITY)})
-    """Availability: one of Available on-premise, Available cloud, Research, Development, or Internal (RDI), Preview."""
-    number_of_nodes: Text
-    host_processors_per_node: Text
-    host_processor_model_name: Text
-    host_processor_core_count: Text
-    host_processor_vcpu_count: Text = ""
-    host_processor_frequency: Text = ""
-    host_processor_caches: Text = ""
-    host_processor_interconnect: Text = ""
-    host_memory_capacity: Text
-    host_storage_type: Text = ""
-    host_storage_capacity: Text = ""
-    host_networking: Text = ""
-    host_networking_topology: Text = ""
-    host_memory_configuration: Text = ""
-    accelerators_per_node: Text
-    accelerator_model_name: Text
-    accelerator_host_interconnect: Text = ""
-    accelerator_frequency: Text = ""
-    accelerator_on_chip_memories: str = Field("", alias="accelerator_on-chip_memories")
-    accelerator_memory_configuration: Text = ""
-    accelerator_memory_capacity: Text = ""
-    accelerator_interconnect: Text = ""
-    accelerator_interconnect_topology: Text = ""
-    cooling: Text = ""
-    hw_notes: Text = ""
-    framework: Text
-    other_software_stack: list | dict | Text = ""
-    operating_system: Text
-    sw_notes: Text = ""
-
-
-def load_system(name: str, root: Path | None = None) -> SystemDescription:
-    """Load and validate ``config/systems/<name>.yaml``."""
-    path = (root or Path.cwd()) / "config" / "systems" / f"{name}.yaml"
-    if not path.is_file():
-        known = sorted(p.stem for p in path.parent.glob("*.yaml"))
-        raise ConfigError(f"system {name!r} has no description {path}; known systems: {', '.join(known) or 'none'}")
-    try:
-        system = SystemDescription.model_validate(yaml.safe_load(path.read_text()))
-    except ValidationError as err:
-        first = err.errors()[0]
-        raise ConfigError(f"{path}: {'.'.join(map(str, first['loc']))}: {first['msg']} (got {first.get('input')!r})") from None
-    if system.status not in AVAILABILITY:
-        raise ConfigError(f"{path}: status is {system.status!r}; allowed: {', '.join(AVAILABILITY)}")
-    return system
+__all__ = ["AVAILABILITY", "SystemDescription", "build", "check", "implementation_of", "load_system"]
 
 
 class Implementation(BaseModel):
@@ -157,7 +97,7 @@ def build(
     if org_dir.exists():
         shutil.rmtree(org_dir)
     (org_dir / "systems").mkdir(parents=True)
-    desc = {"submitter": org, "division": division, **description.model_dump(by_alias=True)}
+    desc = description.system_json(org, division)
     (org_dir / "systems" / f"{system}.json").write_text(json.dumps(desc, indent=2) + "\n")
     for benchmark, files in runs.items():
         target = org_dir / "results" / system / benchmark
