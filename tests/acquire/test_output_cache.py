@@ -188,3 +188,17 @@ def test_two_checkouts_that_find_the_same_corrupted_entry_both_refuse_it_in_one_
     with pytest.raises(ChecksumError, match="already set aside whole by another checkout"):
         refuse_cached(second, entry, "ds/a.bin: md5 mismatch")
     assert not os.path.lexists(first) and not os.path.lexists(second)
+
+
+def test_a_linked_folder_of_a_shard_is_covered_by_its_files_entries(tmp_path):
+    """A layout may link a folder of a shard (flux1 links an empty encodings folder): the folder is covered by its
+    files' entries in the md5 list; a file added under it afterwards is refused."""
+    shard = tmp_path / "shards/empty"
+    (shard / "encodings").mkdir(parents=True)
+    (shard / "shard.json").write_text("{}")
+    prepare.record_shard(shard)
+    layout = {"train/encodings": "empty/encodings", "shard.json": "empty/shard.json"}
+    prepare.assemble(layout, shard.parent, tmp_path / "dataset")
+    (shard / "encodings/added.bin").write_bytes(b"x")
+    with pytest.raises(ChecksumError, match="empty/encodings: not in the shard's md5 list"):
+        prepare.assemble(layout, shard.parent, tmp_path / "dataset2")
