@@ -44,7 +44,7 @@ def test_every_fixture_cites_its_source():
 
 def test_nvidia_smi_noheader_nounits_and_a_bad_line():
     assert system.parse_nvidia_smi("NVIDIA H100 80GB HBM3, 81559, 9.0\n")[0].target == "9.0"
-    with pytest.raises(ConfigError, match="memory.total is not N MiB"):
+    with pytest.raises(ConfigError, match=r"memory\.total is not N MiB"):
         system.parse_nvidia_smi("name, memory.total [MiB], compute_cap\nNVIDIA H100, [N/A], 9.0\n")
 
 
