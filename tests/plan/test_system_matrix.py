@@ -147,3 +147,12 @@ def test_the_docs_table_is_the_matrix():
     if os.environ.get("MLPERF_WF_UPDATE_GOLDEN"):
         DOC.write_text(wanted)
     assert text == wanted, "docs/systems.md's table differs from the matrix: MLPERF_WF_UPDATE_GOLDEN=1 writes it"
+
+
+def test_the_preflight_names_the_benchmark_the_images_and_the_system(workdirs):
+    plan = system_plan(workdirs["dgx_b200"], "dgx_b200")
+    problems = [p for p in preflight.plan_problems(plan, ["qwen35_397b_grpo"], environ={}) if p.kind == "image" and "no image fits" in str(p)]
+    (line,) = [str(p) for p in problems]
+    assert line.startswith("qwen35_397b_grpo: no image fits the system 'dgx_b200' (x86_64, 8 x NVIDIA B200 (sm_100, 192.3 GB)")
+    assert "not supported: CPU x86_64, 8 GPUs per node" in line and "runs on aarch64; CUDA sm_100 sm_103 (no PTX); 4 GPUs per node" in line
+    assert "\n" not in line
