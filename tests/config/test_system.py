@@ -4,6 +4,8 @@ system JSON written from it."""
 from __future__ import annotations
 
 import json
+import platform
+import shutil
 import subprocess
 import sys
 
@@ -106,3 +108,11 @@ def test_the_official_checker_passes_a_probed_description(tmp_path):
         [sys.executable, "-m", "mlperf_logging.system_desc_checker", str(path), "training", "6.1.0"], capture_output=True, text=True, cwd=tmp_path, check=False
     )
     assert proc.returncode == 0 and "checker passed for gb200x16" in proc.stdout + proc.stderr, proc.stdout + proc.stderr
+
+
+@pytest.mark.skipif(shutil.which("lscpu") is None or shutil.which("nvidia-smi") or shutil.which("rocm-smi"), reason="needs lscpu and a node without GPUs")
+def test_probe_reads_this_node(tmp_path):
+    """The real tools on the machine the tests run on (a CPU node): lscpu's own output, no GPU."""
+    hw = system.probe()
+    assert hw.gpu_vendor is None and hw.gpus_per_node == 0 and hw.cores_per_node >= 1 and hw.host_memory_gib > 0
+    assert hw.cpu_architecture == platform.machine()
