@@ -219,3 +219,23 @@ def test_a_preparation_reads_only_for_preparation_and_is_not_named_default(tmp_p
     assert bench.roles_for("prepare") == {"data": "criteo_1tb_multihot_reference"}
     assert bench.roles_for("prepare", "from_raw") == {"click_logs": "criteo_1tb_click_logs"}
     assert bench.roles_for("train", "from_raw") == {}
+
+
+def test_image_targets_are_checked_with_the_key_and_the_value(tmp_path):
+    def bad_capability(entry):
+        entry["full"]["container"]["targets"]["cuda_architectures"] = ["sm_80"]
+
+    with pytest.raises(ConfigError, match=r"cuda_architectures: 'sm_80' is not a compute capability; allowed: MAJOR\.MINOR"):
+        parse_benchmark_file(edited_definition(tmp_path, "rgat", bad_capability), "rgat")
+
+    def rocm_on_nvidia(entry):
+        entry["full"]["container"]["variants"]["h100"]["targets"] = {"cpu_architectures": ["x86_64"], "rocm_targets": ["gfx942"], "source": "x"}
+
+    with pytest.raises(ConfigError, match=r"full\.container\.variants\.h100\.targets: full\.accelerator is nvidia; declare cuda_architectures"):
+        parse_benchmark_file(edited_definition(tmp_path, "rgat", rocm_on_nvidia), "rgat")
+
+    def no_source(entry):
+        del entry["full"]["container"]["targets"]["source"]
+
+    with pytest.raises(ConfigError, match="source"):
+        parse_benchmark_file(edited_definition(tmp_path, "dlrmv4", no_source), "dlrmv4")

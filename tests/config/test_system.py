@@ -4,6 +4,10 @@ system JSON written from it."""
 from __future__ import annotations
 
 import json
+import platform
+import shutil
+import subprocess
+import sys
 
 import pytest
 import yaml
@@ -94,3 +98,21 @@ def test_system_probe_writes_the_description_and_the_system_json_leaves_hardware
     assert cli.main(["--root", str(tmp_path), "system", "probe", "--name", "h100x2", "--nodes", "4"]) == 0
     again = package.load_system("h100x2", tmp_path)
     assert again.host_networking == "InfiniBand NDR 400 Gb/s" and again.hardware.nodes == 4
+
+
+def test_the_official_checker_passes_a_probed_description(tmp_path):
+    description = system.describe(hardware("gb200_nvl72", nodes=16), "gb200x16", "Ubuntu 24.04 LTS", "PyTorch NVIDIA Release 25.12")
+    path = tmp_path / "gb200x16.json"
+    path.write_text(json.dumps(description.system_json("org", "closed")))
+    proc = subprocess.run(
+        [sys.executable, "-m", "mlperf_logging.system_desc_checker", str(path), "training", "6.1.0"], capture_output=True, text=True, cwd=tmp_path, check=False
+    )
+    assert proc.returncode == 0 and "checker passed for gb200x16" in proc.stdout + proc.stderr, proc.stdout + proc.stderr
+
+
+@pytest.mark.skipif(shutil.which("lscpu") is None or shutil.which("nvidia-smi") or shutil.which("rocm-smi"), reason="needs lscpu and a node without GPUs")
+def test_probe_reads_this_node(tmp_path):
+    """The real tools on the machine the tests run on (a CPU node): lscpu's own output, no GPU."""
+    hw = system.probe()
+    assert hw.gpu_vendor is None and hw.gpus_per_node == 0 and hw.cores_per_node >= 1 and hw.host_memory_gib > 0
+    assert hw.cpu_architecture == platform.machine()

@@ -715,6 +715,19 @@ class BenchmarkDef(_Strict):
         return self
 
     @model_validator(mode="after")
+    def _image_targets_match_the_accelerator(self) -> BenchmarkDef:
+        container = self.full.container
+        declared = {"full.container.targets": container.targets, **{f"full.container.variants.{n}.targets": v.targets for n, v in container.variants.items()}}
+        for key, targets in declared.items():
+            if targets is None:
+                continue
+            if self.full.accelerator == "amd" and (targets.cuda_architectures or not targets.rocm_targets):
+                raise ValueError(f"{key}: full.accelerator is amd; declare rocm_targets (gfx...) and no cuda_architectures")
+            if self.full.accelerator == "nvidia" and (targets.rocm_targets or not targets.cuda_architectures):
+                raise ValueError(f"{key}: full.accelerator is nvidia; declare cuda_architectures (MAJOR.MINOR) and no rocm_targets")
+        return self
+
+    @model_validator(mode="after")
     def _roles_mounts_and_placeholders_agree(self) -> BenchmarkDef:
         for role in [*self.inputs, *(role for way in self.preparations.values() for role in way.inputs)]:
             if not role.isidentifier() or not role.islower() or role in (*RESERVED_PLACEHOLDERS, SHARDS_ROLE):

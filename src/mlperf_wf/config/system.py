@@ -29,7 +29,7 @@ from typing import Annotated, Literal
 import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
-from mlperf_wf.config.registry import ImageTargets
+from mlperf_wf.config.registry import Container, ImageTargets
 from mlperf_wf.errors import ConfigError
 
 Text = Annotated[str, BeforeValidator(str)]
@@ -451,3 +451,26 @@ def image_fit(targets: ImageTargets, hardware: Hardware) -> ImageFit:
     if targets.gpus_per_node and hardware.gpus_per_node not in targets.gpus_per_node:
         misfits.append(f"{hardware.gpus_per_node} GPUs per node")
     return ImageFit(tuple(misfits), tuple(notes))
+
+
+def choose_image(container: Container, hardware: Hardware) -> tuple[str | None, ImageFit]:
+    """The image a benchmark's runs take on ``hardware``: (None, its fit) for the definition's own image where it fits
+    or no variant does, else (the first variant that fits, its fit). An image without declared targets fits."""
+    if container.targets is None:
+        return None, ImageFit()
+    own = image_fit(container.targets, hardware)
+    if own.fits:
+        return None, own
+    for name, variant in container.variants.items():
+        fit = image_fit(variant.targets, hardware)
+        if fit.fits:
+            return name, fit
+    return None, own
+
+
+def fit_in_words(container: Container, hardware: Hardware) -> str:
+    """One table cell: ``image``, ``variant NAME``, ``image, PTX JIT`` or ``refused: sm_100, CPU aarch64``."""
+    variant, fit = choose_image(container, hardware)
+    if not fit.fits:
+        return f"refused: {', '.join(fit.misfits)}"
+    return ("image" if variant is None else f"variant {variant}") + (", PTX JIT" if fit.notes else "")

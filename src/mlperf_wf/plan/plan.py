@@ -28,8 +28,9 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from mlperf_wf.acquire import prepare
-from mlperf_wf.config import hyperparameters, mlperf_rules, registry
+from mlperf_wf.config import hyperparameters, mlperf_rules, registry, system
 from mlperf_wf.config.registry import SHARDS_ROLE, BenchmarkDef, Container
+from mlperf_wf.config.system import Hardware
 from mlperf_wf.config.workflow_config import GeometryOverride, WorkflowConfig
 from mlperf_wf.errors import ConfigError, describe_validation_error
 from mlperf_wf.kinds import DEFAULT_PREPARATION, Scale
@@ -276,9 +277,30 @@ class Plan:
         """The tiny hyperparameters with the config's overrides (checked when the workflow is parsed)."""
         return hyperparameters.resolve(self.bench(name), self.settings.tiny_hyperparameters.get(name))
 
+    @functools.cached_property
+    def system_hardware(self) -> Hardware | None:
+        """What a node of the full-scale system has (``config/systems/<submission.platform>.yaml``'s ``hardware``, written
+        by ``mlperf-wf system probe``); None at tiny scale, or where the description is missing or not probed (the plan
+        then assumes the reference's system)."""
+        path = self.system_description()
+        if self.scale != Scale.FULL or not path.is_file():
+            return None
+        return system.read_system(path).hardware
+
+    def image_variant(self, name: str) -> str | None:
+        """The image variant the runs of ``name`` take on the probed system (``full.container.variants``): the first
+        that fits where the definition's own image does not; None: the definition's image."""
+        hardware = self.system_hardware
+        return None if hardware is None else system.choose_image(self.bench(name).full.container, hardware)[0]
+
     def container(self, name: str) -> Container:
-        """The full-scale image: the definition's, with the config's ``full_container`` override."""
+        """The full-scale image: the definition's (or the variant that fits the probed system, :meth:`image_variant`),
+        with the config's ``full_container`` override."""
         base = self.bench(name).full.container
+        variant = self.image_variant(name)
+        if variant is not None:
+            chosen = base.variants[variant]
+            base = base.model_copy(update={"image": chosen.image, "dockerfile": chosen.dockerfile, "targets": chosen.targets})
         override = self.settings.full_container.get(name)
         if not override:
             return base

@@ -8,6 +8,9 @@ will need, for the benchmarks and datasets it targets, and returns every problem
 - ``ruleset``: the configured round does not hold the benchmark (mlperf-logging's ``benchmark_meta``);
 - ``platform``: ``submission.platform`` is the tiny tier's (``cpu-tiny``), or names no system description
   (``config/systems/<platform>.yaml``, which the submission package needs);
+- ``image`` and ``geometry`` against the probed system (the description's ``hardware``, ``mlperf-wf system probe``;
+  :func:`system_fit_problems`): no image of the benchmark fits its CPU architecture, GPUs or GPU memory, or the runs
+  ask more GPUs, nodes, CPUs or host memory per node than it has;
 - ``image``: the container image is not pinned by a digest (any launcher but ``local``);
 - ``geometry``: the run's nodes cannot be launched that way (several nodes with a one-node launcher or command);
 - ``credentials``: a dataset still to download whose catalog entry says its source needs credentials
@@ -39,7 +42,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from mlperf_wf.config import mlperf_rules, registry
+from mlperf_wf.config import mlperf_rules, registry, system
 from mlperf_wf.config.registry import IMAGE_DIGEST
 from mlperf_wf.config.workflow_config import WorkflowConfig
 from mlperf_wf.errors import ConfigError
@@ -166,7 +169,7 @@ def system_description_problems(plan: Plan) -> list[Problem]:
 
 
 def _benchmark_problems(plan: Plan, name: str) -> list[Problem]:
-    problems = []
+    problems = system_fit_problems(plan, name)
     try:
         plan.ruleset(name)
     except ConfigError as err:
@@ -186,6 +189,90 @@ def _benchmark_problems(plan: Plan, name: str) -> list[Problem]:
         problems += _missing_image_files(name, container, settings.launcher)
     problems += _scratch_problems(plan, name)
     return problems
+
+
+def _geometry(plan: Plan, name: str) -> tuple[int, int]:
+    """(nodes, GPUs per node) of the runs: the config's ``full_geometry``, else the definition's."""
+    geometry, override = plan.bench(name).full.geometry, plan.geometry_override(name)
+    return override.nodes or geometry.nodes, override.gpus_per_node or geometry.gpus_per_node
+
+
+def system_fit_problems(plan: Plan, name: str) -> list[Problem]:
+    """What of the probed system (``config/systems/<platform>.yaml``'s ``hardware``) the runs of ``name`` cannot run on:
+    no image of the benchmark (its own or a variant, ``full.container.targets``) fits its CPU architecture, GPUs or GPU
+    memory; or the runs ask more GPUs, nodes, CPUs or host memory per node than it has. Nothing where the system was
+    not probed or the image declares no targets."""
+    hardware = plan.system_hardware
+    if hardware is None:
+        return []
+    problems = []
+    container = plan.bench(name).full.container
+    if container.targets is not None and plan.image_variant(name) is None:
+        fit = system.image_fit(container.targets, hardware)
+        if not fit.fits:
+            images = [f"{container.image} runs on {container.targets.in_words()}"]
+            images += [f"variant {variant} ({image.image}) on {image.targets.in_words()}" for variant, image in container.variants.items()]
+            problems.append(
+                Problem(
+                    "image",
+                    name,
+                    f"no image fits the system {plan.settings.submission.platform!r} ({hardware.in_words()}; not supported: "
+                    f"{', '.join(fit.misfits)}): {'; '.join(images)}",
+                )
+            )
+    nodes, gpus_per_node = _geometry(plan, name)
+    where = f"config/systems/{plan.settings.submission.platform}.yaml"
+    if gpus_per_node > hardware.gpus_per_node:
+        problems.append(
+            Problem(
+                "geometry",
+                name,
+                f"the runs ask {gpus_per_node} GPUs per node, the system's nodes have {hardware.gpus_per_node} ({where}): "
+                f"set full_geometry.{name}.gpus_per_node",
+            )
+        )
+    if nodes > hardware.nodes:
+        problems.append(Problem("geometry", name, f"the runs ask {nodes} nodes, the system has {hardware.nodes} ({where}): set full_geometry.{name}.nodes"))
+    cpus = plan.bench(name).full.geometry.cpus_per_gpu * min(gpus_per_node, max(hardware.gpus_per_node, 1))
+    if cpus > hardware.cpus_per_node:
+        problems.append(
+            Problem(
+                "geometry",
+                name,
+                f"the runs ask {cpus} CPUs per node (full.geometry.cpus_per_gpu {plan.bench(name).full.geometry.cpus_per_gpu} x "
+                f"{min(gpus_per_node, hardware.gpus_per_node)} GPUs), the system's nodes have {hardware.cpus_per_node} ({where})",
+            )
+        )
+    memory = plan.host_memory_gb(name)
+    if memory > hardware.host_memory_gib:
+        problems.append(
+            Problem(
+                "geometry", name, f"the runs ask {memory} GiB of host memory per node, the system's nodes have {hardware.host_memory_gib:.0f} GiB ({where})"
+            )
+        )
+    return problems
+
+
+def system_fit_notes(plan: Plan, name: str) -> list[str]:
+    """What runs on the probed system but not as the reference did: the image variant taken, PTX the driver compiles
+    at first use (inside the timed region), GPUs of a node left idle, more CPUs asked than the node has cores."""
+    hardware = plan.system_hardware
+    if hardware is None:
+        return []
+    notes = []
+    variant = plan.image_variant(name)
+    if variant is not None:
+        notes.append(f"{name}: takes image variant {variant} ({plan.container(name).image}), which fits {hardware.in_words()}")
+    targets = plan.container(name).targets
+    if targets is not None:
+        notes += [f"{name}: {note}" for note in system.image_fit(targets, hardware).notes]
+    gpus_per_node = _geometry(plan, name)[1]
+    if gpus_per_node < hardware.gpus_per_node:
+        notes.append(f"{name}: the runs use {gpus_per_node} of each node's {hardware.gpus_per_node} GPUs (full_geometry.{name}.gpus_per_node)")
+    cpus = plan.bench(name).full.geometry.cpus_per_gpu * gpus_per_node
+    if hardware.cores_per_node < cpus <= hardware.cpus_per_node:
+        notes.append(f"{name}: the runs ask {cpus} CPUs per node, more than its {hardware.cores_per_node} cores (SMT threads make {hardware.cpus_per_node})")
+    return notes
 
 
 def _batch_problems(plan: Plan, name: str, batch: sizing.PlannedBatch | None) -> list[Problem]:
@@ -215,15 +302,21 @@ def _batch_problems(plan: Plan, name: str, batch: sizing.PlannedBatch | None) ->
 def batch_tables(plan: Plan, benchmarks: Iterable[str]) -> str:
     """The dry run's table of each planned benchmark's batch and hyperparameters: every value from the RCP, every
     deviation and every closed rule on them (``sizing.describe_batch``)."""
-    lines = []
+    lines, notes = [], []
     for name in benchmarks:
+        notes += system_fit_notes(plan, name)
         try:
             batch = plan.launch_settings(name).batch
         except ConfigError:
             continue  # a preflight problem says why
         if batch is not None:
             lines += sizing.describe_batch(batch)
-    return "\n".join(["batch and hyperparameters of the full-scale runs (mlperf-wf size explains each):", *lines]) if lines else ""
+    table = "\n".join(["batch and hyperparameters of the full-scale runs (mlperf-wf size explains each):", *lines]) if lines else ""
+    if notes:
+        table = "\n".join(
+            [*([table, ""] if table else []), "on the probed system (config/systems/<submission.platform>.yaml):", *(f"  {note}" for note in notes)]
+        )
+    return table
 
 
 def walltime_problems(plan: Plan, name: str) -> list[Problem]:

@@ -1,0 +1,158 @@
+"""Every benchmark on six probed systems (DGX A100 80 GB, DGX H100, DGX B200, GB200 NVL72 with 4 GPUs per node,
+MI300X, two DGX H100 nodes): each cell is a plan or a one-line refusal saying why, and the image each system gets
+(the definition's, a variant, or none) is the table of docs/systems.md."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import yaml
+
+from mlperf_wf.config import registry, system
+from mlperf_wf.config.workflow_config import WorkflowConfig
+from mlperf_wf.errors import ConfigError
+from mlperf_wf.plan import plan as planning
+from mlperf_wf.plan import preflight
+from tests import system_fixtures
+
+ROOT = Path(__file__).resolve().parents[2]
+DEFAULTS = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+DOC = ROOT / "docs" / "systems.md"
+TABLE_START = "<!-- the table below is made by tests/plan/test_system_matrix.py (MLPERF_WF_UPDATE_GOLDEN=1 writes it) -->"
+TABLE_END = "<!-- end of the image table -->"
+
+
+def hardware_of(name: str) -> system.Hardware:
+    node, nodes = system_fixtures.SYSTEMS[name]
+    return system_fixtures.hardware(node, nodes)
+
+
+@pytest.fixture(scope="module")
+def workdirs(tmp_path_factory) -> dict[str, Path]:
+    """One workflow folder per system, its config/systems/<system>.yaml written by the probe's description."""
+    folders = {}
+    for name in system_fixtures.SYSTEMS:
+        folder = tmp_path_factory.mktemp(name)
+        (folder / "config" / "systems").mkdir(parents=True)
+        (folder / "config" / "datasets").symlink_to(ROOT / "config" / "datasets")
+        description = system.describe(hardware_of(name), name, "Ubuntu 24.04 LTS", "PyTorch")
+        (folder / "config" / "systems" / f"{name}.yaml").write_text(system.description_text(description))
+        folders[name] = folder
+    return folders
+
+
+def system_plan(folder: Path, name: str) -> planning.Plan:
+    """The full-scale plan of every benchmark on the system: its GPUs per node and nodes, its description."""
+    hw = hardware_of(name)
+    geometry = {bench: {"gpus_per_node": hw.gpus_per_node or 1, "nodes": hw.nodes} for bench in registry.benchmark_names()}
+    config = {**DEFAULTS, "scale": "full", "submission": {**DEFAULTS["submission"], "platform": name}, "full_geometry": geometry}
+    return planning.Plan(WorkflowConfig.parse(config), project_root=ROOT, workdir=folder)
+
+
+def cell(plan: planning.Plan, bench: str) -> str:
+    """``plan: IMAGE`` or ``refused: WHY`` (one line)."""
+    problems = preflight.system_fit_problems(plan, bench)
+    if problems:
+        return "refused: " + "; ".join(f"{problem.kind}: {problem.message}" for problem in problems)
+    try:
+        job = plan.train_job(bench, 0)
+    except ConfigError as err:
+        return f"refused: {err}"
+    return f"plan: {job.image}"
+
+
+@pytest.mark.parametrize("name", sorted(system_fixtures.SYSTEMS))
+def test_every_benchmark_is_a_plan_or_a_one_line_refusal(workdirs, name):
+    plan = system_plan(workdirs[name], name)
+    cells = {bench: cell(plan, bench) for bench in registry.benchmark_names()}
+    for bench, text in cells.items():
+        assert "\n" not in text, f"{name} x {bench}: {text}"
+        assert text.startswith(("plan: ", "refused: ")), text
+        if text.startswith("refused: "):
+            assert len(text) > len("refused: ") + 10, f"{name} x {bench}: a refusal says why"
+    hw = hardware_of(name)
+    # the image facts of the definitions, as the preflight states them
+    qwen = cells["qwen35_397b_grpo"]
+    if hw.cpu_architecture == "aarch64":
+        assert not qwen.startswith("refused: image"), qwen
+    else:
+        assert qwen.startswith("refused: image: ") and "CPU x86_64" in qwen and "aarch64" in qwen, qwen
+    assert cells["dlrmv4"].startswith("refused: image: ") and "gfx950" in cells["dlrmv4"], cells["dlrmv4"]
+
+
+def test_the_plan_takes_the_variant_that_fits(workdirs):
+    h100 = system_plan(workdirs["dgx_h100"], "dgx_h100")
+    assert h100.image_variant("rgat") == "h100"
+    assert h100.container("rgat").image == "mlperf-workflow/rgat:ref-aa344c7-glt910cb55-h100"
+    assert "rgat: takes image variant h100" in preflight.batch_tables(h100, ["rgat"])
+    a100 = system_plan(workdirs["dgx_a100_80gb"], "dgx_a100_80gb")
+    assert a100.image_variant("rgat") is None and a100.container("rgat").dockerfile == "containers/rgat/Dockerfile"
+    assert a100.image_variant("llama31_8b") == "b200"  # the H200 image's TransformerEngine has no sm_80
+    (problem,) = [p for p in preflight.system_fit_problems(system_plan(workdirs["dgx_b200"], "dgx_b200"), "rgat") if p.kind == "image"]
+    assert "sm_100" in problem.message and "variant h100" in problem.message and "CUDA sm_90 (no PTX)" in problem.message
+
+
+def test_pre_hopper_images_say_the_driver_compiles_ptx(workdirs):
+    plan = system_plan(workdirs["dgx_h100"], "dgx_h100")
+    notes = preflight.batch_tables(plan, ["bert", "retinanet"])
+    assert "bert: sm_90 has no native code in the image: the driver compiles its compute_80 PTX at first use" in notes
+    assert "retinanet: sm_90 has no native code" in notes
+    dlrm = preflight.system_fit_problems(plan, "dlrm_dcnv2")
+    assert [p.kind for p in dlrm] == ["image"] and "sm_90" in dlrm[0].message
+
+
+def test_the_reference_geometry_against_the_nodes(workdirs):
+    """The definitions' own geometry (no full_geometry) on systems whose nodes differ from the reference's."""
+    config = {**DEFAULTS, "scale": "full", "submission": {**DEFAULTS["submission"], "platform": "gb200_nvl72"}}
+    gb200 = planning.Plan(WorkflowConfig.parse(config), project_root=ROOT, workdir=workdirs["gb200_nvl72"])
+    problems = {(p.kind, p.message.split(" (")[0]) for p in preflight.system_fit_problems(gb200, "llama31_405b")}
+    assert ("geometry", "the runs ask 8 GPUs per node, the system's nodes have 4") in problems
+    assert ("geometry", "the runs ask 288 nodes, the system has 1") in problems
+    config["submission"] = {**DEFAULTS["submission"], "platform": "dgx_h100"}
+    h100 = planning.Plan(WorkflowConfig.parse(config), project_root=ROOT, workdir=workdirs["dgx_h100"])
+    notes = preflight.batch_tables(h100, ["deepseekv3_671b", "llama31_8b"])
+    assert "deepseekv3_671b: the runs use 4 of each node's 8 GPUs" in notes
+    assert "llama31_8b: the runs ask 128 CPUs per node, more than its 112 cores (SMT threads make 224)" in notes
+
+
+def test_a_description_without_hardware_changes_nothing(workdirs, tmp_path):
+    folder = tmp_path / "plain"
+    (folder / "config" / "systems").mkdir(parents=True)
+    (folder / "config" / "systems" / "plain.yaml").write_text((ROOT / "config" / "systems" / "cpu-tiny.yaml").read_text())
+    config = {**DEFAULTS, "scale": "full", "submission": {**DEFAULTS["submission"], "platform": "plain"}}
+    plan = planning.Plan(WorkflowConfig.parse(config), project_root=ROOT, workdir=folder)
+    assert plan.system_hardware is None
+    assert all(preflight.system_fit_problems(plan, bench) == [] for bench in registry.benchmark_names())
+    assert plan.container("rgat") == registry.load_benchmark("rgat").full.container
+
+
+def image_table() -> str:
+    names = list(system_fixtures.SYSTEMS)
+    hardware = {name: hardware_of(name) for name in names}
+    rows = ["| benchmark | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
+    for bench in registry.benchmark_names():
+        container = registry.load_benchmark(bench).full.container
+        rows.append(f"| {bench} | " + " | ".join(system.fit_in_words(container, hardware[name]) for name in names) + " |")
+    systems = [f"- `{name}`: {hardware[name].in_words()}" for name in names]
+    return "\n".join([TABLE_START, *rows, "", *systems, TABLE_END])
+
+
+def test_the_docs_table_is_the_matrix():
+    text = DOC.read_text()
+    assert TABLE_START in text and TABLE_END in text, f"{DOC}: the table's markers are missing"
+    head, rest = text.split(TABLE_START, 1)
+    wanted = head + image_table() + rest.split(TABLE_END, 1)[1]
+    if os.environ.get("MLPERF_WF_UPDATE_GOLDEN"):
+        DOC.write_text(wanted)
+    assert text == wanted, "docs/systems.md's table differs from the matrix: MLPERF_WF_UPDATE_GOLDEN=1 writes it"
+
+
+def test_the_preflight_names_the_benchmark_the_images_and_the_system(workdirs):
+    plan = system_plan(workdirs["dgx_b200"], "dgx_b200")
+    problems = [p for p in preflight.plan_problems(plan, ["qwen35_397b_grpo"], environ={}) if p.kind == "image" and "no image fits" in str(p)]
+    (line,) = [str(p) for p in problems]
+    assert line.startswith("qwen35_397b_grpo: no image fits the system 'dgx_b200' (x86_64, 8 x NVIDIA B200 (sm_100, 192.3 GB)")
+    assert "not supported: CPU x86_64, 8 GPUs per node" in line and "runs on aarch64; CUDA sm_100 sm_103 (no PTX); 4 GPUs per node" in line
+    assert "\n" not in line
