@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Literal, TypeVar
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 import mlperf_wf
 from mlperf_wf.config import yaml_files
@@ -282,6 +282,13 @@ IMAGE_DIGEST = r"sha256:[0-9a-f]{64}"
 """A content digest that pins a container image."""
 
 
+TARGET_FORMS = {
+    "cuda_architectures": (r"[0-9]+\.[0-9]+", "a compute capability", "MAJOR.MINOR such as 9.0"),
+    "rocm_targets": (r"gfx[0-9a-f]+", "a gfx target", "gfx followed by hex digits such as gfx942"),
+}
+"""How an image's GPU targets are written (field -> pattern, what it is, what is allowed), checked by one validator."""
+
+
 class ImageTargets(_Strict):
     """What an image runs on, read from its Dockerfile and base image or declared by the reference, with the source
     cited (``mlperf_wf.config.system.image_fit`` holds a probed system against it)."""
@@ -303,20 +310,13 @@ class ImageTargets(_Strict):
     source: str = Field(min_length=1)
     """Where these facts are read: the Dockerfile line, the base image's documentation, the reference's README."""
 
-    @field_validator("cuda_architectures")
+    @field_validator("cuda_architectures", "rocm_targets")
     @classmethod
-    def _capabilities(cls, value: list[str]) -> list[str]:
-        for capability in value:
-            if not re.fullmatch(r"[0-9]+\.[0-9]+", capability):
-                raise ValueError(f"cuda_architectures: {capability!r} is not a compute capability; allowed: MAJOR.MINOR such as 9.0")
-        return value
-
-    @field_validator("rocm_targets")
-    @classmethod
-    def _gfx(cls, value: list[str]) -> list[str]:
+    def _targets(cls, value: list[str], info: ValidationInfo) -> list[str]:
+        pattern, what, allowed = TARGET_FORMS[info.field_name]
         for target in value:
-            if not re.fullmatch(r"gfx[0-9a-f]+", target):
-                raise ValueError(f"rocm_targets: {target!r} is not a gfx target; allowed: gfx followed by hex digits such as gfx942")
+            if not re.fullmatch(pattern, target):
+                raise ValueError(f"{info.field_name}: {target!r} is not {what}; allowed: {allowed}")
         return value
 
     def in_words(self) -> str:
