@@ -12,6 +12,7 @@ import dataclasses
 import errno
 import json
 import logging
+import os
 import sys
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -828,8 +829,6 @@ def cmd_power_sample(
 ) -> None:
     """Sample this node's power into ``out_dir/node_<k>.txt`` (``k``: ``--node-index``, else ``$SLURM_NODEID``, else 0)
     until ``stop_file`` appears or SIGTERM."""
-    import os
-
     from mlperf_wf.config.workflow_config import PowerConfig
     from mlperf_wf.run import power
 
@@ -1240,13 +1239,19 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int | None]] = {
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    import errno
-    import os
-
     if not Path(args.root).is_dir():
         print(f"mlperf-wf: error: --root {args.root}: no such folder (give the workflow folder)", file=sys.stderr)
         return 2
+    caller_folder = os.getcwd()
     os.chdir(args.root)
+    try:
+        return _run_command(args)
+    finally:
+        os.chdir(caller_folder)  # main also runs in process (a rule's run: block, the tests): leave the caller where it was
+
+
+def _run_command(args: argparse.Namespace) -> int:
+    """Run the parsed subcommand; a user's mistake or a full disk is one line and an exit status, not a traceback."""
     try:
         return COMMANDS[args.command](args) or 0
     except UserError as err:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from mlperf_wf import cli
 
@@ -29,3 +30,12 @@ def test_version_prints_the_package_s_version(capsys):
     except SystemExit as exit_:
         assert exit_.code == 0
     assert capsys.readouterr().out.strip() == f"mlperf-wf {version('mlperf-workflow')}"
+
+
+def test_main_leaves_the_caller_s_working_folder_as_it_found_it(monkeypatch, tmp_path):
+    # main runs in process (tests, `mlperf-wf` called from a rule's run: block); a folder changed for --root and left
+    # so made every later catalog lookup (relative to the working folder) find no datasets at all
+    monkeypatch.setitem(cli.COMMANDS, "check", lambda args: None)
+    before = Path.cwd()
+    assert cli.main(["--root", str(tmp_path), "check"]) == 0
+    assert Path.cwd() == before
