@@ -249,3 +249,26 @@ def test_the_data_digest_follows_the_bytes_not_where_the_tree_lies(tmp_path):
     (tmp_path / "r2.json").write_text(json.dumps({**record, "bytes_hashed": 0, "seconds": 9.0}))
     digests = identity.data_digests([tmp_path / "r1.json", tmp_path / "r2.json"])
     assert digests[str(tmp_path / "r1.json")] == digests[str(tmp_path / "r2.json")]
+
+
+def test_a_full_scale_identity_holds_the_batch_and_hyperparameters_the_command_gets(tmp_path, monkeypatch):
+    # the overrides are a plain mapping: recording them once broke every full-scale DAG that set full_hyperparameters
+    import yaml
+
+    from mlperf_wf.config.workflow_config import WorkflowConfig
+    from mlperf_wf.plan import plan as planning
+
+    root = Path(__file__).resolve().parents[2]
+    (tmp_path / "config").symlink_to(root / "config")
+    monkeypatch.chdir(tmp_path)
+    defaults = yaml.safe_load((root / "config" / "config.yaml").read_text())
+
+    def recorded(**changes) -> dict:
+        settings = WorkflowConfig.parse({**defaults, "scale": "full", **changes})
+        return identity.config_of(planning.Plan(settings, project_root=root, workdir=tmp_path), "flux1")["hyperparameters"]
+
+    planned = recorded()
+    assert planned["global_batch_size"] == 512 and planned["opt_learning_rate_warmup_steps"] == 1600
+    assert planned["micro_batch"] * planned["accumulation"] * planned["replicas"] == 512
+    deviating = recorded(full_hyperparameters={"flux1": {"opt_learning_rate_warmup_steps": 0}})
+    assert deviating == {**planned, "opt_learning_rate_warmup_steps": 0}

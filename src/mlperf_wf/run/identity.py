@@ -158,12 +158,24 @@ def config_of(plan: Plan, name: str) -> dict[str, Any]:
         config["processes"] = settings.tiny_processes
         config["hyperparameters"] = plan.hyperparameters(name).model_dump(mode="json")
     else:
-        overrides = plan.settings.full_hyperparameters.get(name)
         config["nodes"] = settings.nodes
         config["gpus_per_node"] = settings.gpus_per_node
-        config["hyperparameters"] = overrides.model_dump(mode="json", exclude_none=True) if overrides is not None else {}
+        config["hyperparameters"] = _full_hyperparameters(plan, name, settings.nodes, settings.gpus_per_node)
         config["arguments"] = [list(pair) for pair in settings.arguments]
     return json.loads(json.dumps(config, sort_keys=True))
+
+
+def _full_hyperparameters(plan: Plan, name: str, nodes: int, gpus_per_node: int) -> dict[str, Any]:
+    """What the full-scale command gets: the planned batch split and RCP values on this geometry, or the site's
+    overrides as given where the benchmark has no sizing."""
+    try:
+        planned = plan.planned_batch(name, nodes, gpus_per_node)
+    except ConfigError:
+        planned = None  # a batch the geometry cannot make: the preflight says why, and no run of it is made
+    if planned is None:
+        return dict(plan.settings.full_hyperparameters.get(name, {}))
+    split = planned.split
+    return {"global_batch_size": split.gbs, **planned.values, "replicas": split.replicas, "micro_batch": split.micro_batch, "accumulation": split.accumulation}
 
 
 def expected(plan: Plan, name: str) -> CampaignIdentity:
