@@ -19,6 +19,8 @@ rule campaign_identity:
         "../envs/mlperf-wf.yaml"
     params:
         identity=expected_identity,
+    message:
+        PLAN.job_message("campaign_identity")
     shell:
         "mlperf-wf identity --json {params.identity:q} --out {output.identity} > {log} 2>&1"
 

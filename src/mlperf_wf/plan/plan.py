@@ -107,6 +107,7 @@ TINY_JOB_MESSAGES = {
     "assemble_prepared": "assemble the prepared dataset of {wildcards.benchmark}",
     "train": "train {wildcards.benchmark} run {wildcards.run} (log {log})",
     "check_compliance": "check {wildcards.benchmark} run {wildcards.run} (seed {params.seed}) against the {params.ruleset} rules",
+    "campaign_identity": "record the campaign identity of {wildcards.benchmark}: {output.identity}",
     "report": "report {wildcards.benchmark}: {output.report}",
     "plot_benchmark": "plot {wildcards.benchmark}'s runs",
     "benchmark_page": "write the report page of {wildcards.benchmark}",
