@@ -325,3 +325,24 @@ def test_a_problem_a_further_run_check_finds_refuses_the_run_in_every_reader(cam
     expected[6] = "refused"
     seen.agree(expected)
     assert f"{run_dir(campaign, 6) / 'result.txt'}: made by another campaign (stand-in check)" in seen.status_text
+
+
+def test_a_power_log_changed_added_or_removed_since_the_report_makes_the_workflow_report_again(campaign):
+    """The report rule's inputs are the run logs: a power log replaced after the report (another campaign's), one
+    removed or one added is found by what the report recorded of the logs it read, so the workflow makes it again
+    and it judges the logs `score` reads."""
+    made = campaign / BENCH / "report.json"
+    assert report_mod.changed_since_made(made) is None
+    node = run_dir(campaign, 2) / "power/result/node_0.txt"
+    start_ms = T0 + 2 * 3_600_000
+    power_log(node, start_ms + 480_000, start_ms + 480_000 + 130_000, 1000.0, "node-x")
+    assert report_mod.changed_since_made(made) == f"{node}: changed since the report (report.json) was made"
+    assert report_mod.record_changed_power_logs(made) == f"{node}: changed since the report (report.json) was made"
+    record = json.loads((made.parent / report_mod.POWER_RECORD).read_text())  # the report rule's input, newer than it
+    assert record[str(run_dir(campaign, 2) / "result.txt")] == {str(node): compliance.file_sha256(node)}
+    node.unlink()
+    assert report_mod.changed_since_made(made) == f"{node}: removed since the report (report.json) was made"
+    shutil.copy(run_dir(campaign, 1) / "power/result/node_0.txt", node)
+    second = run_dir(campaign, 1) / "power/result/node_1.txt"
+    shutil.copy(run_dir(campaign, 1) / "power/result/node_0.txt", second)
+    assert report_mod.changed_since_made(made) == f"{second}: added since the report (report.json) was made"

@@ -419,6 +419,19 @@ def test_a_campaign_with_the_stand_in_power_sampler_reports_energy_as_the_offici
     assert any(energy_score == pytest.approx(answer, rel=1e-12) for answer in answers), (energy_score, answers)
     (ours,) = scoring.score_paths(folder, "6.1.0", verdict.judged_score, jobs=1)
     assert ours.energy_joules == pytest.approx(middle["energy_joules"] * ours.scaling_factor, rel=1e-12)
+    # Run 1's power log replaced by one from eight minutes later (another run's): the same command reports again,
+    # refuses that log by name and packages without it, as `mlperf-wf score` on the run folder judges it.
+    node = Path("results/tiny/llama2_70b_lora/runs/1/power/result/node_0.txt")  # as the report names it
+    shifted = [json.loads(line.removeprefix(":::MLLOG ")) for line in (other / node).read_text().splitlines()]
+    (other / node).write_text("".join(f":::MLLOG {json.dumps({**record, 'time_ms': record['time_ms'] + 480_000})}\n" for record in shifted))
+    again = snakemake(other, "--cores", "2", *targets, "--cache", "--config", f"runs={TINY_RUNS}", STAND_IN_POWER, cache=tiny_project_cache)
+    assert f"mlperf-wf: {node}: changed since the report (report.json) was made: reporting again" in again.stderr, again.stderr[-3000:]
+    remade = json.loads((other / "results/tiny/llama2_70b_lora/report.json").read_text())
+    assert remade["runs"][1]["energy_joules"] is None and any("does not cover the run" in p for p in remade["runs"][1]["power_problems"])
+    assert remade["score"]["energy_joules"] is None
+    assert sorted(p.name for p in (folder / "power").iterdir()) == [f"result_{i}" for i in range(TINY_RUNS) if i != 1]
+    (scored,) = scoring.score_paths(other / "results/tiny/llama2_70b_lora", "6.1.0", verdict.judged_score, jobs=1)
+    assert scored.energy_joules is None
 
 
 def test_the_plot_job_draws_the_reference_logs_the_config_names(tmp_path):

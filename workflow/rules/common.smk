@@ -22,6 +22,7 @@ from mlperf_wf.errors import ConfigError  # noqa: E402
 from mlperf_wf.results.snakemake_state import another_snakemake_in  # noqa: E402
 from mlperf_wf.results import package as submission_package  # noqa: E402
 from mlperf_wf.results import invocation  # noqa: E402
+from mlperf_wf.results import report as benchmark_report  # noqa: E402
 from mlperf_wf.run import identity as campaign_identity  # noqa: E402
 
 # A second Snakemake (a dry run too) in a folder where one runs fails on the first one's unfinished outputs; say why.
@@ -93,6 +94,18 @@ if workflow.is_main_process:
     # What must stop the invocation before its preflight (at tiny scale: a platform with no system description).
     for _problem in preflight.problems_before_any_job(PLAN):
         raise WorkflowError(str(_problem))
+    # A report whose power logs changed since it read them (another campaign's copied in, one removed) is made again,
+    # so that it judges the logs `mlperf-wf score` reads: their digests are written to a record the report rule reads
+    # (Snakemake follows its inputs only, and does not remake a missing report whose consumers are up to date).
+    for _name in config["benchmarks"]:
+        _report_file = Path(PLAN.workdir) / PLAN.report(_name)
+        if DRY_RUN:
+            _report_changed = benchmark_report.changed_since_made(_report_file)
+        else:
+            _report_changed = benchmark_report.record_changed_power_logs(_report_file)
+        if _report_changed:
+            _would = "would report again" if DRY_RUN else "reporting again"
+            print(f"mlperf-wf: {_report_changed}: {_would}", file=sys.stderr)
     # A package whose files changed since its check (edited, removed, added) is made and checked again: its check is
     # removed (a dry run only says so), so the package rule's output is missing.
     for _package_check in sorted(
@@ -442,6 +455,14 @@ def run_files(file):
 
 
 @signature_once
+def power_record(wildcards):
+    """The digests of the runs' power logs, where the workflow found them changed since the report read them."""
+    record = (
+        Path(PLAN.report(wildcards.benchmark)).parent / benchmark_report.POWER_RECORD
+    )
+    return [str(record)] if record.is_file() else []
+
+
 def report_args(wildcards, input):
     """`--result` / `--compliance` / `--provenance` of each run, for the report command."""
     return " ".join(

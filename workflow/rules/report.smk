@@ -31,6 +31,7 @@ rule report:
         verdicts=run_files("compliance.json"),
         provenance=run_files("provenance.json"),
         identity=rules.campaign_identity.output.identity,
+        power_record=power_record,
     output:
         report=f"{RESULTS}/{{benchmark}}/report.json",
     log:

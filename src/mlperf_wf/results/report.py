@@ -62,6 +62,9 @@ class RunEntry:
     identity_problems: list[str] = field(default_factory=list)
     """Why the run was made with another campaign identity than its set's (:mod:`mlperf_wf.run.identity`): it is
     scored as a failed run; empty when it was made with the set's."""
+    power_logs: dict[str, str] = field(default_factory=dict)
+    """sha256 of each power log the report read for the run (its power folder's ``node_*.txt``), by path: a log
+    changed, added or removed since makes the workflow report again (:func:`changed_since_made`)."""
 
 
 @dataclass
@@ -219,6 +222,7 @@ def build(
             verdict=str(judged_of[run.file].outcome),
             verdict_reason=judged_of[run.file].reason,
             identity_problems=refused.get(run.file, []),
+            power_logs=power_logs_of(run.file),
         )
         for i, run in enumerate(runs)
     ]
@@ -250,6 +254,55 @@ def build(
         convergence_unit=next((run.progress_key for run in runs if run.progress_key), None),
         forecast=_forecast(window, submission_benchmark, ruleset, division, required),
     )
+
+
+def power_logs_of(result_file: str) -> dict[str, str]:
+    """sha256 of each power log of the run whose log is ``result_file`` (as the scorer finds them), by path."""
+    folder = scoring.power_folder_of(result_file)
+    return {str(path): file_sha256(path) for path in sorted(Path(folder).glob("node_*.txt"))} if folder else {}
+
+
+POWER_RECORD = "power_logs.json"
+"""Beside a report: the digests of its runs' power logs, written by the workflow when they changed since the report
+read them (:func:`record_changed_power_logs`); an input of the report rule, so that Snakemake makes the report again."""
+
+
+def record_changed_power_logs(report_file: Path) -> str | None:
+    """Where the power logs of ``report_file``'s runs changed since it was made (:func:`changed_since_made`): write
+    their digests now to :data:`POWER_RECORD` beside it, newer than the report, and say the first change in one
+    line; None (nothing written) when they are the ones it read."""
+    changed = changed_since_made(report_file)
+    if changed is None or changed.startswith(f"{report_file}:"):
+        return changed
+    runs = json.loads(report_file.read_text())["runs"]
+    now = {run["result_file"]: power_logs_of(run["result_file"]) for run in runs}
+    record = report_file.with_name(POWER_RECORD)
+    record.write_text(json.dumps(now, indent=2, sort_keys=True) + "\n")
+    return changed
+
+
+def changed_since_made(report_file: Path) -> str | None:
+    """Why the report in ``report_file`` no longer judges the files it names: the first power log changed, added or
+    removed since it was made, in one line; None when they are the ones it read (or there is no report yet). The run
+    logs themselves are the report rule's inputs: Snakemake remakes it when one of those changes."""
+    if not report_file.is_file():
+        return None
+    try:
+        runs = json.loads(report_file.read_text())["runs"]
+        recorded = {run["result_file"]: run.get("power_logs", {}) for run in runs}
+    except (OSError, ValueError, KeyError, TypeError):
+        return f"{report_file}: not readable as a report's JSON"
+    for result_file, logs in recorded.items():
+        now = power_logs_of(result_file)
+        for path, digest in logs.items():
+            if path not in now:
+                return f"{path}: removed since the report ({report_file.name}) was made"
+            if now[path] != digest:
+                return f"{path}: changed since the report ({report_file.name}) was made"
+        added = sorted(set(now) - set(logs))
+        if added:
+            return f"{added[0]}: added since the report ({report_file.name}) was made"
+    return None
 
 
 def _forecast(window: list, submission_benchmark: str, ruleset: str, division: str, required: int) -> dict:
