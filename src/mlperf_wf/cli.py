@@ -208,8 +208,7 @@ def cmd_preprocess(benchmark: str, scale: str, shard: str, inputs: list[str], ou
         allowed = {**allowed, SHARDS_ROLE: ""}
     named = _role_folders(inputs, allowed)
     try:
-        summary = prepare.module(bench, preparation).prepare_shard(shard, named, out, scale)
-        prepare.record_shard(out)  # every checkout that assembles it (from the output cache too) checks it against this
+        summary = prepare.make_shard(bench, preparation, shard, named, out, scale)
     except OSError as err:
         if err.errno not in (errno.ENOSPC, errno.EDQUOT):
             raise

@@ -115,6 +115,14 @@ def record_shard(shard: Path, jobs: int = 2) -> Path:
     return target
 
 
+def make_shard(bench: BenchmarkDef, preparation: str, shard: str, inputs: dict[str, Path], out: Path, scale: str) -> dict:
+    """Write one shard by the benchmark's preparation module and record its md5 list (:func:`record_shard`), which
+    every assembly of it checks; return the module's summary."""
+    summary = module(bench, preparation).prepare_shard(shard, inputs, out, scale)
+    record_shard(out)
+    return summary
+
+
 def shard_stamps_file(shard: Path) -> Path:
     """Where a checkout keeps the stamps of a shard's last check (beside the shards, never in a cached shard)."""
     return shard.parent.parent / "shard-stamps" / f"{shard.name}.json"

@@ -121,7 +121,7 @@ def prepare_in_process(workdir: Path) -> None:
     """bert's full-scale preparation for a campaign in ``workdir``, its 502 shards made in this process.
 
     As Snakemake jobs the 502 shards (500 text parts, the evaluation file, the initial checkpoint) take about 40
-    minutes on two cores, mostly starting ``mlperf-wf`` 502 times; here each is ``prepare.prepare_shard``, the
+    minutes on two cores, mostly starting ``mlperf-wf`` 502 times; here each is ``acquire.prepare.make_shard``, the
     function the ``preprocess_shard`` rule runs, after the workflow's own ``verify`` rule checked the published
     files. ``campaign.prepare`` then finds the shards done and assembles the tree."""
     import shutil
@@ -137,13 +137,16 @@ def prepare_in_process(workdir: Path) -> None:
 
 def make_shards(workdir: Path) -> None:
     """The published files verified by the workflow's own ``verify`` rule, then every shard made in this process by
-    ``prepare.prepare_shard`` (see :func:`prepare_in_process`); ``campaign.prepare`` calls it for a combined campaign."""
+    ``prepare.make_shard`` (see :func:`prepare_in_process`); ``campaign.prepare`` calls it for a combined campaign."""
     import subprocess
     import sys
 
     import yaml
 
+    from mlperf_wf.acquire.prepare import make_shard
     from mlperf_wf.benchmarks.bert import prepare as preparation
+    from mlperf_wf.config.registry import load_benchmark
+    from mlperf_wf.kinds import DEFAULT_PREPARATION
     from tests.rehearsal import campaign
     from tests.rehearsal.spec import ROOT
 
@@ -158,8 +161,9 @@ def make_shards(workdir: Path) -> None:
         raise AssertionError(f"the published files did not verify:\n{ran.stderr[-3000:]}")
     folder = workdir / "resources" / "full" / "datasets"
     inputs = {"data": folder / datasets[0], "checkpoint": folder / datasets[1]}
+    bench = load_benchmark("bert")
     for shard in preparation.shards("full"):
-        preparation.prepare_shard(shard, inputs, workdir / "resources" / "full" / "prepared" / "bert" / "shards" / shard, "full")
+        make_shard(bench, DEFAULT_PREPARATION, shard, inputs, workdir / "resources" / "full" / "prepared" / "bert" / "shards" / shard, "full")
 
 
 # --- absl flags, from the reference's own definitions -------------------------------------------------------------
