@@ -214,9 +214,8 @@ def test_the_run_line_holds_a_gpu_to_its_system_descriptions_accelerator_unless_
 
     systems = tmp_path / "config" / "systems"
     systems.mkdir(parents=True)
-    described = (
-        (ROOT / "config/systems/cpu-tiny.yaml").read_text().replace("accelerator_model_name: none (CPU only)", "accelerator_model_name: NVIDIA H100-SXM5-80GB")
-    )
+    described = (ROOT / "config/systems/cpu-tiny.yaml").read_text()
+    described = described.replace("accelerator_model_name: none (CPU only)", "accelerator_model_name: NVIDIA H100-SXM5-80GB")
     (systems / "cpu-tiny.yaml").write_text(described)  # a whole description, as the plan validates it
     line = make_plan(tmp_path, scale="full").node_check_line("rgat", 0)
     assert " --gpu-matmul-tflops 494.5 " in line and "--matmul-tflops" not in line.replace("--gpu-matmul-tflops", "")
