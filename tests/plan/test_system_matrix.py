@@ -14,7 +14,7 @@ from mlperf_wf.config import registry, system
 from mlperf_wf.config.workflow_config import WorkflowConfig
 from mlperf_wf.errors import ConfigError
 from mlperf_wf.plan import plan as planning
-from mlperf_wf.plan import preflight
+from mlperf_wf.plan import preflight, sizing
 from tests import system_fixtures
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -156,3 +156,16 @@ def test_the_preflight_names_the_benchmark_the_images_and_the_system(workdirs):
     assert line.startswith("qwen35_397b_grpo: no image fits the system 'dgx_b200' (x86_64, 8 x NVIDIA B200 (sm_100, 192.3 GB)")
     assert "not supported: CPU x86_64, 8 GPUs per node" in line and "runs on aarch64; CUDA sm_100 sm_103 (no PTX); 4 GPUs per node" in line
     assert "\n" not in line
+
+
+def test_the_plan_sizes_the_micro_batch_to_the_system_s_gpu_memory(workdirs):
+    """llama31_8b's configuration is the H200's (141 GB, micro batch 2): on 80 GB GPUs the plan takes a micro batch of
+    1 and accumulates the rest, as `mlperf-wf size --gpu-memory-gib` does; GPUs of the reference's memory keep its."""
+    a100 = system_plan(workdirs["dgx_a100_80gb"], "dgx_a100_80gb").launch_settings("llama31_8b").batch
+    assert (a100.max_micro_batch, a100.split.micro_batch, a100.split.accumulation) == (1, 1, 4)
+    tables = preflight.batch_tables(system_plan(workdirs["dgx_a100_80gb"], "dgx_a100_80gb"), ["llama31_8b"])
+    assert "micro batch at most 1: the GPUs' 80.0 GiB against the 141 GiB the reference ran micro batch 2 on" in tables
+    b200 = system_plan(workdirs["dgx_b200"], "dgx_b200").launch_settings("llama31_8b").batch
+    assert (b200.max_micro_batch, b200.split.micro_batch) == (2, 2)
+    # an H200 sold as 141 GB reports 143,771 MiB (140.4 GiB) in nvidia-smi: the reference's own GPU keeps its micro batch
+    assert sizing.micro_batch_limit(registry.load_benchmark("llama31_8b").full.sizing, 143_771 / 1024) == 2

@@ -552,7 +552,9 @@ class Plan:
         except ConfigError:
             return None  # a round the benchmark is not part of: the preflight's ruleset problem says so
         overrides = self.settings.full_hyperparameters.get(name, {})
-        return sizing.plan_batch(self.bench(name), ruleset, nodes, gpus_per_node, overrides)
+        hardware = self.system_hardware
+        gpu_memory_gib = hardware.gpu_memory_gb * 1e9 / 2**30 if hardware is not None and hardware.gpu_memory_gb else None
+        return sizing.plan_batch(self.bench(name), ruleset, nodes, gpus_per_node, overrides, gpu_memory_gib)
 
     @cache  # noqa: B019 - one Plan per workflow; each rule asks for several fields of the same job
     def train_job(self, name: str, run: int) -> TrainJob:

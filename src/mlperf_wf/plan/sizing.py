@@ -326,12 +326,17 @@ def split(gbs: int, replicas: int, max_micro_batch: int, accumulates: bool = Tru
     return Split(gbs=gbs, replicas=replicas, micro_batch=micro, accumulation=per_replica // micro)
 
 
+SAME_MEMORY_CLASS = 0.97
+"""GPUs sold with the same memory report a few percent apart (an H200's "141 GB" is 140.4 GiB in nvidia-smi, an
+H100's "80 GB" 79.6 GiB against an A100's 80.0): within this fraction of the reference's, a GPU holds its micro batch."""
+
+
 def micro_batch_limit(sizing_def, gpu_memory_gib: float | None) -> int:
     """The largest micro batch a GPU of ``gpu_memory_gib`` is taken to hold: the reference's ``max_micro_batch``, in
     proportion to the memory where the GPU has less than the reference's (``reference_gpu_memory_gib``; activations
     grow with the micro batch), at least 1. An assumption, said where it applies: a measured run decides."""
     reference = sizing_def.reference_gpu_memory_gib
-    if gpu_memory_gib is None or reference is None or gpu_memory_gib >= reference:
+    if gpu_memory_gib is None or reference is None or gpu_memory_gib >= reference * SAME_MEMORY_CLASS:
         return sizing_def.max_micro_batch
     return max(1, math.floor(sizing_def.max_micro_batch * gpu_memory_gib / reference))
 
@@ -598,9 +603,12 @@ class PlannedBatch:
     rules: tuple[RuleCheck, ...]
     """The round's closed rules on the planned values."""
     max_micro_batch: int
-    """The reference configuration's micro batch (``full.sizing.max_micro_batch``)."""
+    """The largest micro batch the system's GPUs are taken to hold: the reference configuration's
+    (``full.sizing.max_micro_batch``), less where they have less memory (:func:`micro_batch_limit`)."""
     rule_values: dict[str, object] = field(default_factory=dict)
     """The closed rules' state after the planned values (:func:`rule_state`): ``{rule[NAME]}`` of the command."""
+    memory_note: str = ""
+    """Why the micro batch is below the reference's (the GPUs' memory), in words; empty where it is not."""
 
     def format_values(self) -> dict[str, object]:
         """The command's sizing placeholders."""
@@ -713,7 +721,13 @@ def plan_batch(
         rows.append(Row("gradient_accumulation_steps", made.accumulation, point.hyperparameters["gradient_accumulation_steps"], "geometry"))
     checks = rule_checks(bench.submission_benchmark, ruleset, {"global_batch_size": gbs, **sizing_def.fixed, **values})
     state = rule_state(bench.submission_benchmark, ruleset, {"global_batch_size": gbs, **sizing_def.fixed, **values}) if _reads_rules(bench) else {}
-    return PlannedBatch(bench.name, ruleset, made, coverage(table, gbs), values, tuple(rows), tuple(checks), limit, state)
+    memory_note = ""
+    if limit < sizing_def.max_micro_batch:
+        memory_note = (
+            f"micro batch at most {limit}: the GPUs' {gpu_memory_gib:.1f} GiB against the {sizing_def.reference_gpu_memory_gib:g} GiB the "
+            f"reference ran micro batch {sizing_def.max_micro_batch} on (in proportion to memory, an assumption: a measured run decides)"
+        )
+    return PlannedBatch(bench.name, ruleset, made, coverage(table, gbs), values, tuple(rows), tuple(checks), limit, state, memory_note)
 
 
 def literal_batch(bench, ruleset: str, nodes: int, gpus_per_node: int) -> PlannedBatch | None:
@@ -798,6 +812,8 @@ def describe_batch(planned: PlannedBatch) -> list[str]:
         f"{planned.benchmark} ({planned.ruleset}): GBS {s.gbs} = {s.replicas} replicas x micro batch {s.micro_batch} x "
         f"{s.accumulation} accumulation; RCP: {planned.coverage.message} ({', '.join(planned.coverage.basis) or 'none'})"
     ]
+    if planned.memory_note:
+        lines.append(f"  {planned.memory_note}")
     if not s.fits(planned.max_micro_batch):
         lines.append(f"  micro batch {s.micro_batch} is above the {planned.max_micro_batch} the reference's configuration runs: check it fits in memory")
     width = max(len(row.key) for row in planned.rows)
