@@ -292,3 +292,16 @@ def test_a_geometry_the_launcher_refuses_is_one_preflight_line_not_an_input_func
     real = snakemake_without_credentials(workdir, "--cores", "1", f"results/{name}/report.json", "--config", "scale=full", "launcher=docker")
     assert real.returncode != 0 and f"{nodes} nodes need the pyxis launcher" in real.stdout + real.stderr
     assert "InputFunctionException" not in real.stdout + real.stderr and not (workdir / "logs").exists()
+
+
+def test_a_literal_global_batch_that_the_gpus_cannot_split_is_refused(workdir):
+    """gpt_oss_20b's command sets GBS 16 literally: 64 GPUs make no whole micro batch of it (Megatron stops at start-up),
+    so the preflight refuses 8 nodes in one line with what does fit; 2 nodes (16 GPUs) plan."""
+    wide = fine_plan(workdir, "gpt_oss_20b", full_geometry={"gpt_oss_20b": {"nodes": 8, "gpus_per_node": 8}})
+    batch = [problem for problem in preflight.plan_problems(wide, ["gpt_oss_20b"], datasets=[], environ={}) if problem.kind == "batch"]
+    assert [str(problem) for problem in batch] == [
+        "gpt_oss_20b: its command's literal GBS 16 cannot be split over 64 data-parallel replicas (64 GPUs, 1 per replica): "
+        "run it on at most 16 GPUs (full_geometry.gpt_oss_20b), or set a larger GBS through full_arguments (a deviation from the RCP)"
+    ]
+    fits = fine_plan(workdir, "gpt_oss_20b", full_geometry={"gpt_oss_20b": {"nodes": 2, "gpus_per_node": 8}})
+    assert [p for p in preflight.plan_problems(fits, ["gpt_oss_20b"], datasets=[], environ={}) if p.kind == "batch"] == []

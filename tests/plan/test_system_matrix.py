@@ -169,3 +169,100 @@ def test_the_plan_sizes_the_micro_batch_to_the_system_s_gpu_memory(workdirs):
     assert (b200.max_micro_batch, b200.split.micro_batch) == (2, 2)
     # an H200 sold as 141 GB reports 143,771 MiB (140.4 GiB) in nvidia-smi: the reference's own GPU keeps its micro batch
     assert sizing.micro_batch_limit(registry.load_benchmark("llama31_8b").full.sizing, 143_771 / 1024) == 2
+
+
+NODE_COUNTS = (1, 2, 8, 64)
+NODE_KINDS = list(dict.fromkeys(node for node, _nodes in system_fixtures.SYSTEMS.values()))
+"""The matrix's nodes (dgx_h100_x2 is two of dgx_h100's: its column is dgx_h100's 2)."""
+NODES_TABLE_START = "<!-- the tables below are made by tests/plan/test_system_matrix.py (MLPERF_WF_UPDATE_GOLDEN=1 writes them) -->"
+NODES_TABLE_END = "<!-- end of the node-count tables -->"
+FIT_KINDS = ("image", "geometry", "batch", "rcp", "rules", "walltime", "ruleset")
+"""What a cell is refused for: what the system and its node count decide (not the site's digests, data or scratch)."""
+
+
+def pinned_plan(folder: Path, node: str, nodes: int) -> planning.Plan:
+    """Every benchmark on ``nodes`` of ``node``, its images pinned as a site's are once pushed."""
+    hw = system_fixtures.hardware(node, nodes)
+    (folder / "config" / "systems").mkdir(parents=True, exist_ok=True)
+    if not (folder / "config" / "datasets").exists():
+        (folder / "config" / "datasets").symlink_to(ROOT / "config" / "datasets")
+    description = system.describe(hw, node, "Ubuntu 24.04 LTS", "PyTorch")
+    (folder / "config" / "systems" / f"{node}.yaml").write_text(system.description_text(description))
+    names = registry.benchmark_names()
+    config = {
+        **DEFAULTS,
+        "scale": "full",
+        "submission": {**DEFAULTS["submission"], "platform": node},
+        "full_geometry": {bench: {"gpus_per_node": hw.gpus_per_node, "nodes": nodes} for bench in names},
+        "full_container": {bench: {"digest": "sha256:" + "0" * 64} for bench in names},
+    }
+    return planning.Plan(WorkflowConfig.parse(config), project_root=ROOT, workdir=folder)
+
+
+def node_cell(plan: planning.Plan, bench: str) -> tuple[str, str]:
+    """(short, whole): ``GBS N (RCP case)`` of a plan, else ``refused: KINDS``; ``whole`` is the one line a user reads."""
+    problems = [p for p in [*preflight.plan_problems(plan, [bench], datasets=[], environ={})] if p.kind in FIT_KINDS]
+    if problems:
+        return "refused: " + ", ".join(dict.fromkeys(p.kind for p in problems)), "; ".join(str(p) for p in problems)
+    batch = plan.launch_settings(bench).batch
+    if batch is None:
+        return "plan (batch of its command)", "plan"
+    count = len(batch.deviations)
+    deviations = f", {count} deviation{'s' if count > 1 else ''}" if count else ""
+    return f"GBS {batch.split.gbs} ({batch.coverage.kind}{deviations})", "\n".join(sizing.describe_batch(batch))
+
+
+@pytest.fixture(scope="module")
+def node_matrix(tmp_path_factory) -> dict[tuple[str, int, str], tuple[str, str]]:
+    cells = {}
+    for node in NODE_KINDS:
+        for nodes in NODE_COUNTS:
+            plan = pinned_plan(tmp_path_factory.mktemp(f"{node}-{nodes}"), node, nodes)
+            for bench in registry.benchmark_names():
+                cells[node, nodes, bench] = node_cell(plan, bench)
+    return cells
+
+
+def test_every_cell_of_every_node_count_is_a_plan_the_closed_rules_and_rcps_pass_or_one_refusal(node_matrix, tmp_path):
+    plans = 0
+    for (node, nodes, bench), (short, whole) in node_matrix.items():
+        where = f"{node} x {nodes} nodes x {bench}"
+        if short.startswith("refused: "):
+            assert "\n" not in whole and bench in whole and len(whole) > 40, f"{where}: {whole}"
+            continue
+        plans += 1
+        batch = pinned_plan(tmp_path / f"{node}-{nodes}", node, nodes).launch_settings(bench).batch
+        if batch is None:
+            continue
+        # every planned value the round's closed rules check holds, by the checker's own expressions
+        assert all(check.held is not False for check in batch.rules), f"{where}: {whole}"
+        # the GBS has an RCP the checker tests against (or is a deviation the dry run names)
+        assert batch.coverage.kind in ("exact", "interpolated", "below") or batch.deviations, f"{where}: {whole}"
+        assert batch.split.gbs == batch.split.replicas * batch.split.micro_batch * batch.split.accumulation, where
+    assert plans >= 60, f"only {plans} cells plan"
+    # what the node count decides, as a user meets it
+    assert node_matrix["dgx_h100", 2, "bert"][0] == "refused: geometry"
+    assert node_matrix["dgx_h100", 1, "bert"][0].startswith("GBS ")
+    assert node_matrix["dgx_h100", 64, "llama2_70b_lora"][0] == "refused: batch"  # 512 replicas, no RCP that large
+    assert node_matrix["mi300x", 8, "flux1"][0].startswith("refused: image")
+    assert node_matrix["dgx_h100", 8, "gpt_oss_20b"][0] == "refused: batch"  # its literal GBS 16 on 64 GPUs
+
+
+def nodes_tables(cells: dict[tuple[str, int, str], tuple[str, str]]) -> str:
+    parts = [NODES_TABLE_START]
+    for node in NODE_KINDS:
+        parts += ["", f"`{node}` ({system_fixtures.hardware(node).in_words()}):", ""]
+        parts += ["| benchmark | " + " | ".join(f"{n} node{'s' if n > 1 else ''}" for n in NODE_COUNTS) + " |", "|---|" + "---|" * len(NODE_COUNTS)]
+        for bench in registry.benchmark_names():
+            parts.append(f"| {bench} | " + " | ".join(cells[node, n, bench][0] for n in NODE_COUNTS) + " |")
+    return "\n".join([*parts, NODES_TABLE_END])
+
+
+def test_the_docs_node_count_tables_are_the_matrix(node_matrix):
+    text = DOC.read_text()
+    assert NODES_TABLE_START in text and NODES_TABLE_END in text, f"{DOC}: the node-count tables' markers are missing"
+    head, rest = text.split(NODES_TABLE_START, 1)
+    wanted = head + nodes_tables(node_matrix) + rest.split(NODES_TABLE_END, 1)[1]
+    if os.environ.get("MLPERF_WF_UPDATE_GOLDEN"):
+        DOC.write_text(wanted)
+    assert text == wanted, "docs/systems.md's node-count tables differ from the matrix: MLPERF_WF_UPDATE_GOLDEN=1 writes them"

@@ -181,6 +181,9 @@ def _benchmark_problems(plan: Plan, name: str) -> list[Problem]:
     geometry = launch.geometry_problem(plan.bench(name), settings)
     if geometry:
         problems.append(Problem("geometry", name, geometry.split(": ", 1)[1]))
+    literal = sizing.literal_batch_problem(plan.bench(name), settings.nodes, settings.gpus_per_node)
+    if literal:
+        problems.append(Problem("batch", name, literal))
     problems += _batch_problems(plan, name, settings.batch)
     if settings.launcher != "local":
         container = plan.container(name)

@@ -730,6 +730,27 @@ def plan_batch(
     return PlannedBatch(bench.name, ruleset, made, coverage(table, gbs), values, tuple(rows), tuple(checks), limit, state, memory_note)
 
 
+def literal_batch_problem(bench, nodes: int, gpus_per_node: int) -> str | None:
+    """Why a command whose GBS is literal (``literal_batch: global``) cannot run on ``nodes`` x ``gpus_per_node`` GPUs:
+    its replicas make no whole micro batch of it (one line); None where they do, or where the batch is not literal."""
+    sizing_def = bench.full.sizing
+    if sizing_def is None or wired(bench) or sizing_def.literal_batch != "global":
+        return None
+    gpus = nodes * gpus_per_node
+    if gpus % sizing_def.model_parallel:
+        return None  # no whole replicas: the geometry's problem
+    count = gpus // sizing_def.model_parallel
+    gbs = sizing_def.global_batch_size
+    if split(gbs, count, sizing_def.max_micro_batch, sizing_def.accumulates) is not None:
+        return None
+    most = max((n for n in range(1, gbs + 1) if split(gbs, n, sizing_def.max_micro_batch, sizing_def.accumulates)), default=1)
+    return (
+        f"its command's literal GBS {gbs} cannot be split over {count} data-parallel replicas ({gpus} GPUs, {sizing_def.model_parallel} per "
+        f"replica): run it on at most {most * sizing_def.model_parallel} GPUs (full_geometry.{bench.name}), or set a larger GBS through "
+        "full_arguments (a deviation from the RCP)"
+    )
+
+
 def literal_batch(bench, ruleset: str, nodes: int, gpus_per_node: int) -> PlannedBatch | None:
     """What a command whose batch flags are literal makes on ``nodes`` x ``gpus_per_node`` GPUs: its GBS
     (``full.sizing.literal_batch``) and each literal RCP value (``full.sizing.literal_values``) beside the RCP's at that
