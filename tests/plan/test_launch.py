@@ -128,8 +128,8 @@ def test_local_full_scale_uses_host_paths_in_a_subshell_with_the_round_patches(r
 
 def test_site_arguments_replace_the_reference_values_and_unknown_flags_are_refused(run):
     bench, paths, _ = run
-    line = full_scale(bench, 3, 1237, paths, Launch("docker", arguments=(("--max_steps", "800"), ("--config_file", "configs/site.yaml"))))
-    assert "--config_file configs/site.yaml scripts/train.py" in line and "--max_steps 800 " in line and "1024" not in line
+    line = full_scale(bench, 3, 1237, paths, Launch("docker", arguments=(("--max_seq_len", "4096"), ("--config_file", "configs/site.yaml"))))
+    assert "--config_file configs/site.yaml scripts/train.py" in line and "--max_seq_len 4096 " in line and "8192" not in line
     with pytest.raises(ConfigError, match=r"full_arguments.llama2_70b_lora: '--max_step' is not a flag of its reference command; its flags: "):
         full_scale(bench, 3, 1237, paths, Launch("docker", arguments=(("--max_step", "800"),)))
 
@@ -247,3 +247,22 @@ def test_the_limits_the_reference_raises_are_raised_before_the_launch_and_a_lowe
     # a hard limit under the reference's: said in the job's log, and the run goes on as the reference's launch does
     lower = subprocess.run(["bash", "-c", f"ulimit -Sn 1024; ulimit -Hn 2048; {limits}; echo went on"], capture_output=True, text=True, check=True)
     assert "went on" in lower.stdout and "could not raise the nofile limit to 4096 (hard limit 2048)" in lower.stderr
+
+
+@pytest.mark.parametrize(
+    ("flag", "fix"),
+    [
+        ("--max_steps", "full_hyperparameters.llama2_70b_lora.max_steps"),
+        ("--learning_rate", "full_hyperparameters.llama2_70b_lora.opt_base_learning_rate"),
+        ("--gradient_accumulation_steps", "full_hyperparameters.llama2_70b_lora.global_batch_size or full_geometry.llama2_70b_lora"),
+        ("--eval_steps", "full_hyperparameters.llama2_70b_lora.global_batch_size or full_geometry.llama2_70b_lora"),
+    ],
+)
+def test_a_site_argument_never_replaces_a_value_the_plan_derives_from_the_batch(run, flag, fix):
+    """The batch split and the RCP's values are the plan's, shown in the dry run's table and checked against the rules:
+    a flag carrying one is refused, naming the key that sets it (a named deviation), never replaced behind the table."""
+    bench, paths, _ = run
+    with pytest.raises(ConfigError) as refused:
+        full_scale(bench, 3, 1237, paths, Launch("docker", arguments=((flag, "800"),)))
+    assert str(refused.value).startswith(f"config: full_arguments.llama2_70b_lora: {flag!r} carries the plan's ")
+    assert str(refused.value).endswith(f"set {fix} instead (the dry run's table shows it)")

@@ -228,9 +228,10 @@ class WorkflowConfig(_Section):
     refuse an image without a digest."""
     full_arguments: dict[str, Flags] = {}
     """Per-benchmark flags of the reference command whose value this site sets: `{llama2_70b_lora: {--config_file:
-    configs/my_cluster.yaml, --learning_rate: "5e-4"}}`. Each flag must already be in the benchmark's command; an
-    unknown flag stops the workflow with the list of its flags. Closed-division rules still apply to what you
-    change."""
+    configs/my_cluster.yaml, --max_seq_len: "4096"}}`. Each flag must already be in the benchmark's command; an
+    unknown flag stops the workflow with the list of its flags, and so does a flag whose value the plan derives from
+    the batch (the RCP's values, the micro batch and accumulation): set those with `full_hyperparameters`.
+    Closed-division rules still apply to what you change."""
     full_hyperparameters: dict[str, Hyperparameters] = {}
     """Per-benchmark global batch size and RCP hyperparameters of full-scale runs: `{llama31_8b: {global_batch_size:
     64}}` runs at GBS 64 with the round's RCP values there; `{flux1: {opt_base_learning_rate: 0.0001}}` keeps the GBS

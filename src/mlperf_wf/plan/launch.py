@@ -53,7 +53,7 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mlperf_wf.config.registry import BenchmarkDef, Container, placeholders
+from mlperf_wf.config.registry import SIZING_PLACEHOLDERS, BenchmarkDef, Container, hyperparameter_keys, placeholders
 from mlperf_wf.errors import ConfigError
 from mlperf_wf.plan.sizing import PlannedBatch
 from mlperf_wf.run import mllog_parts
@@ -205,8 +205,26 @@ def override_arguments(bench: BenchmarkDef, command: list[str], arguments: tuple
         if flag not in command[:-1]:
             flags = sorted(word for word in command if word.startswith("--"))
             raise ConfigError(f"config: full_arguments.{bench.name}: {flag!r} is not a flag of its reference command; its flags: {', '.join(flags)}")
-        command[command.index(flag) + 1] = value
+        at = command.index(flag) + 1
+        planned = _planned_by_the_batch(bench, bench.full.command[at]) if len(command) == len(bench.full.command) else None
+        if planned:
+            raise ConfigError(
+                f"config: full_arguments.{bench.name}: {flag!r} carries the plan's {bench.full.command[at]} ({command[at]} here); "
+                f"set {planned} instead (the dry run's table shows it)"
+            )
+        command[at] = value
     return command
+
+
+def _planned_by_the_batch(bench: BenchmarkDef, word: str) -> str | None:
+    """The config key that sets a command word derived from the batch (``{hp[KEY]}``, ``{gbs...}``, the split, a
+    rule's value); None for any other word."""
+    keys = hyperparameter_keys(word)
+    if keys:
+        return f"full_hyperparameters.{bench.name}.{keys[0]}"
+    if any(name in SIZING_PLACEHOLDERS for name in placeholders(word)):
+        return f"full_hyperparameters.{bench.name}.global_batch_size or full_geometry.{bench.name}"
+    return None
 
 
 _WITH_VARIABLES = re.compile(r"[\w=./:,-]*(\$\{[A-Z_][A-Z0-9_]*\}[\w=./:,-]*)+")
