@@ -34,7 +34,7 @@ from mlperf_wf.config.system import Hardware
 from mlperf_wf.config.workflow_config import GeometryOverride, WorkflowConfig
 from mlperf_wf.errors import ConfigError, describe_validation_error
 from mlperf_wf.kinds import DEFAULT_PREPARATION, Scale
-from mlperf_wf.plan import launch, sizing
+from mlperf_wf.plan import launch, published, sizing
 from mlperf_wf.run import node_check, power
 
 DOWNLOAD_CONNECTIONS = 4
@@ -700,7 +700,7 @@ class Plan:
         paths = paths or self.run_paths(name, run)
         records = {role: Path(self.verified_record(dataset_id)) for role, dataset_id in self.bench(name).roles_for("train").items()}
         inputs = {role: (folder, records[role]) for role, folder in paths.inputs.items() if role not in paths.writable}
-        expect = node_check.default_matmul_expectation(self._accelerator_model_name)
+        expect = node_check.default_matmul_expectation(published.peak_tflops(published.family_of(self._accelerator_model_name)))
         folder, excluded = Path(attempts or self.node_check_dir(name, run)), Path(self.excluded_nodes_file())
         return launch.node_check_script(settings.nodes, settings.launcher == "pyxis", folder, excluded, paths.prepared, inputs, check, expect)
 

@@ -9,7 +9,7 @@ the one-node launchers: this host) runs :func:`probe`, which records into the at
   check processes (the node's network at the run's rendezvous address, as gloo would use it);
 - ``matmul``: dense matrix-multiply throughput of each device (bf16 on each GPU with torch; float32 on one CPU core
   with numpy where torch cannot use a GPU) against ``node_check.matmul_tflops_per_device``; unset, GPUs are held to half
-  the dense BF16 peak of the system description's ``accelerator_model_name`` where :data:`PEAK_BF16_TFLOPS` knows it
+  the dense BF16 peak of the system description's ``accelerator_model_name`` where ``plan/model_flops.yaml`` knows it
   (a CPU measurement, from a workflow environment whose torch has no CUDA, is recorded only);
 - ``data``: the prepared tree and every dataset the run reads, as this node sees them, against their records (names
   and sizes: a stat per file, no reading);
@@ -38,17 +38,8 @@ import subprocess
 import time
 from pathlib import Path
 
-PEAK_BF16_TFLOPS = {
-    "GB200": 2500.0,
-    "B200": 2250.0,
-    "H200": 989.0,
-    "H100": 989.0,
-    "MI325X": 1307.0,
-    "MI300X": 1307.0,
-}
-"""Dense BF16 peak per device of accelerators by a word of their model name (vendors' data sheets), most specific
-first. A healthy device multiplies large matrices at well over half of it."""
 HEALTHY_FRACTION = 0.5
+"""A healthy device multiplies large matrices at well over this fraction of its dense BF16 peak."""
 CPU_MATRIX = 512
 """n of the CPU's n x n float32 matmul (a node without GPUs: the cluster in a box, a CPU-only site)."""
 MATMUL_SECONDS = {"gpu": 0.3, "cpu": 0.1}
@@ -59,13 +50,9 @@ PORT_OFFSET = 1
 """The check's rendezvous port is the run's MASTER_PORT + this (never the port the reference binds next)."""
 
 
-def default_matmul_expectation(accelerator_model_name: str | None) -> float | None:
-    """Half the dense BF16 peak of a known accelerator (TFLOPS per device), else None."""
-    name = (accelerator_model_name or "").upper()
-    for word, peak in PEAK_BF16_TFLOPS.items():
-        if word in name:
-            return peak * HEALTHY_FRACTION
-    return None
+def default_matmul_expectation(peak_bf16_tflops: float | None) -> float | None:
+    """What a device of this dense BF16 peak (TFLOPS, None where unknown) is held to, per device."""
+    return None if peak_bf16_tflops is None else peak_bf16_tflops * HEALTHY_FRACTION
 
 
 def _problem(checks: dict) -> str | None:
