@@ -48,3 +48,15 @@ def parse_manifest(text: str, source: str) -> list[ManifestEntry]:
 def manifest_text(digests: Mapping[str, str]) -> str:
     """Relative path -> md5 as an md5 list (``md5  path`` lines, md5sum's format, what :func:`parse_manifest` reads)."""
     return "".join(f"{md5}  {path}\n" for path, md5 in digests.items())
+
+
+def first_change(recorded: Mapping[str, str], now: Mapping[str, str], since: str) -> str | None:
+    """The first file of ``recorded`` (name -> digest) removed or changed in ``now``, else the first added to it, as
+    ``NAME: removed since SINCE`` (``changed``, ``added``); None where they are the same."""
+    for name, digest in recorded.items():
+        if name not in now:
+            return f"{name}: removed since {since}"
+        if now[name] != digest:
+            return f"{name}: changed since {since}"
+    added = sorted(set(now) - set(recorded))
+    return f"{added[0]}: added since {since}" if added else None

@@ -29,6 +29,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
+from mlperf_wf.acquire.manifest import first_change
 from mlperf_wf.config.system import AVAILABILITY, SystemDescription, load_system
 from mlperf_wf.kinds import Scale
 
@@ -166,12 +167,5 @@ def changed_since_checked(check_file: Path) -> str | None:
     base = check_file.parent
     org_dirs = {base / Path(*Path(name).parts[:2]) for name in recorded}  # package/<org>
     now = {name: digest for org_dir in org_dirs if org_dir.is_dir() for name, digest in manifest(org_dir, base).items()}
-    for name, digest in recorded.items():
-        if name not in now:
-            return f"{base / name}: removed since the package check ({check_file.name}) was made"
-        if now[name] != digest:
-            return f"{base / name}: changed since the package check ({check_file.name}) was made"
-    added = sorted(set(now) - set(recorded))
-    if added:
-        return f"{base / added[0]}: added since the package check ({check_file.name}) was made"
-    return None
+    changed = first_change(recorded, now, f"the package check ({check_file.name}) was made")
+    return f"{base}/{changed}" if changed else None

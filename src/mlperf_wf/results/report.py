@@ -16,6 +16,7 @@ import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from mlperf_wf.acquire.manifest import first_change
 from mlperf_wf.errors import ConfigError
 from mlperf_wf.kinds import Scale, Verdict
 from mlperf_wf.results import scoring
@@ -293,15 +294,9 @@ def changed_since_made(report_file: Path) -> str | None:
     except (OSError, ValueError, KeyError, TypeError):
         return f"{report_file}: not readable as a report's JSON"
     for result_file, logs in recorded.items():
-        now = power_logs_of(result_file)
-        for path, digest in logs.items():
-            if path not in now:
-                return f"{path}: removed since the report ({report_file.name}) was made"
-            if now[path] != digest:
-                return f"{path}: changed since the report ({report_file.name}) was made"
-        added = sorted(set(now) - set(logs))
-        if added:
-            return f"{added[0]}: added since the report ({report_file.name}) was made"
+        changed = first_change(logs, power_logs_of(result_file), f"the report ({report_file.name}) was made")
+        if changed:
+            return changed
     return None
 
 
