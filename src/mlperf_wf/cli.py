@@ -1,4 +1,5 @@
-"""``mlperf-wf``: the commands the workflow's rules run.
+"""mlperf-wf: check a config, size and preflight a full-scale plan, follow and score a campaign, and the steps the
+workflow's rules run.
 
 Each subcommand is a typed function of plain arguments, so tests call the same
 code without Snakemake. Errors the user can act on print as one line
@@ -894,11 +895,31 @@ def _positive_seconds(text: str) -> float:
     return value
 
 
+PEOPLE_COMMANDS = ("check", "preflight", "size", "system", "status", "score", "compliance", "download", "verify", "bundle", "mirror", "config-files")
+"""The commands people type, listed by ``mlperf-wf --help``; the others are steps the workflow's rules run (each has
+its own ``-h``), named apart at the end of the top help."""
+
+
+class _PeopleFirstHelp(argparse.HelpFormatter):
+    """The top help lists :data:`PEOPLE_COMMANDS` only (argparse 3.11 cannot hide a subcommand from the list)."""
+
+    def _fill_text(self, text, width, indent):
+        import textwrap
+
+        words = " ".join(text.split())  # a command's name is never cut at its hyphen
+        return textwrap.fill(words, width, initial_indent=indent, subsequent_indent=indent, break_on_hyphens=False)
+
+    def _iter_indented_subactions(self, action):
+        for subaction in super()._iter_indented_subactions(action):
+            if getattr(subaction, "dest", None) in PEOPLE_COMMANDS or not isinstance(action, argparse._SubParsersAction):
+                yield subaction
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="mlperf-wf", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="mlperf-wf", description=" ".join(__doc__.split("\n\n")[0].split()), formatter_class=_PeopleFirstHelp)
     parser.add_argument("--root", type=Path, default=Path.cwd(), help="project root holding config/ (default: current folder)")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", title="commands")
 
     p = sub.add_parser("mirror", help="generate a tiny dataset as a local mirror in its protocol's layout (R2 or Hugging Face Hub)")
     p.add_argument("--dataset", required=True)
@@ -1171,6 +1192,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--provenance", type=Path, action="append", default=[], help="provenance.json of each run (optional)")
     p.add_argument("--identity", type=Path, help="the campaign identity the runs must share (identity.json, written by the workflow)")
     p.add_argument("--out", type=Path, required=True)
+    steps = sorted(name for name in sub.choices if name not in PEOPLE_COMMANDS)
+    parser.epilog = f"Also run by the workflow's rules (mlperf-wf COMMAND -h for each): {', '.join(steps)}."
     return parser
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 from pathlib import Path
 
 from mlperf_wf import cli
@@ -39,3 +40,18 @@ def test_main_leaves_the_caller_s_working_folder_as_it_found_it(monkeypatch, tmp
     before = Path.cwd()
     assert cli.main(["--root", str(tmp_path), "check"]) == 0
     assert Path.cwd() == before
+
+
+def test_the_top_help_lists_the_commands_people_type_and_names_the_rules_steps_apart(capsys):
+    try:
+        cli.main(["--help"])
+    except SystemExit as exit_:
+        assert exit_.code == 0
+    text = capsys.readouterr().out
+    listed = set(re.findall(r"^    ([a-z][a-z-]+)(?:  |\n)", text, flags=re.MULTILINE))
+    assert listed == set(cli.PEOPLE_COMMANDS), listed
+    steps = " ".join(text.split("run by the workflow's rules", 1)[1].split())
+    assert all(f" {name}" in steps for name in set(cli.COMMANDS) - set(cli.PEOPLE_COMMANDS))
+    assert "``" not in text and "{" not in text.split("\n", 1)[0], "no markup, no wall of choices in the usage line"
+    # every rule step still runs and has its own help
+    assert cli.build_parser().parse_args(["merge-mllog", "result.txt"]).command == "merge-mllog"
