@@ -435,3 +435,10 @@ def test_the_quality_target_a_reference_reads_is_the_rules_for_the_run_s_round_a
     command = plan.train_job(name, 0).command
     assert where.format("0.5") in command.replace('"', "").replace("'", "")
     assert asked == [(name, plan.ruleset(name), "open")]
+
+
+def test_the_package_reads_the_system_description_by_a_path_that_moves_with_the_campaign(workdir):
+    # an absolute path made a copied or moved campaign's package "a set of input files changed" and packaged it again
+    plan = make_plan(workdir)
+    assert plan.system_description_input() == "config/systems/cpu-tiny.yaml"
+    assert (workdir / plan.system_description_input()).resolve() == plan.system_description().resolve()

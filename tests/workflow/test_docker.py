@@ -20,7 +20,8 @@ def test_tiny_train_job_runs_in_a_container_through_the_docker_backend(docker_ho
     for key, value in docker_host.items():
         monkeypatch.setenv(key, value)
     workdir = tiny_mirrors.seed(new_workdir(tmp_path / "docker_checkout"), "llama2_70b_lora")
-    proc = snakemake(workdir, "--cores", "2", "results/tiny/llama2_70b_lora/report.json", "--config", "runs=1", "launcher=docker")
+    # -p: a tiny run prints its jobs' commands only when asked
+    proc = snakemake(workdir, "--cores", "2", "-p", "results/tiny/llama2_70b_lora/report.json", "--config", "runs=1", "launcher=docker")
     assert "docker run --rm --network none -v " in proc.stdout + proc.stderr
     record = json.loads((workdir / "results/tiny/llama2_70b_lora/runs/0/provenance.json").read_text())
     assert record["launcher"] == "docker" and record["image"] == IMAGE

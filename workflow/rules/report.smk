@@ -111,7 +111,7 @@ rule benchmark_page:
 rule package:
     input:
         reports=package_reports,
-        system=PLAN.system_description(),
+        system=PLAN.system_description_input(),
     output:
         # the org folder (what is uploaded) inside: Snakemake's .snakemake_timestamp stays out of it
         package=directory(f"{RESULTS}/submission/{{ruleset}}-{{division}}/package"),

@@ -198,6 +198,11 @@ class Plan:
         """``config/systems/<submission.platform>.yaml``: the package's system JSON is made from it."""
         return registry.config_dir(self.workdir) / "systems" / f"{self.settings.submission.platform}.yaml"
 
+    def system_description_input(self) -> str:
+        """:meth:`system_description` as the package rule's input: relative to the workflow folder, so that the
+        campaign folder moved or copied elsewhere keeps the same set of inputs (Snakemake reruns a job whose set changed)."""
+        return str(registry.config_dir(Path()) / "systems" / f"{self.settings.submission.platform}.yaml")
+
     # ---- what Snakemake prints ----
 
     def job_message(self, rule: str) -> str | None:

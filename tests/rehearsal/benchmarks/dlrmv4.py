@@ -171,10 +171,12 @@ def _resolve_gin(ctx, gin_file: str) -> dict[str, object]:
     return values
 
 
-def _benchmark_env() -> dict[str, str]:
+def _benchmark_env(nodes: int, gpus_per_node: int) -> dict[str, str]:
+    """The definition's full.env as the plan fills it for this run's geometry (the batch split, the RCP's values)."""
     from mlperf_wf.config import registry
+    from mlperf_wf.plan.launch import Launch, definition_env
 
-    return dict(registry.load_benchmark("dlrmv4").full.env or {})
+    return definition_env(registry.load_benchmark("dlrmv4"), Launch("pyxis", nodes=nodes, gpus_per_node=gpus_per_node))
 
 
 def _dataset(ctx, values: dict[str, object]) -> None:
@@ -234,7 +236,8 @@ def probe(ctx) -> None:
     root = ctx.variable("DLRM_DATA_PATH", "yambda_5b.gin's DATA_PATH (data/env_path; its default is a path of the authors' cluster)")
     ctx.equal("gin DATA_PATH", values["DLRM_DATA_PATH"], root, "make_train_test_dataloaders/get_dataset.new_path_prefix")
     ctx.path(root, "the data root", kind="dir")
-    for name, value in _benchmark_env().items():
+    nodes = launch["world_size"] // launch["gpus_per_node"]
+    for name, value in _benchmark_env(nodes, launch["gpus_per_node"]).items():
         ctx.equal(f"${name} in the container", ctx.env.get(name), str(value), "benchmark.yaml full.env (run_and_time.sh's exports and the gin knobs)")
     _dataset(ctx, values)
 
