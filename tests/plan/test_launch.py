@@ -9,6 +9,7 @@ import pytest
 from mlperf_wf.config.registry import Container, load_benchmark
 from mlperf_wf.errors import ConfigError
 from mlperf_wf.plan.launch import HostHooks, Launch, RunPaths, drop_page_cache, full_scale, raise_limits, tiny_command
+from tests.conftest import ROOT
 
 IMAGE = "mlperf-workflow/llama2_70b_lora:ref-aa344c7-pytorch24.01-patches1"
 DIGEST = "sha256:" + "ab" * 32
@@ -249,20 +250,27 @@ def test_the_limits_the_reference_raises_are_raised_before_the_launch_and_a_lowe
     assert "went on" in lower.stdout and "could not raise the nofile limit to 4096 (hard limit 2048)" in lower.stderr
 
 
-@pytest.mark.parametrize(
-    ("flag", "fix"),
-    [
-        ("--max_steps", "full_hyperparameters.llama2_70b_lora.max_steps"),
-        ("--learning_rate", "full_hyperparameters.llama2_70b_lora.opt_base_learning_rate"),
-        ("--gradient_accumulation_steps", "full_hyperparameters.llama2_70b_lora.global_batch_size or full_geometry.llama2_70b_lora"),
-        ("--eval_steps", "full_hyperparameters.llama2_70b_lora.global_batch_size or full_geometry.llama2_70b_lora"),
-    ],
-)
-def test_a_site_argument_never_replaces_a_value_the_plan_derives_from_the_batch(run, flag, fix):
+def test_a_site_argument_replacing_a_value_the_plan_derives_from_the_batch_is_a_named_deviation(tmp_path, monkeypatch):
     """The batch split and the RCP's values are the plan's, shown in the dry run's table and checked against the rules:
-    a flag carrying one is refused, naming the key that sets it (a named deviation), never replaced behind the table."""
-    bench, paths, _ = run
-    with pytest.raises(ConfigError) as refused:
-        full_scale(bench, 3, 1237, paths, Launch("docker", arguments=((flag, "800"),)))
-    assert str(refused.value).startswith(f"config: full_arguments.llama2_70b_lora: {flag!r} carries the plan's ")
-    assert str(refused.value).endswith(f"set {fix} instead (the dry run's table shows it)")
+    a site flag that replaces one (a toy run's learning rate, step counts) is listed there as a deviation with the key
+    that would keep the table in charge, never replaced behind it."""
+    import yaml
+
+    from mlperf_wf.config.workflow_config import WorkflowConfig
+    from mlperf_wf.plan import plan as planning
+    from mlperf_wf.plan import preflight
+
+    (tmp_path / "config").symlink_to(ROOT / "config")
+    monkeypatch.chdir(tmp_path)
+    defaults = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    arguments = {"--learning_rate": "1.5e-4", "--eval_steps": "10", "--max_seq_len": "512"}
+    config = {**defaults, "scale": "full", "full_arguments": {"llama2_70b_lora": arguments}}
+    plan = planning.Plan(WorkflowConfig.parse(config), project_root=ROOT, workdir=tmp_path)
+    assert "--learning_rate 1.5e-4 " in plan.train_job("llama2_70b_lora", 0).command
+    table = preflight.batch_tables(plan, ["llama2_70b_lora"])
+    assert (
+        "  --learning_rate 1.5e-4  DEVIATION: full_arguments replaces the plan's {hp[opt_base_learning_rate]} "
+        "(full_hyperparameters.llama2_70b_lora.opt_base_learning_rate sets it and keeps this table in charge)"
+    ) in table
+    assert "  --eval_steps 10  DEVIATION: full_arguments replaces the plan's {gbs://384} (full_hyperparameters.llama2_70b_lora.global_batch_size" in table
+    assert "--max_seq_len" not in table  # a literal of the reference's command, not the plan's

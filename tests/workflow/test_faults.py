@@ -235,6 +235,19 @@ def test_changed_hyperparameters_and_one_run_redone_under_mtime_triggers_never_s
 
 
 @pytest.mark.slow
+def test_changed_hyperparameters_alone_make_the_report_refuse_every_run_under_mtime_triggers(campaign):
+    """The learning rate changed and nothing else: no run is retrained (mtime triggers), and the report is made
+    again and refuses both runs by name, never left scoring them as the campaign it no longer is."""
+    changed = (*CONFIG, f"tiny_hyperparameters={{{BENCH}: {{learning_rate: 0.0005}}}}")
+    proc = snakemake(campaign, "--cores", "2", "--rerun-triggers", "mtime", *changed)
+    assert f"results/tiny/{BENCH}/identity.json: {BENCH}'s config changed" in proc.stderr
+    assert "Nothing to be done" not in proc.stdout + proc.stderr
+    report = json.loads((campaign / "results/tiny" / BENCH / "report.json").read_text())
+    assert all(run["identity_problems"] for run in report["runs"]) and not report["valid_submission"]
+    assert report["score"]["counted_runs"] == []
+
+
+@pytest.mark.slow
 @pytest.mark.skipif(os.geteuid() != 0, reason="mounts a small tmpfs (root)")
 def test_a_full_disk_during_training_fails_the_run_and_the_rerun_after_freeing_space_completes(campaign):
     """Fault 2: the run folder fills up (a 4 KiB tmpfs) while the trainer logs: the job fails with the write error

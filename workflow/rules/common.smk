@@ -106,8 +106,9 @@ if workflow.is_main_process:
         if _report_changed:
             _would = "would report again" if DRY_RUN else "reporting again"
             print(f"mlperf-wf: {_report_changed}: {_would}", file=sys.stderr)
-    # A package whose files changed since its check (edited, removed, added) is made and checked again: its check is
-    # removed (a dry run only says so), so the package rule's output is missing.
+    # A package whose files changed since its check (edited, removed, added) is made and checked again: what changed
+    # is written to a record the package rule reads, newer than the check (a dry run only says so). Removing the check
+    # would not do: Snakemake does not remake a missing output whose consumers (the summary) are up to date.
     for _package_check in sorted(
         (Path(PLAN.results_root) / "submission").glob("*/package_check.json")
     ):
@@ -120,7 +121,7 @@ if workflow.is_main_process:
             )
             print(f"mlperf-wf: {_package_changed}: {_would}", file=sys.stderr)
             if not DRY_RUN:
-                _package_check.unlink()
+                submission_package.record_change(_package_check, _package_changed)
 
 # The report's front page (report/workflow.rst) says each benchmark's round and division as its runs are checked, not
 # the config's "latest" and a division the tiny tier may not use.
@@ -148,8 +149,12 @@ if workflow.is_main_process:
                 f"mlperf-wf: {_identity_file}: {_name}'s config changed since its runs' identity was recorded: {_would}",
                 file=sys.stderr,
             )
+            # written anew, newer than the report that reads it (a removed one would not be made again while the
+            # report is up to date)
             if not workflow.dryrun:
-                _identity_file.unlink()
+                campaign_identity.write_expected(
+                    campaign_identity.expected(PLAN, _name), _identity_file
+                )
 
 
 # ---- preflight (mlperf_wf.plan.preflight) ----
@@ -455,6 +460,17 @@ def run_files(file):
 
 
 @signature_once
+def package_change_record(wildcards):
+    """What changed in the package since its check, where the workflow found it changed (it is made again)."""
+    record = (
+        Path(RESULTS)
+        / "submission"
+        / f"{wildcards.ruleset}-{wildcards.division}"
+        / submission_package.CHANGE_RECORD
+    )
+    return [str(record)] if record.is_file() else []
+
+
 def power_record(wildcards):
     """The digests of the runs' power logs, where the workflow found them changed since the report read them."""
     record = (

@@ -112,6 +112,7 @@ rule package:
     input:
         reports=package_reports,
         system=PLAN.system_description_input(),
+        changed=package_change_record,
     output:
         # the org folder (what is uploaded) inside: Snakemake's .snakemake_timestamp stays out of it
         package=directory(f"{RESULTS}/submission/{{ruleset}}-{{division}}/package"),

@@ -229,9 +229,10 @@ class WorkflowConfig(_Section):
     full_arguments: dict[str, Flags] = {}
     """Per-benchmark flags of the reference command whose value this site sets: `{llama2_70b_lora: {--config_file:
     configs/my_cluster.yaml, --max_seq_len: "4096"}}`. Each flag must already be in the benchmark's command; an
-    unknown flag stops the workflow with the list of its flags, and so does a flag whose value the plan derives from
-    the batch (the RCP's values, the micro batch and accumulation): set those with `full_hyperparameters`.
-    Closed-division rules still apply to what you change."""
+    unknown flag stops the workflow with the list of its flags. A flag whose value the plan derives from the batch (an
+    RCP value, the micro batch and accumulation, a step count in samples) is a named DEVIATION in the dry run's batch
+    table (`full_hyperparameters` sets those and keeps the table in charge). Closed-division rules still apply to what
+    you change: the compliance checker reads them in each run's log."""
     full_hyperparameters: dict[str, Hyperparameters] = {}
     """Per-benchmark global batch size and RCP hyperparameters of full-scale runs: `{llama31_8b: {global_batch_size:
     64}}` runs at GBS 64 with the round's RCP values there; `{flux1: {opt_base_learning_rate: 0.0001}}` keeps the GBS

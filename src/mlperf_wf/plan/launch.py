@@ -205,18 +205,24 @@ def override_arguments(bench: BenchmarkDef, command: list[str], arguments: tuple
         if flag not in command[:-1]:
             flags = sorted(word for word in command if word.startswith("--"))
             raise ConfigError(f"config: full_arguments.{bench.name}: {flag!r} is not a flag of its reference command; its flags: {', '.join(flags)}")
-        at = command.index(flag) + 1
-        planned = _planned_by_the_batch(bench, bench.full.command[at]) if len(command) == len(bench.full.command) else None
-        if planned:
-            raise ConfigError(
-                f"config: full_arguments.{bench.name}: {flag!r} carries the plan's {bench.full.command[at]} ({command[at]} here); "
-                f"set {planned} instead (the dry run's table shows it)"
-            )
-        command[at] = value
+        command[command.index(flag) + 1] = value
     return command
 
 
-def _planned_by_the_batch(bench: BenchmarkDef, word: str) -> str | None:
+def argument_deviations(bench: BenchmarkDef, arguments: tuple[tuple[str, str], ...]) -> list[str]:
+    """The site's ``full_arguments`` that replace a value the plan derives from the batch (an RCP value, the split, a
+    step count in samples), one line each for the dry run's table: named deviations, never silent ones."""
+    lines = []
+    words = list(bench.full.command)
+    for flag, value in arguments:
+        at = words.index(flag) + 1 if flag in words[:-1] else None
+        key = planned_by_the_batch(bench, words[at]) if at is not None else None
+        if key:
+            lines.append(f"{flag} {value}  DEVIATION: full_arguments replaces the plan's {words[at]} ({key} sets it and keeps this table in charge)")
+    return lines
+
+
+def planned_by_the_batch(bench: BenchmarkDef, word: str) -> str | None:
     """The config key that sets a command word derived from the batch (``{hp[KEY]}``, ``{gbs...}``, the split, a
     rule's value); None for any other word."""
     keys = hyperparameter_keys(word)

@@ -314,6 +314,7 @@ def batch_tables(plan: Plan, benchmarks: Iterable[str]) -> str:
             continue  # a preflight problem says why
         if batch is not None:
             lines += sizing.describe_batch(batch)
+            lines += [f"  {line}" for line in launch.argument_deviations(plan.bench(name), plan.launch_settings(name).arguments)]
     table = "\n".join(["batch and hyperparameters of the full-scale runs (mlperf-wf size explains each):", *lines]) if lines else ""
     if notes:
         table = "\n".join(

@@ -153,6 +153,21 @@ def manifest(org_dir: Path, base: Path) -> dict[str, str]:
     return {str(path.resolve().relative_to(base)): hashlib.sha256(path.read_bytes()).hexdigest() for path in sorted(org_dir.rglob("*")) if path.is_file()}
 
 
+CHANGE_RECORD = "package_changes.json"
+"""Beside a package check: what changed in the package since it was checked, written by the workflow when it finds a
+change (:func:`record_change`); an input of the package rule, so that Snakemake makes and checks the package again."""
+
+
+def record_change(check_file: Path, change: str) -> Path:
+    """Write ``change`` and the package's files as they are now to :data:`CHANGE_RECORD` beside ``check_file``."""
+    base = check_file.parent
+    org_dirs = sorted(path for path in (base / "package").iterdir() if path.is_dir()) if (base / "package").is_dir() else []
+    now = {name: digest for org_dir in org_dirs for name, digest in manifest(org_dir, base).items()}
+    record = base / CHANGE_RECORD
+    record.write_text(json.dumps({"change": change, "files": now}, indent=2, sort_keys=True) + "\n")
+    return record
+
+
 def changed_since_checked(check_file: Path) -> str | None:
     """Why the package that ``check_file`` (``package_check.json``) describes is no longer the one it checked: the first
     file edited, removed or added since, in one line; None when it is the same (or there is no check yet)."""
