@@ -112,7 +112,10 @@ if workflow.is_main_process:
     for _package_check in sorted(
         (Path(PLAN.results_root) / "submission").glob("*/package_check.json")
     ):
-        _package_changed = submission_package.changed_since_checked(_package_check)
+        if DRY_RUN:
+            _package_changed = submission_package.changed_since_checked(_package_check)
+        else:
+            _package_changed = submission_package.record_change(_package_check)
         if _package_changed:
             _would = (
                 "would package again (a dry run changes nothing)"
@@ -120,8 +123,6 @@ if workflow.is_main_process:
                 else "packaging again"
             )
             print(f"mlperf-wf: {_package_changed}: {_would}", file=sys.stderr)
-            if not DRY_RUN:
-                submission_package.record_change(_package_check, _package_changed)
 
 # The report's front page (report/workflow.rst) says each benchmark's round and division as its runs are checked, not
 # the config's "latest" and a division the tiny tier may not use.
@@ -137,9 +138,8 @@ LOGS = PLAN.logs_root
 if workflow.is_main_process:
     for _name in config["benchmarks"]:
         _identity_file = Path(RESULTS) / _name / campaign_identity.IDENTITY_FILE
-        if campaign_identity.changed(
-            _identity_file, campaign_identity.expected(PLAN, _name)
-        ):
+        _identity = campaign_identity.expected(PLAN, _name)
+        if campaign_identity.changed(_identity_file, _identity):
             _would = (
                 "would record it again (a dry run changes nothing)"
                 if workflow.dryrun
@@ -152,9 +152,7 @@ if workflow.is_main_process:
             # written anew, newer than the report that reads it (a removed one would not be made again while the
             # report is up to date)
             if not workflow.dryrun:
-                campaign_identity.write_expected(
-                    campaign_identity.expected(PLAN, _name), _identity_file
-                )
+                campaign_identity.write_expected(_identity, _identity_file)
 
 
 # ---- preflight (mlperf_wf.plan.preflight) ----
@@ -459,24 +457,28 @@ def run_files(file):
     return files
 
 
+def existing(path):
+    """``[path]`` where the file is there, else ``[]``: an input the workflow writes only when something changed."""
+    return [str(path)] if Path(path).is_file() else []
+
+
 @signature_once
 def package_change_record(wildcards):
     """What changed in the package since its check, where the workflow found it changed (it is made again)."""
-    record = (
+    return existing(
         Path(RESULTS)
         / "submission"
         / f"{wildcards.ruleset}-{wildcards.division}"
         / submission_package.CHANGE_RECORD
     )
-    return [str(record)] if record.is_file() else []
 
 
+@signature_once
 def power_record(wildcards):
     """The digests of the runs' power logs, where the workflow found them changed since the report read them."""
-    record = (
+    return existing(
         Path(PLAN.report(wildcards.benchmark)).parent / benchmark_report.POWER_RECORD
     )
-    return [str(record)] if record.is_file() else []
 
 
 def report_args(wildcards, input):

@@ -196,7 +196,7 @@ class Plan:
 
     def system_description(self) -> Path:
         """``config/systems/<submission.platform>.yaml``: the package's system JSON is made from it."""
-        return registry.config_dir(self.workdir) / "systems" / f"{self.settings.submission.platform}.yaml"
+        return self.workdir / self.system_description_input()
 
     def system_description_input(self) -> str:
         """:meth:`system_description` as the package rule's input: relative to the workflow folder, so that the
@@ -515,16 +515,20 @@ class Plan:
         """The config's ``full_geometry`` of a benchmark (every field None where the definition's holds)."""
         return self.settings.full_geometry.get(name) or GeometryOverride()
 
+    def run_geometry(self, name: str) -> tuple[int, int]:
+        """(nodes, GPUs per node) of the full-scale runs of ``name``: the config's ``full_geometry``, else the definition's."""
+        geometry, override = self.bench(name).full.geometry, self.geometry_override(name)
+        return override.nodes or geometry.nodes, override.gpus_per_node or geometry.gpus_per_node
+
     def launch_settings(self, name: str) -> launch.Launch:
         """Launcher, geometry (definition or ``full_geometry``), environment and site overrides of a benchmark's runs."""
         geometry = self.bench(name).full.geometry
         override = self.geometry_override(name)
         chosen = self.settings.launcher
-        nodes = override.nodes or geometry.nodes
+        nodes, gpus_per_node = self.run_geometry(name)
         if chosen == "auto":
             # docker runs on one node: a run that spans several (gpt3's 8) goes through SLURM and pyxis
             chosen = "local" if self.scale == Scale.TINY else "docker" if nodes == 1 else "pyxis"
-        gpus_per_node = override.gpus_per_node or geometry.gpus_per_node
         return launch.Launch(
             launcher=chosen,
             nodes=nodes,

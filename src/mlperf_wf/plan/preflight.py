@@ -194,12 +194,6 @@ def _benchmark_problems(plan: Plan, name: str) -> list[Problem]:
     return problems
 
 
-def _geometry(plan: Plan, name: str) -> tuple[int, int]:
-    """(nodes, GPUs per node) of the runs: the config's ``full_geometry``, else the definition's."""
-    geometry, override = plan.bench(name).full.geometry, plan.geometry_override(name)
-    return override.nodes or geometry.nodes, override.gpus_per_node or geometry.gpus_per_node
-
-
 def system_fit_problems(plan: Plan, name: str) -> list[Problem]:
     """What of the probed system (``config/systems/<platform>.yaml``'s ``hardware``) the runs of ``name`` cannot run on:
     no image of the benchmark (its own or a variant, ``full.container.targets``) fits its CPU architecture, GPUs or GPU
@@ -223,7 +217,7 @@ def system_fit_problems(plan: Plan, name: str) -> list[Problem]:
                     f"{', '.join(fit.misfits)}): {'; '.join(images)}",
                 )
             )
-    nodes, gpus_per_node = _geometry(plan, name)
+    nodes, gpus_per_node = plan.run_geometry(name)
     where = f"config/systems/{plan.settings.submission.platform}.yaml"
     if gpus_per_node > hardware.gpus_per_node:
         problems.append(
@@ -269,7 +263,7 @@ def system_fit_notes(plan: Plan, name: str) -> list[str]:
     targets = plan.container(name).targets
     if targets is not None:
         notes += [f"{name}: {note}" for note in system.image_fit(targets, hardware).notes]
-    gpus_per_node = _geometry(plan, name)[1]
+    gpus_per_node = plan.run_geometry(name)[1]
     if gpus_per_node < hardware.gpus_per_node:
         notes.append(f"{name}: the runs use {gpus_per_node} of each node's {hardware.gpus_per_node} GPUs (full_geometry.{name}.gpus_per_node)")
     cpus = plan.bench(name).full.geometry.cpus_per_gpu * gpus_per_node
@@ -309,12 +303,12 @@ def batch_tables(plan: Plan, benchmarks: Iterable[str]) -> str:
     for name in benchmarks:
         notes += system_fit_notes(plan, name)
         try:
-            batch = plan.launch_settings(name).batch
+            settings = plan.launch_settings(name)
         except ConfigError:
             continue  # a preflight problem says why
-        if batch is not None:
-            lines += sizing.describe_batch(batch)
-            lines += [f"  {line}" for line in launch.argument_deviations(plan.bench(name), plan.launch_settings(name).arguments)]
+        if settings.batch is not None:
+            lines += sizing.describe_batch(settings.batch)
+            lines += [f"  {line}" for line in launch.argument_deviations(plan.bench(name), settings.arguments)]
     table = "\n".join(["batch and hyperparameters of the full-scale runs (mlperf-wf size explains each):", *lines]) if lines else ""
     if notes:
         table = "\n".join(

@@ -736,19 +736,27 @@ def literal_batch_problem(bench, nodes: int, gpus_per_node: int) -> str | None:
     sizing_def = bench.full.sizing
     if sizing_def is None or wired(bench) or sizing_def.literal_batch != "global":
         return None
-    gpus = nodes * gpus_per_node
-    if gpus % sizing_def.model_parallel:
+    literal = _literal_gbs(sizing_def, nodes * gpus_per_node)
+    if literal is None:
         return None  # no whole replicas: the geometry's problem
-    count = gpus // sizing_def.model_parallel
-    gbs = sizing_def.global_batch_size
+    gbs, count = literal
     if split(gbs, count, sizing_def.max_micro_batch, sizing_def.accumulates) is not None:
         return None
     most = max((n for n in range(1, gbs + 1) if split(gbs, n, sizing_def.max_micro_batch, sizing_def.accumulates)), default=1)
     return (
-        f"its command's literal GBS {gbs} cannot be split over {count} data-parallel replicas ({gpus} GPUs, {sizing_def.model_parallel} per "
-        f"replica): run it on at most {most * sizing_def.model_parallel} GPUs (full_geometry.{bench.name}), or set a larger GBS through "
-        "full_arguments (a deviation from the RCP)"
+        f"its command's literal GBS {gbs} cannot be split over {count} data-parallel replicas ({nodes * gpus_per_node} GPUs, "
+        f"{sizing_def.model_parallel} per replica): run it on at most {most * sizing_def.model_parallel} GPUs (full_geometry.{bench.name}), "
+        "or set a larger GBS through full_arguments (a deviation from the RCP)"
     )
+
+
+def _literal_gbs(sizing_def, gpus: int) -> tuple[int, int] | None:
+    """(the GBS a command with literal batch flags makes on ``gpus`` GPUs, its data-parallel replicas); None where the
+    GPUs make no whole replicas."""
+    if gpus % sizing_def.model_parallel:
+        return None
+    count = gpus // sizing_def.model_parallel
+    return (sizing_def.max_micro_batch * count if sizing_def.literal_batch == "per_gpu" else sizing_def.global_batch_size), count
 
 
 def literal_batch(bench, ruleset: str, nodes: int, gpus_per_node: int) -> PlannedBatch | None:
@@ -757,10 +765,10 @@ def literal_batch(bench, ruleset: str, nodes: int, gpus_per_node: int) -> Planne
     GBS, a deviation where they differ. None: the GPUs do not make whole replicas of the GBS (the geometry's problem)."""
     sizing_def = bench.full.sizing
     gpus = nodes * gpus_per_node
-    if gpus % sizing_def.model_parallel:
+    literal = _literal_gbs(sizing_def, gpus)
+    if literal is None:
         return None
-    count = gpus // sizing_def.model_parallel
-    gbs = sizing_def.max_micro_batch * count if sizing_def.literal_batch == "per_gpu" else sizing_def.global_batch_size
+    gbs, count = literal
     made = split(gbs, count, sizing_def.max_micro_batch, sizing_def.accumulates)
     if made is None:
         return None

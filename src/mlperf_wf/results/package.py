@@ -158,29 +158,45 @@ CHANGE_RECORD = "package_changes.json"
 change (:func:`record_change`); an input of the package rule, so that Snakemake makes and checks the package again."""
 
 
-def record_change(check_file: Path, change: str) -> Path:
-    """Write ``change`` and the package's files as they are now to :data:`CHANGE_RECORD` beside ``check_file``."""
-    base = check_file.parent
-    org_dirs = sorted(path for path in (base / "package").iterdir() if path.is_dir()) if (base / "package").is_dir() else []
-    now = {name: digest for org_dir in org_dirs for name, digest in manifest(org_dir, base).items()}
-    record = base / CHANGE_RECORD
-    record.write_text(json.dumps({"change": change, "files": now}, indent=2, sort_keys=True) + "\n")
-    return record
+def record_change(check_file: Path) -> str | None:
+    """Where the package that ``check_file`` describes changed since its check (:func:`changed_since_checked`): write
+    the change and the package's files as they are now to :data:`CHANGE_RECORD` beside it, and say the change in one
+    line; None (nothing written) when it is the package it checked."""
+    changed, now = _package_change(check_file)
+    if changed is not None:
+        record = {"change": changed, "files": now}
+        (check_file.parent / CHANGE_RECORD).write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
+    return changed
 
 
 def changed_since_checked(check_file: Path) -> str | None:
     """Why the package that ``check_file`` (``package_check.json``) describes is no longer the one it checked: the first
     file edited, removed or added since, in one line; None when it is the same (or there is no check yet)."""
+    return _package_change(check_file)[0]
+
+
+def _package_change(check_file: Path) -> tuple[str | None, dict[str, str]]:
+    """(what changed in the package since its check, or None; its files' digests now), every file hashed once. A check
+    that cannot be read, or records no digests, is a change: the package is made and checked again."""
+    base = check_file.parent
     if not check_file.is_file():
-        return None
+        return None, {}
     try:
         recorded = json.loads(check_file.read_text()).get("files")
     except (OSError, ValueError, AttributeError):
-        return f"{check_file}: not readable as the package check's JSON"
+        return f"{check_file}: not readable as the package check's JSON", _files_now(base, None)
     if not isinstance(recorded, dict) or not recorded:
-        return f"{check_file}: records no digest of the package's files (made by an older version)"
-    base = check_file.parent
-    org_dirs = {base / Path(*Path(name).parts[:2]) for name in recorded}  # package/<org>
-    now = {name: digest for org_dir in org_dirs if org_dir.is_dir() for name, digest in manifest(org_dir, base).items()}
+        return f"{check_file}: records no digest of the package's files (made by an older version)", _files_now(base, None)
+    now = _files_now(base, recorded)
     changed = first_change(recorded, now, f"the package check ({check_file.name}) was made")
-    return f"{base}/{changed}" if changed else None
+    return (f"{base}/{changed}" if changed else None), now
+
+
+def _files_now(base: Path, recorded: dict[str, str] | None) -> dict[str, str]:
+    """The package's files under ``base`` (a check's folder) and their sha256 now: those of the org folders the check
+    recorded, else of every org folder in ``package/``."""
+    if recorded:
+        org_dirs = {base / Path(*Path(name).parts[:2]) for name in recorded}  # package/<org>
+    else:
+        org_dirs = {path for path in (base / "package").iterdir() if path.is_dir()} if (base / "package").is_dir() else set()
+    return {name: digest for org_dir in sorted(org_dirs) if org_dir.is_dir() for name, digest in manifest(org_dir, base).items()}

@@ -272,13 +272,9 @@ def record_changed_power_logs(report_file: Path) -> str | None:
     """Where the power logs of ``report_file``'s runs changed since it was made (:func:`changed_since_made`): write
     their digests now to :data:`POWER_RECORD` beside it, newer than the report, and say the first change in one
     line; None (nothing written) when they are the ones it read."""
-    changed = changed_since_made(report_file)
-    if changed is None or changed.startswith(f"{report_file}:"):
-        return changed
-    runs = json.loads(report_file.read_text())["runs"]
-    now = {run["result_file"]: power_logs_of(run["result_file"]) for run in runs}
-    record = report_file.with_name(POWER_RECORD)
-    record.write_text(json.dumps(now, indent=2, sort_keys=True) + "\n")
+    changed, now = _power_log_change(report_file)
+    if changed is not None and now is not None:
+        report_file.with_name(POWER_RECORD).write_text(json.dumps(now, indent=2, sort_keys=True) + "\n")
     return changed
 
 
@@ -286,18 +282,22 @@ def changed_since_made(report_file: Path) -> str | None:
     """Why the report in ``report_file`` no longer judges the files it names: the first power log changed, added or
     removed since it was made, in one line; None when they are the ones it read (or there is no report yet). The run
     logs themselves are the report rule's inputs: Snakemake remakes it when one of those changes."""
+    return _power_log_change(report_file)[0]
+
+
+def _power_log_change(report_file: Path) -> tuple[str | None, dict[str, dict[str, str]] | None]:
+    """(the first power log changed since the report was made, or None; each run's power log digests now, or None
+    where the report cannot be read), every log hashed once."""
     if not report_file.is_file():
-        return None
+        return None, None
     try:
-        runs = json.loads(report_file.read_text())["runs"]
-        recorded = {run["result_file"]: run.get("power_logs", {}) for run in runs}
+        recorded = {run["result_file"]: run.get("power_logs", {}) for run in json.loads(report_file.read_text())["runs"]}
     except (OSError, ValueError, KeyError, TypeError):
-        return f"{report_file}: not readable as a report's JSON"
-    for result_file, logs in recorded.items():
-        changed = first_change(logs, power_logs_of(result_file), f"the report ({report_file.name}) was made")
-        if changed:
-            return changed
-    return None
+        return f"{report_file}: not readable as a report's JSON", None
+    now = {result_file: power_logs_of(result_file) for result_file in recorded}
+    since = f"the report ({report_file.name}) was made"
+    changes = (first_change(logs, now[result_file], since) for result_file, logs in recorded.items())
+    return next((change for change in changes if change), None), now
 
 
 def _forecast(window: list, submission_benchmark: str, ruleset: str, division: str, required: int) -> dict:
