@@ -85,7 +85,8 @@ def test_pyxis_single_node(run):
         'export MASTER_ADDR="$(scontrol show hostnames "${SLURM_JOB_NODELIST:-$(squeue -h -j "$SLURM_JOB_ID" -o %N)}" | head -n 1)";'
         " export COMPLIANCE_FILE=/results/result.txt; export HF_HUB_OFFLINE=1; export MASTER_PORT=29500;"
         " export MLPERF_WF_MLLOG_PARTS=/results/mllog-parts; export SEED=1237;"
-        f" srun --nodes=1 --ntasks-per-node=1 --mpi=none --overlap '--container-image=registry.example:5000#mlperf/llama2_70b_lora:{DIGEST}'"
+        " srun --nodes=1 --ntasks-per-node=1 --mpi=none --kill-on-bad-exit=1 --overlap"
+        f" '--container-image=registry.example:5000#mlperf/llama2_70b_lora:{DIGEST}'"
         f" --container-mounts={tmp}/prep:/data:ro,{tmp}/ckpt:/ckpt:ro,{tmp}/runs/3:/results:rw"
         " --container-writable --container-remap-root --no-container-mount-home --container-workdir=/workspace/ft-llm"
         " --container-env=COMPLIANCE_FILE,HF_HUB_OFFLINE,MASTER_ADDR,MASTER_PORT,MLPERF_WF_CACHE_CLEARED,MLPERF_WF_MLLOG_PARTS,SEED"
@@ -155,9 +156,10 @@ def test_pyxis_per_gpu_process_model_starts_one_task_per_gpu_with_slurm_ranks(ru
     per_gpu = bench.model_copy(update={"full": bench.full.model_copy(update={"process_model": "per_gpu"})})
     line = full_scale(per_gpu, 3, 1237, paths, Launch("pyxis", nodes=2, gpus_per_node=4))
     # no --mpi unless the definition names the reference's (srun.sh, run_gpt3.sh pass none: a site without PMIx runs them)
-    assert "srun --nodes=2 --ntasks-per-node=4 --overlap " in line and "--mpi" not in line
+    assert "srun --nodes=2 --ntasks-per-node=4 --kill-on-bad-exit=1 --overlap " in line and "--mpi" not in line
     with_pmix = per_gpu.model_copy(update={"full": per_gpu.full.model_copy(update={"srun_mpi": "pmix"})})
-    assert "srun --nodes=2 --ntasks-per-node=4 --mpi=pmix --overlap " in full_scale(with_pmix, 3, 1237, paths, Launch("pyxis", nodes=2, gpus_per_node=4))
+    pmix_line = full_scale(with_pmix, 3, 1237, paths, Launch("pyxis", nodes=2, gpus_per_node=4))
+    assert "srun --nodes=2 --ntasks-per-node=4 --mpi=pmix --kill-on-bad-exit=1 --overlap " in pmix_line
     assert "bash -c 'RANK=$SLURM_PROCID LOCAL_RANK=$SLURM_LOCALID WORLD_SIZE=$SLURM_NTASKS exec accelerate launch" in line
 
 

@@ -99,7 +99,7 @@ def test_a_two_node_pyxis_run_drops_the_cache_on_each_node_before_its_training_s
     command = full_job(tmp_path, "llama2_70b_lora", "pyxis", nodes=2)
     drop = launch.drop_page_cache(2, srun=True)
     assert drop.startswith("if srun --nodes=2 --ntasks-per-node=1 --overlap bash -c ") and drop in command
-    training = command.index("srun --nodes=2 --ntasks-per-node=1 --mpi=none --overlap --container-image=")
+    training = command.index("srun --nodes=2 --ntasks-per-node=1 --mpi=none --kill-on-bad-exit=1 --overlap --container-image=")
     assert command.index(drop) < training
     names = command[training:].split("--container-env=", 1)[1].split()[0].split(",")
     assert launch.CACHE_CLEARED_VARIABLE in names, "the drop's outcome reaches every task"

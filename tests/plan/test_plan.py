@@ -216,7 +216,7 @@ def test_pyxis_srun_overlaps_the_jobstep_on_one_node_and_runs_straight_from_the_
     for nodes, mpi in ((1, None), (2, "srun")):
         job = make_plan(workdir, scale="full", launcher="pyxis", full_geometry={"llama2_70b_lora": {"nodes": nodes}}).train_job("llama2_70b_lora", 0)
         assert job.resources.mpi == mpi and job.resources.tasks == nodes
-        assert f" srun --nodes={nodes} --ntasks-per-node=1 --mpi=none --overlap " in job.command
+        assert f" srun --nodes={nodes} --ntasks-per-node=1 --mpi=none --kill-on-bad-exit=1 --overlap " in job.command
         assert 'scontrol show hostnames "${SLURM_JOB_NODELIST:-$(squeue -h -j "$SLURM_JOB_ID" -o %N)}"' in job.command
 
 

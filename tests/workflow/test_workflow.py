@@ -327,7 +327,7 @@ def test_named_slurm_profile_requests_the_benchmark_geometry(tmp_path):
     line = train_resources_line(multi.stdout)
     for expected in ("nodes=2", "gres=gpu:8", "tasks=2", "mpi=srun"):
         assert expected in line, (expected, line)
-    assert "srun --nodes=2 --ntasks-per-node=1 --mpi=none --overlap --container-image=" in multi.stdout
+    assert "srun --nodes=2 --ntasks-per-node=1 --mpi=none --kill-on-bad-exit=1 --overlap --container-image=" in multi.stdout
     assert "accelerate launch --num_machines 2 --machine_rank" in multi.stdout and "--num_processes 16 --config_file" in multi.stdout
 
 

@@ -31,7 +31,8 @@ The reference's files are not edited. What changes, and why:
    training, and the reference's Slurm executor runs it once in its own job. Here every node's container runs the
    script, so every node would build the index into the one shared ``index_mapping_dir`` at once (NeMo's builder
    writes its files in place). On several nodes node 0 builds it and leaves a marker; the other nodes wait for the
-   marker (``MLPERF_WF_INDEX_WAIT_SECONDS``, default the script's 1 h for that task) or node 0's failure note.
+   marker (``MLPERF_WF_INDEX_WAIT_SECONDS``, default the script's 1 h for that task) or node 0's failure note. A
+   node 0 that dies before it can write the note is ended with the others by the run's ``srun --kill-on-bad-exit=1``.
    One copy, not one per node: the reference's own index is over 400 GB (config.sh:40-42) and it reads one.
 7. **A failed task fails the job.** NeMo-Run's ``Experiment.run`` launches the training even when
    ``build_data_index`` failed and never exits non-zero for a failed task (run/experiment.py:588-612 at 34259bd), so

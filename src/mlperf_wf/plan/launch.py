@@ -414,6 +414,27 @@ def apptainer_argv(
     return [*argv, "--pwd", workdir, image, *command]
 
 
+def srun_step_flags(bench: BenchmarkDef, nodes: int, gpus_per_node: int) -> list[str]:
+    """The srun step that starts a full-scale run's processes on the allocation's nodes (pyxis), before its container
+    options: one task per node, or one per GPU for ``process_model: per_gpu``."""
+    per_gpu = bench.full.process_model == "per_gpu"
+    # one task per GPU: the reference's own --mpi, or none (the site's default); a launcher per node needs no PMI
+    mpi = ([f"--mpi={bench.full.srun_mpi}"] if bench.full.srun_mpi else []) if per_gpu else ["--mpi=none"]
+    return [
+        "srun",
+        f"--nodes={nodes}",
+        f"--ntasks-per-node={gpus_per_node if per_gpu else 1}",
+        *mpi,
+        # A task that fails ends the others at once (NeMo-Run's Slurm executor, which the llama31 references launch
+        # through, passes the same): the other nodes would otherwise wait on it until a collective's timeout, or an
+        # hour for llama31_405b's data index, before the job fails and the profile retries it.
+        "--kill-on-bad-exit=1",
+        # A one-task job runs inside the jobstep's own `srun -n1` step (the executor only skips that wrapper for
+        # several tasks): --overlap lets this step share that step's CPUs, memory and GPUs instead of waiting.
+        "--overlap",
+    ]
+
+
 def pyxis_script(
     bench: BenchmarkDef,
     image: str,
@@ -426,22 +447,13 @@ def pyxis_script(
 ) -> str:
     """The srun line (with MASTER_ADDR/PORT from the allocation) that runs inside the SLURM job."""
     per_gpu = bench.full.process_model == "per_gpu"
-    tasks_per_node = launch.gpus_per_node if per_gpu else 1
     devices = [*(AMD_DEVICES if bench.full.accelerator == "amd" else ()), *bench.full.devices]
     # MASTER_ADDR is the allocation's first host, exported above: a benchmark's one-node default (its reference
     # config's localhost, for the docker and apptainer launchers) must not replace it.
     exports = {**{key: value for key, value in env.items() if key != "MASTER_ADDR"}, "MASTER_PORT": str(MASTER_PORT)}
     names = sorted({*exports, *passthrough, "MASTER_ADDR"})
-    # one task per GPU: the reference's own --mpi, or none (the site's default); a launcher per node needs no PMI
-    mpi = ([f"--mpi={bench.full.srun_mpi}"] if bench.full.srun_mpi else []) if per_gpu else ["--mpi=none"]
     srun = [
-        "srun",
-        f"--nodes={launch.nodes}",
-        f"--ntasks-per-node={tasks_per_node}",
-        *mpi,
-        # A one-task job runs inside the jobstep's own `srun -n1` step (the executor only skips that wrapper for
-        # several tasks): --overlap lets this step share that step's CPUs, memory and GPUs instead of waiting.
-        "--overlap",
+        *srun_step_flags(bench, launch.nodes, launch.gpus_per_node),
         f"--container-image={image}",
         # enroot's hooks bring NVIDIA GPUs in; ROCm's and other devices are bound like any path.
         "--container-mounts=" + ",".join([*(f"{host}:{container}:{mode}" for host, container, mode in mounts), *(f"{d}:{d}" for d in devices)]),

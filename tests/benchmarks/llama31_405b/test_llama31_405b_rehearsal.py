@@ -70,3 +70,51 @@ def test_megatron_core_builds_the_index_and_every_rank_reads_through_it(ran):
     assert not problems, "\n".join(problems) + ran.train_log(REHEARSAL.benchmark, 0)[-3000:]
     index = ran.run_folder(REHEARSAL.benchmark, 0) / "npy_index"
     assert sorted(index.glob("*-GPTDataset-train-shuffle_index.npy")), sorted(path.name for path in index.iterdir())
+
+
+NODE_0_KILLED = """
+import os, signal, sys, time
+from types import SimpleNamespace
+from mlperf_wf_llama31_405b import build_once
+
+def build_killed_on_node_0(datamodule):
+    # node 0 dies mid-build as the OOM killer or a lost node leaves it: no failure note is written
+    time.sleep(3)
+    os.kill(os.getpid(), signal.SIGKILL)
+
+build_once(build_killed_on_node_0)(datamodule=SimpleNamespace(index_mapping_dir=sys.argv[1]))
+"""
+
+
+def test_a_node_0_that_dies_without_its_failure_note_ends_the_waiting_node_s_task_at_once(rehearsal_box, tmp_path):
+    """The other nodes wait up to an hour for node 0's data index or its failure note; a node 0 killed mid-build writes
+    neither. The plan's srun step (NeMo-Run's Slurm executor, which the reference uses, passes the same flag) ends every
+    task when one exits with a failure, so the job fails within seconds and the profile's retry comes."""
+    import os
+    import shlex
+    import subprocess
+    import sys
+    import time
+
+    from mlperf_wf.config import registry
+    from mlperf_wf.plan import launch
+
+    bench = registry.load_benchmark(REHEARSAL.benchmark)
+    step = launch.srun_step_flags(bench, nodes=2, gpus_per_node=1)
+    patches = spec.ROOT / "containers" / REHEARSAL.benchmark / "patches"
+    env = {
+        **os.environ,
+        **rehearsal_box.env,
+        "PYTHONPATH": f"{spec.ROOT / 'containers' / 'hooks'}:{patches}",
+        "MLPERF_WF_NNODES": "2",
+        "MLPERF_WF_INDEX_WAIT_SECONDS": "90",  # a task left behind by a failing check ends on its own
+    }
+    index = tmp_path / "npy_index"
+    command = f"MLPERF_WF_NODE_RANK=$SLURM_NODEID exec {shlex.join([sys.executable, '-c', NODE_0_KILLED, str(index)])}"
+    started = time.monotonic()
+    try:
+        ended = subprocess.run([*step, "bash", "-c", command], env=env, timeout=60, capture_output=True, text=True)
+    except subprocess.TimeoutExpired as waited:
+        pytest.fail(f"node 1 still waits for node 0's index {time.monotonic() - started:.0f} s after node 0 died: {(waited.stderr or b'')[-800:]!r}")
+    assert ended.returncode != 0 and "task 0: Killed" in ended.stderr, ended.stderr  # node 0's death, nothing else
+    assert not (index / ".mlperf-wf-index-failed").exists()  # node 0 could not say why: the step's end says it failed
