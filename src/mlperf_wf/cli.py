@@ -194,9 +194,13 @@ def _role_folders(items: list[str], allowed: dict[str, str], flag: str = "--inpu
     return named
 
 
-def cmd_preprocess(benchmark: str, scale: str, shard: str, inputs: list[str], out: Path, preparation: str = DEFAULT_PREPARATION) -> None:
-    """Write one shard of the benchmark's prepared data (by the named preparation) from ``role=folder`` inputs."""
+def cmd_preprocess(
+    benchmark: str, scale: str, shard: str, inputs: list[str], out: Path, preparation: str = DEFAULT_PREPARATION, verified: list[str] | None = None
+) -> None:
+    """Write one shard of the benchmark's prepared data (by the named preparation) from ``role=folder`` inputs, each
+    ``role=stamps`` of ``verified`` first checked against what its verification read."""
     from mlperf_wf.acquire import prepare
+    from mlperf_wf.acquire.verify import check_unchanged
     from mlperf_wf.config.registry import SHARDS_ROLE, load_benchmark
 
     bench = load_benchmark(benchmark)
@@ -208,6 +212,9 @@ def cmd_preprocess(benchmark: str, scale: str, shard: str, inputs: list[str], ou
     if prepare.shard_inputs(bench, shard, scale, preparation):
         allowed = {**allowed, SHARDS_ROLE: ""}
     named = _role_folders(inputs, allowed)
+    for role, stamps in _role_folders(verified or [], {role: "" for role in named if role != SHARDS_ROLE}, "--verified").items():
+        if check_unchanged(named[role], stamps):
+            log.info("%s: files written since its verification were read again and match their md5", named[role])
     try:
         summary = prepare.make_shard(bench, preparation, shard, named, out, scale)
     except OSError as err:
@@ -994,6 +1001,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--scale", choices=list(Scale), required=True)
     p.add_argument("--shard", required=True, help="shard name (the preprocessing module's shards(scale))")
     p.add_argument("--input", action="append", default=[], help="ROLE=FOLDER, one per dataset role (shards=FOLDER for a shard that reads earlier shards)")
+    p.add_argument(
+        "--verified",
+        action="append",
+        default=[],
+        help="ROLE=STAMPS: the stamps verify wrote for that role's dataset; a file written since is read again and refused on an md5 mismatch",
+    )
     p.add_argument("--preparation", default=DEFAULT_PREPARATION, help="the benchmark's preparation (benchmark.yaml preparations; default: its prepare.py)")
     p.add_argument("--out", type=Path, required=True)
 
@@ -1223,7 +1236,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int | None]] = {
         a.dataset, a.dest, a.uri, a.md5, a.url_list, a.jobs, HubOptions(a.endpoint, a.repository, a.repo_type, a.revision), a.source, a.expect
     ),
     "verify": lambda a: cmd_verify(a.folder, a.manifest, a.out, a.stamps, a.jobs),
-    "preprocess": lambda a: cmd_preprocess(a.benchmark, a.scale, a.shard, a.input, a.out, a.preparation),
+    "preprocess": lambda a: cmd_preprocess(a.benchmark, a.scale, a.shard, a.input, a.out, a.preparation, a.verified),
     "assemble": lambda a: cmd_assemble(a.benchmark, a.scale, a.shards, a.out, a.preparation),
     "train": _train,
     "node-check": cmd_node_check,

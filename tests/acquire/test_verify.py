@@ -159,3 +159,49 @@ def test_a_read_only_dataset_folder_still_names_the_md5_mismatch_and_what_to_do(
     assert err[0].startswith(f"mlperf-wf: error: ds/a.bin: md5 mismatch: expected {expected}, actual {actual}; left in place"), err[0]
     assert "Permission denied" in err[0] and f"make {folder} writable and rerun" in err[0], err[0]
     assert (folder / "a.bin").read_bytes() == b"z" * 100
+
+
+# ---- what a later stage checks before it reads a verified dataset ----
+
+
+def verified(tmp_path: Path) -> tuple[Path, Path]:
+    folder, stamps = tmp_path / "datasets" / "ds", tmp_path / "verified" / "ds.stamps.json"
+    make_dataset(folder, {"a.bin": b"a" * 1000, "sub/b.bin": b"b" * 500})
+    verify_dataset(folder, stamps_file=stamps)
+    return folder, stamps
+
+
+def test_a_downloaded_file_changed_after_verify_is_refused_by_name_before_it_is_read(tmp_path):
+    from mlperf_wf.acquire.verify import check_unchanged
+
+    folder, stamps = verified(tmp_path)
+    (folder / "sub/b.bin").write_bytes(b"c" * 500)  # rewritten after verify: same size, new mtime
+    with pytest.raises(ChecksumError) as refused:
+        check_unchanged(folder, stamps)
+    message = str(refused.value)
+    assert "\n" not in message and "ds/sub/b.bin: md5 mismatch" in message and hashlib.md5(b"c" * 500).hexdigest() in message
+    assert not (folder / "sub/b.bin").exists(), "moved aside as verify does, never read"
+
+
+def test_a_file_only_linked_or_touched_since_verify_is_not_refused_and_only_the_touched_one_is_read(tmp_path):
+    """Linking a verified file into a preparation changes its ctime; every shard job would read the whole dataset
+    again if that counted. A touched file (new mtime, same bytes) is read once more and passes."""
+    from mlperf_wf.acquire.verify import check_unchanged
+
+    folder, stamps = verified(tmp_path)
+    os.link(folder / "a.bin", tmp_path / "linked-into-a-shard.bin")
+    assert check_unchanged(folder, stamps) == 0
+    os.utime(folder / "sub/b.bin")
+    assert check_unchanged(folder, stamps) == 1
+    assert check_unchanged(folder, stamps) == 0, "the new stamp is kept"
+
+
+def test_a_verified_file_gone_or_a_missing_stamps_file_is_one_line(tmp_path):
+    from mlperf_wf.acquire.verify import check_unchanged
+
+    folder, stamps = verified(tmp_path)
+    with pytest.raises(ChecksumError, match=r"no stamps .*nothing.json.*run verify"):
+        check_unchanged(folder, tmp_path / "nothing.json")
+    (folder / "a.bin").unlink()
+    with pytest.raises(ChecksumError, match=r"ds/a\.bin: verified but missing .*delete .*ds and rerun"):
+        check_unchanged(folder, stamps)

@@ -586,3 +586,26 @@ def test_a_full_disk_during_preparation_names_the_file_the_folder_and_what_to_do
     line = errors[0]
     assert f"{out}/train-00000-of-00001.parquet: No space left on device" in line, line
     assert f"shard govreport of {BENCH} in {out}" in line and "free space" in line and "rerun" in line, line
+
+
+@pytest.mark.slow
+def test_a_downloaded_file_written_after_verify_is_refused_by_the_preparation_that_would_read_it(campaign):
+    """A downloaded file written after its verification (the campaign's record unchanged, so verify is not redone):
+    the preparation made again checks the dataset against verify's stamps first and refuses the file by name, with
+    its md5s, before anything reads it; the finished runs are kept."""
+    record = json.loads((campaign / "resources/tiny/verified/scrolls_gov_report_8k.json").read_text())
+    dataset = campaign / "resources/tiny/datasets/scrolls_gov_report_8k"
+    changed = dataset / max(record["files"], key=lambda item: item["size"])["path"]
+    data = bytearray(changed.read_bytes())
+    data[200] ^= 0xFF
+    changed.write_bytes(bytes(data))  # in place, as an editor or a stray write: a new mtime
+    kept = (run_folder(campaign, 1) / "result.txt").read_bytes()
+    shutil.rmtree(campaign / "resources/tiny/prepared" / BENCH)
+    shutil.rmtree(run_folder(campaign, 0))
+    proc = snakemake(campaign, "--cores", "2", *CONFIG, check_rc=False)
+    assert proc.returncode != 0
+    logs = sorted((campaign / "logs/tiny/preprocess" / BENCH).glob("*.log"))
+    line = next((one_line_error_in(log, "md5 mismatch") for log in logs if "md5 mismatch" in log.read_text()), None)
+    assert line and f"{changed.relative_to(dataset.parent)}: md5 mismatch (written after it was verified)" in line, [log.read_text()[-600:] for log in logs]
+    assert not (campaign / "resources/tiny/prepared" / BENCH / "dataset").exists()
+    assert (run_folder(campaign, 1) / "result.txt").read_bytes() == kept

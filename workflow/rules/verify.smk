@@ -17,7 +17,7 @@ rule verify:
         runtime=720,
     params:
         # Undeclared, so it survives reruns: re-verifying only re-reads changed files.
-        stamps="resources/{scale}/verified/{dataset}.stamps.json",
+        stamps=lambda wildcards: PLAN.verified_stamps(wildcards.dataset),
     message:
         PLAN.job_message("verify")
     shell:

@@ -44,6 +44,10 @@ class Stamp:
     def matches(self, st: os.stat_result) -> bool:
         return (self.size, self.mtime_ns, self.ctime_ns, self.inode) == (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
 
+    def written_since(self, st: os.stat_result) -> bool:
+        """Whether the file was written since (its size or mtime differ); a new link alone changes neither."""
+        return (self.size, self.mtime_ns) != (st.st_size, st.st_mtime_ns)
+
 
 @dataclass
 class VerifiedFile:
@@ -310,6 +314,37 @@ def verify_dataset(folder: Path, manifest: Path | None = None, jobs: int = 4, st
         bytes_hashed=sum(stats[p].st_size for p in hashed),
         seconds=round(time.time() - started, 3),
     )
+
+
+def check_unchanged(folder: Path, stamps_file: Path, jobs: int = 2) -> int:
+    """A verified dataset as a later stage (a preparation) finds it: every file its last verification stamped is still
+    there, and one written since (its size or mtime changed) is read again against its md5; a mismatch is moved aside
+    and fails in one line, as :func:`verify_dataset` does, before anything reads it. ctime and inode are not compared:
+    linking a file into a preparation changes its ctime, and every shard job would read the whole dataset again.
+    Returns how many files were read; their new stamps are kept."""
+    stamps = _load_stamps(stamps_file)
+    if not stamps:
+        raise ChecksumError(f"{folder}: no stamps of its verification in {stamps_file}: run verify first (mlperf-wf verify {folder} --stamps {stamps_file})")
+    stats = {}
+    for path in stamps:
+        try:
+            stats[path] = (folder / path).stat()
+        except FileNotFoundError:
+            problem = f"{folder.name}/{path}: verified but missing now"
+            entry = cache_entry_of(folder)
+            if entry is not None:
+                refuse_cached(folder, entry, problem)
+            raise ChecksumError(f"{problem}: delete {folder} and rerun to make it again") from None
+    written = [path for path, stamp in stamps.items() if stamp.written_since(stats[path])]
+    hashed = md5_files(folder, written, jobs)
+    bad = [(path, stamps[path].md5, hashed[path]) for path in written if hashed[path] != stamps[path].md5]
+    if written:
+        kept = {path: stamp for path, stamp in stamps.items() if path not in {b[0] for b in bad}}
+        kept.update({path: _stamp(path, stats[path], hashed[path]) for path in written if path in kept})
+        stamps_file.write_text(json.dumps([asdict(stamp) for stamp in kept.values()], indent=1))
+    if bad:
+        quarantine_and_fail(folder, folder, "md5 mismatch (written after it was verified)", bad)
+    return len(written)
 
 
 def write_record(record: VerificationRecord, out: Path) -> None:

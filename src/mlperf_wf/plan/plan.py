@@ -340,6 +340,11 @@ class Plan:
         """Verification record of a dataset."""
         return f"resources/{self.scale}/verified/{dataset_id}.json"
 
+    def verified_stamps(self, dataset_id: str) -> str:
+        """What each file of a dataset looked like when verify last read it (not a declared output: it survives a
+        rerun, so verifying again reads only changed files, and a preparation checks the dataset against it)."""
+        return f"resources/{self.scale}/verified/{dataset_id}.stamps.json"
+
     def prepared_dir(self, name: str) -> str:
         """Prepared data of a benchmark: ``shards/`` (one cached job each) and ``dataset/`` (the tree its runs read)."""
         return f"resources/{self.scale}/prepared/{name}"
@@ -432,10 +437,13 @@ class Plan:
         return inputs
 
     def preprocess_args(self, name: str, shard: str) -> str:
-        """``--input ROLE=FOLDER`` arguments of the preprocess command (``shards=`` the shards folder for a shard
-        that reads earlier shards), and ``--preparation`` when it is not the default."""
+        """``--input ROLE=FOLDER`` arguments of the preprocess command with each dataset's ``--verified ROLE=STAMPS``
+        (``shards=`` the shards folder for a shard that reads earlier shards), and ``--preparation`` when it is not the
+        default."""
         way = self.preparation(name)
-        args = [f"--input {role}={self.dataset_dir(dataset_id)}" for role, dataset_id in self.bench(name).roles_for("prepare", way).items()]
+        args = []
+        for role, dataset_id in self.bench(name).roles_for("prepare", way).items():
+            args += [f"--input {role}={self.dataset_dir(dataset_id)}", f"--verified {role}={self.verified_stamps(dataset_id)}"]
         if prepare.shard_inputs(self.bench(name), shard, self.scale, way):
             args.append(f"--input {SHARDS_ROLE}={self.shards_dir(name)}")
         if way != DEFAULT_PREPARATION:

@@ -349,7 +349,9 @@ def test_the_config_picks_the_preparation_its_shards_inputs_and_commands(workdir
     inputs = chosen.preprocess_inputs("dlrm_dcnv2", "scatter_day_4")
     assert inputs["shard_raw_day_4"] == "resources/tiny/prepared/dlrm_dcnv2/shards/raw_day_4" and "shard_shuffle_order" in inputs
     assert chosen.preprocess_args("dlrm_dcnv2", "scatter_day_4") == (
-        "--input click_logs=resources/tiny/datasets/criteo_1tb_click_logs --input shards=resources/tiny/prepared/dlrm_dcnv2/shards --preparation from_raw"
+        "--input click_logs=resources/tiny/datasets/criteo_1tb_click_logs"
+        " --verified click_logs=resources/tiny/verified/criteo_1tb_click_logs.stamps.json"
+        " --input shards=resources/tiny/prepared/dlrm_dcnv2/shards --preparation from_raw"
     )
     assert chosen.preparation_args("dlrm_dcnv2") == "--preparation from_raw" and default.preparation_args("dlrm_dcnv2") == ""
     assert chosen.shard_resources("dlrm_dcnv2", "contiguous_3") == {"mem_mb": 2000, "runtime": 10}

@@ -135,7 +135,9 @@ def test_full_scale_dry_run_from_the_raw_logs_lists_every_shard_with_the_shards_
     shards = "resources/full/prepared/dlrm_dcnv2/shards"
     assert (
         "mlperf-wf preprocess --benchmark dlrm_dcnv2 --scale full --shard scatter_day_4"
-        f" --input click_logs=resources/full/datasets/criteo_1tb_click_logs --input shards={shards} --preparation from_raw"
+        " --input click_logs=resources/full/datasets/criteo_1tb_click_logs"
+        " --verified click_logs=resources/full/verified/criteo_1tb_click_logs.stamps.json"
+        f" --input shards={shards} --preparation from_raw"
     ) in out
     assert f"--shards {shards} --preparation from_raw --out resources/full/prepared/dlrm_dcnv2/dataset" in out
     assert "--synthetic_multi_hot_criteo_path /data/criteo_multihot/dataset" in out, "the runs read the same tree"
