@@ -239,6 +239,10 @@ def test_changed_hyperparameters_alone_make_the_report_refuse_every_run_under_mt
     """The learning rate changed and nothing else: no run is retrained (mtime triggers), and the report is made
     again and refuses both runs by name, never left scoring them as the campaign it no longer is."""
     changed = (*CONFIG, f"tiny_hyperparameters={{{BENCH}: {{learning_rate: 0.0005}}}}")
+    identity = (campaign / "results/tiny" / BENCH / "identity.json").read_bytes()
+    dry = snakemake(campaign, "-n", "--rerun-triggers", "mtime", *changed)
+    assert "would record it again" in dry.stderr and "recording it again" not in dry.stderr
+    assert (campaign / "results/tiny" / BENCH / "identity.json").read_bytes() == identity, "a dry run writes no identity"
     proc = snakemake(campaign, "--cores", "2", "--rerun-triggers", "mtime", *changed)
     assert f"results/tiny/{BENCH}/identity.json: {BENCH}'s config changed" in proc.stderr
     assert "Nothing to be done" not in proc.stdout + proc.stderr
@@ -542,6 +546,8 @@ def test_a_package_file_changed_or_its_system_description_edited_is_packaged_aga
     submission = campaign / "results/tiny/submission/6.1.0-closed"
     result = next((submission / "package").rglob("result_0.txt"))
     result.write_text(result.read_text() + "edited by hand\n")
+    dry = snakemake(campaign, "-n", *CONFIG)
+    assert "would package again" in dry.stderr and "edited by hand" in result.read_text(), "a dry run changes nothing"
     proc = snakemake(campaign, "--cores", "2", *CONFIG)
     assert "changed since the package check (package_check.json) was made: packaging again" in proc.stderr
     assert "edited by hand" not in result.read_text()

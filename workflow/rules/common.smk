@@ -142,7 +142,7 @@ if workflow.is_main_process:
         if campaign_identity.changed(_identity_file, _identity):
             _would = (
                 "would record it again (a dry run changes nothing)"
-                if workflow.dryrun
+                if DRY_RUN
                 else "recording it again; runs made with the old one are refused"
             )
             print(
@@ -151,7 +151,7 @@ if workflow.is_main_process:
             )
             # written anew, newer than the report that reads it (a removed one would not be made again while the
             # report is up to date)
-            if not workflow.dryrun:
+            if not DRY_RUN:
                 campaign_identity.write_expected(_identity, _identity_file)
 
 
