@@ -80,6 +80,7 @@ def test_a_tiny_bundle_from_a_fresh_clone_survives_a_failed_export_and_runs_the_
     described = bundle.check(out, expect)
     assert described["scale"] == "tiny" and described["images"] == [] and set(described["datasets"]) == set(bundle_datasets())
     assert not any("stray-link" in name for name in described["files"])
+    assert f"bundle: {BENCHMARK}: no image carried (full_container.{BENCHMARK}.digest unset" in done.stderr
 
     # on the site: the docs' commands, with no network
     site = base / "site"
@@ -102,6 +103,16 @@ def bundle_datasets() -> list[str]:
     from mlperf_wf.config import registry
 
     return registry.load_benchmark(BENCHMARK).datasets_read()
+
+
+def test_with_the_docker_launcher_the_tiny_image_is_named_as_not_carried(connected):
+    (connected.parent / "docker.yaml").write_text("launcher: docker\n")
+    out = connected.parent / "bundle-docker"
+    argv = ["mlperf-wf", "bundle", "export", "--benchmark", BENCHMARK, "--scale", "tiny", "--out", str(out), "--configfile", "../docker.yaml"]
+    done = _run(connected, *argv, pypi=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "bundle: tiny_image mlperf-wf-tiny:bookworm (launcher: docker) is not carried: a userland the site makes" in done.stderr
+    assert json.loads((out / bundle.BUNDLE_FILE).read_text())["images"] == []
 
 
 def test_a_folder_holding_other_files_is_refused_by_name_and_left_as_it_was(connected):

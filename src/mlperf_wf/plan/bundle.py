@@ -207,6 +207,9 @@ def _pinned(plan, names: list[str], scale: str) -> list[str]:
                 f"full_container.{name}.digest: unset for {plan.container(name).image}; a bundle carries pinned images only (push the image and set its digest)"
             )
         print(f"bundle: {name}: no image carried (full_container.{name}.digest unset; tiny runs start none)", file=sys.stderr)
+    if scale == "tiny" and any(plan.launch_settings(name).launcher == "docker" for name in names):
+        tiny_image = plan.settings.tiny_image
+        print(f"bundle: tiny_image {tiny_image} (launcher: docker) is not carried: a userland the site makes (config/config.yaml, tiny_image)", file=sys.stderr)
     return pinned
 
 
