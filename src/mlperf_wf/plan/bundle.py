@@ -4,12 +4,16 @@
 writes one folder:
 
 - ``images/``: each pinned image as an OCI archive copied by digest (its manifest unchanged, so its sha256 is the pin)
-  and, where ``mksquashfs`` exists, its enroot squashfs, which pyxis starts without importing anything;
+  and, where ``mksquashfs`` exists, its enroot squashfs, which pyxis starts without importing anything (at tiny scale,
+  whose runs start no pinned image, only the images that are pinned: none is needed);
 - ``datasets/<scale>/<id>/``: every verified dataset the benchmarks read (hard links where the filesystem allows): at
   full scale what the download wrote, at tiny scale the generated mirror it reads (:func:`carried_folder`);
 - ``wheels/``: the workflow's and the checker's (mlperf-logging) wheels, and any others given (``--wheels-from``);
 - ``source/``: the workflow itself at its commit (``git archive``: the Snakefile, rules, profiles, containers);
 - ``bundle.json``: what each file is and its sha256 and size; export prints the sha256 of ``bundle.json`` itself.
+
+While export writes its folder, the folder holds :data:`EXPORTING`: an export that stopped part way is run again into
+the same folder, which clears what the stopped one wrote; a folder with anything else in it is refused.
 
 ``mlperf-wf bundle import`` (on the disconnected side) checks every file against ``bundle.json`` (and ``bundle.json``
 against the printed digest with ``--expect``) before it copies anything, refuses a changed, missing or added file by
@@ -248,8 +252,8 @@ def _claim(out: Path) -> None:
 
 def export(root: Path, project_root: Path, out: Path, config: dict, wheels_from: list[Path], squashfs: bool | None = None) -> str:
     """Write the bundle of the workflow ``config``'s benchmarks at its scale (the config as Snakemake would merge it in
-    ``root``) into the new folder ``out``; returns the sha256 of its ``bundle.json``. ``squashfs``: make the enroot
-    images (default: where ``mksquashfs`` exists)."""
+    ``root``) into ``out``, a new or empty folder or one whose export did not finish (:func:`_check_out`); returns the
+    sha256 of its ``bundle.json``. ``squashfs``: make the enroot images (default: where ``mksquashfs`` exists)."""
     from mlperf_wf.config.config_check import parsed_config
     from mlperf_wf.plan import plan as planning
 
@@ -339,7 +343,8 @@ def import_bundle(bundle: Path, root: Path, images_dir: Path, docker: bool = Fal
         target = root / where["place"]
         if target.exists() and not _same_tree(bundle / where["bundle"], target):
             raise BundleError(f"{target}: exists with other files than the bundle's {dataset_id}; move it away to import this one")
-    images_dir.mkdir(parents=True, exist_ok=True)
+    if described["images"]:
+        images_dir.mkdir(parents=True, exist_ok=True)
     if sif is None:
         sif = shutil.which("apptainer") is not None
     containers = {}
