@@ -549,7 +549,10 @@ def cmd_bundle_import(source: Path, images: Path | None, docker: bool, expect: s
     from mlperf_wf.plan import bundle
 
     site = bundle.import_bundle(source, Path.cwd(), images or Path.cwd() / "resources" / "images", docker, expect, sif)
-    print(f"bundle: every file of {source} matches {bundle.BUNDLE_FILE}; the plan now starts the local images ({site})")
+    if site is None:
+        print(f"bundle: every file of {source} matches {bundle.BUNDLE_FILE}; its datasets are placed (it carries no image)")
+    else:
+        print(f"bundle: every file of {source} matches {bundle.BUNDLE_FILE}; the plan now starts the local images ({site})")
 
 
 def _role_paths(items: list[str]) -> dict[str, tuple[Path, Path]]:
@@ -956,10 +959,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("bundle", help="an offline bundle for a site without network: export it here, import it there")
     bundle_sub = p.add_subparsers(dest="bundle_command", required=True)
-    q = bundle_sub.add_parser("export", help="pinned images (OCI archive, enroot squashfs), verified datasets and wheels, with sha256s")
+    q = bundle_sub.add_parser(
+        "export", help="pinned images (OCI archive, enroot squashfs; none needed at tiny scale), verified datasets and wheels, with sha256s"
+    )
     q.add_argument("--benchmark", action="append", required=True, help="a benchmark to carry (repeatable)")
     q.add_argument("--scale", choices=("tiny", "full"), default="full")
-    q.add_argument("--out", type=Path, required=True, help="a new folder for the bundle")
+    q.add_argument("--out", type=Path, required=True, help="a new or empty folder for the bundle (or one whose export did not finish: made again)")
     q.add_argument("--configfile", type=Path, action="append", default=[], help="a config file the campaign runs with (as snakemake's)")
     q.add_argument("--wheels-from", type=Path, action="append", default=[], help="a folder of more wheels to carry (pip download -d)")
     q.add_argument("--squashfs", action=argparse.BooleanOptionalAction, default=None, help="enroot images (default: where mksquashfs exists)")

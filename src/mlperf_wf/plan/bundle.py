@@ -4,12 +4,16 @@
 writes one folder:
 
 - ``images/``: each pinned image as an OCI archive copied by digest (its manifest unchanged, so its sha256 is the pin)
-  and, where ``mksquashfs`` exists, its enroot squashfs, which pyxis starts without importing anything;
+  and, where ``mksquashfs`` exists, its enroot squashfs, which pyxis starts without importing anything (at tiny scale,
+  whose runs start no pinned image, only the images that are pinned: none is needed);
 - ``datasets/<scale>/<id>/``: every verified dataset the benchmarks read (hard links where the filesystem allows): at
   full scale what the download wrote, at tiny scale the generated mirror it reads (:func:`carried_folder`);
 - ``wheels/``: the workflow's and the checker's (mlperf-logging) wheels, and any others given (``--wheels-from``);
 - ``source/``: the workflow itself at its commit (``git archive``: the Snakefile, rules, profiles, containers);
 - ``bundle.json``: what each file is and its sha256 and size; export prints the sha256 of ``bundle.json`` itself.
+
+While export writes its folder, the folder holds :data:`EXPORTING`: an export that stopped part way is run again into
+the same folder, which clears what the stopped one wrote; a folder with anything else in it is refused.
 
 ``mlperf-wf bundle import`` (on the disconnected side) checks every file against ``bundle.json`` (and ``bundle.json``
 against the printed digest with ``--expect``) before it copies anything, refuses a changed, missing or added file by
@@ -39,6 +43,11 @@ from mlperf_wf.errors import UserError
 BUNDLE_FILE = "bundle.json"
 FORMAT = 1
 """Version of ``bundle.json``'s layout; import refuses another."""
+EXPORTING = ".export-incomplete"
+"""The file export writes first in its folder and removes last: a folder holding it is an export that did not finish,
+which the next export into that folder clears (what export wrote only) and makes again; import refuses it."""
+EXPORTED = ("images", "datasets", "wheels", "source", BUNDLE_FILE, EXPORTING)
+"""What export writes in its folder."""
 CHECKER_DISTRIBUTION = "mlperf-logging"
 WORKFLOW_DISTRIBUTION = "mlperf-workflow"
 
@@ -189,33 +198,80 @@ def _export_source(project_root: Path, out: Path) -> dict:
     return {"archive": str(target.relative_to(out)), "commit": head, "uncommitted_changes_left_out": bool(status.stdout.strip())}
 
 
+def _pinned(plan, names: list[str], scale: str) -> list[str]:
+    """The benchmarks whose full-scale image the bundle carries: every one at full scale, where each must be pinned by
+    digest; at tiny scale, whose runs start no pinned image (on the host, or in ``tiny_image``, a userland the site
+    makes), those pinned, for a site that also plans full-scale jobs; the others are named on stderr."""
+    pinned = [name for name in names if plan.container(name).digest]
+    for name in names:
+        if name in pinned:
+            continue
+        if scale == "full":
+            raise BundleError(
+                f"full_container.{name}.digest: unset for {plan.container(name).image}; a bundle carries pinned images only (push the image and set its digest)"
+            )
+        print(f"bundle: {name}: no image carried (full_container.{name}.digest unset; tiny runs start none)", file=sys.stderr)
+    if scale == "tiny" and any(plan.launch_settings(name).launcher == "docker" for name in names):
+        tiny_image = plan.settings.tiny_image
+        print(f"bundle: tiny_image {tiny_image} (launcher: docker) is not carried: a userland the site makes (config/config.yaml, tiny_image)", file=sys.stderr)
+    return pinned
+
+
+def _check_out(out: Path) -> None:
+    """``--out`` must be a new or empty folder, or one an export that did not finish left (it holds :data:`EXPORTING`,
+    and nothing export does not write): anything else is refused, naming what is there, before anything is written."""
+    if out.exists() and not out.is_dir():
+        raise BundleError(f"--out {out}: a file, not a folder; give a new or empty folder")
+    entries = sorted(path.name for path in out.iterdir()) if out.is_dir() else []
+    if not entries:
+        return
+    if EXPORTING not in entries:
+        if BUNDLE_FILE in entries:
+            raise BundleError(f"--out {out}: holds a finished bundle ({BUNDLE_FILE}); give a new or empty folder")
+        more = f" (and {len(entries) - 1} more)" if len(entries) > 1 else ""
+        raise BundleError(f"--out {out}: holds {entries[0]}{more}, which export did not write; give a new or empty folder")
+    foreign = [name for name in entries if name not in EXPORTED]
+    if foreign:
+        raise BundleError(f"--out {out}: holds {foreign[0]} beside an export that did not finish, which export did not write; move it away to export again")
+
+
+def _claim(out: Path) -> None:
+    """Mark ``out`` (checked by :func:`_check_out`) as an export under way, after clearing what an export that did not
+    finish wrote there: its own entries only (:data:`EXPORTED`)."""
+    if out.is_dir() and (out / EXPORTING).exists():
+        print(f"bundle: {out}: an export did not finish there; starting it again", file=sys.stderr)
+        for name in EXPORTED:
+            path = out / name
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path)
+            elif path.exists() or path.is_symlink():
+                path.unlink()
+    out.mkdir(parents=True, exist_ok=True)
+    (out / EXPORTING).write_text("mlperf-wf bundle export is writing this folder; if it stopped, run it again\n")
+
+
 def export(root: Path, project_root: Path, out: Path, config: dict, wheels_from: list[Path], squashfs: bool | None = None) -> str:
     """Write the bundle of the workflow ``config``'s benchmarks at its scale (the config as Snakemake would merge it in
-    ``root``) into the new folder ``out``; returns the sha256 of its ``bundle.json``. ``squashfs``: make the enroot
-    images (default: where ``mksquashfs`` exists)."""
+    ``root``) into ``out``, a new or empty folder or one whose export did not finish (:func:`_check_out`); returns the
+    sha256 of its ``bundle.json``. ``squashfs``: make the enroot images (default: where ``mksquashfs`` exists)."""
     from mlperf_wf.config.config_check import parsed_config
     from mlperf_wf.plan import plan as planning
 
-    if out.exists() and any(out.iterdir()):
-        raise BundleError(f"--out {out}: exists and is not empty; give a new folder")
+    _check_out(out)
     settings = parsed_config(config)
     names, scale = list(settings.benchmarks), str(settings.scale)
     plan = planning.load(settings, project_root=project_root, workdir=root)
     if squashfs is None:
         squashfs = shutil.which("mksquashfs") is not None
-    for name in names:
-        if not plan.container(name).digest:
-            raise BundleError(
-                f"full_container.{name}.digest: unset for {plan.container(name).image}; a bundle carries pinned images only (push the image and set its digest)"
-            )
+    pinned = _pinned(plan, names, scale)
     dataset_ids = _verified_datasets(plan, root, names)
-    out.mkdir(parents=True, exist_ok=True)
-    images = _export_images(plan, names, out, squashfs)
+    _claim(out)
+    images = _export_images(plan, pinned, out, squashfs)
     datasets = _export_datasets(plan, root, dataset_ids, out)
     wheels = _export_wheels(project_root, out, wheels_from)
     source = _export_source(project_root, out)
     files = {}
-    for path in sorted(p for p in out.rglob("*") if p.is_file()):
+    for path in sorted(p for p in out.rglob("*") if p.is_file() and p.name != EXPORTING):
         files[str(path.relative_to(out))] = {"sha256": sha256_file(path), "size": path.stat().st_size}
     described = {
         "format": FORMAT,
@@ -230,6 +286,7 @@ def export(root: Path, project_root: Path, out: Path, config: dict, wheels_from:
     }
     manifest = out / BUNDLE_FILE
     manifest.write_text(json.dumps(described, indent=1) + "\n")
+    (out / EXPORTING).unlink()  # last: the bundle is whole
     return sha256_file(manifest)
 
 
@@ -237,6 +294,8 @@ def check(bundle: Path, expect: str | None = None) -> dict:
     """``bundle.json`` (checked against ``expect``), after every file of the bundle was checked against it: nothing
     missing, changed or added. A problem is one line naming the file."""
     manifest = bundle / BUNDLE_FILE
+    if (bundle / EXPORTING).exists():
+        raise BundleError(f"{bundle / EXPORTING}: the export of {bundle} did not finish; run `mlperf-wf bundle export` into it again")
     if not manifest.is_file():
         raise BundleError(f"{manifest}: missing: {bundle} is not a bundle made by `mlperf-wf bundle export`")
     if expect and sha256_file(manifest) != expect:
@@ -271,8 +330,9 @@ def _same_tree(source: Path, target: Path) -> bool:
     return listing(source) == listing(target)
 
 
-def import_bundle(bundle: Path, root: Path, images_dir: Path, docker: bool = False, expect: str | None = None, sif: bool | None = None) -> Path:
-    """Check the bundle (:func:`check`), then place its images, datasets and the site config; returns the site config.
+def import_bundle(bundle: Path, root: Path, images_dir: Path, docker: bool = False, expect: str | None = None, sif: bool | None = None) -> Path | None:
+    """Check the bundle (:func:`check`), then place its images, datasets and the site config; returns the site config
+    (None where the bundle carries no image: a tiny bundle's runs start none, and no site config is written).
     ``sif``: build each image's Apptainer SIF from its archive, once (default: where ``apptainer`` exists)."""
     import yaml
 
@@ -283,7 +343,8 @@ def import_bundle(bundle: Path, root: Path, images_dir: Path, docker: bool = Fal
         target = root / where["place"]
         if target.exists() and not _same_tree(bundle / where["bundle"], target):
             raise BundleError(f"{target}: exists with other files than the bundle's {dataset_id}; move it away to import this one")
-    images_dir.mkdir(parents=True, exist_ok=True)
+    if described["images"]:
+        images_dir.mkdir(parents=True, exist_ok=True)
     if sif is None:
         sif = shutil.which("apptainer") is not None
     containers = {}
@@ -316,6 +377,8 @@ def import_bundle(bundle: Path, root: Path, images_dir: Path, docker: bool = Fal
             shutil.rmtree(partial, ignore_errors=True)
             _copy_tree(bundle / where["bundle"], partial)
             partial.replace(target)
+    if not containers:  # a tiny bundle: its runs start no pinned image
+        return None
     site = root / SITE_CONFIG
     current = (yaml.safe_load(site.read_text()) or {}) if site.exists() else {}
     current.setdefault("full_container", {}).update(containers)
