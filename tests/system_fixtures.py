@@ -26,10 +26,15 @@ def output(node: str, kind: str) -> str | None:
     return body
 
 
+NVLINK_DOMAIN_NODES = {"gb200_nvl72": 18}
+"""Nodes of one NVLink domain where it spans several (``system probe --nvlink-domain-nodes``): an NVL72 rack's 18
+compute trays of 4 GPUs (NVIDIA's GB200 NVL72 datasheet: 72 GPUs, 36 Grace CPUs, one NVLink domain)."""
+
+
 def hardware(node: str, nodes: int = 1) -> system.Hardware:
     """The typed description of ``node``'s published outputs."""
     outputs = {kind: output(node, kind) for kind in OUTPUT_FILES}
-    return system.hardware_from(nodes=nodes, **outputs)
+    return system.hardware_from(nodes=nodes, **outputs).model_copy(update={"nvlink_domain_nodes": NVLINK_DOMAIN_NODES.get(node, 1)})
 
 
 SYSTEMS = {

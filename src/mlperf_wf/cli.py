@@ -673,13 +673,13 @@ def cmd_size(
     return 0
 
 
-def cmd_system_probe(name: str, nodes: int, out: Path | None) -> int:
+def cmd_system_probe(name: str, nodes: int, out: Path | None, nvlink_domain_nodes: int = 1) -> int:
     """Read this node's hardware (``mlperf_wf.config.system.probe``) into ``config/systems/<name>.yaml``: a new file
     gets every field a probe can fill, an existing one only its ``hardware`` section (what the submitter wrote stays)."""
     from mlperf_wf.config import system
 
     target = out or Path("config") / "systems" / f"{name}.yaml"
-    hardware = system.probe(nodes)
+    hardware = system.probe(nodes, nvlink_domain_nodes=nvlink_domain_nodes)
     if target.is_file():
         description = system.read_system(target).model_copy(update={"hardware": hardware})
         what = "its hardware section replaced"
@@ -1132,6 +1132,9 @@ def build_parser() -> argparse.ArgumentParser:
     q = system_sub.add_parser("probe", help="read this node (lscpu, /proc/meminfo, nvidia-smi or rocm-smi) into config/systems/<name>.yaml")
     q.add_argument("--name", required=True, help="the system's name (submission.platform)")
     q.add_argument("--nodes", type=int, default=1, help="nodes of the system a run may span (every node like this one)")
+    q.add_argument(
+        "--nvlink-domain-nodes", type=int, default=1, help="nodes whose GPUs share one NVLink domain (18 on a GB200/GB300 NVL72 rack of 4-GPU nodes; default 1)"
+    )
     q.add_argument("--out", type=Path, help="where to write it (default: config/systems/<name>.yaml)")
     p = sub.add_parser("size", help="global batch sizes a system can run, their RCPs, hyperparameters and walltime")
     p.add_argument("--benchmark", required=True)
@@ -1264,7 +1267,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int | None]] = {
     "provenance": lambda a: cmd_provenance(a.out, a.scale, a.launcher, a.image, a.command_line, a.result, a.consumed, a.node_checks, a.config_json),
     "identity": lambda a: cmd_identity(a.identity_json, a.out),
     "preflight": lambda a: cmd_preflight(a.benchmark, a.image, a.platform, a.config, a.configfile),
-    "system": lambda a: cmd_system_probe(a.name, a.nodes, a.out),
+    "system": lambda a: cmd_system_probe(a.name, a.nodes, a.out, a.nvlink_domain_nodes),
     "size": lambda a: cmd_size(a.benchmark, a.nodes, a.gpus_per_node, a.ruleset, a.gbs, a.throughput, a.throughput_from, a.accelerator, a.gpu_memory_gib),
     "compliance": lambda a: cmd_compliance(a.result, a.ruleset, a.out, a.benchmark, a.scale, a.seed, a.division, a.provenance),
     "score": lambda a: cmd_score(a.path, a.ruleset, a.json_out, a.csv_out, a.jobs, a.rcp_bypass),

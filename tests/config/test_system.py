@@ -69,21 +69,37 @@ def _runner(node):
         tuple(system.PROBE_COMMANDS["nvidia_smi"]): output(node, "nvidia_smi"),
         tuple(system.PROBE_COMMANDS["nvidia_topology"]): output(node, "topology"),
         tuple(system.PROBE_COMMANDS["rocm_smi"]): output(node, "rocm_smi"),
+        # the test's choice: a SLURM with the block plugin on the NVL72 rack, no scontrol on the other node
+        tuple(system.PROBE_COMMANDS["slurm_config"]): "ClusterName = rack\nTopologyPlugin          = topology/block\n" if node == "gb200_nvl72" else None,
     }
     return lambda argv: commands[tuple(argv)]
 
 
-@pytest.mark.parametrize("node", ["gb200_nvl72", "mi300x"])
-def test_probe_asks_the_node_in_order(node, tmp_path):
+@pytest.mark.parametrize("node, domain, plugin", [("gb200_nvl72", 18, "topology/block"), ("mi300x", 1, "")])
+def test_probe_asks_the_node_in_order(node, domain, plugin, tmp_path):
     meminfo = tmp_path / "meminfo"
     meminfo.write_text(output(node, "meminfo"))
-    assert system.probe(2, _runner(node), meminfo) == hardware(node, nodes=2)
+    probed = system.probe(2, _runner(node), meminfo, nvlink_domain_nodes=domain)
+    assert probed == hardware(node, nodes=2).model_copy(update={"slurm_topology": plugin}) and probed.nvlink_domain_nodes == domain
+
+
+def test_a_bad_nvlink_domain_size_is_one_line(tmp_path):
+    meminfo = tmp_path / "meminfo"
+    meminfo.write_text(output("mi300x", "meminfo"))
+    with pytest.raises(ConfigError, match=r"^system probe: --nvlink-domain-nodes is 0; allowed: a whole number of nodes, 1 or more$"):
+        system.probe(1, _runner("mi300x"), meminfo, nvlink_domain_nodes=0)
 
 
 def test_system_probe_writes_the_description_and_the_system_json_leaves_hardware_out(tmp_path, monkeypatch):
     meminfo = tmp_path / "meminfo"
     meminfo.write_text(output("dgx_h100", "meminfo"))
-    monkeypatch.setattr(system, "probe", lambda nodes: system.hardware_from(nodes=nodes, **{k: output("dgx_h100", k) for k in system_fixtures.OUTPUT_FILES}))
+    monkeypatch.setattr(
+        system,
+        "probe",
+        lambda nodes, nvlink_domain_nodes: system.hardware_from(nodes=nodes, **{k: output("dgx_h100", k) for k in system_fixtures.OUTPUT_FILES}).model_copy(
+            update={"nvlink_domain_nodes": nvlink_domain_nodes}
+        ),
+    )
     assert cli.main(["--root", str(tmp_path), "system", "probe", "--name", "h100x2", "--nodes", "2"]) == 0
     written = tmp_path / "config" / "systems" / "h100x2.yaml"
     description = package.load_system("h100x2", tmp_path)
@@ -97,7 +113,9 @@ def test_system_probe_writes_the_description_and_the_system_json_leaves_hardware
     written.write_text(yaml.safe_dump({**text, "host_networking": "InfiniBand NDR 400 Gb/s"}))
     assert cli.main(["--root", str(tmp_path), "system", "probe", "--name", "h100x2", "--nodes", "4"]) == 0
     again = package.load_system("h100x2", tmp_path)
-    assert again.host_networking == "InfiniBand NDR 400 Gb/s" and again.hardware.nodes == 4
+    assert again.host_networking == "InfiniBand NDR 400 Gb/s" and again.hardware.nodes == 4 and again.hardware.nvlink_domain_nodes == 1
+    assert cli.main(["--root", str(tmp_path), "system", "probe", "--name", "h100x2", "--nvlink-domain-nodes", "18"]) == 0
+    assert package.load_system("h100x2", tmp_path).hardware.nvlink_domain_nodes == 18
 
 
 def test_the_official_checker_passes_a_probed_description(tmp_path):

@@ -209,10 +209,10 @@ def test_every_later_train_job_excludes_the_named_nodes(tmp_path):
     from tests.plan.test_plan import make_plan
 
     plan = make_plan(tmp_path, scale="full")
-    assert plan.train_slurm_extra() == "--exclusive"
+    assert plan.train_slurm_extra("llama2_70b_lora") == "--exclusive"
     excluded = tmp_path / plan.excluded_nodes_file()
     node_check.verdict(tmp_path / "attempt", ["n2", "n3"], excluded)
-    assert plan.train_slurm_extra() == "--exclusive --exclude=n2,n3"
+    assert plan.train_slurm_extra("llama2_70b_lora") == "--exclusive --exclude=n2,n3"
 
 
 def test_the_run_line_holds_a_gpu_to_its_system_descriptions_accelerator_unless_the_site_says_otherwise(tmp_path):

@@ -389,8 +389,15 @@ def image_job_resource(name):
 
 @signature_once
 def train_slurm_extra(wildcards, attempt):
-    """The train job's extra sbatch flags: whole nodes, none a node check named (read again for a retry)."""
-    return PLAN.train_slurm_extra()
+    """A full-scale job's extra sbatch flags: whole nodes, whole NVLink segments where its benchmark needs them, none
+    a node check named (read again for a retry). The one-off job of an image is its benchmark's.
+    """
+    name = (
+        wildcards.benchmark
+        if "benchmark" in wildcards.keys()
+        else PLAN.made_in_image_of(wildcards.dataset)[0]
+    )
+    return PLAN.train_slurm_extra(name)
 
 
 @signature_once

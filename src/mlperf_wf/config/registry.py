@@ -216,6 +216,7 @@ RESERVED_PLACEHOLDERS = (
     "node_rank",
     "walltime_minutes",
     "quality_target",
+    "segment_nodes",
 )
 """Placeholders every full-scale command may use; a role read by the runs adds its own name."""
 ENV_PLACEHOLDERS = ("quality_target",)
@@ -434,6 +435,12 @@ class Geometry(_Strict):
     """Host CPU cores per accelerator (data loading, launcher)."""
     host_memory_gb: int | None = Field(None, ge=1)
     """Host memory one node needs (GiB), requested from the scheduler; None: the partition's default for a whole node."""
+    segment_nodes: int | None = Field(None, ge=2)
+    """Nodes of one NVLink domain each of the reference's expert-parallel groups must lie in (qwen35_397b_grpo's
+    config_GB300_*.sh ``SEGMENT``: EP 32 on 4-GPU nodes is 8 nodes). On a system whose NVLink domains span that many
+    nodes (``hardware.nvlink_domain_nodes``; a system not probed is taken as the reference's) the plan asks sbatch for
+    whole segments (``--segment``), the runs' nodes must be a multiple of it, and the command's ``{segment_nodes}`` is
+    it; elsewhere the groups cross the network anyway: no segment, and ``{segment_nodes}`` is ``null``."""
 
 
 class Sizing(_Strict):

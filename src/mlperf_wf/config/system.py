@@ -75,6 +75,12 @@ class Hardware(BaseModel):
     """AMD: rocm-smi's GFX Version, without feature flags (gfx942 MI300X, gfx950 MI350X/MI355X)."""
     gpu_interconnect: str = ""
     """How the node's GPUs reach each other where the tool says (nvidia-smi topo -m: NVLink (NV18), PCIe); '' for AMD."""
+    nvlink_domain_nodes: int = Field(1, ge=1)
+    """Nodes whose GPUs share one NVLink domain: 1 for an HGX/DGX node; 18 for a GB200 or GB300 NVL72 rack of 4-GPU
+    nodes (``system probe --nvlink-domain-nodes``: one node's tools show that its fabric spans others, not how many)."""
+    slurm_topology: str = ""
+    """SLURM's ``TopologyPlugin`` (``scontrol show config``): ``topology/block`` places a job in whole blocks and takes
+    ``sbatch --segment``; '' where scontrol is not on the node."""
 
     @property
     def cores_per_node(self) -> int:
@@ -334,6 +340,7 @@ PROBE_COMMANDS = {
     "nvidia_smi": ["nvidia-smi", "--query-gpu=name,memory.total,compute_cap", "--format=csv"],
     "nvidia_topology": ["nvidia-smi", "topo", "-m"],
     "rocm_smi": ["rocm-smi", "--showproductname", "--showmeminfo", "vram", "--json"],
+    "slurm_config": ["scontrol", "show", "config"],
 }
 """What ``system probe`` asks the node, by the output it reads."""
 
@@ -346,16 +353,29 @@ def run_on_this_node(argv: list[str]) -> str | None:
     return proc.stdout if proc.returncode == 0 else None
 
 
-def probe(nodes: int = 1, run: Runner = run_on_this_node, meminfo: Path = Path("/proc/meminfo")) -> Hardware:
+def parse_topology_plugin(text: str) -> str:
+    """``scontrol show config``'s ``TopologyPlugin = topology/block`` line: its value ('' where there is none)."""
+    match = re.search(r"^TopologyPlugin\s*=\s*(\S+)", text, re.MULTILINE)
+    return match.group(1) if match else ""
+
+
+def probe(nodes: int = 1, run: Runner = run_on_this_node, meminfo: Path = Path("/proc/meminfo"), nvlink_domain_nodes: int = 1) -> Hardware:
     """This node's hardware: lscpu and /proc/meminfo, then nvidia-smi (and its topology), else rocm-smi (neither: a
-    node without GPUs)."""
+    node without GPUs), and SLURM's topology plugin where scontrol answers."""
     lscpu = run(PROBE_COMMANDS["lscpu"])
     if lscpu is None:
         raise ConfigError("system probe: lscpu is not on PATH or failed (util-linux); it says the CPU architecture and cores")
     nvidia = run(PROBE_COMMANDS["nvidia_smi"])
     rocm = None if nvidia is not None else run(PROBE_COMMANDS["rocm_smi"])
     topology = run(PROBE_COMMANDS["nvidia_topology"]) if nvidia is not None else None
-    return hardware_from(lscpu, meminfo.read_text(), nvidia, rocm, topology, nodes)
+    hardware = hardware_from(lscpu, meminfo.read_text(), nvidia, rocm, topology, nodes)
+    slurm = run(PROBE_COMMANDS["slurm_config"])
+    try:
+        return Hardware.model_validate(
+            {**hardware.model_dump(), "nvlink_domain_nodes": nvlink_domain_nodes, "slurm_topology": parse_topology_plugin(slurm or "")}
+        )
+    except ValidationError:
+        raise ConfigError(f"system probe: --nvlink-domain-nodes is {nvlink_domain_nodes}; allowed: a whole number of nodes, 1 or more") from None
 
 
 def describe(hardware: Hardware, system_name: str, operating_system: str = "", framework: str = "") -> SystemDescription:

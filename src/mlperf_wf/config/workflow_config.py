@@ -85,6 +85,10 @@ class GeometryOverride(_Section):
     """Host memory one node of a run needs (GiB), requested from the scheduler."""
     walltime_minutes: Count | None = None
     """Time limit of one run's job (minutes): the scheduler's limit and every time the reference derives from it."""
+    nvlink_segments: bool | None = None
+    """Whether the runs are placed in whole NVLink-domain segments (``full.geometry.segment_nodes``, ``sbatch
+    --segment``); None: where the system's domains span a segment (a system not probed is taken as the reference's);
+    false: never (a site whose SLURM has no topology/block plugin, or whose domains are single nodes)."""
 
 
 class ContainerOverride(_Section):

@@ -129,6 +129,9 @@ class Launch:
     quality_target: float | None = None
     """The quality the runs stop at under the plan's round and division (mlperf-logging's rules): the command's and
     the environment's ``{quality_target}``; a ``Launch`` made without a plan takes the latest round's closed target."""
+    segment_nodes: int | None = None
+    """Nodes of the NVLink-domain segment the run is placed in (``full.geometry.segment_nodes`` where the system's
+    domains span it): the command's ``{segment_nodes}`` and the job's ``sbatch --segment``; None: none."""
 
 
 class Minutes(int):
@@ -185,6 +188,8 @@ def reference_command(bench: BenchmarkDef, run: int, seed: int, paths: RunPaths,
         "master_port": "${MASTER_PORT}",
         "node_rank": "${SLURM_NODEID}",
         "walltime_minutes": Minutes(launch.walltime_minutes),
+        # Hydra's None where the run has no segment (the system's NVLink domains are single nodes)
+        "segment_nodes": str(launch.segment_nodes) if launch.segment_nodes else "null",
         **_batch_values(bench, launch),
     }
     if any("quality_target" in placeholders(part) for part in bench.full.command):

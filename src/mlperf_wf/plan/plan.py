@@ -551,7 +551,18 @@ class Plan:
             walltime_minutes=override.walltime_minutes or geometry.walltime_minutes,
             batch=self.planned_batch(name, nodes, gpus_per_node) if self.scale == Scale.FULL else None,
             quality_target=self.launch_quality_target(name),
+            segment_nodes=self.segment_nodes(name),
         )
+
+    def segment_nodes(self, name: str) -> int | None:
+        """The NVLink-domain segment a full-scale run of ``name`` is placed in (``full.geometry.segment_nodes``), where
+        the system's domains span it: a system not probed is taken as the reference's (an NVL72 rack); None where the
+        domains are smaller (the expert groups cross the network anyway) or at tiny scale."""
+        wanted = self.bench(name).full.geometry.segment_nodes
+        hardware = self.system_hardware
+        if self.scale != Scale.FULL or wanted is None or self.geometry_override(name).nvlink_segments is False:
+            return None
+        return None if hardware is not None and hardware.nvlink_domain_nodes < wanted else wanted
 
     def launch_quality_target(self, name: str) -> float | None:
         """The quality target a full-scale run stops at (its command's ``{quality_target}``): the rules' for the
@@ -767,11 +778,14 @@ class Plan:
             return ""
         return f"mlperf-wf campaign-gate --benchmark {name} --run {run} --config-file {shlex.quote(self.campaign_config_record())} || exit $?; "
 
-    def train_slurm_extra(self) -> str:
-        """The train jobs' extra ``sbatch`` flags: whole nodes (as NVIDIA's run.sub, ``--exclusive``), and none of the
-        nodes a node check named (``--exclude``), read when a job is submitted or resubmitted."""
+    def train_slurm_extra(self, name: str) -> str:
+        """A full-scale job's extra ``sbatch`` flags for ``name``'s image: whole nodes (as NVIDIA's run.sub,
+        ``--exclusive``), whole NVLink-domain segments where its runs need them (``--segment``, as the reference's
+        SBATCH_SEGMENT), and none of the nodes a node check named (``--exclude``), read when a job is submitted or
+        resubmitted."""
         excluded = node_check.excluded_nodes(self.workdir / self.excluded_nodes_file())
-        return "--exclusive" + (f" --exclude={','.join(excluded)}" if excluded else "")
+        segment = self.segment_nodes(name)
+        return "--exclusive" + (f" --segment={segment}" if segment else "") + (f" --exclude={','.join(excluded)}" if excluded else "")
 
 
 def unplannable_job(problem: str) -> TrainJob:

@@ -181,6 +181,7 @@ def _benchmark_problems(plan: Plan, name: str) -> list[Problem]:
     geometry = launch.geometry_problem(plan.bench(name), settings)
     if geometry:
         problems.append(Problem("geometry", name, geometry.split(": ", 1)[1]))
+    problems += _placement_problems(plan, name, settings)
     literal = sizing.literal_batch_problem(plan.bench(name), settings.nodes, settings.gpus_per_node)
     if literal:
         problems.append(Problem("batch", name, literal))
@@ -191,6 +192,33 @@ def _benchmark_problems(plan: Plan, name: str) -> list[Problem]:
             problems.append(_unpinned(name, container.reference))
         problems += _missing_image_files(name, container, settings.launcher)
     problems += _scratch_problems(plan, name)
+    return problems
+
+
+def _placement_problems(plan: Plan, name: str, settings: launch.Launch) -> list[Problem]:
+    """Nodes the runs cannot be placed on: not whole NVLink-domain segments (``sbatch --segment``), or segments on a
+    SLURM that cannot place them."""
+    problems = []
+    segment = settings.segment_nodes
+    if segment and settings.nodes % segment:
+        problems.append(
+            Problem(
+                "geometry",
+                name,
+                f"the runs ask {settings.nodes} nodes, not whole {segment}-node segments of an NVLink domain (sbatch --segment={segment}: "
+                f"each expert-parallel group within one domain, full.geometry.segment_nodes): set full_geometry.{name}.nodes to a multiple of {segment}",
+            )
+        )
+    hardware = plan.system_hardware
+    if segment and hardware is not None and hardware.slurm_topology and hardware.slurm_topology != "topology/block":
+        problems.append(
+            Problem(
+                "geometry",
+                name,
+                f"its runs need whole {segment}-node NVLink segments (sbatch --segment={segment}), which SLURM places with "
+                f"TopologyPlugin=topology/block only; config/systems/{plan.settings.submission.platform}.yaml says {hardware.slurm_topology}",
+            )
+        )
     return problems
 
 
