@@ -42,8 +42,7 @@ def _score(report: dict) -> list[str]:
     counted = score["counted_runs"]
     lines = [f"<p><b>Score: {units.duration(score['time_to_train_minutes'])}</b> (olympic mean {units.duration(score['olympic_minutes'])}"]
     source = "" if score["scaling_source"] == "none" else f" ({html.escape(str(score['scaling_source']))})"
-    runs = f"run {counted[0]} counted" if len(counted) == 1 else f"runs {units.in_words(counted)} counted"
-    lines.append(f" × scaling factor {_number(score['scaling_factor'])}{source}; {runs})")
+    lines.append(f" × scaling factor {_number(score['scaling_factor'])}{source}; {units.runs_in_words(counted)} counted)")
     if score.get("energy_joules"):
         lines.append(f"; energy to train {_number(score['energy_joules'])} J")
     return ["".join(lines) + "</p>"]
@@ -68,7 +67,14 @@ def _rcp(report: dict) -> str:
     return f"<p>{words}</p>"
 
 
-def _why(run: dict, verdict: str, progress: str) -> str:
+def shown_verdict(run: dict) -> str:
+    """The verdict every reader gives the run (older reports: the checker's), with the checker's nuance for a run
+    that counts (``passed_except_declared``: it passed except for the tiny tier's declared open rules)."""
+    verdict = run.get("verdict") or run["compliance"]
+    return verdict if verdict != "passed" else run["compliance"]
+
+
+def why(run: dict, verdict: str, progress: str) -> str:
     """Why the run has its verdict, in words: where it reached the target, or what kept it from counting."""
     problems = list(run.get("compliance_problems") or [])
     if verdict in ("passed", "passed_except_declared") and run.get("samples_to_converge") is not None:
@@ -79,7 +85,7 @@ def _why(run: dict, verdict: str, progress: str) -> str:
     else:
         words = problems or [run.get("verdict_reason") or f"{verdict}: no reason recorded"]
     why = "; ".join(words)
-    if run.get("power_problems") and run.get("energy_joules") is None and verdict == "passed":
+    if run.get("power_problems") and run.get("energy_joules") is None and verdict in ("passed", "passed_except_declared"):
         why += f" (power logs refused: {'; '.join(run['power_problems'])})"
     return why
 
@@ -94,8 +100,7 @@ def _runs(report: dict) -> list[str]:
     rows = ["<table>", "<tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in header) + "</tr>"]
     for run in report["runs"]:
         folder = str(Path(run["result_file"]).parent)
-        verdict = run.get("verdict") or run["compliance"]  # the verdict every reader gives; older reports: the checker's
-        shown = verdict if verdict != "passed" else run["compliance"]
+        shown = shown_verdict(run)
         scored = f"no: {run['dropped']}" if run["dropped"] else "yes"
         rows.append(
             "<tr>"
@@ -103,7 +108,7 @@ def _runs(report: dict) -> list[str]:
             + _cell(run["seed"])
             + _cell(run["status"])
             + _cell(shown, shown)
-            + _cell(_why(run, shown, progress))
+            + _cell(why(run, shown, progress))
             + _cell(_number(None if run["minutes"] is None else run["minutes"] / length))
             + _cell(_number(run["samples_to_converge"]))
             + _cell(_number(run["final_eval_accuracy"]))

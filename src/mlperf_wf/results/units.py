@@ -54,3 +54,8 @@ def metric_of(benchmark: str) -> str:
 def progress_unit(convergence_unit: str | None) -> str:
     """``samples`` or ``epochs``: what a run's ``samples_to_converge`` counts (the report's ``convergence_unit``)."""
     return "epochs" if convergence_unit == "epoch_num" else "samples"
+
+
+def runs_in_words(indices: Sequence[object]) -> str:
+    """``run 3`` or ``runs 0, 1 and 2``."""
+    return f"run {indices[0]}" if len(indices) == 1 else f"runs {in_words(indices)}"
