@@ -31,7 +31,8 @@ def _save(fig: plt.Figure, stem: Path) -> list[Path]:
     stem.parent.mkdir(parents=True, exist_ok=True)
     paths = [stem.with_suffix(".png"), stem.with_suffix(".svg")]
     fig.savefig(paths[0], dpi=150, bbox_inches="tight")
-    fig.savefig(paths[1], bbox_inches="tight")
+    with matplotlib.rc_context({"svg.fonttype": "none"}):  # text as text: found, selected and copied in a browser
+        fig.savefig(paths[1], bbox_inches="tight")
     plt.close(fig)
     return paths
 
