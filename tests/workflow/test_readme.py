@@ -139,6 +139,9 @@ def opened_in_chromium(checkout: Path, html: Path, benchmark: str = "llama2_70b_
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
             page.goto(html.as_uri())
             front = page.inner_text("body")
+            # in view as the page opens: Snakemake centres its pane, which cut off the top of a tall front page
+            description_top = page.locator(".prose").first.bounding_box()["y"]
+            score_top = page.get_by_text("Score:").first.bounding_box()["y"]
             page.screenshot(path=str(checkout / "report-front.png"))
             page.get_by_text(benchmark, exact=True).first.click()
             page.locator("tr", has_text="overview: score, runs, RCP").locator("a[iconname=eye]").click()
@@ -153,6 +156,7 @@ def opened_in_chromium(checkout: Path, html: Path, benchmark: str = "llama2_70b_
     score = units.duration(report["score"]["time_to_train_minutes"])
     assert float(score.split()[0]) >= 1 or score.endswith("seconds"), f"a unit that fits: {score}"
     assert front.index(f"Score: {score}") < front.index("How they were made"), front[:3000]
+    assert 0 <= description_top and 0 <= score_top < 1000, (description_top, score_top)
     assert "Valid submission: no: scale is 'tiny'" in front and "RCP check: does not apply at tiny scale" in front
     assert f"{benchmark}: tiny scale, ruleset {report['ruleset']}, {report['division']} division" in front
     for run in report["runs"]:
