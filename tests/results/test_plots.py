@@ -155,3 +155,16 @@ def test_the_time_to_train_figure_counts_a_tiny_campaign_in_seconds(tmp_path, mo
     (ax,) = figures[0].axes
     assert ax.get_ylabel().startswith("time to train (seconds") and "score 1.2 seconds" in ax.get_title()
     assert [text.get_text() for text in ax.get_legend().get_texts()] == ["olympic mean 1.2 seconds"]
+
+
+def test_the_summary_says_the_rcp_check_does_not_apply_at_tiny_scale(tmp_path):
+    import json
+
+    (tiny,) = summary_of(tmp_path, {"rgat": 0.0207})
+    report = json.loads(tiny.read_text())
+    report["rcp"] = {"verdict": "Fail", "message": "RCP found"}
+    tiny.write_text(json.dumps(report))
+    full = tmp_path / "full.json"
+    full.write_text(json.dumps({**report, "benchmark": "retinanet", "scale": "full"}))
+    frame = plots.summary([tiny, full], tmp_path / "summary.csv", tmp_path / "summary")
+    assert list(frame["rcp"]) == ["Fail", "does not apply at tiny scale"], "retinanet (full) first, by name"

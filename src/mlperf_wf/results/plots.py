@@ -311,6 +311,14 @@ def _package_of(report: dict, packages: list[dict]) -> dict | None:
     return None
 
 
+def _rcp_in_words(report: dict) -> str:
+    """The RCP check's verdict, why none was made, or (a run that is not full scale) that it does not apply."""
+    rcp = report.get("rcp")
+    if rcp is None:
+        return f"not checked: {report.get('rcp_not_checked')}"
+    return "does not apply at tiny scale" if report["scale"] != Scale.FULL else str(rcp.get("verdict"))
+
+
 def summary(report_files: list[Path], csv_out: Path, stem: Path, package_checks: list[Path] | Path | None = None) -> pd.DataFrame:
     """``summary.csv`` (one row per benchmark, by name) and a figure of every benchmark's score; each row has the
     checker's verdict on the package of its round and division (``package_checks``: one per package)."""
@@ -338,7 +346,7 @@ def summary(report_files: list[Path], csv_out: Path, stem: Path, package_checks:
                 "energy_joules": score.get("energy_joules"),
                 "olympic_minutes": score["olympic_minutes"],
                 "scaling_factor": score["scaling_factor"],
-                "rcp": (report.get("rcp") or {}).get("verdict") or f"not checked: {report.get('rcp_not_checked')}",
+                "rcp": _rcp_in_words(report),
                 "run_verdicts": run_verdicts.outcome_counts(judged),
                 "valid_submission": report["valid_submission"] and not stale,
                 "reasons": "; ".join([*report["valid_submission_reasons"], *stale]),
