@@ -168,3 +168,28 @@ def test_the_summary_says_the_rcp_check_does_not_apply_at_tiny_scale(tmp_path):
     full.write_text(json.dumps({**report, "benchmark": "retinanet", "scale": "full"}))
     frame = plots.summary([tiny, full], tmp_path / "summary.csv", tmp_path / "summary")
     assert list(frame["rcp"]) == ["Fail", "does not apply at tiny scale"], "retinanet (full) first, by name"
+
+
+def test_a_benchmark_with_two_metrics_gets_a_panel_each_named_by_its_metric_with_each_crossing(tmp_path, monkeypatch):
+    import json
+
+    figures = kept_figures(monkeypatch)
+    report = three_run_report(tmp_path)
+    for run in report["runs"]:  # each evaluation logged as an FID and as a CLIP score, as stable_diffusion logs them
+        lines = []
+        for line in Path(run["result_file"]).read_text().splitlines():
+            record = json.loads(line.split(" ", 1)[1]) if line.startswith(":::MLLOG") else None
+            if record and record["key"] == "eval_accuracy":
+                for metric, value in (("FID", 100 * record["value"]), ("CLIP", 0.2 / record["value"])):
+                    lines.append(":::MLLOG " + json.dumps({**record, "value": value, "metadata": {**record["metadata"], "metric": metric}}))
+            else:
+                lines.append(line)
+        Path(run["result_file"]).write_text("\n".join(lines) + "\n")
+    targets = [{"metric": "FID", "comparison": "<=", "value": 93.0}, {"metric": "CLIP", "comparison": ">=", "value": 0.2}]
+    report = {**report, "benchmark": "stable_diffusion", "quality_target": {**targets[0], "all": targets}}
+    plots.convergence(report, tmp_path / "convergence")
+    fid, clip = figures[0].axes
+    assert (fid.get_ylabel(), clip.get_ylabel()) == ("FID", "CLIP")
+    for ax, reached in ((fid, 3264), (clip, 2304)):  # FID 120, 95, 92 against <= 93; CLIP 0.167, 0.211, 0.217 against >= 0.2
+        crossings = [line for line in ax.get_lines() if str(line.get_gid()).startswith("crossing-run-")]
+        assert [line.get_xdata()[0] for line in crossings] == [reached] * 3
