@@ -34,7 +34,7 @@ def test_the_front_page_leads_with_each_benchmark_s_result(tmp_path):
         html.replace("&#x27;", "'")
     )
     assert "run 3 (seed 1237): <strong>non_converged</strong>, 3.5 minutes: did not reach the target (last eval 0.91); not scored: did not converge" in html
-    assert "Provenance (3 runs' provenance.json): launcher local; host vm; image none; workflow commit 91702b50b0f4;" in html
+    assert "Provenance (3 runs' provenance.json): launcher local; host vm; GPUs none; image none; workflow commit 91702b50b0f4;" in html
     assert "mlperf-logging 4.1.68, torch 2.13.0+cpu" in html and "; run 3 has no provenance.json" in html
     assert "<strong>rgat</strong>: no report yet (results/tiny/rgat/report.json)" in html
     assert text.index("dlrmv4") < text.index("rgat"), "by name"

@@ -106,3 +106,8 @@ def test_the_metric_is_the_benchmark_s():
     text = overview.page(tiny_scored(0.0207), {})
     metric = registry.load_benchmark("dlrmv4").quality_metric
     assert f"quality target: {metric} &gt;= 0.8" in text and f"<th>final {metric}</th>" in text
+
+
+def test_a_run_s_gpus_are_counted_by_kind():
+    gpus = ["NVIDIA H100 80GB HBM3, 550.54"] * 8
+    assert overview.gpus_in_words(gpus) == "8 × NVIDIA H100 80GB HBM3, 550.54" and overview.gpus_in_words([]) == "none"

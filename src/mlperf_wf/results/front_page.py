@@ -77,6 +77,7 @@ def _provenance(report: dict) -> str:
     facts = {
         "launcher": lambda record: record.get("launcher") or "unknown",
         "host": lambda record: record.get("host") or "unknown",
+        "GPUs": lambda record: overview.gpus_in_words(record.get("gpus") or []),
         "image": lambda record: record.get("image") or "none",
         "workflow commit": commit,
         "Python": lambda record: record.get("python") or "unknown",

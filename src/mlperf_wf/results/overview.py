@@ -1,15 +1,17 @@
-"""A benchmark's page in the HTML report: what ``report.json`` says, for a reader.
+"""A benchmark's page in the HTML report: what ``report.json`` says, for a reader, result first.
 
-The score (or why there is none), the ruleset and division the runs were checked under (the report's, not the
-config's ``latest``), whether the set is a valid submission and why not, the RCP check or why it was not made, a table
-of every run by its folder with its compliance verdict and the checker's reasons, and both figures inline (SVG). One
-self-contained file: Snakemake's report shows it in its frame, and it opens on its own.
+The score in the unit that fits it (or why there is none), the ruleset and division the runs were checked under (the
+report's, not the config's ``latest``), whether the set is a valid submission and why not, the RCP check or why it was
+not made (at tiny scale: that it does not apply), a table of every run by its folder with its verdict and why in words,
+what made each run (its ``provenance.json``), and both figures inline (SVG). One self-contained file: Snakemake's
+report shows it in its frame, and it opens on its own.
 """
 
 from __future__ import annotations
 
 import html
 import json
+from collections import Counter
 from pathlib import Path
 
 from mlperf_wf.kinds import Scale
@@ -77,8 +79,9 @@ def shown_verdict(run: dict) -> str:
 def why(run: dict, verdict: str, progress: str) -> str:
     """Why the run has its verdict, in words: where it reached the target, or what kept it from counting."""
     problems = list(run.get("compliance_problems") or [])
-    if verdict in ("passed", "passed_except_declared") and run.get("samples_to_converge") is not None:
-        words = [f"reached the target at {_number(run['samples_to_converge'])} {progress}", *problems]
+    if verdict in ("passed", "passed_except_declared"):
+        samples = run.get("samples_to_converge")
+        words = ["reached the target" + (f" at {_number(samples)} {progress}" if samples is not None else ""), *problems]
     elif verdict == "non_converged" or (run.get("status") not in (None, "success") and not problems):
         last = run.get("final_eval_accuracy")
         words = ["did not reach the target" + (f" (last eval {_number(last)})" if last is not None else ""), *problems]
@@ -119,6 +122,12 @@ def _runs(report: dict) -> list[str]:
     return rows
 
 
+def gpus_in_words(gpus: list[str]) -> str:
+    """``8 × NVIDIA H100 80GB HBM3, 550.54``: each kind of accelerator a run saw (nvidia-smi's name and driver) and
+    how many; ``none`` on a CPU host."""
+    return ", ".join(f"{count} × {name}" for name, count in Counter(map(str, gpus)).items()) or "none"
+
+
 def _provenance(report: dict) -> list[str]:
     """What made each run, from its ``provenance.json`` (the report's ``made_with``): launcher, host, GPUs, image,
     the workflow's commit, Python and package versions, and the command."""
@@ -133,7 +142,6 @@ def _provenance(report: dict) -> list[str]:
             continue
         git = record.get("workflow_git") or {}
         commit = str(git.get("commit") or "unknown")[:12] + (" (uncommitted changes)" if git.get("dirty") else "")
-        gpus = record.get("gpus") or []
         packages = ", ".join(f"{name} {version}" for name, version in sorted((record.get("packages") or {}).items()))
         command = html.escape(str(record.get("command") or ""))
         rows.append(
@@ -141,7 +149,7 @@ def _provenance(report: dict) -> list[str]:
             + _cell(run["index"])
             + _cell(record.get("launcher") or "—")
             + _cell(record.get("host") or "—")
-            + _cell(f"{len(gpus)}: {', '.join(map(str, gpus))}" if gpus else "none")
+            + _cell(gpus_in_words(record.get("gpus") or []))
             + _cell(record.get("image") or "none")
             + _cell(commit)
             + _cell(record.get("python") or "—")
