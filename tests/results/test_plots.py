@@ -163,11 +163,13 @@ def test_the_summary_says_the_rcp_check_does_not_apply_at_tiny_scale(tmp_path):
     (tiny,) = summary_of(tmp_path, {"rgat": 0.0207})
     report = json.loads(tiny.read_text())
     report["rcp"] = {"verdict": "Fail", "message": "RCP found"}
+    report["valid_submission_reasons"] = ["scale is 'tiny'", "RCP check: Fail (RCP found)"]
     tiny.write_text(json.dumps(report))
     full = tmp_path / "full.json"
     full.write_text(json.dumps({**report, "benchmark": "retinanet", "scale": "full"}))
     frame = plots.summary([tiny, full], tmp_path / "summary.csv", tmp_path / "summary")
     assert list(frame["rcp"]) == ["Fail", "does not apply at tiny scale"], "retinanet (full) first, by name"
+    assert list(frame["reasons"]) == ["scale is 'tiny'; RCP check: Fail (RCP found)", "scale is 'tiny'"]
 
 
 def test_a_benchmark_with_two_metrics_gets_a_panel_each_named_by_its_metric_with_each_crossing(tmp_path, monkeypatch):

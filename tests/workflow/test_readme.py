@@ -162,9 +162,9 @@ def opened_in_chromium(checkout: Path, html: Path, benchmark: str = "llama2_70b_
     for run in report["runs"]:
         assert f"run {run['index']} (seed {run['seed']}): passed" in front, front[:3000]
     assert f"Provenance ({len(report['runs'])} runs' provenance.json): launcher local" in front
-    assert f"Score: {score}" in shown and f"runs {units.in_words(report['score']['counted_runs'])} counted" in shown, shown[:2000]
+    assert f"Score: {score}" in shown and f"{units.runs_in_words(report['score']['counted_runs'])} counted" in shown, shown[:2000]
     assert f"checked under ruleset {report['ruleset']}, {report['division']} division" in shown and "Valid submission: no" in shown
-    assert "RCP check: does not apply at tiny scale" in shown and "RCP check: Fail" not in shown
+    assert "RCP check: does not apply at tiny scale" in shown and "Fail" not in shown and "Fail" not in front
     for run in report["runs"]:
         assert f"run {run['index']} (results/tiny/{benchmark}/runs/{run['index']})\t{run['seed']}\tsuccess\tpassed\treached the target at" in shown, shown
     assert "Provenance" in shown and "time to train" in shown and "convergence" in shown

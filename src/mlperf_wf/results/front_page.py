@@ -37,7 +37,7 @@ def _score(report: dict) -> str:
 def _validity(report: dict) -> str:
     if report["valid_submission"]:
         return "Valid submission: **yes**"
-    reasons = report.get("valid_submission_reasons") or ["no reason recorded"]
+    reasons = overview.validity_reasons(report) or ["no reason recorded"]
     return f"Valid submission: **no**: {_plain('; '.join(reasons))}"
 
 

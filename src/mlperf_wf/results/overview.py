@@ -69,6 +69,13 @@ def _rcp(report: dict) -> str:
     return f"<p>{words}</p>"
 
 
+def validity_reasons(report: dict) -> list[str]:
+    """Why the set is not a valid submission, as a reader is told: at tiny scale without the RCP checker's verdict
+    (the scale is the reason, and the RCP check does not apply to it)."""
+    reasons = report.get("valid_submission_reasons") or []
+    return reasons if report["scale"] == Scale.FULL else [reason for reason in reasons if not reason.startswith("RCP check: ")]
+
+
 def shown_verdict(run: dict) -> str:
     """The verdict every reader gives the run (older reports: the checker's), with the checker's nuance for a run
     that counts (``passed_except_declared``: it passed except for the tiny tier's declared open rules)."""
@@ -177,7 +184,7 @@ def page(report: dict, figures: dict[str, str]) -> str:
         *_score(report),
         f"<p>Valid submission: <b>{'yes' if report['valid_submission'] else 'no'}</b></p>",
     ]
-    reasons = report.get("valid_submission_reasons") or []
+    reasons = validity_reasons(report)
     if reasons:
         lines += ["<ul>", *(f"<li>{html.escape(reason)}</li>" for reason in reasons), "</ul>"]
     lines.append(_rcp(report))

@@ -20,7 +20,7 @@ import pandas as pd
 from mlperf_logging.compliance_checker import mlp_parser
 
 from mlperf_wf.kinds import Scale
-from mlperf_wf.results import units
+from mlperf_wf.results import overview, units
 from mlperf_wf.results.compliance import mllog_record
 from mlperf_wf.results.scoring import LOG_SUFFIXES, eval_progress, fast_mlperf_logging
 
@@ -349,7 +349,7 @@ def summary(report_files: list[Path], csv_out: Path, stem: Path, package_checks:
                 "rcp": _rcp_in_words(report),
                 "run_verdicts": run_verdicts.outcome_counts(judged),
                 "valid_submission": report["valid_submission"] and not stale,
-                "reasons": "; ".join([*report["valid_submission_reasons"], *stale]),
+                "reasons": "; ".join([*overview.validity_reasons(report), *stale]),
                 "package_checker": ("passed" if package["package_checker"]["passed"] else f"errors: {package_errors}") if package else None,
             }
         )
