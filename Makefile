@@ -49,7 +49,7 @@ demo: $(BIN)/activate
 
 # The browsable report of the demo's campaign: Snakemake's report needs the same config as the run it reports on.
 report: $(BIN)/activate
-	$(BIN)/snakemake --report report.html --config 'benchmarks=[$(BENCH_LIST)]' $(REFERENCE_LOGS_CONFIG) $(PREPARATION_CONFIG)
+	$(BIN)/snakemake --report report.html --report-stylesheet workflow/report/style.css --config 'benchmarks=[$(BENCH_LIST)]' $(REFERENCE_LOGS_CONFIG) $(PREPARATION_CONFIG)
 	@echo "report.html: the figures, captions and results of results/tiny/ for $(BENCH_LIST)"
 
 # MLPERF_WF_REQUIRE_REFERENCE: the reference-in-the-loop tests fail, rather than skip, without their venv.

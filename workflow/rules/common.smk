@@ -23,6 +23,7 @@ from mlperf_wf.results.snakemake_state import another_snakemake_in  # noqa: E402
 from mlperf_wf.results import package as submission_package  # noqa: E402
 from mlperf_wf.results import invocation  # noqa: E402
 from mlperf_wf.results import report as benchmark_report  # noqa: E402
+from mlperf_wf.results import front_page  # noqa: E402
 from mlperf_wf.run import identity as campaign_identity  # noqa: E402
 
 # A second Snakemake (a dry run too) in a folder where one runs fails on the first one's unfinished outputs; say why.
@@ -127,6 +128,11 @@ if workflow.is_main_process:
 # The report's front page (report/workflow.rst) says each benchmark's round and division as its runs are checked, not
 # the config's "latest" and a division the tiny tier may not use.
 config["rounds_checked"] = PLAN.rounds_in_words()
+# ... and leads with each benchmark's result, in words (mlperf_wf.results.front_page): the report opens on it.
+config["results_in_words"] = front_page.rst(
+    PLAN.workdir,
+    [PLAN.report(_name) for _name in config["benchmarks"]] + PLAN.finished_reports(),
+)
 
 SCALE = PLAN.scale
 RESULTS = PLAN.results_root

@@ -8,17 +8,19 @@ needed. Each is written as PNG (for the Snakemake report) and SVG (for papers).
 from __future__ import annotations
 
 import json
+import operator
 from pathlib import Path
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
+import matplotlib.ticker
 import pandas as pd
 from mlperf_logging.compliance_checker import mlp_parser
 
-from mlperf_wf.config import registry
 from mlperf_wf.kinds import Scale
+from mlperf_wf.results import overview, units
 from mlperf_wf.results.compliance import mllog_record
 from mlperf_wf.results.scoring import LOG_SUFFIXES, eval_progress, fast_mlperf_logging
 
@@ -29,7 +31,8 @@ def _save(fig: plt.Figure, stem: Path) -> list[Path]:
     stem.parent.mkdir(parents=True, exist_ok=True)
     paths = [stem.with_suffix(".png"), stem.with_suffix(".svg")]
     fig.savefig(paths[0], dpi=150, bbox_inches="tight")
-    fig.savefig(paths[1], bbox_inches="tight")
+    with matplotlib.rc_context({"svg.fonttype": "none"}):  # text as text: found, selected and copied in a browser
+        fig.savefig(paths[1], bbox_inches="tight")
     plt.close(fig)
     return paths
 
@@ -45,7 +48,9 @@ def time_to_train(report: dict, stem: Path) -> list[Path]:
     if with_energy:
         _energy_panel(axes[0][1], report)
     labels = [f"run {r['index']}\nseed {r['seed']}" for r in runs]
-    heights = [r["minutes"] if r["minutes"] is not None else 0.0 for r in runs]
+    score = report["score"]
+    unit, length = units.unit_for([r["minutes"] for r in runs] + [score["olympic_minutes"]])
+    heights = [r["minutes"] / length if r["minutes"] is not None else 0.0 for r in runs]
     colours = [COUNTED if not r["dropped"] else (OUTSIDE if r["dropped"] == "outside the selected window" else DROPPED) for r in runs]
     bars = ax.bar(range(len(runs)), heights, color=colours)
     for bar, run in zip(bars, runs, strict=True):
@@ -61,15 +66,15 @@ def time_to_train(report: dict, stem: Path) -> list[Path]:
                 xytext=(0, 3),
                 textcoords="offset points",
             )
-    score = report["score"]
     if score["olympic_minutes"] is not None:
         # in the legend, above the bars: a label on the line itself sits behind the bars that reach it
-        ax.axhline(score["olympic_minutes"], color="#d62728", linestyle="--", linewidth=1, label=f"olympic mean {score['olympic_minutes']:.4g} min")
+        mean = score["olympic_minutes"]
+        ax.axhline(mean / length, color="#d62728", linestyle="--", linewidth=1, label=f"olympic mean {mean / length:.4g} {unit}")
         ax.legend(loc="upper left", fontsize=8, frameon=False)
     ax.set_xticks(range(len(runs)), labels, fontsize=7)
-    ax.set_ylabel("time to train (minutes, run_start to run_stop)")
+    ax.set_ylabel(f"time to train ({unit}, run_start to run_stop)")
     ttt = score["time_to_train_minutes"]
-    verdict = f"score {ttt:.4g} min (x{score['scaling_factor']:.4g} scaling)" if ttt is not None else "no valid score"
+    verdict = f"score {units.duration(ttt, 4)} (x{score['scaling_factor']:.4g} scaling)" if ttt is not None else "no valid score"
     ax.set_title(f"{report['benchmark']} ({report['scale']}, ruleset {report['ruleset']}): {verdict}", fontsize=10)
     ax.margins(y=0.25)
     return _save(fig, stem)
@@ -165,10 +170,77 @@ def _draw_reference(ax: plt.Axes, curves: dict[str, list[tuple[float, float]]], 
 
 
 def _draw_target(ax: plt.Axes, target: dict) -> None:
-    ax.axhline(target["value"], color="#d62728", linewidth=1)
+    """The target line, labelled at its left end, clear of the axis (where the runs are still far from it and cross
+    it nowhere), on the side the curves reach last (below a loss's, above an accuracy's); the axis widened so the
+    label stays inside it."""
+    value, comparison = target["value"], target["comparison"]
+    ax.axhline(value, color="#d62728", linewidth=1)
+    below = comparison.startswith("<")
     ax.annotate(
-        f"target {target['comparison']} {target['value']}", (0, target["value"]), xycoords=("axes fraction", "data"), color="#d62728", fontsize=8, va="bottom"
+        f"target {comparison} {value}",
+        (0, value),
+        xycoords=("axes fraction", "data"),
+        xytext=(6, -3 if below else 3),
+        textcoords="offset points",
+        ha="left",
+        va="top" if below else "bottom",
+        color="#d62728",
+        fontsize=8,
     )
+    low, high = ax.get_ylim()
+    room = 0.12 * ((max(high, value) - min(low, value)) or abs(value) or 1.0)
+    ax.set_ylim(min(low, value - room) if below else low, high if below else max(high, value + room))
+
+
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">")
+LINESTYLES = ("-", "--", "-.", ":")
+"""Each run's marker and line style (by its place in the report): twenty runs differ in both, not in colour alone."""
+
+
+def run_style(position: int) -> tuple[str, str]:
+    """(marker, line style) of the run at ``position``."""
+    return MARKERS[position % len(MARKERS)], LINESTYLES[position % len(LINESTYLES)]
+
+
+MEETS = {">=": operator.ge, ">": operator.gt, "<=": operator.le, "<": operator.lt}
+
+
+def crossing(points: list[tuple[float, float]], target: dict) -> tuple[float, float] | None:
+    """The first (samples, value) of ``points`` that meets ``target``; None when none does."""
+    meets = MEETS[target["comparison"]]
+    return next(((x, y) for x, y in points if meets(y, target["value"])), None)
+
+
+def _draw_runs(ax: plt.Axes, report: dict, target: dict, metric: str | None = None) -> None:
+    """Every run's curve in its own marker and line style (dropped runs say so in the legend), a large hollow marker
+    where it first met ``target``, and the legend under the axes."""
+    for position, run in enumerate(report["runs"]):
+        points = _curve_of(run, report["ruleset"], metric)
+        if not points:
+            continue
+        marker, linestyle = run_style(position)
+        xs, ys = zip(*points, strict=True)
+        dropped = f" ({run['dropped']})" if run["dropped"] else ""
+        (curve,) = ax.plot(xs, ys, linestyle=linestyle, linewidth=1, marker=marker, markersize=3.5, label=f"seed {run['seed']}{dropped}")
+        reached = crossing(points, target)
+        if reached is not None:
+            ax.plot(
+                [reached[0]],
+                [reached[1]],
+                linestyle="none",
+                marker=marker,
+                markersize=11,
+                markerfacecolor="none",
+                markeredgecolor=curve.get_color(),
+                markeredgewidth=1.5,
+                gid=f"crossing-run-{run['index']}",
+                label="_crossing",
+            )
+    handles, _ = ax.get_legend_handles_labels()
+    if handles:
+        ax.plot([], [], linestyle="none", marker="o", markersize=11, markerfacecolor="none", markeredgecolor="#444", label="reached the target")
+        columns = min(5, len(handles) + 1)
+        ax.legend(fontsize=6, ncol=columns, frameon=False, loc="upper center", bbox_to_anchor=(0.5, -0.16))
 
 
 def _metric_panels(report: dict, stem: Path) -> list[Path]:
@@ -176,16 +248,10 @@ def _metric_panels(report: dict, stem: Path) -> list[Path]:
     targets = report["quality_target"]["all"]
     fig, axes = plt.subplots(1, len(targets), figsize=(6 * len(targets), 4.5), squeeze=False)
     for ax, target in zip(axes[0], targets, strict=True):
-        for run in report["runs"]:
-            points = _curve_of(run, report["ruleset"], target["metric"])
-            if points:
-                xs, ys = zip(*points, strict=True)
-                ax.plot(xs, ys, "-", linewidth=1, marker=".", markersize=3, label=f"seed {run['seed']}")
-        if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize=6, ncol=2 if len(report["runs"]) > 5 else 1, frameon=False, loc="best")
+        _draw_runs(ax, report, target, target["metric"])
         _draw_target(ax, target)
         ax.set_xlabel("samples (eval_accuracy samples_count)")
-        ax.set_ylabel(f"eval_accuracy, metric {target['metric']}")
+        ax.set_ylabel(target["metric"])
         ax.set_title(f"{report['benchmark']}: {target['metric']} of {len(report['runs'])} runs ({report['scale']})", fontsize=10)
     return _save(fig, stem)
 
@@ -202,17 +268,7 @@ def convergence(report: dict, stem: Path, reference_logs: Path | None = None) ->
     ax = axes[0][0]
     if curves and not beside:
         _draw_reference(ax, curves, reference_logs)
-    for run in report["runs"]:
-        points = _curve_of(run, report["ruleset"])
-        if not points:
-            continue
-        xs, ys = zip(*points, strict=True)
-        style = "-" if not run["dropped"] or run["dropped"] in ("fastest", "slowest") else ":"
-        # runs that stop at the same evaluation end at one point: the seeds go to the legend, not beside the ends
-        dropped = f" ({run['dropped']})" if run["dropped"] else ""
-        ax.plot(xs, ys, style, linewidth=1, marker=".", markersize=3, label=f"seed {run['seed']}{dropped}")
-    if ax.get_legend_handles_labels()[0]:
-        ax.legend(fontsize=6, ncol=2 if len(report["runs"]) > 5 else 1, frameon=False, loc="best")
+    _draw_runs(ax, report, report["quality_target"])
     _draw_target(ax, report["quality_target"])
     rcp = report.get("rcp")
     # RCPs describe the real benchmark; against a tiny run they would only squash the curves.
@@ -229,8 +285,7 @@ def convergence(report: dict, stem: Path, reference_logs: Path | None = None) ->
         )
     unit = report.get("convergence_unit") or "samples_count"
     ax.set_xlabel(f"{'epochs' if unit == 'epoch_num' else 'samples'} (eval_accuracy {unit})")
-    known = report["benchmark"] in registry.benchmark_names()
-    ax.set_ylabel(f"eval_accuracy: {registry.load_benchmark(report['benchmark']).quality_metric}" if known else "eval_accuracy", fontsize=8)
+    ax.set_ylabel(units.metric_of(report["benchmark"]), fontsize=8)
     drawn = f" and {len(curves)} reference logs (grey)" if curves and not beside else ""
     ax.set_title(f"{report['benchmark']}: convergence of {len(report['runs'])} runs ({report['scale']}){drawn}", fontsize=10)
     if beside:
@@ -254,6 +309,14 @@ def _package_of(report: dict, packages: list[dict]) -> dict | None:
         if package.get("ruleset") == report["ruleset"] and package.get("division", report["division"]) == report["division"]:
             return package
     return None
+
+
+def _rcp_in_words(report: dict) -> str:
+    """The RCP check's verdict, why none was made, or (a run that is not full scale) that it does not apply."""
+    rcp = report.get("rcp")
+    if rcp is None:
+        return f"not checked: {report.get('rcp_not_checked')}"
+    return "does not apply at tiny scale" if report["scale"] != Scale.FULL else str(rcp.get("verdict"))
 
 
 def summary(report_files: list[Path], csv_out: Path, stem: Path, package_checks: list[Path] | Path | None = None) -> pd.DataFrame:
@@ -283,33 +346,68 @@ def summary(report_files: list[Path], csv_out: Path, stem: Path, package_checks:
                 "energy_joules": score.get("energy_joules"),
                 "olympic_minutes": score["olympic_minutes"],
                 "scaling_factor": score["scaling_factor"],
-                "rcp": (report.get("rcp") or {}).get("verdict") or f"not checked: {report.get('rcp_not_checked')}",
+                "rcp": _rcp_in_words(report),
                 "run_verdicts": run_verdicts.outcome_counts(judged),
                 "valid_submission": report["valid_submission"] and not stale,
-                "reasons": "; ".join([*report["valid_submission_reasons"], *stale]),
+                "reasons": "; ".join([*overview.validity_reasons(report), *stale]),
                 "package_checker": ("passed" if package["package_checker"]["passed"] else f"errors: {package_errors}") if package else None,
             }
         )
     frame = pd.DataFrame(rows).sort_values("benchmark", kind="stable").reset_index(drop=True)
     csv_out.parent.mkdir(parents=True, exist_ok=True)
     frame.to_csv(csv_out, index=False)
-    fig, ax = plt.subplots(figsize=(7, 0.6 * max(1, len(frame)) + 1.5))
-    values = frame["time_to_train_minutes"].fillna(0.0)
-    ax.barh(frame["benchmark"], values, color=[COUNTED if v else DROPPED for v in frame["valid_submission"]])
-    for y, (value, valid, scale, joules) in enumerate(zip(values, frame["valid_submission"], frame["scale"], frame["energy_joules"], strict=True)):
-        energy = f", {joules:.4g} J" if pd.notna(joules) else ""
-        ax.annotate(
-            f"{value:.4g} min{energy}, {scale}{'' if valid else ', not a valid submission'}",
-            (value, y),
-            xytext=(3, 0),
-            textcoords="offset points",
-            va="center",
-            fontsize=8,
-        )
-    ax.set_xlabel("time to train (minutes, olympic mean x scaling)")
+    ax = _summary_bars(frame)
     passed = all(package["package_checker"]["passed"] for package in packages)
     verdict = "" if not packages else f" (package checker: {'passed' if passed else 'errors, see package_check.json'})"
     ax.set_title(f"All benchmarks{verdict}", fontsize=10)
-    ax.margins(x=0.6)
-    _save(fig, stem)
+    _save(ax.figure, stem)
     return frame
+
+
+WIDE = 10.0
+"""Scores whose largest is this many times the smallest are drawn on a log axis (a linear one squashes the short)."""
+
+
+def _summary_bars(frame: pd.DataFrame) -> plt.Axes:
+    """A bar per benchmark's score in the unit that fits the longest, on a log axis where the scores span a wide
+    range; each bar says its score, scale and validity inside the axes: in the bar's end when it reaches past the
+    middle, beside it otherwise; a benchmark with no score says so at the axis."""
+    scores = [None if pd.isna(value) else float(value) for value in frame["time_to_train_minutes"]]
+    known = [value for value in scores if value and value > 0]
+    unit, length = units.unit_for(known)
+    wide = bool(known) and max(known) / min(known) >= WIDE
+    _, ax = plt.subplots(figsize=(8, 0.6 * max(1, len(frame)) + 1.5))
+    positions = list(range(len(frame)))
+    values = [(value or 0.0) / length for value in scores]
+    ax.barh(positions, values, color=[COUNTED if valid else DROPPED for valid in frame["valid_submission"]])
+    ax.set_yticks(positions, list(frame["benchmark"]))
+    ax.invert_yaxis()  # first by name at the top, as the table reads
+    largest = max(known) / length if known else 1.0
+    if wide:
+        ax.set_xscale("log")
+        ax.set_xlim(min(known) / length / 2, largest * 2)
+        ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda value, _: f"{value:g}"))
+    else:
+        ax.set_xlim(0, largest * 1.1)
+    ax.set_xlabel(f"time to train ({unit}, olympic mean x scaling{'; log scale' if wide else ''})")
+    to_axes = ax.transAxes.inverted()
+    rows = zip(positions, scores, frame["valid_submission"], frame["scale"], frame["energy_joules"], strict=True)
+    for y, score, valid, scale, joules in rows:
+        energy = f", {joules:.4g} J" if pd.notna(joules) else ""
+        validity = "" if valid else ", not a valid submission"
+        if score is None or score <= 0:
+            ax.annotate(f"no score, {scale}{validity}", (0.01, y), xycoords=("axes fraction", "data"), va="center", fontsize=7)
+            continue
+        end = to_axes.transform(ax.transData.transform((score / length, y)))[0]
+        past_middle = end > 0.5
+        ax.annotate(
+            f"{units.duration(score)}{energy}, {scale}{validity}",
+            (score / length, y),
+            xytext=(-3 if past_middle else 3, 0),
+            textcoords="offset points",
+            ha="right" if past_middle else "left",
+            va="center",
+            fontsize=7,
+            color="white" if past_middle and valid else "black",
+        )
+    return ax
