@@ -45,7 +45,7 @@ $(REFERENCE_VENV)/bin/activate: tests/reference-requirements.txt
 # The tiny chain for $(BENCH): generated data -> download -> verify -> preprocess -> runs -> compliance -> report.
 demo: $(BIN)/activate
 	$(BIN)/snakemake --cores $(CORES) --rerun-incomplete --config 'benchmarks=[$(BENCH_LIST)]' $(REFERENCE_LOGS_CONFIG) $(PREPARATION_CONFIG)
-	@for name in $(subst $(comma),$(space),$(BENCH_LIST)); do $(BIN)/python -c "import json, sys; name = sys.argv[1]; r = json.load(open(f'results/tiny/{name}/report.json')); print('report:', f'results/tiny/{name}/report.json', '| olympic score (min):', None if r['score']['time_to_train_minutes'] is None else round(r['score']['time_to_train_minutes'], 4), '| runs:', len(r['runs']), '| compliance:', sorted({x['compliance'] for x in r['runs']}))" $$name; done
+	@for name in $(subst $(comma),$(space),$(BENCH_LIST)); do $(BIN)/python -c "import json, sys; name = sys.argv[1]; r = json.load(open(f'results/tiny/{name}/report.json')); from mlperf_wf.results.units import duration; print('report:', f'results/tiny/{name}/report.json', '| olympic score:', duration(r['score']['time_to_train_minutes']), '| runs:', len(r['runs']), '| compliance:', sorted({x['compliance'] for x in r['runs']}))" $$name; done
 
 # The browsable report of the demo's campaign: Snakemake's report needs the same config as the run it reports on.
 report: $(BIN)/activate
