@@ -446,3 +446,25 @@ def test_the_plot_job_draws_the_reference_logs_the_config_names(tmp_path):
     ]
     assert len(plot_lines) == 1 and f"--reference-logs {folder} " in plot_lines[0]
     assert "--reference-logs" not in snakemake(workdir, "-n", "-p", figure).stdout
+
+
+@pytest.mark.slow
+def test_a_second_benchmark_demoed_after_the_first_leaves_it_in_the_summary_and_its_package(tiny_project, tiny_mirrors, tmp_path):
+    """llama2_70b_lora's campaign finished (round 6.1.0); rgat (round 5.1.0) is demoed alone in the same folder after
+    it: the summary has both benchmarks, each round has its package with its benchmark's runs, and nothing of the first
+    campaign is made again."""
+    workdir = tmp_path / "both"
+    shutil.copytree(tiny_project, workdir, symlinks=True)
+    tiny_mirrors.seed(workdir, "rgat")
+    first = workdir / "results/tiny/llama2_70b_lora"
+    kept = {path: path.read_bytes() for path in [first / "report.json", *sorted(first.glob("runs/*/result.txt"))]}
+    snakemake(workdir, "--cores", "2", "--config", "benchmarks=[rgat]", "runs=1")
+    assert {path: path.read_bytes() for path in kept} == kept, "the first campaign's report and runs are as they were"
+    rows = (workdir / "results/tiny/summary.csv").read_text().splitlines()[1:]
+    assert sorted(row.split(",")[0] for row in rows) == ["llama2_70b_lora", "rgat"]
+    packages = workdir / "results/tiny/submission"
+    lora = sorted(p.name for p in (packages / "6.1.0-closed/package/mlperf-workflow/results/cpu-tiny/llama2_70b_lora").iterdir())
+    assert lora == [f"result_{i}.txt" for i in range(TINY_RUNS)]
+    rgat = packages / "5.1.0-closed/package/mlperf-workflow/results/cpu-tiny/rgat"
+    assert sorted(p.name for p in rgat.iterdir()) == ["result_0.txt"]
+    assert not (packages / "5.1.0-closed/package/mlperf-workflow/results/cpu-tiny/llama2_70b_lora").exists()
