@@ -47,18 +47,19 @@ $(REFERENCE_VENV)/bin/activate: tests/reference-requirements.txt
 # llama31_405b's base image nvcr.io/nvidia/nemo:24.12-rc0 holds the release its mcore.patch was made on (the patch's
 # `index` lines name megatron-core 0.10.0's gpt_dataset.py and moe_utils.py), and its Dockerfile applies that patch,
 # as this rule does from ../shared (without the patch the folder is not made and the rehearsal's check skips).
+# Both releases publish wheels (with the compiled C++ dataset helpers) for CPython 3.10 and 3.11 only: no build from source.
 MCORE_PATCH ?= ../shared/reference-src/mlcommons-training-aa344c7/large_language_model_pretraining/nemo/mcore.patch
 MCORE_FOLDERS := $(REFERENCE_VENV)/megatron-core-0.11.0/.installed $(REFERENCE_VENV)/megatron-core-0.10.0/.installed
 
 $(REFERENCE_VENV)/megatron-core-0.11.0/.installed: $(BIN)/activate
 	rm -rf $(@D)
-	$(BIN)/pip install --quiet --no-deps --target $(@D) megatron-core==0.11.0
+	$(BIN)/pip install --quiet --no-deps --only-binary=:all: --target $(@D) megatron-core==0.11.0
 	touch $@
 
 $(REFERENCE_VENV)/megatron-core-0.10.0/.installed: $(BIN)/activate
 	if [ -f $(MCORE_PATCH) ]; then rm -rf $(@D) \
-	  && $(BIN)/pip install --quiet --no-deps --target $(@D) megatron-core==0.10.0 \
-	  && patch --quiet --directory=$(@D) -p1 < $(MCORE_PATCH) \
+	  && $(BIN)/pip install --quiet --no-deps --only-binary=:all: --target $(@D) megatron-core==0.10.0 \
+	  && patch --quiet --forward --directory=$(@D) -p1 < $(MCORE_PATCH) \
 	  && touch $@ || { rm -rf $(@D); exit 1; }; \
 	else echo "$(MCORE_PATCH) absent: llama31_405b's megatron-core is not made"; fi
 
