@@ -42,6 +42,27 @@ $(REFERENCE_VENV)/bin/activate: tests/reference-requirements.txt
 	  && SETUPTOOLS_SCM_PRETEND_VERSION=0.0.0+34259bd $(REFERENCE_VENV)/bin/pip install --quiet --no-deps $$copy && rm -rf $$copy; fi
 	touch $@
 
+# megatron-core as the llama31 references' images hold it, for their rehearsals' real data stage (tests/rehearsal/benchmarks/
+# llama31_*.py put it first on the image's PYTHONPATH): llama31_8b's Dockerfile.h200 builds core_r0.11.0 (PyPI 0.11.0);
+# llama31_405b's base image nvcr.io/nvidia/nemo:24.12-rc0 holds the release its mcore.patch was made on (the patch's
+# `index` lines name megatron-core 0.10.0's gpt_dataset.py and moe_utils.py), and its Dockerfile applies that patch,
+# as this rule does from ../shared (without the patch the folder is not made and the rehearsal's check skips).
+# Both releases publish wheels (with the compiled C++ dataset helpers) for CPython 3.10 and 3.11 only: no build from source.
+MCORE_PATCH ?= ../shared/reference-src/mlcommons-training-aa344c7/large_language_model_pretraining/nemo/mcore.patch
+MCORE_FOLDERS := $(REFERENCE_VENV)/megatron-core-0.11.0/.installed $(REFERENCE_VENV)/megatron-core-0.10.0/.installed
+
+$(REFERENCE_VENV)/megatron-core-0.11.0/.installed: $(BIN)/activate
+	rm -rf $(@D)
+	$(BIN)/pip install --quiet --no-deps --only-binary=:all: --target $(@D) megatron-core==0.11.0
+	touch $@
+
+$(REFERENCE_VENV)/megatron-core-0.10.0/.installed: $(BIN)/activate
+	if [ -f $(MCORE_PATCH) ]; then rm -rf $(@D) \
+	  && $(BIN)/pip install --quiet --no-deps --only-binary=:all: --target $(@D) megatron-core==0.10.0 \
+	  && patch --quiet --forward --directory=$(@D) -p1 < $(MCORE_PATCH) \
+	  && touch $@ || { rm -rf $(@D); exit 1; }; \
+	else echo "$(MCORE_PATCH) absent: llama31_405b's megatron-core is not made"; fi
+
 # The tiny chain for $(BENCH): generated data -> download -> verify -> preprocess -> runs -> compliance -> report.
 demo: $(BIN)/activate
 	$(BIN)/snakemake --cores $(CORES) --rerun-incomplete --config 'benchmarks=[$(BENCH_LIST)]' $(REFERENCE_LOGS_CONFIG) $(PREPARATION_CONFIG)
@@ -56,7 +77,7 @@ report: $(BIN)/activate
 # TEST_WORKERS xdist workers (tests/conftest.py keeps a module's tests together and each engine's tests on one worker):
 # three on two cores, as the cluster in a box's worker mostly waits; TEST_WORKERS=0 runs them in this process.
 TEST_WORKERS ?= 3
-test: $(BIN)/activate $(REFERENCE_VENV)/bin/activate
+test: $(BIN)/activate $(REFERENCE_VENV)/bin/activate $(MCORE_FOLDERS)
 	MLPERF_WF_REQUIRE_REFERENCE=1 $(BIN)/python -m pytest -q --durations=25 -n $(TEST_WORKERS)
 
 lint: $(BIN)/activate

@@ -72,6 +72,28 @@ def test_megatron_core_builds_the_index_and_every_rank_reads_through_it(ran):
     assert sorted(index.glob("*-GPTDataset-train-shuffle_index.npy")), sorted(path.name for path in index.iterdir())
 
 
+def test_the_data_stage_imports_the_patched_megatron_core_of_the_reference_s_image(request):
+    """The reference's image is nemo:24.12-rc0 with ``mcore.patch`` applied to its megatron-core ("Fixes the validation
+    dataset order": no shuffle of the validation and test splits). The patch's ``index`` lines name the files of
+    megatron-core 0.10.0, which ``make test`` installs into .venv-reference and patches with the reference's own file;
+    the rehearsal's image puts it before the project venv's on PYTHONPATH. Every process of the data stage records the
+    megatron-core it imported, and the validation split's samples come in order as the patch makes them."""
+    import subprocess
+
+    from tests.rehearsal.benchmarks import llama31_405b
+
+    folder = _llama31.require_megatron_core(llama31_405b.MEGATRON_CORE)
+    patch = spec.REFERENCE_SOURCES / llama31_405b.REFERENCE / "mcore.patch"
+    applied = subprocess.run(["patch", "--dry-run", "--reverse", "--force", "-p1", f"--directory={folder}", f"--input={patch}"], capture_output=True, text=True)
+    assert applied.returncode == 0, f"{patch} is not applied to {folder}: {applied.stdout}{applied.stderr}"
+    ran = request.getfixturevalue("ran")
+    records = ran.records(REHEARSAL.benchmark, 0)
+    problems = _llama31.megatron_core_problems(records, folder, llama31_405b.MEGATRON_CORE)
+    assert not problems, "\n".join(problems)
+    orders = _llama31.sample_orders(records)
+    assert orders.get("valid", "").startswith("in order") and orders.get("test", "").startswith("in order"), orders
+
+
 NODE_0_KILLED = """
 import os, signal, sys, time
 from types import SimpleNamespace

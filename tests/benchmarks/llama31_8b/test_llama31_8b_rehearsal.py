@@ -34,3 +34,19 @@ def test_megatron_core_builds_the_index_and_every_rank_reads_through_it(ran):
     records = ran.records(REHEARSAL.benchmark, 0)
     problems = _llama31.data_stage_problems(records, REHEARSAL.nodes * REHEARSAL.gpus_per_node)
     assert not problems, "\n".join(problems) + ran.train_log(REHEARSAL.benchmark, 0)[-3000:]
+
+
+def test_the_data_stage_imports_the_megatron_core_of_the_reference_s_image(request):
+    """Dockerfile.h200 replaces the base image's megatron-core with core_r0.11.0: the rehearsal's image puts megatron-core
+    0.11.0 (``make test`` installs it into .venv-reference) before the project venv's on PYTHONPATH, and every process
+    of the data stage (build_data_index, each training rank) records the one it imported. It is not patched (no
+    ``mcore.patch`` in small_llm_pretraining): megatron-core shuffles every split, the validation split too."""
+    from tests.rehearsal.benchmarks import llama31_8b
+
+    folder = _llama31.require_megatron_core(llama31_8b.MEGATRON_CORE)
+    ran = request.getfixturevalue("ran")
+    records = ran.records(REHEARSAL.benchmark, 0)
+    problems = _llama31.megatron_core_problems(records, folder, llama31_8b.MEGATRON_CORE)
+    assert not problems, "\n".join(problems)
+    orders = _llama31.sample_orders(records)  # unpatched, as the reference's: every split shuffled
+    assert all(orders.get(split, "").startswith("shuffled") for split in ("train", "valid", "test")), orders

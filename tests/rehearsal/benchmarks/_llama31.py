@@ -22,6 +22,7 @@ from types import ModuleType, SimpleNamespace
 
 from tests.rehearsal import probe as probing
 from tests.rehearsal.benchmarks import _nemo_run
+from tests.rehearsal.spec import ROOT
 
 LAUNCHER_VARIABLE = "MLPERF_WF_REHEARSAL_NEMO_RUN_LAUNCHER"
 """JSON the launcher hands its tasks: its argv, host and the checks it made (the tasks' records carry them)."""
@@ -30,6 +31,34 @@ INDEX_BUILT_BY = "rehearsal-index-built-by"
 INDEX_WRITTEN = "build_data_index: megatron-core wrote the sample index (index_mapping_dir)"
 DATA_INDEX_TASK = "build_data_index"
 """The task name both scripts give the data-index builder (``exp.add(..., name="build_data_index")``)."""
+MEGATRON_CORE_IMPORTED = "the megatron-core the data stage imports (first on the image's PYTHONPATH)"
+SHUFFLE_INDEX = "build_data_index: the order megatron-core's GPTDataset gives the split's samples (shuffle_index.npy)"
+
+
+def megatron_core_folder(version: str) -> Path:
+    """Where ``make test`` installs megatron-core ``version`` as the reference's image holds it (the Makefile's
+    ``$(REFERENCE_VENV)/megatron-core-<version>`` rules; llama31_405b's with the reference's ``mcore.patch`` applied)."""
+    return ROOT / ".venv-reference" / f"megatron-core-{version}"
+
+
+def megatron_core_env(version: str) -> dict[str, str]:
+    """The image ENV that puts the reference image's megatron-core first on ``PYTHONPATH`` (before the project venv's,
+    which stands for the rest of the base image's packages)."""
+    return {"PYTHONPATH": str(megatron_core_folder(version))}
+
+
+def require_megatron_core(version: str) -> Path:
+    """The folder of :func:`megatron_core_folder`; the test skips without it, or fails under
+    ``MLPERF_WF_REQUIRE_REFERENCE`` (``make test`` makes it)."""
+    import pytest
+
+    folder = megatron_core_folder(version)
+    if not (folder / ".installed").is_file():
+        message = f"megatron-core {version} is not installed in {folder}: make {folder.relative_to(ROOT)}/.installed"
+        if os.environ.get("MLPERF_WF_REQUIRE_REFERENCE"):
+            pytest.fail(message)
+        pytest.skip(message)
+    return folder
 
 
 def is_task_process() -> bool:
@@ -123,9 +152,14 @@ def data_classes(ctx) -> ModuleType:
     mounted datasets and writing the sample index into ``index_mapping_dir`` under the job's real mount flags. The
     index builder also leaves :data:`INDEX_BUILT_BY` (one builder per folder: two builders of one shared folder
     write the same files at once, non-atomically)."""
+    import megatron.core
+    from megatron.core import package_info
     from megatron.core.datasets.blended_megatron_dataset_builder import BlendedMegatronDatasetBuilder
     from megatron.core.datasets.gpt_dataset import GPTDataset, GPTDatasetConfig
     from megatron.core.datasets.utils import get_blend_from_list
+
+    ctx.record("value", "megatron.core.__version__", MEGATRON_CORE_IMPORTED, True, package_info.__version__)
+    ctx.record("path", "megatron.core.__file__", MEGATRON_CORE_IMPORTED, True, str(megatron.core.__file__))
 
     class PreTrainingDataModule:
         def __init__(
@@ -200,6 +234,7 @@ def data_classes(ctx) -> ModuleType:
         ctx.record("path", str(folder), INDEX_WRITTEN, bool(written), f"on {probing.host()}: {written}")
         if not written:
             ctx.fail(f"build_data_index wrote no sample index into {folder}")
+        _record_sample_order(ctx, folder)
 
     made = _nemo_run.module(
         "nemo.collections.llm.gpt.data.pre_training",
@@ -229,6 +264,50 @@ def read_through_the_index(ctx, module: object) -> None:
         tokens = sample["tokens"]
         ctx.equal(f"{split} sample tokens", tuple(tokens.shape), (module.seq_length,), f"megatron-core's GPTDataset reads a {split} sample through the index")
         ctx.record("value", f"{split} dataset", "samples megatron-core built for the split", len(dataset) > 0, f"{len(dataset)} samples")
+
+
+def _record_sample_order(ctx, folder: Path) -> None:
+    """Whether each split's shuffle index megatron-core wrote is the identity (samples in order) or shuffled: the
+    reference's ``mcore.patch`` (llama31_405b) keeps the validation and test splits in order."""
+    import numpy
+
+    for split in ("train", "valid", "test"):
+        for path in sorted(folder.glob(f"*GPTDataset-{split}-shuffle_index.npy")):
+            order = numpy.load(path, allow_pickle=True)
+            in_order = bool((order == numpy.arange(len(order))).all())
+            ctx.record("value", f"{split} sample order", SHUFFLE_INDEX, True, f"{'in order' if in_order else 'shuffled'} ({len(order)} samples)")
+
+
+def megatron_core_problems(records: list[dict], folder: Path, version: str) -> list[str]:
+    """What the records of a run's data stage (the ``build_data_index`` task and every training rank) show of the
+    megatron-core they imported that is not ``version`` from ``folder``."""
+    problems = []
+    # the build_data_index task's own record (its launcher's record, with the task's torchrun command, names it too)
+    stages = [
+        record for record in records if (record.get("task") == DATA_INDEX_TASK and "torchrun" not in record) or ("status" in record and record.get("world"))
+    ]
+    if not stages:
+        problems.append("no data-stage record (build_data_index task or training rank)")
+    for record in stages:
+        where = f"{record.get('task') or 'rank ' + str(record.get('rank'))} on {record['host']}"
+        found = {check["what"]: check["detail"] for check in record["checked"] if check["why"] == MEGATRON_CORE_IMPORTED}
+        if found.get("megatron.core.__version__") != version:
+            problems.append(f"{where} imported megatron-core {found.get('megatron.core.__version__')}, expected {version}")
+        imported = found.get("megatron.core.__file__")
+        if imported is None or not Path(imported).resolve().is_relative_to(folder.resolve()):
+            problems.append(f"{where} imported megatron.core from {imported}, expected it from {folder}")
+    return problems
+
+
+def sample_orders(records: list[dict]) -> dict[str, str]:
+    """``split -> "in order (N samples)" | "shuffled (N samples)"`` of the ``build_data_index`` task's records."""
+    return {
+        check["what"].removesuffix(" sample order"): check["detail"]
+        for record in records
+        if record.get("task") == DATA_INDEX_TASK and "torchrun" not in record
+        for check in record["checked"]
+        if check["why"] == SHUFFLE_INDEX
+    }
 
 
 def dataset_prefixes(paths: dict) -> list[str]:

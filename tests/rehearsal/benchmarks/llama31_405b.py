@@ -30,12 +30,16 @@ from tests.rehearsal.benchmarks import _llama31, _nemo_run
 from tests.rehearsal.spec import Rehearsal
 
 REFERENCE = "mlcommons-training-aa344c7/large_language_model_pretraining/nemo"
+MEGATRON_CORE = "0.10.0"
+"""The megatron-core release of the reference's image (its data stage imports it in the rehearsal)."""
 REHEARSAL = Rehearsal(
     benchmark="llama31_405b",
     # the Dockerfile's clone (cp -r .../nemo /workspace/llama31); NeMo-Run's source stands for the base image's install
     image_files={"/workspace/llama31": REFERENCE, "/opt/NeMo-Run": "nemo-run-34259bd"},
     entry=("pretrain_llama31.py", "-m"),
     nodes=2,
+    # the base image's megatron-core (0.10.0: the release mcore.patch was made on), the Dockerfile's patch applied
+    image_env=_llama31.megatron_core_env(MEGATRON_CORE),
 )
 
 

@@ -22,12 +22,16 @@ from tests.rehearsal.benchmarks import _llama31, _nemo_run
 from tests.rehearsal.spec import Rehearsal
 
 REFERENCE = "mlcommons-training-aa344c7/small_llm_pretraining/nemo"
+MEGATRON_CORE = "0.11.0"
+"""The megatron-core release of the reference's image (its data stage imports it in the rehearsal)."""
 REHEARSAL = Rehearsal(
     benchmark="llama31_8b",
     # Dockerfile.h200 copies the reference folder to /workspace/code; NeMo-Run's source stands for its pip install
     image_files={"/workspace/code": REFERENCE, "/opt/NeMo-Run": "nemo-run-34259bd"},
     entry=("pretrain_llama31.py", "-m"),
     nodes=1,
+    # Dockerfile.h200 builds megatron-core core_r0.11.0 (PyPI 0.11.0) over the base image's
+    image_env=_llama31.megatron_core_env(MEGATRON_CORE),
 )
 
 
