@@ -14,7 +14,6 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
-from mlperf_wf.kinds import Scale
 from mlperf_wf.results import overview, units
 
 SPECIAL = re.compile(r"([\\`*_|])")
@@ -42,12 +41,8 @@ def _validity(report: dict) -> str:
 
 
 def _rcp(report: dict) -> str:
-    rcp = report.get("rcp")
-    if rcp is None:
-        return f"RCP check: not made: {_plain(report.get('rcp_not_checked') or 'no reason recorded')}"
-    if report["scale"] != Scale.FULL:
-        return f"RCP check: {_plain(overview.NOT_AT_TINY)}"
-    return f"RCP check: **{_plain(rcp['verdict'])}** ({_plain(rcp['message'])})"
+    verdict, said = overview.rcp_summary(report)
+    return f"RCP check: {_plain(said)}" if verdict is None else f"RCP check: **{_plain(verdict)}** ({_plain(said)})"
 
 
 def _runs(report: dict) -> list[str]:

@@ -54,13 +54,23 @@ NOT_AT_TINY = "does not apply at tiny scale: reference convergence points descri
 """What the page says of the RCP check of a run that is not full scale (the checker's verdict on it means nothing)."""
 
 
-def _rcp(report: dict) -> str:
+def rcp_summary(report: dict) -> tuple[str | None, str]:
+    """The RCP check as a reader is told it: its verdict (None where there is none: not made, or tiny scale, where it
+    does not apply) and the words that go with it."""
     rcp = report.get("rcp")
     if rcp is None:
-        return f"<p>RCP check: not made: {html.escape(report.get('rcp_not_checked') or 'no reason recorded')}</p>"
+        return None, f"not made: {report.get('rcp_not_checked') or 'no reason recorded'}"
     if report["scale"] != Scale.FULL:
-        return f"<p>RCP check: {html.escape(NOT_AT_TINY)}</p>"
-    words = f"RCP check: <b>{html.escape(rcp['verdict'])}</b> ({html.escape(rcp['message'])})"
+        return None, NOT_AT_TINY
+    return rcp["verdict"], rcp["message"]
+
+
+def _rcp(report: dict) -> str:
+    verdict, said = rcp_summary(report)
+    if verdict is None:
+        return f"<p>RCP check: {html.escape(said)}</p>"
+    rcp = report["rcp"]
+    words = f"RCP check: <b>{html.escape(verdict)}</b> ({html.escape(said)})"
     if rcp.get("reference_mean") is not None:
         words += (
             f"; runs' olympic mean {_number(rcp.get('samples_to_converge'))} to converge, reference mean {_number(rcp['reference_mean'])}, "
