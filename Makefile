@@ -28,7 +28,7 @@ INSTALL_SECONDS = $$(( $$(date +%s) - $$(cat $(VENV)/.install-started) ))
 install_stage = @echo "make: install, step $(1) of 3 ($(INSTALL_SECONDS) s so far): $(2)"
 
 $(BIN)/activate: requirements.txt requirements-dev.txt pyproject.toml
-	@echo "make: installing into $(VENV) (the first run only: about 4 minutes on a 2-vCPU VM)"
+	@echo "make: installing into $(VENV) (the first run only: about 1.5 minutes on a 2-vCPU VM, more on a slow network)"
 	$(PYTHON) -m venv $(VENV)
 	@date +%s > $(VENV)/.install-started
 	$(call install_stage,1,torch 2.13.0 (the largest download))
