@@ -23,12 +23,22 @@ PREPARATION_CONFIG := $(if $(PREPARATION),'preparation={$(BENCH_LIST): $(PREPARA
 
 .PHONY: demo report test lint dryrun-full profiles clean gpu-smoke
 
+# The first run installs: each stage says what it installs and the time so far, and pip names every package it fetches.
+INSTALL_SECONDS = $$(( $$(date +%s) - $$(cat $(VENV)/.install-started) ))
+install_stage = @echo "make: install, step $(1) of 3 ($(INSTALL_SECONDS) s so far): $(2)"
+
 $(BIN)/activate: requirements.txt requirements-dev.txt pyproject.toml
+	@echo "make: installing into $(VENV) (the first run only: about 1.5 minutes on a 2-vCPU VM, more on a slow network)"
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet torch==2.13.0
-	$(BIN)/pip install --quiet -r requirements-dev.txt
-	$(BIN)/pip install --quiet --no-deps -e .
-	touch $@
+	@date +%s > $(VENV)/.install-started
+	$(call install_stage,1,torch 2.13.0 (the largest download))
+	$(BIN)/pip install torch==2.13.0
+	$(call install_stage,2,the pinned packages of requirements-dev.txt)
+	$(BIN)/pip install -r requirements-dev.txt
+	$(call install_stage,3,the mlperf_wf package itself (editable))
+	$(BIN)/pip install --no-deps -e .
+	@touch $@
+	@echo "make: installed in $(INSTALL_SECONDS) s"
 
 # NeMo-Run at the llama31 references' pin, where ../shared holds its source (it is not on PyPI): built from a copy, since
 # hatch-vcs writes a version file into the tree and the tree has no git history to tell the version.

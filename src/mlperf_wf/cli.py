@@ -929,6 +929,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mlperf-wf", description=" ".join(__doc__.split("\n\n")[0].split()), formatter_class=_PeopleFirstHelp)
     parser.add_argument("--root", type=Path, default=Path.cwd(), help="project root holding config/ (default: current folder)")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    parser.add_argument(
+        "--progress-fd",
+        type=int,
+        metavar="FD",
+        help="also write a long step's progress lines (steps, loss) to this open file descriptor, e.g. the terminal's "
+        "stderr while the log takes the rest: mlperf-wf --progress-fd 3 mirror ... 3>&2 > LOG 2>&1",
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", title="commands")
 
     p = sub.add_parser("mirror", help="generate a tiny dataset as a local mirror in its protocol's layout (R2 or Hugging Face Hub)")
@@ -1296,6 +1303,10 @@ def main(argv: list[str] | None = None) -> int:
 def _run_command(args: argparse.Namespace) -> int:
     """Run the parsed subcommand; a user's mistake or a full disk is one line and an exit status, not a traceback."""
     try:
+        if args.progress_fd is not None:
+            from mlperf_wf import progress
+
+            progress.to_fd(args.progress_fd)
         return COMMANDS[args.command](args) or 0
     except UserError as err:
         print(f"mlperf-wf: error: {err}", file=sys.stderr)

@@ -30,6 +30,31 @@ def test_a_full_scale_dry_run_keeps_each_job_s_block_and_command(tmp_path):
     assert out.count("rule train:") == 10 and out.count("Shell command: ") >= 10
 
 
+def test_a_full_scale_dry_run_prints_no_line_over_200_characters_and_its_wrapped_commands_are_the_planned_ones(tmp_path, monkeypatch):
+    from pathlib import Path
+
+    from mlperf_wf.config.config_check import parsed_config
+    from mlperf_wf.plan import plan as planning
+    from tests.workflow.test_workflow import ROOT, planned_train_lines, unwrapped
+
+    workdir = new_workdir(tmp_path / "wide")
+    proc = snakemake(workdir, "-n", "results/rgat/report.json", "--config", "scale=full", wrapped=True)
+    out = proc.stdout + proc.stderr
+    wide = [line for line in out.splitlines() if len(line) > 200 and not line.startswith("  Command: ")]  # but as typed
+    assert not wide, f"{len(wide)} lines over 200 characters, e.g. {wide[0][:300]}"
+    assert sum(line.startswith("Shell command: ") for line in out.splitlines()) >= 10
+    # joined again, a train job's printed command is the one it runs
+    import yaml
+
+    config = yaml.safe_load((workdir / "config/config.yaml").read_text()) | {"scale": "full"}
+    monkeypatch.chdir(workdir)  # as Snakemake plans it: the mounts are absolute paths in the workflow folder
+    plan = planning.load(parsed_config(config), project_root=ROOT, workdir=Path(workdir))
+    lines = planned_train_lines(unwrapped(proc.stdout), "rgat")
+    assert len(lines) == 10
+    for run in range(10):
+        assert sum(plan.train_job("rgat", run).command in line for line in lines) == 1, run
+
+
 def test_a_full_scale_dry_run_lists_the_preflight_problems_before_the_jobs(tmp_path):
     import subprocess
 

@@ -36,18 +36,29 @@ def snakemake_argv(workdir: Path, *args: str) -> list[str]:
     return [sys.executable, "-m", "snakemake", "-s", str(SNAKEFILE), "-d", str(workdir), *args]
 
 
-def snakemake(workdir: Path, *args: str, check_rc: bool = True, cache: Path | None = None) -> subprocess.CompletedProcess:
+def snakemake(workdir: Path, *args: str, check_rc: bool = True, cache: Path | None = None, wrapped: bool = False) -> subprocess.CompletedProcess:
+    """Snakemake's run in ``workdir``; its printed shell commands, which it wraps, joined on one line each (as a reader
+    reads them) unless ``wrapped``."""
     proc = subprocess.run(snakemake_argv(workdir, *args), capture_output=True, text=True, env=snakemake_env(cache), check=False)
     if check_rc and proc.returncode != 0:
         raise AssertionError(f"snakemake {' '.join(args)} failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
+    if not wrapped:
+        proc.stdout, proc.stderr = unwrapped(proc.stdout), unwrapped(proc.stderr)
     return proc
+
+
+def unwrapped(output: str) -> str:
+    """A Snakemake output with its printed shell commands, which it wraps, back on one line each."""
+    from mlperf_wf.plan.shell_wrap import unwrap
+
+    return unwrap(output)
 
 
 def planned_launch_lines(output: str, benchmark: str = "") -> list[str]:
     """The shell lines of a ``snakemake -n -p`` output that launch a benchmark's image (for ``benchmark``, else all):
     its runs' train jobs and any one-off job of its image (make_in_image)."""
     start, launch = "Shell command: { mlperf-wf check-prepared ", f" || exit $?; mlperf-wf preflight --benchmark {benchmark}".rstrip()
-    return [line for line in output.splitlines() if line.startswith(start) and launch in line]
+    return [line for line in unwrapped(output).splitlines() if line.startswith(start) and launch in line]
 
 
 def planned_train_lines(output: str, benchmark: str = "") -> list[str]:

@@ -16,6 +16,7 @@ from mlperf_wf.plan import preflight  # noqa: E402
 from mlperf_wf.plan.snakemake_functions import (
     hide_shell_commands,
     signature_once,
+    wrap_long_lines,
 )  # noqa: E402
 from mlperf_wf.config.config_check import parsed_config  # noqa: E402
 from mlperf_wf.errors import ConfigError  # noqa: E402
@@ -85,6 +86,8 @@ if not PLAN.shows_shell_commands(
     bool(getattr(command_line_args(), "printshellcmds", False))
 ):
     hide_shell_commands()
+# A command printed (a full-scale train job's is thousands of characters) is wrapped, as are a job's long file lists.
+wrap_long_lines()
 
 
 # A target that names no benchmark (a typo) or the other scale's path is one line, not a MissingRuleException.

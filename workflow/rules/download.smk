@@ -22,8 +22,9 @@ rule generate_tiny_mirror:
         dataset="{dataset}",
     message:
         PLAN.job_message("generate_tiny_mirror")
+    # Its log takes everything; a long generator's progress lines (the base model's pretraining) reach the terminal too.
     shell:
-        "mlperf-wf mirror --dataset {params.dataset} --out {output.mirror} > {log} 2>&1"
+        "mlperf-wf --progress-fd 3 mirror --dataset {params.dataset} --out {output.mirror} 3>&2 > {log} 2>&1"
 
 
 rule download:

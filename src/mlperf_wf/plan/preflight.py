@@ -38,6 +38,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import textwrap
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,6 +50,7 @@ from mlperf_wf.errors import ConfigError
 from mlperf_wf.kinds import Scale
 from mlperf_wf.plan import launch, published, sizing
 from mlperf_wf.plan.plan import FETCHED_DIR, TINY_PLATFORM, Plan
+from mlperf_wf.plan.shell_wrap import WIDTH
 
 R2_CREDENTIALS = (("MLPERF_WF_CF_ACCESS_CLIENT_ID", "MLPERF_WF_CF_ACCESS_CLIENT_SECRET"), ("MLPERF_WF_CF_ACCESS_TOKEN",))
 """Either set of variables gives R2 access (``download.AUTH_ENV``: a service token, or an access token)."""
@@ -378,10 +380,13 @@ def time_tables(plan: Plan, benchmarks: Iterable[str]) -> str:
             continue
         verdict = "holds it" if expected.holds else "cannot hold it: every run would end aborted"
         lines.append(
-            f"  {where}: expected {expected.estimate.minutes:.0f} min to train, walltime {expected.needed_walltime} min asked for; "
-            f"the run's {expected.walltime_minutes} min {verdict}"
+            filled(
+                f"  {where}: expected {expected.estimate.minutes:.0f} min to train, walltime {expected.needed_walltime} min asked for; "
+                f"the run's {expected.walltime_minutes} min {verdict}",
+                6,
+            )
         )
-        lines.append(f"    from {expected.estimate.basis}")
+        lines.append(filled(f"    from {expected.estimate.basis}", 6))
     return "\n".join(["expected time to train of the full-scale runs:", *lines]) if lines else ""
 
 
@@ -493,9 +498,17 @@ def describe(problems: list[Problem], what: str = "the full-scale plan") -> str:
     return "\n".join([f"preflight: {count} in {what}:", *(f"  - {problem}" for problem in problems)])
 
 
+def filled(line: str, indent: int) -> str:
+    """A long line of a block (a problem, a basis) on lines of at most ``WIDTH`` characters, its continuation lines
+    indented by ``indent`` spaces; words are never broken, so a path or URL stays whole."""
+    return textwrap.fill(line, WIDTH, subsequent_indent=" " * indent, break_long_words=False, break_on_hyphens=False)
+
+
 def warning(problems: list[Problem], what: str) -> str:
-    """The dry run's warning block: the problems, and that a real run refuses on them."""
-    return f"WARNING: mlperf-wf {describe(problems, what)}\nA run without -n refuses to start until they are fixed."
+    """The dry run's warning block: the problems (each from a line of its own that starts with ``  - ``), and that a
+    real run refuses on them."""
+    lines = [filled(line, 4) for line in f"WARNING: mlperf-wf {describe(problems, what)}".splitlines()]
+    return "\n".join([*lines, "A run without -n refuses to start until they are fixed."])
 
 
 def targeted_benchmarks(plan: Plan, targets: Iterable[str]) -> list[str] | None:

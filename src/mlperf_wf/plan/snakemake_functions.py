@@ -31,3 +31,40 @@ def hide_shell_commands() -> None:
             return getattr(record, "event", None) != LogEvent.SHELLCMD
 
     logging.getLogger("snakemake.logging").addFilter(NoShellCommands())
+
+
+def wrap_long_lines() -> None:
+    """Print a long ``Shell command:`` on several lines that the shell reads as the same command
+    (:func:`mlperf_wf.plan.shell_wrap.wrap`), and a job's long reason and file lists on several indented lines: a
+    full-scale train command is thousands of characters on one line otherwise."""
+    import logging
+    import textwrap
+
+    from snakemake.logging import LogEvent
+
+    from mlperf_wf.plan.shell_wrap import WIDTH, wrap
+
+    prefix = "Shell command: "
+
+    def indented(label: str, text: str) -> str:
+        """``text`` as Snakemake prints it after ``    label: ``, filled to ``WIDTH`` with continuation lines indented."""
+        head = f"    {label}: "
+        filled = textwrap.fill(text, WIDTH, initial_indent=head, subsequent_indent=" " * 8, break_long_words=False, break_on_hyphens=False)
+        return filled[len(head) :]
+
+    class WrapLongLines(logging.Filter):
+        def filter(self, record: logging.LogRecord) -> bool:
+            event = getattr(record, "event", None)
+            if event == LogEvent.SHELLCMD and isinstance(record.msg, str) and record.msg.startswith(prefix):
+                record.msg = prefix + wrap(record.msg[len(prefix) :], first=len(prefix))
+            elif event == LogEvent.JOB_INFO:
+                reason = getattr(record, "reason", None)
+                if isinstance(reason, str) and len(reason) + 12 > WIDTH:
+                    record.reason = indented("reason", reason)
+                for label in ("input", "output", "log"):
+                    files = getattr(record, label, None)
+                    if isinstance(files, list) and len(", ".join(map(str, files))) + len(label) + 6 > WIDTH:
+                        setattr(record, label, [indented(label, ", ".join(map(str, files)))])
+            return True
+
+    logging.getLogger("snakemake.logging").addFilter(WrapLongLines())

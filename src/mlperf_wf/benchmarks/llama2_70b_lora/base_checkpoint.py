@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import logging
 import random
-import time
 from pathlib import Path
 
 import torch
@@ -27,6 +26,7 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
 from mlperf_wf.benchmarks.llama2_70b_lora.language import Language, make_language, make_report
+from mlperf_wf.progress import Progress
 
 log = logging.getLogger(__name__)
 
@@ -132,7 +132,7 @@ def generate(out_dir: Path, seed: int, steps: int = 3000, batch_size: int = 32, 
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
     schedule = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=lr, total_steps=steps, pct_start=0.1)
     model.train()
-    started = time.time()
+    progress = Progress(f"pretraining the tiny base model (seed {seed})", steps)
     for step in range(steps):
         rows = [encoded[rng.randrange(len(encoded))] for _ in range(batch_size)]
         ids, labels = pack_batch(rows, tokenizer.pad_token_id)
@@ -142,10 +142,10 @@ def generate(out_dir: Path, seed: int, steps: int = 3000, batch_size: int = 32, 
         optimizer.step()
         schedule.step()
         optimizer.zero_grad()
-        if step % 100 == 0 or step == steps - 1:
-            log.info("pretrain step %d loss %.4f (%.1f s)", step, loss.item(), time.time() - started)
+        progress.step(step + 1, loss=loss.item())
 
     naming = naming_loss(model, tokenizer, language, random.Random(seed + 1))
+    log.info("naming loss of the tiny base model: %.3f nats (at most %s)", naming, MAX_NAMING_LOSS)
     if naming > MAX_NAMING_LOSS:
         raise RuntimeError(
             f"tiny base checkpoint (seed {seed}, {steps} steps): naming loss {naming:.3f} nats > {MAX_NAMING_LOSS}; it cannot name a report's subject"
