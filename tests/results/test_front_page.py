@@ -57,3 +57,15 @@ def test_the_report_s_description_opens_on_the_results(tmp_path):
     template = Environment().from_string((ROOT / "workflow/report/workflow.rst").read_text())
     html = rendered(template.render(snakemake=SimpleNamespace(config=config)))
     assert html.index("Score: <strong>1.24 seconds</strong>") < html.index("How they were made") < html.index("dlrmv4: ruleset 6.0.0, closed division")
+
+
+def test_a_report_that_is_not_whole_is_one_line_on_the_front_page_never_a_crash(tmp_path):
+    """The front page is written while the Snakefile is read: a report of another version (no score) must not stop
+    every invocation."""
+    from mlperf_wf.results import front_page
+
+    made = tmp_path / "results/tiny/rgat/report.json"
+    made.parent.mkdir(parents=True)
+    made.write_text('{"benchmark": "rgat", "ruleset": "5.1.0", "division": "closed", "scale": "tiny", "runs": []}')
+    text = front_page.rst(tmp_path, ["results/tiny/rgat/report.json"])
+    assert "**rgat**: results/tiny/rgat/report.json is not a whole report (no 'score'): make it again" in text

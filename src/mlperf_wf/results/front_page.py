@@ -113,5 +113,8 @@ def rst(workdir: Path, reports: Iterable[str]) -> str:
         except (OSError, ValueError) as err:
             lines += [f"**{_plain(Path(path).parent.name)}**: {_plain(path)} not read as a report: {_plain(err)}", ""]
             continue
-        lines += benchmark(report)
+        try:
+            lines += benchmark(report)
+        except (KeyError, TypeError, AttributeError) as err:  # a report of another version, or written by hand
+            lines += [f"**{_plain(Path(path).parent.name)}**: {_plain(path)} is not a whole report (no {_plain(err)}): make it again", ""]
     return "\n".join(lines) if lines else "No benchmark has a report yet."
