@@ -342,7 +342,9 @@ def test_a_hub_dataset_goes_through_the_tiny_dag_mirror_download_verify(tmp_path
     argv = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "workflow" / "Snakefile"), "-d", str(workdir), "--cores", "1", target]
     dry = subprocess.run([*argv, "-n", "-p"], capture_output=True, text=True, env=env, check=False)
     assert dry.returncode == 0, dry.stdout[-3000:] + dry.stderr[-3000:]
-    assert "--endpoint file:resources/tiny/mirror/hub_test_repo" in dry.stdout
+    from tests.workflow.test_workflow import unwrapped
+
+    assert "--endpoint file:resources/tiny/mirror/hub_test_repo" in unwrapped(dry.stdout)
     run = subprocess.run(argv, capture_output=True, text=True, env=env, check=False)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     record = json.loads((workdir / target).read_text())

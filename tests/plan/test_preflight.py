@@ -212,12 +212,10 @@ def snakemake_without_credentials(workdir: Path, *args: str) -> subprocess.Compl
 
 
 def listed(output: str, heading: str) -> list[str]:
-    """The problem lines under ``heading`` (their first words); a long one goes on, indented, on the lines after it."""
-    import itertools
-
+    """The problem lines under ``heading`` (their first words)."""
     lines = output.splitlines()
     start = next(i for i, line in enumerate(lines) if heading in line) + 1
-    block = [line for line in itertools.takewhile(lambda line: line.startswith(("  - ", "    ")), lines[start:]) if line.startswith("  - ")]
+    block = [line for line in lines[start : start + len(PROBLEMS)] if line.startswith("  - ")]
     return sorted(next(p for p in PROBLEMS if line.startswith(p)) for line in block if any(line.startswith(p) for p in PROBLEMS))
 
 

@@ -34,7 +34,7 @@ import yaml
 
 from tests.conftest import DOCKER_IMAGE, needs_docker, reference_source
 from tests.oci_registry import LoopbackRegistry
-from tests.workflow.test_workflow import ROOT, new_workdir, snakemake, snakemake_argv, snakemake_env
+from tests.workflow.test_workflow import ROOT, new_workdir, snakemake, snakemake_argv, snakemake_env, unwrapped
 
 BENCH = "llama2_70b_lora"
 REFERENCE = reference_source(BENCH) or ROOT.parent / "shared" / "reference-src" / "mlcommons-training-aa344c7" / BENCH
@@ -109,6 +109,7 @@ def campaign(workdir: Path, runs: int, arguments: dict, env: dict[str, str], **c
     if proc.returncode != 0:
         logs = "\n".join(f"--- {log}\n{log.read_text()[-3000:]}" for log in sorted((workdir / "logs").rglob("*.log")))
         raise AssertionError(f"campaign of {runs} runs failed:\n{proc.stderr[-3000:]}\n{logs}")
+    proc.stderr = unwrapped(proc.stderr)  # its printed shell commands, which Snakemake wraps, on one line each
     return proc
 
 

@@ -507,7 +507,8 @@ def filled(line: str, indent: int) -> str:
 def warning(problems: list[Problem], what: str) -> str:
     """The dry run's warning block: the problems (each from a line of its own that starts with ``  - ``), and that a
     real run refuses on them."""
-    lines = [filled(line, 4) for line in f"WARNING: mlperf-wf {describe(problems, what)}".splitlines()]
+    # each problem stays one line: it is found and quoted by its line (the commands are what a dry run wraps)
+    lines = f"WARNING: mlperf-wf {describe(problems, what)}".splitlines()
     return "\n".join([*lines, "A run without -n refuses to start until they are fixed."])
 
 
