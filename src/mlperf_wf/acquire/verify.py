@@ -339,9 +339,9 @@ def check_unchanged(folder: Path, stamps_file: Path, jobs: int = 2) -> int:
     hashed = md5_files(folder, written, jobs)
     bad = [(path, stamps[path].md5, hashed[path]) for path in written if hashed[path] != stamps[path].md5]
     if written:
-        kept = {path: stamp for path, stamp in stamps.items() if path not in {b[0] for b in bad}}
-        kept.update({path: _stamp(path, stats[path], hashed[path]) for path in written if path in kept})
-        stamps_file.write_text(json.dumps([asdict(stamp) for stamp in kept.values()], indent=1))
+        failed = {path for path, _, _ in bad}
+        renewed = {path: _stamp(path, stats[path], hashed[path]) if path in hashed else stamp for path, stamp in stamps.items() if path not in failed}
+        stamps_file.write_text(json.dumps([asdict(stamp) for stamp in renewed.values()], indent=1))
     if bad:
         quarantine_and_fail(folder, folder, "md5 mismatch (written after it was verified)", bad)
     return len(written)
