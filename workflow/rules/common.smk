@@ -131,10 +131,16 @@ if workflow.is_main_process:
 # The report's front page (report/workflow.rst) says each benchmark's round and division as its runs are checked, not
 # the config's "latest" and a division the tiny tier may not use.
 config["rounds_checked"] = PLAN.rounds_in_words()
-# ... and leads with each benchmark's result, in words (mlperf_wf.results.front_page): the report opens on it.
-config["results_in_words"] = front_page.rst(
-    PLAN.workdir,
-    [PLAN.report(_name) for _name in config["benchmarks"]] + PLAN.finished_reports(),
+# ... and leads with each benchmark's result, in words (mlperf_wf.results.front_page): the report opens on it. Only the
+# main process writes the report; a job's own parse of this file (on a cluster node) need not read every report.
+config["results_in_words"] = (
+    front_page.rst(
+        PLAN.workdir,
+        [PLAN.report(_name) for _name in config["benchmarks"]]
+        + PLAN.finished_reports(),
+    )
+    if workflow.is_main_process
+    else ""
 )
 
 SCALE = PLAN.scale
