@@ -38,7 +38,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import textwrap
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,7 +49,7 @@ from mlperf_wf.errors import ConfigError
 from mlperf_wf.kinds import Scale
 from mlperf_wf.plan import launch, published, sizing
 from mlperf_wf.plan.plan import FETCHED_DIR, TINY_PLATFORM, Plan
-from mlperf_wf.plan.shell_wrap import WIDTH
+from mlperf_wf.plan.shell_wrap import filled
 
 R2_CREDENTIALS = (("MLPERF_WF_CF_ACCESS_CLIENT_ID", "MLPERF_WF_CF_ACCESS_CLIENT_SECRET"), ("MLPERF_WF_CF_ACCESS_TOKEN",))
 """Either set of variables gives R2 access (``download.AUTH_ENV``: a service token, or an access token)."""
@@ -496,12 +495,6 @@ def describe(problems: list[Problem], what: str = "the full-scale plan") -> str:
     """The problems as one block: a heading line, then one line each."""
     count = f"{len(problems)} problem{'s' if len(problems) != 1 else ''}"
     return "\n".join([f"preflight: {count} in {what}:", *(f"  - {problem}" for problem in problems)])
-
-
-def filled(line: str, indent: int) -> str:
-    """A long line of a block (a problem, a basis) on lines of at most ``WIDTH`` characters, its continuation lines
-    indented by ``indent`` spaces; words are never broken, so a path or URL stays whole."""
-    return textwrap.fill(line, WIDTH, subsequent_indent=" " * indent, break_long_words=False, break_on_hyphens=False)
 
 
 def warning(problems: list[Problem], what: str) -> str:

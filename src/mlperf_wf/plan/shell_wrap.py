@@ -11,6 +11,7 @@ two halves into the one word they were. Double-quoted strings, ANSI-C strings (`
 from __future__ import annotations
 
 import re
+import textwrap
 
 WIDTH = 150
 """Characters a wrapped command's lines keep to (a line may end two characters past it, with its continuation mark)."""
@@ -84,3 +85,9 @@ def wrap(command: str, width: int = WIDTH, first: int = 0) -> str:
 def unwrap(text: str) -> str:
     """The commands in ``text`` (printed by :func:`wrap`) back on one line each."""
     return re.sub(r" \\\n {4}", " ", text.replace(_IN_QUOTES, ""))
+
+
+def filled(line: str, indent: int, head: str = "") -> str:
+    """A long line of text (not a command) on lines of at most ``WIDTH`` characters, after ``head`` on the first and
+    its continuation lines indented by ``indent`` spaces; words are never broken, so a path or URL stays whole."""
+    return textwrap.fill(line, WIDTH, initial_indent=head, subsequent_indent=" " * indent, break_long_words=False, break_on_hyphens=False)

@@ -38,19 +38,17 @@ def wrap_long_lines() -> None:
     (:func:`mlperf_wf.plan.shell_wrap.wrap`), and a job's long reason and file lists on several indented lines: a
     full-scale train command is thousands of characters on one line otherwise."""
     import logging
-    import textwrap
 
     from snakemake.logging import LogEvent
 
-    from mlperf_wf.plan.shell_wrap import WIDTH, wrap
+    from mlperf_wf.plan.shell_wrap import WIDTH, filled, wrap
 
     prefix = "Shell command: "
 
     def indented(label: str, text: str) -> str:
         """``text`` as Snakemake prints it after ``    label: ``, filled to ``WIDTH`` with continuation lines indented."""
         head = f"    {label}: "
-        filled = textwrap.fill(text, WIDTH, initial_indent=head, subsequent_indent=" " * 8, break_long_words=False, break_on_hyphens=False)
-        return filled[len(head) :]
+        return filled(text, 8, head)[len(head) :]
 
     class WrapLongLines(logging.Filter):
         def filter(self, record: logging.LogRecord) -> bool:
