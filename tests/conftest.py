@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import ast
 import compileall
+import getpass
 import os
 import re
 import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -75,6 +77,10 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     remove_stale_test_conf()
     first_process = not hasattr(session.config, "workerinput")  # the xdist controller (before its workers), or the only one
     if first_process:
+        # A session killed before its Docker engine stopped left the engine's network namespace mounted in its
+        # temporary folder: pytest could never remove that folder (a PytestWarning in every later session).
+        # (Another session's running engine keeps its own.)
+        _unmount_under(Path(tempfile.gettempdir()) / f"pytest-of-{getpass.getuser()}", keep=_running_engine_folders())
         # Where the environment sets PYTHONDONTWRITEBYTECODE (this machine's does), no process writes the project's
         # bytecode, so each of the session's ~2000 processes compiled the modules it imports again (the harness and
         # the trainer in each run, the probe in each rank): up to 0.1 s a start (bench/bytecode_cache.py). Compiled
@@ -314,14 +320,28 @@ def docker_host(tmp_path_factory):
         _unmount_under(base)
 
 
-def _unmount_under(folder: Path) -> None:
-    """Unmount what a stopped daemon left mounted in ``folder``: dockerd leaves its default network namespace bound at
-    ``<exec-root>/netns/default``, which no later pytest can remove from its old temporary folders (a PytestWarning
-    in every run after)."""
+def _unmount_under(folder: Path, keep: tuple[str, ...] = ()) -> None:
+    """Unmount what a stopped daemon left mounted in ``folder`` (but under the folders ``keep``): dockerd leaves its
+    default network namespace bound at ``<exec-root>/netns/default``, which no later pytest can remove from its old
+    temporary folders (a PytestWarning in every run after)."""
     prefix = f"{folder.resolve()}/"
     mounts = [line.split()[1] for line in Path("/proc/self/mounts").read_text().splitlines()]
-    for point in sorted((m for m in mounts if m.startswith(prefix)), key=len, reverse=True):
+    stale = (m for m in mounts if m.startswith(prefix) and not m.startswith(tuple(f"{k}/" for k in keep)))
+    for point in sorted(stale, key=len, reverse=True):
         subprocess.run(["umount", "--lazy", point], capture_output=True, check=False)
+
+
+def _running_engine_folders() -> tuple[str, ...]:
+    """The ``--exec-root`` folders of the Docker engines running now (other test sessions')."""
+    folders = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            argv = cmdline.read_bytes().split(b"\0")
+        except OSError:
+            continue  # the process ended meanwhile
+        if argv and argv[0].endswith(b"dockerd") and b"--exec-root" in argv[:-1]:
+            folders.append(os.fsdecode(argv[argv.index(b"--exec-root") + 1]))
+    return tuple(folders)
 
 
 class TinyMirrors:

@@ -15,7 +15,7 @@ from tests.results.test_overview import tiny_scored
 
 def rendered(text: str) -> str:
     """The HTML Snakemake makes of it; a docutils warning (a broken reference, bad markup) fails."""
-    return publish_parts(text, writer_name="html", settings_overrides={"halt_level": 2, "report_level": 2})["html_body"]
+    return publish_parts(text, writer="html", settings_overrides={"halt_level": 2, "report_level": 2})["html_body"]
 
 
 def test_the_front_page_leads_with_each_benchmark_s_result(tmp_path):
