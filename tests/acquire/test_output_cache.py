@@ -158,7 +158,6 @@ def test_a_shard_without_its_md5_list_is_refused_by_name(tmp_path):
 def test_a_prepared_folder_copied_whole_is_checked_against_its_shards_md5_before_its_stamps_are_renewed(tmp_path):
     """A train job renews the stamps of a tree copied whole (every file a new inode, sizes and mtimes kept); a byte
     flipped in the copy (its mtime kept too) is no longer renewed with them: the shards are checked first."""
-    from mlperf_wf import cli
     from mlperf_wf.errors import UserError
 
     made = tmp_path / "first/prepared/bench"
@@ -166,7 +165,7 @@ def test_a_prepared_folder_copied_whole_is_checked_against_its_shards_md5_before
     prepare.assemble({"a.bin": "one/a.bin"}, made / "shards", made / "dataset")
     copy = tmp_path / "second/prepared/bench"
     shutil.copytree(made, copy, symlinks=True)
-    cli.cmd_check_prepared(copy / "dataset")  # copied as it is: stamps renewed
+    prepare.check_prepared(copy / "dataset")  # copied as it is: stamps renewed
     shutil.rmtree(copy)
     shutil.copytree(made, copy, symlinks=True)
     target = copy / "shards/one/a.bin"
@@ -174,7 +173,7 @@ def test_a_prepared_folder_copied_whole_is_checked_against_its_shards_md5_before
     flip(target)
     os.utime(target, ns=(stat.st_atime_ns, stat.st_mtime_ns))
     with pytest.raises((UserError, ChecksumError)) as refused:
-        cli.cmd_check_prepared(copy / "dataset")
+        prepare.check_prepared(copy / "dataset")
     assert "one/a.bin: md5 mismatch" in str(refused.value), refused.value
 
 

@@ -22,6 +22,7 @@ from mlperf_wf import cli
 from mlperf_wf.kinds import Outcome
 from mlperf_wf.plan import plan as planning
 from mlperf_wf.results import compliance, overview, plots, status
+from mlperf_wf.results import package as submission_package
 from mlperf_wf.results import report as report_mod
 from mlperf_wf.results import verdict as run_verdicts
 from mlperf_wf.run import identity
@@ -148,9 +149,9 @@ class Readers:
         reports = [root / BENCH / "report.json"]
         check = root / BENCH.parent / "submission/package_check.json"
         check.parent.mkdir(parents=True, exist_ok=True)
-        assert cli.cmd_package(reports, "org", "cpu-tiny", "6.1.0", "closed", check.parent / "package", check) == 0
+        submission_package.package_reports(reports, "org", "cpu-tiny", "6.1.0", "closed", check.parent / "package", check)
         self.package = json.loads(check.read_text())
-        cli.cmd_summary(reports, check, root / "summary.csv", root / "summary")
+        plots.summary(reports, root / "summary.csv", root / "summary", [check])
         with (root / "summary.csv").open() as handle:
             (self.summary,) = list(csv.DictReader(handle))
 

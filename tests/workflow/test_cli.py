@@ -55,3 +55,39 @@ def test_the_top_help_lists_the_commands_people_type_and_names_the_rules_steps_a
     assert "``" not in text and "{" not in text.split("\n", 1)[0], "no markup, no wall of choices in the usage line"
     # every rule step still runs and has its own help
     assert cli.build_parser().parse_args(["merge-mllog", "result.txt"]).command == "merge-mllog"
+
+
+def _every_help(parser: argparse.ArgumentParser, words: tuple[str, ...] = ()) -> dict[tuple[str, ...], str]:
+    """The -h text of the parser and of every subcommand under it (``bundle export``, ``node-check probe``), by the
+    words that reach it."""
+    texts = {words: parser.format_help()}
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, subparser in action.choices.items():
+                texts.update(_every_help(subparser, (*words, name)))
+    return texts
+
+
+def test_no_command_s_help_shows_markup():
+    texts = _every_help(cli.build_parser())
+    assert {words[0] for words in texts if words} == set(cli.COMMANDS)
+    assert ("bundle", "export") in texts and ("node-check", "verdict") in texts and ("system", "probe") in texts
+    marked = {" ".join(words): line.strip() for words, text in texts.items() for line in text.splitlines() if re.search(r"``|:[a-z]+:`", line)}
+    assert not marked, marked
+
+
+def test_every_command_s_help_runs_and_exits_0(capsys):
+    for words in _every_help(cli.build_parser()):
+        try:
+            cli.main([*words, "-h"])
+        except SystemExit as exit_:
+            assert exit_.code == 0, words
+        assert capsys.readouterr().out.startswith("usage: mlperf-wf"), words
+
+
+def test_each_command_is_registered_once_in_its_stage_s_module():
+    names = [command.name for command in cli.REGISTERED]
+    assert len(names) == len(set(names)) == len(cli.COMMANDS)
+    for command in cli.REGISTERED:
+        assert command.help and "``" not in command.help and "\n" not in command.help, command.name
+        assert command.run.__module__ in cli.COMMAND_MODULES, (command.name, command.run.__module__)

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from mlperf_wf import cli
+from mlperf_wf.acquire import prepare
 from mlperf_wf.results import package as submission_package
 from tests.results.test_status import live_snakemake
 from tests.workflow.test_workflow import new_workdir, snakemake, snakemake_argv, snakemake_env
@@ -43,7 +44,7 @@ def campaign(tmp_path_factory, tiny_mirrors) -> Path:
     copy = tmp_path_factory.mktemp("fault")
     shutil.copytree(made, copy, dirs_exist_ok=True, symlinks=True)
     # The copy's files are new inodes: recorded as they are now, as a train job does for a tree moved whole.
-    cli.cmd_check_prepared(copy / "resources/tiny/prepared" / BENCH / "dataset")
+    prepare.check_prepared(copy / "resources/tiny/prepared" / BENCH / "dataset")
     return copy
 
 
@@ -300,12 +301,12 @@ def test_a_byte_flipped_in_a_verified_file_is_seen_through_its_prepared_hard_lin
     record_shard(shards / "copy")
     tree = tmp_path / "prepared" / "dataset"
     assemble({"train.bin": "copy/train.bin"}, shards, tree)
-    cli.cmd_check_prepared(tree)  # as assembled: passes
+    prepare.check_prepared(tree)  # as assembled: passes
     os.link(verified, tmp_path / "another_benchmarks_link.bin")  # another preparation links it too: ctime moves
-    cli.cmd_check_prepared(tree)  # passes (the link count changed with the ctime) and renews the stamps
+    prepare.check_prepared(tree)  # passes (the link count changed with the ctime) and renews the stamps
     flip_a_byte_keeping_mtime(verified)
     with pytest.raises(UserError) as refused:
-        cli.cmd_check_prepared(tree)
+        prepare.check_prepared(tree)
     message = str(refused.value)
     assert "\n" not in message and f"{tree}/train.bin: ctime changed since it was prepared" in message
     assert "resources/<scale>/verified/<dataset>.json" in message and "hard link" in message
@@ -326,7 +327,7 @@ def test_a_prepared_file_changed_since_preparation_is_refused_with_advice_that_w
     assemble({"train.bin": "tokens/train.bin"}, shards, tree)
     flip_a_byte_keeping_mtime(shards / "tokens/train.bin")
     with pytest.raises(UserError) as refused:
-        cli.cmd_check_prepared(tree)
+        prepare.check_prepared(tree)
     message = str(refused.value)
     assert "\n" not in message and f"{tree}/train.bin: ctime changed since it was prepared" in message, message
     assert f"delete {tree} and rerun" in message and "verified" not in message, message

@@ -11,8 +11,10 @@ mounts the benchmark's prepared folder (``resources/<scale>/prepared/<benchmark>
 
 from __future__ import annotations
 
+import errno
 import gzip
 import json
+import logging
 import os
 import shutil
 from pathlib import Path
@@ -26,6 +28,8 @@ from mlperf_wf.kinds import DEFAULT_PREPARATION
 
 if TYPE_CHECKING:
     from mlperf_wf.config.registry import BenchmarkDef
+
+log = logging.getLogger(__name__)
 
 DEFAULT_SHARD_RESOURCES = {"mem_mb": 16000, "runtime": 1440}
 """Scheduler resources of a shard job when the module does not say (16 GB, a day)."""
@@ -261,6 +265,81 @@ def full_disk_message(err: OSError, benchmark: str, shard: str, out: Path) -> st
         f"{newest}: {err.strerror} while writing shard {shard} of {benchmark} in {out} ({free} bytes free there): free space "
         f"on that filesystem (or put resources/ on a larger one) and rerun: the shard is made again"
     )
+
+
+def role_folders(items: list[str], allowed: dict[str, str] | list[str], flag: str = "--input") -> dict[str, Path]:
+    """``ROLE=FOLDER`` arguments as a mapping; each role must be one the stage reads (a key of ``allowed``)."""
+    named = {}
+    for item in items:
+        role, sep, folder = item.partition("=")
+        if not sep or role not in allowed:
+            raise ConfigError(f"{flag} {item!r}: expected ROLE=FOLDER with ROLE one of {sorted(allowed)}")
+        named[role] = Path(folder)
+    return named
+
+
+def prepare_shard(
+    bench: BenchmarkDef, scale: str, shard: str, inputs: list[str], out: Path, preparation: str = DEFAULT_PREPARATION, verified: list[str] | None = None
+) -> dict:
+    """Write one shard of the benchmark's prepared data (by the named preparation) from ``role=folder`` ``inputs``, each
+    ``role=stamps`` of ``verified`` first checked against what its verification read; returns the shard's summary. A
+    full disk is one line naming the file, the shard and the space left."""
+    from mlperf_wf.acquire.verify import check_unchanged
+    from mlperf_wf.config.registry import SHARDS_ROLE
+
+    check_preparation(bench, preparation, key="--preparation")
+    known = shard_names(bench, scale, preparation)
+    if shard not in known:
+        raise ConfigError(f"--shard {shard!r}: {bench.name} at scale {scale} (preparation {preparation}) has shards {', '.join(known)}")
+    allowed = bench.roles_for("prepare", preparation)
+    if shard_inputs(bench, shard, scale, preparation):
+        allowed = {**allowed, SHARDS_ROLE: ""}
+    named = role_folders(inputs, allowed)
+    for role, stamps in role_folders(verified or [], [role for role in named if role != SHARDS_ROLE], "--verified").items():
+        if check_unchanged(named[role], stamps):
+            log.info("%s: files written since its verification were read again and match their md5", named[role])
+    try:
+        return make_shard(bench, preparation, shard, named, out, scale)
+    except OSError as err:
+        if err.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        raise UserError(full_disk_message(err, bench.name, shard, out)) from None
+
+
+def assemble_prepared(bench: BenchmarkDef, scale: str, shards: Path, out: Path, preparation: str = DEFAULT_PREPARATION) -> int:
+    """Link the benchmark's shards (of the named preparation) into the tree its trainer or reference container reads;
+    returns the number of links."""
+    check_preparation(bench, preparation, key="--preparation")
+    return assemble(module(bench, preparation).layout(scale), shards, out)
+
+
+def check_prepared(prepared: Path) -> None:
+    """Refuse (one line) a prepared tree that changed since it was assembled; a train job runs this first. A tree
+    assembled by an earlier version, or copied or moved whole, is recorded as it is now."""
+    if not prepared.is_dir():
+        raise UserError(f"{prepared}: no prepared tree here")
+    if not stamps_file(prepared).is_file():  # assembled by an earlier version: recorded as it is now
+        write_stamps(prepared)
+        log.info("%s: no stamps yet; recorded as it is now", prepared)
+        return
+    changed, moved = changed_since_prepared(prepared)
+    if moved:  # copied or moved whole (rsync -a, a restore), or its files linked again elsewhere: recorded as it is now
+        write_stamps(prepared)
+        log.info("%s: copied, moved or linked again elsewhere since it was prepared, its bytes untouched; stamps renewed", prepared)
+    if changed:
+        first = prepared / changed[0].rsplit(": ", 1)[0]
+        linked = first.exists() and first.stat().st_nlink > 1
+        also = (
+            "; it is also a hard link of another file (a downloaded one: to re-check that dataset too, delete its "
+            "resources/<scale>/verified/<dataset>.json before rerunning)"
+            if linked
+            else ""
+        )
+        raise UserError(
+            f"{prepared}/{changed[0]} since it was prepared ({len(changed)} files in all); nothing was run: delete {prepared} "
+            "and rerun snakemake: assembling it again checks every shard against the md5s recorded when it was made, and a "
+            f"changed shard is set aside and made again{also}"
+        )
 
 
 def link_or_copy(source: Path, target: Path) -> None:

@@ -155,3 +155,28 @@ def check_profile(profile: str) -> Path:
             allowed = ", ".join(sorted(str(choice) for choice in action.choices))
             raise ConfigError(f"{where}: {key}: {value!r} is not allowed; allowed: {allowed} (another executor is a plugin to install)")
     return path
+
+
+def read_configfile(path: Path) -> dict:
+    """A config file given as ``--configfile`` (a mapping of config keys), one line when it is missing or not a mapping."""
+    from mlperf_wf.config.registry import read_yaml
+
+    if not path.is_file():
+        raise ConfigError(f"--configfile {path}: no such file")
+    data = read_yaml(path)
+    if not isinstance(data, dict):
+        raise ConfigError(f"--configfile {path}: expected a mapping of config keys")
+    return data
+
+
+def config_overrides(items: list[str]) -> dict:
+    """``KEY=VALUE`` words as Snakemake's ``--config`` reads them (values as YAML)."""
+    import yaml
+
+    values = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"--config {item!r}: expected KEY=VALUE, as given to snakemake --config")
+        values[key] = yaml.safe_load(value)
+    return values

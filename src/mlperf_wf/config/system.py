@@ -494,3 +494,20 @@ def fit_in_words(container: Container, hardware: Hardware) -> str:
     if not fit.fits:
         return f"refused: {', '.join(fit.misfits)}"
     return ("image" if variant is None else f"variant {variant}") + (", PTX JIT" if fit.notes else "")
+
+
+def probe_into(name: str, nodes: int, out: Path | None, nvlink_domain_nodes: int = 1) -> str:
+    """Read this node's hardware (:func:`probe`) into ``out`` (default ``config/systems/<name>.yaml``): a new file gets
+    every field a probe can fill, an existing one only its ``hardware`` section (what the submitter wrote stays).
+    Returns one line saying what was written."""
+    target = out or Path("config") / "systems" / f"{name}.yaml"
+    hardware = probe(nodes, nvlink_domain_nodes=nvlink_domain_nodes)
+    if target.is_file():
+        description = read_system(target).model_copy(update={"hardware": hardware})
+        what = "its hardware section replaced"
+    else:
+        description = describe(hardware, name, operating_system())
+        what = "written; set status, networking, storage, framework and the software stack before packaging"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(description_text(description))
+    return f"{target}: {hardware.in_words()} ({what})"

@@ -40,6 +40,7 @@ from pathlib import Path
 
 from mlperf_logging.mllog import constants as mllog_constants
 
+from mlperf_wf.errors import UserError
 from mlperf_wf.kinds import Verdict
 
 USAGE = "training"
@@ -498,3 +499,38 @@ def read(path: Path) -> ComplianceResult:
     recorded = ComplianceResult(**json.loads(path.read_text()))
     recorded.verdict = Verdict(recorded.verdict)
     return recorded
+
+
+def check_run(
+    result: Path | str | None,
+    ruleset: str,
+    out: Path,
+    benchmark: str | None = None,
+    scale: str | None = None,
+    seed: int | None = None,
+    division: str | None = None,
+    provenance: Path | None = None,
+) -> ComplianceResult:
+    """Run the official compliance checker on ``result``; fail unless it passed (or only missed the target, or
+    failed only on the open rules the benchmark's tiny tier declares it does not meet: ``passed_except_declared``).
+    With ``seed``, ``division`` or ``provenance`` (which need ``benchmark``), the log must be that run's.
+
+    The verdict is written to ``out`` whatever happens, also when the checker itself crashed on the log.
+    """
+    from mlperf_wf.config import registry
+
+    if result is None:
+        raise UserError("compliance: give the result file (RESULT or --result RESULT)")
+    result = Path(result)
+    identity = None
+    if seed is not None or division is not None or provenance is not None:
+        if benchmark is None:
+            raise UserError("compliance: --seed, --division and --provenance need --benchmark")
+        written = json.loads(provenance.read_text()).get("result_sha256") if provenance is not None else None
+        identity = RunIdentity(registry.load_benchmark(benchmark).submission_benchmark, division, seed, written)
+    verdict = check(result, ruleset, declared=registry.declared_open_rules(benchmark, scale), identity=identity)
+    write(verdict, out)
+    if verdict.verdict == Verdict.FAILED:
+        detail = "; ".join(verdict.problems or verdict.messages[:3]) or f"checker exit code {verdict.returncode}"
+        raise UserError(f"{result}: compliance check ({ruleset}) FAILED: {detail}")
+    return verdict

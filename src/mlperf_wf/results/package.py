@@ -200,3 +200,59 @@ def _files_now(base: Path, recorded: dict[str, str] | None) -> dict[str, str]:
     else:
         org_dirs = {path for path in (base / "package").iterdir() if path.is_dir()} if (base / "package").is_dir() else set()
     return {name: digest for org_dir in sorted(org_dirs) if org_dir.is_dir() for name, digest in manifest(org_dir, base).items()}
+
+
+def package_reports(reports: list[Path], org: str, system: str, ruleset: str, division: str, out: Path, check_out: Path) -> tuple[Path, dict]:
+    """Build the submission package from the reports' scored runs, run the official checkers on it and write their
+    verdict, with every reason the package is not valid for submission, to ``check_out`` (and, when there is any,
+    ``out/NOT_FOR_SUBMISSION.txt``); returns the organisation's folder of the package and that verdict."""
+    from mlperf_wf.errors import ConfigError
+    from mlperf_wf.results import verdict as run_verdicts
+
+    description = load_system(system)
+    everything = [json.loads(path.read_text()) for path in reports]
+    # A package belongs to one round and one division: benchmarks checked under another ruleset (rgat, retired
+    # after 5.1.0) or run in the other division (a tiny tier that is open) stay out, each with its reason.
+    loaded = [r for r in everything if r["ruleset"] == ruleset and r["division"] == division]
+    left_out = {r["benchmark"]: f"checked under ruleset {r['ruleset']}, not {ruleset}" for r in everything if r["ruleset"] != ruleset}
+    other_division = [r for r in everything if r["ruleset"] == ruleset and r["division"] != division]
+    left_out.update({r["benchmark"]: f"{r['division']} division, the package is {division}" for r in other_division})
+    if not loaded:
+        found = sorted({(r["ruleset"], r["division"]) for r in everything})
+        raise ConfigError(f"package: no report was checked under ruleset {ruleset} in the {division} division; the reports have {found}")
+    # a run made with another campaign identity than its set's is no part of it: its log stays out (the reasons say why)
+    runs = {
+        r["submission_benchmark"]: [Path(run["result_file"]) for run in r["runs"] if run["in_scored_window"] and not run.get("identity_problems")]
+        for r in loaded
+    }
+    made_by = {r["submission_benchmark"]: implementation_of(r) for r in loaded}
+    # every run judged again from its files, as the report, score and status judge them
+    judged = {r["benchmark"]: run_verdicts.report_verdicts(r) for r in loaded}
+    scored = [(r, run, v) for r in loaded for run, v in zip(r["runs"], judged[r["benchmark"]], strict=True) if run["in_scored_window"]]
+    power_refused = {Path(v.result_file): "; ".join(v.power_problems) for _, _, v in scored if v.power_refused}
+    org_dir = build(out, org, division, system, description, runs, made_by, leave_power_out=set(power_refused))
+    verdict = check(org_dir, ruleset, out / "checker_logs")
+    not_valid = [f"{r['benchmark']}: {reason}" for r in loaded for reason in r["valid_submission_reasons"]]
+    not_valid += [f"{r['benchmark']}: {line}" for r in loaded for line in run_verdicts.disagreements(r, judged[r["benchmark"]])]
+    left = [(r["benchmark"], run["index"], power_refused.get(Path(v.result_file))) for r, run, v in scored]
+    not_valid += [f"{name}: run {index}'s power logs left out: {why}" for name, index, why in left if why]
+    not_valid = list(dict.fromkeys(not_valid))
+    verdict["runs"] = {
+        r["benchmark"]: [
+            {"index": run["index"], "verdict": v.outcome, "reason": v.reason, "power_problems": v.power_problems}
+            for run, v in zip(r["runs"], judged[r["benchmark"]], strict=True)
+        ]
+        for r in loaded
+    }
+    verdict["valid_for_submission"] = verdict["passed"] and not not_valid
+    verdict["not_valid_because"] = not_valid
+    verdict["division"] = division
+    verdict["left_out"] = left_out
+    verdict["files"] = manifest(org_dir, check_out.parent)  # what was checked: a later change makes the workflow package again
+    label = out / "NOT_FOR_SUBMISSION.txt"
+    if not_valid:
+        label.write_text("This package is not valid for submission:\n" + "\n".join(f"- {reason}" for reason in not_valid) + "\n")
+    else:
+        label.unlink(missing_ok=True)
+    check_out.write_text(json.dumps(verdict, indent=2) + "\n")
+    return org_dir, verdict

@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from mlperf_wf.acquire.manifest import first_change
-from mlperf_wf.errors import ConfigError
+from mlperf_wf.errors import ConfigError, UserError
 from mlperf_wf.kinds import Scale, Verdict
 from mlperf_wf.results import scoring
 from mlperf_wf.results import verdict as run_verdicts
@@ -317,3 +317,63 @@ def write(report: Report, out: Path) -> None:
     """Write the report as JSON."""
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(asdict(report), indent=2) + "\n")
+
+
+def check_logs_unchanged(results: list[Path], verdict_files: list[Path]) -> list:
+    """The compliance verdicts of ``results`` (run i's log, run i's ``compliance.json``), each refused in one line when
+    its log is not the bytes its compliance check read."""
+    from mlperf_wf.results import compliance
+
+    if len(results) != len(verdict_files):
+        raise ConfigError(f"--result given {len(results)} times but --compliance {len(verdict_files)} times")
+    checked = [compliance.read(v) for v in verdict_files]
+    for result, verdict_file, verdict in zip(results, verdict_files, checked, strict=True):
+        now = file_sha256(result)
+        if now != verdict.sha256:
+            then = f"sha256 {verdict.sha256[:12]} was checked" if verdict.sha256 else "its verdict records no digest"
+            raise UserError(
+                f"{result}: not the log its compliance check read (sha256 {now[:12]} now, {then}); nothing is scored: "
+                f"delete {verdict_file} and rerun to check it again, or delete the run's folder to redo the run"
+            )
+    return checked
+
+
+def write_benchmark_report(
+    benchmark: str,
+    ruleset: str,
+    division: str,
+    scale: str,
+    platform: str,
+    results: list[Path],
+    verdict_files: list[Path],
+    provenance: list[Path],
+    out: Path,
+    expected_identity: Path | None = None,
+) -> Report:
+    """Write the time-to-train report of ``benchmark`` from its runs (``results`` i is run i, ``verdict_files`` i its
+    compliance verdict); with ``expected_identity`` (``identity.json``), a run made with another campaign identity is
+    refused by name."""
+    from mlperf_wf.config import mlperf_rules as rules
+    from mlperf_wf.config.registry import declared_open_rules, load_benchmark
+
+    checked = check_logs_unchanged(results, verdict_files)
+    bench = load_benchmark(benchmark)
+    report = build(
+        benchmark=benchmark,
+        submission_benchmark=bench.submission_benchmark,
+        ruleset=ruleset,
+        division=division,
+        scale=scale,
+        platform=platform,
+        quality_target=rules.report_target(rules.run_targets(bench, ruleset, division, scale)),
+        required=rules.required_runs(bench.submission_benchmark),
+        results=results,
+        verdicts=[v.verdict for v in checked],
+        declared=declared_open_rules(benchmark, scale),
+        provenance=[identity.read_provenance(p) or {} for p in provenance] if provenance else None,
+        provenance_files=provenance or None,
+        expected_identity=identity.read_expected(expected_identity) if expected_identity is not None else None,
+        identity_source=str(expected_identity or identity.IDENTITY_FILE),
+    )
+    write(report, out)
+    return report

@@ -250,3 +250,51 @@ class TinyRun:
             self.finish(constants.ABORTED)
         if self.world_size > 1 and torch.distributed.is_initialized():
             torch.distributed.destroy_process_group()
+
+
+def train(
+    benchmark: str,
+    seed: int,
+    data: Path,
+    inputs: list[str],
+    result: Path,
+    ruleset: str,
+    submission: Submission,
+    threads: int,
+    overrides: str | None,
+) -> dict:
+    """One tiny-scale training run of ``benchmark``, logging to ``result``: its tiny hyperparameters with the JSON
+    ``overrides``, its quality target from the ruleset's rules, its ``ROLE=FOLDER`` ``inputs``; returns the trainer's
+    summary."""
+    import json
+
+    from mlperf_wf.acquire.prepare import role_folders
+    from mlperf_wf.config import hyperparameters, mlperf_rules
+    from mlperf_wf.config.registry import benchmark_module, load_benchmark
+    from mlperf_wf.kinds import Scale
+
+    bench = load_benchmark(benchmark)
+    try:
+        changes = json.loads(overrides) if overrides else {}
+    except json.JSONDecodeError as err:
+        raise ConfigError(f"--hyperparameters {overrides!r}: not JSON ({err.msg})") from None
+    hp = hyperparameters.resolve(bench, changes, source="--hyperparameters")
+    targets = mlperf_rules.run_targets(bench, ruleset, submission.division, Scale.TINY)
+    target = targets[0]
+    spec = RunSpec(
+        benchmark=benchmark,
+        submission_benchmark=bench.submission_benchmark,
+        data_dir=data,
+        result_file=result,
+        seed=seed,
+        target=target.value,
+        target_comparison=target.comparison,
+        metric_targets=tuple(targets) if target.metric else (),
+        ruleset=ruleset,
+        submission=submission,
+        config_filename=f"mlperf_wf/benchmarks/{benchmark}/hyperparameters.py",
+        inputs=role_folders(inputs, bench.roles_for("train")),
+        threads=threads,
+    )
+    with TinyRun(spec, hp) as tiny_run:
+        return benchmark_module(bench, "trainer").train(tiny_run, hp)

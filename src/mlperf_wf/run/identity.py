@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from mlperf_wf.errors import ConfigError
+from mlperf_wf.errors import ConfigError, UserError
 
 if TYPE_CHECKING:
     from mlperf_wf.plan.plan import Plan
@@ -383,3 +383,12 @@ def refuse(run: RunScore, problems: list[str]) -> None:
     run.samples_to_converge = None
     run.energy_joules = None
     run.problems = list(dict.fromkeys([*problems, *run.problems]))
+
+
+def write_expected_json(identity_json: str, out: Path) -> None:
+    """Write the campaign identity of a benchmark's set (``identity.json``) from its JSON, checked against its model."""
+    try:
+        made = CampaignIdentity.model_validate_json(identity_json)
+    except ValidationError as err:
+        raise UserError(f"identity: --json: not a campaign identity ({err.errors()[0]['loc']}: {err.errors()[0]['msg']})") from None
+    write_expected(made, out)

@@ -38,6 +38,8 @@ import subprocess
 import time
 from pathlib import Path
 
+from mlperf_wf.errors import UserError
+
 HEALTHY_FRACTION = 0.5
 """A healthy device multiplies large matrices at well over this fraction of its dense BF16 peak."""
 CPU_MATRIX = 512
@@ -426,3 +428,15 @@ def attempts(folder: Path) -> list[dict]:
 def environment_rank() -> int:
     """This task's node index in the job (``SLURM_NODEID``; 0 outside SLURM)."""
     return int(os.environ.get("SLURM_NODEID", "0"))
+
+
+def role_paths(items: list[str]) -> dict[str, tuple[Path, Path]]:
+    """``ROLE=FOLDER:VERIFICATION_RECORD`` arguments (``--input``) as role -> (folder, record)."""
+    found = {}
+    for item in items:
+        role, sep, paths = item.partition("=")
+        folder, colon, record = paths.partition(":")
+        if not (sep and colon and role and folder and record):
+            raise UserError(f"--input {item!r}: expected ROLE=FOLDER:VERIFICATION_RECORD")
+        found[role] = (Path(folder), Path(record))
+    return found

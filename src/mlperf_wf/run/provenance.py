@@ -21,6 +21,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from mlperf_wf.acquire.verify import hash_file
+from mlperf_wf.errors import ConfigError, UserError
 
 PACKAGES = ("mlperf-logging", "torch", "transformers", "peft", "accelerate", "tokenizers", "snakemake", "mlperf-workflow")
 
@@ -108,3 +109,38 @@ def collect(
 def write(out: Path, record: dict) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(record, indent=2) + "\n")
+
+
+def record_run(
+    out: Path,
+    scale: str,
+    launcher: str,
+    image: str | None,
+    command: str,
+    result: Path | None = None,
+    consumed: list[Path] | None = None,
+    node_checks: Path | None = None,
+    config: str = "",
+) -> None:
+    """Write what a run was made with next to its log (and the digest of the log, which compliance and report check),
+    with every attempt's node check where the run had one; ``config``: the benchmark's resolved config (JSON), as the
+    plan gave it to the job (part of the run's campaign identity)."""
+    from mlperf_wf.config.checkout import project_root
+    from mlperf_wf.run import node_check
+
+    try:
+        resolved = json.loads(config) if config else None
+    except ValueError as err:
+        raise UserError(f"provenance: --config {config[:80]!r}: not JSON ({err}); give the object the plan makes") from None
+    if resolved is not None and not isinstance(resolved, dict):
+        raise UserError(f"provenance: --config {config[:80]!r}: a JSON object is expected")
+    if result is not None and not result.is_file():
+        raise UserError(f"provenance: --result {result}: no such file (the run wrote no log)")
+    try:
+        checkout = project_root()
+    except ConfigError:
+        checkout = None  # recorded as an unknown commit: a run is not failed for where the workflow was installed
+    record = collect(scale, launcher, image or None, command, checkout, result, consumed, resolved)
+    if node_checks is not None and str(node_checks) not in ("", "."):
+        record["node_checks"] = node_check.attempts(node_checks)
+    write(out, record)

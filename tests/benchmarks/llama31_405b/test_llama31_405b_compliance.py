@@ -152,13 +152,13 @@ def test_a_declared_key_the_open_rules_do_not_check_is_a_config_error(tmp_path):
         parse_benchmark_file(path, "llama31_405b")
 
 
-def test_the_compliance_cli_applies_the_declaration_only_at_tiny_scale(tmp_path):
-    from mlperf_wf.cli import cmd_compliance
+def test_the_compliance_check_of_a_run_applies_the_declaration_only_at_tiny_scale(tmp_path):
     from mlperf_wf.errors import UserError
+    from mlperf_wf.results.compliance import check_run
 
     log = write_405b_log(tmp_path / "result.txt")
-    cmd_compliance(log, RULESET, tmp_path / "tiny.json", "llama31_405b", "tiny")
+    check_run(log, RULESET, tmp_path / "tiny.json", "llama31_405b", "tiny")
     assert json.loads((tmp_path / "tiny.json").read_text())["verdict"] == "passed_except_declared"
     with pytest.raises(UserError, match="FAILED"):
-        cmd_compliance(log, RULESET, tmp_path / "full.json", "llama31_405b", "full")
+        check_run(log, RULESET, tmp_path / "full.json", "llama31_405b", "full")
     assert json.loads((tmp_path / "full.json").read_text())["verdict"] == "failed"
