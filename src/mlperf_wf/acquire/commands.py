@@ -12,7 +12,7 @@ from mlperf_wf.acquire.verify import STAMPS_NAME
 from mlperf_wf.command import Command
 from mlperf_wf.kinds import DEFAULT_PREPARATION, Scale
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("mlperf_wf")  # the CLI's own lines, under the name its logs have always had
 
 
 def _mirror_arguments(p: argparse.ArgumentParser) -> None:
@@ -160,7 +160,11 @@ def _preprocess(args: argparse.Namespace) -> None:
     from mlperf_wf.acquire import prepare
     from mlperf_wf.config.registry import load_benchmark
 
-    summary = prepare.prepare_shard(load_benchmark(args.benchmark), args.scale, args.shard, args.input, args.out, args.preparation, args.verified)
+    bench = load_benchmark(args.benchmark)
+    inputs, read_again = prepare.shard_input_folders(bench, args.scale, args.shard, args.input, args.preparation, args.verified)
+    for folder in read_again:
+        log.info("%s: files written since its verification were read again and match their md5", folder)
+    summary = prepare.write_shard(bench, args.preparation, args.shard, inputs, args.out, args.scale)
     log.info("%s shard %s prepared: %s", args.benchmark, args.shard, json.dumps(summary))
 
 
@@ -199,7 +203,9 @@ ASSEMBLE = Command(
 def _check_prepared(args: argparse.Namespace) -> None:
     from mlperf_wf.acquire import prepare
 
-    prepare.check_prepared(args.prepared)
+    note = prepare.check_prepared(args.prepared)
+    if note:
+        log.info("%s", note)
 
 
 CHECK_PREPARED = Command(

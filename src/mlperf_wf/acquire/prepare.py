@@ -14,7 +14,6 @@ from __future__ import annotations
 import errno
 import gzip
 import json
-import logging
 import os
 import shutil
 from pathlib import Path
@@ -28,8 +27,6 @@ from mlperf_wf.kinds import DEFAULT_PREPARATION
 
 if TYPE_CHECKING:
     from mlperf_wf.config.registry import BenchmarkDef
-
-log = logging.getLogger(__name__)
 
 DEFAULT_SHARD_RESOURCES = {"mem_mb": 16000, "runtime": 1440}
 """Scheduler resources of a shard job when the module does not say (16 GB, a day)."""
@@ -278,12 +275,12 @@ def role_folders(items: list[str], allowed: dict[str, str] | list[str], flag: st
     return named
 
 
-def prepare_shard(
-    bench: BenchmarkDef, scale: str, shard: str, inputs: list[str], out: Path, preparation: str = DEFAULT_PREPARATION, verified: list[str] | None = None
-) -> dict:
-    """Write one shard of the benchmark's prepared data (by the named preparation) from ``role=folder`` ``inputs``, each
-    ``role=stamps`` of ``verified`` first checked against what its verification read; returns the shard's summary. A
-    full disk is one line naming the file, the shard and the space left."""
+def shard_input_folders(
+    bench: BenchmarkDef, scale: str, shard: str, inputs: list[str], preparation: str = DEFAULT_PREPARATION, verified: list[str] | None = None
+) -> tuple[dict[str, Path], list[Path]]:
+    """The ``role=folder`` ``inputs`` of one shard of the benchmark's named preparation, each role one it reads, each
+    ``role=stamps`` of ``verified`` checked against what its verification read; returns them by role, and the folders
+    whose files written since their verification were read again (and matched)."""
     from mlperf_wf.acquire.verify import check_unchanged
     from mlperf_wf.config.registry import SHARDS_ROLE
 
@@ -295,11 +292,14 @@ def prepare_shard(
     if shard_inputs(bench, shard, scale, preparation):
         allowed = {**allowed, SHARDS_ROLE: ""}
     named = role_folders(inputs, allowed)
-    for role, stamps in role_folders(verified or [], [role for role in named if role != SHARDS_ROLE], "--verified").items():
-        if check_unchanged(named[role], stamps):
-            log.info("%s: files written since its verification were read again and match their md5", named[role])
+    checked = role_folders(verified or [], [role for role in named if role != SHARDS_ROLE], "--verified")
+    return named, [named[role] for role, stamps in checked.items() if check_unchanged(named[role], stamps)]
+
+
+def write_shard(bench: BenchmarkDef, preparation: str, shard: str, inputs: dict[str, Path], out: Path, scale: str) -> dict:
+    """:func:`make_shard`, a full disk said in one line naming the file, the shard and the space left."""
     try:
-        return make_shard(bench, preparation, shard, named, out, scale)
+        return make_shard(bench, preparation, shard, inputs, out, scale)
     except OSError as err:
         if err.errno not in (errno.ENOSPC, errno.EDQUOT):
             raise
@@ -313,19 +313,19 @@ def assemble_prepared(bench: BenchmarkDef, scale: str, shards: Path, out: Path, 
     return assemble(module(bench, preparation).layout(scale), shards, out)
 
 
-def check_prepared(prepared: Path) -> None:
+def check_prepared(prepared: Path) -> str | None:
     """Refuse (one line) a prepared tree that changed since it was assembled; a train job runs this first. A tree
-    assembled by an earlier version, or copied or moved whole, is recorded as it is now."""
+    assembled by an earlier version, or copied or moved whole, is recorded as it is now: returns a line saying so."""
     if not prepared.is_dir():
         raise UserError(f"{prepared}: no prepared tree here")
     if not stamps_file(prepared).is_file():  # assembled by an earlier version: recorded as it is now
         write_stamps(prepared)
-        log.info("%s: no stamps yet; recorded as it is now", prepared)
-        return
+        return f"{prepared}: no stamps yet; recorded as it is now"
     changed, moved = changed_since_prepared(prepared)
+    note = None
     if moved:  # copied or moved whole (rsync -a, a restore), or its files linked again elsewhere: recorded as it is now
         write_stamps(prepared)
-        log.info("%s: copied, moved or linked again elsewhere since it was prepared, its bytes untouched; stamps renewed", prepared)
+        note = f"{prepared}: copied, moved or linked again elsewhere since it was prepared, its bytes untouched; stamps renewed"
     if changed:
         first = prepared / changed[0].rsplit(": ", 1)[0]
         linked = first.exists() and first.stat().st_nlink > 1
@@ -340,6 +340,7 @@ def check_prepared(prepared: Path) -> None:
             "and rerun snakemake: assembling it again checks every shard against the md5s recorded when it was made, and a "
             f"changed shard is set aside and made again{also}"
         )
+    return note
 
 
 def link_or_copy(source: Path, target: Path) -> None:

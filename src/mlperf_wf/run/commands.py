@@ -14,7 +14,7 @@ from pathlib import Path
 from mlperf_wf.command import Command
 from mlperf_wf.kinds import Scale
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("mlperf_wf")  # the CLI's own lines, under the name its logs have always had
 
 
 def _train_arguments(p: argparse.ArgumentParser) -> None:
