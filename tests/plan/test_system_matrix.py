@@ -246,6 +246,13 @@ def test_every_cell_of_every_node_count_is_a_plan_the_closed_rules_and_rcps_pass
     assert node_matrix["dgx_h100", 64, "llama2_70b_lora"][0] == "refused: batch"  # 512 replicas, no RCP that large
     assert node_matrix["mi300x", 8, "flux1"][0].startswith("refused: image")
     assert node_matrix["dgx_h100", 8, "gpt_oss_20b"][0] == "refused: batch"  # its literal GBS 16 on 64 GPUs
+    # qwen's 1:3 training/generation split in whole 8-node NVLink segments: 64 nodes are 16 + 48, 8 cannot split
+    assert node_matrix["gb200_nvl72", 64, "qwen35_397b_grpo"][0] == "GBS 256 (exact)"
+    assert node_matrix["gb200_nvl72", 8, "qwen35_397b_grpo"][0] == "refused: geometry"
+    assert (
+        "8 nodes cannot split 1:3 into policy-training and generation nodes in whole 8-node NVLink segments"
+        in node_matrix["gb200_nvl72", 8, "qwen35_397b_grpo"][1]
+    )
 
 
 def nodes_tables(cells: dict[tuple[str, int, str], tuple[str, str]]) -> str:

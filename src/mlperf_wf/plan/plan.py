@@ -552,6 +552,7 @@ class Plan:
             batch=self.planned_batch(name, nodes, gpus_per_node) if self.scale == Scale.FULL else None,
             quality_target=self.launch_quality_target(name),
             segment_nodes=self.segment_nodes(name),
+            rehearsal=override.rehearsal,
         )
 
     def segment_nodes(self, name: str) -> int | None:

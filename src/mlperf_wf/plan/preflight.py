@@ -201,7 +201,8 @@ def _placement_problems(plan: Plan, name: str, settings: launch.Launch) -> list[
     SLURM that cannot place them."""
     problems = []
     segment = settings.segment_nodes
-    if segment and settings.nodes % segment:
+    # a benchmark whose nodes split into roles has each role whole segments: its geometry problem names those counts
+    if segment and settings.nodes % segment and plan.bench(name).full.geometry.node_split is None:
         problems.append(
             Problem(
                 "geometry",
@@ -338,6 +339,10 @@ def batch_tables(plan: Plan, benchmarks: Iterable[str]) -> str:
         if settings.batch is not None:
             lines += sizing.describe_batch(settings.batch)
             lines += [f"  {line}" for line in launch.argument_deviations(plan.bench(name), settings.arguments)]
+        split = plan.bench(name).full.geometry.node_split
+        if split is not None and launch.geometry_problem(plan.bench(name), settings) is None:
+            roles = launch.node_split(plan.bench(name), settings)
+            lines.append(f"{name}: its {settings.nodes} nodes are {roles.in_words(split)}" if roles else "")
     table = "\n".join(["batch and hyperparameters of the full-scale runs (mlperf-wf size explains each):", *lines]) if lines else ""
     if notes:
         table = "\n".join(
