@@ -383,13 +383,23 @@ def time_tables(plan: Plan, benchmarks: Iterable[str]) -> str:
             lines.append(f"  {where}: no published result and no model FLOPs; measure a first run (mlperf-wf size --throughput-from)")
             continue
         verdict = "holds it" if expected.holds else "cannot hold it: every run would end aborted"
-        lines.append(
-            filled(
-                f"  {where}: expected {expected.estimate.minutes:.0f} min to train, walltime {expected.needed_walltime} min asked for; "
-                f"the run's {expected.walltime_minutes} min {verdict}",
-                6,
+        if expected.estimate.lower_bound:
+            # the estimate counts part of the work: it can show a walltime too short, never that one holds a run
+            verdict = "cannot hold it: every run would end aborted" if not expected.holds else "is not checked by it: measure a first run"
+            lines.append(
+                filled(
+                    f"  {where}: at least {expected.estimate.minutes:.0f} min to train (a lower bound); the run's {expected.walltime_minutes} min {verdict}",
+                    6,
+                )
             )
-        )
+        else:
+            lines.append(
+                filled(
+                    f"  {where}: expected {expected.estimate.minutes:.0f} min to train, walltime {expected.needed_walltime} min asked for; "
+                    f"the run's {expected.walltime_minutes} min {verdict}",
+                    6,
+                )
+            )
         lines.append(filled(f"    from {expected.estimate.basis}", 6))
     return "\n".join(["expected time to train of the full-scale runs:", *lines]) if lines else ""
 
