@@ -94,6 +94,21 @@ def test_the_plan_takes_the_variant_that_fits(workdirs):
     assert "sm_100" in problem.message and "variant h100" in problem.message and "CUDA sm_90 (no PTX)" in problem.message
 
 
+def test_an_mi300x_system_takes_llama31_8b_s_rocm_image_with_its_devices_and_its_configuration(workdirs):
+    """The reference's Dockerfile.mi325 (gfx942: MI300X and MI325X) beside its H200 and B200 images."""
+    mi300x = system_plan(workdirs["mi300x"], "mi300x")
+    assert mi300x.image_variant("llama31_8b") == "mi325"
+    assert mi300x.container("llama31_8b").image == "mlperf-workflow/llama31_8b:ref-aa344c7-rocm6.4-patches1"
+    command = mi300x.train_job("llama31_8b", 0).command
+    assert "--device=/dev/kfd" in command and " --gpus " not in command, command
+    assert "NVTE_FUSED_ATTN_CK=1" in command and "MLPERF_CONFIG_FILENAME=config_MI325X_1x8x1_8b.sh" in command, command
+    assert "llama31_8b: takes image variant mi325" in preflight.batch_tables(mi300x, ["llama31_8b"])
+    h100 = system_plan(workdirs["dgx_h100"], "dgx_h100")
+    h100_command = h100.train_job("llama31_8b", 0).command
+    assert h100.image_variant("llama31_8b") is None and "/dev/kfd" not in h100_command and "NVTE_FUSED_ATTN_CK" not in h100_command
+    assert "MLPERF_CONFIG_FILENAME=config_H200_1x8x1_8b.sh" in h100_command
+
+
 def test_pre_hopper_images_say_the_driver_compiles_ptx(workdirs):
     plan = system_plan(workdirs["dgx_h100"], "dgx_h100")
     notes = preflight.batch_tables(plan, ["bert", "retinanet"])

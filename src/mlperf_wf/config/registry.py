@@ -346,7 +346,16 @@ class ImageVariant(_Strict):
     dockerfile: str
     """Dockerfile (under ``containers/``) that builds it."""
     targets: ImageTargets
-    """What it runs on."""
+    """What it runs on: CUDA or ROCm targets, either vendor's (llama31_8b's reference has an MI325X image beside its
+    NVIDIA ones); the runs of the variant get that vendor's devices."""
+    env: dict[str, str] = Field(default_factory=dict)
+    """Environment the variant's own configuration sets for every run, over ``full.env`` (the reference's config
+    script for that system: its libraries' settings, the config's file name)."""
+
+    @property
+    def accelerator(self) -> Literal["nvidia", "amd"]:
+        """The vendor of the GPUs it runs on, read from its targets."""
+        return "amd" if self.targets.rocm_targets else "nvidia"
 
 
 class Container(_Strict):
@@ -742,14 +751,16 @@ class BenchmarkDef(_Strict):
     @model_validator(mode="after")
     def _image_targets_match_the_accelerator(self) -> BenchmarkDef:
         container = self.full.container
-        declared = {"full.container.targets": container.targets, **{f"full.container.variants.{n}.targets": v.targets for n, v in container.variants.items()}}
-        for key, targets in declared.items():
-            if targets is None:
-                continue
-            if self.full.accelerator == "amd" and (targets.cuda_architectures or not targets.rocm_targets):
-                raise ValueError(f"{key}: full.accelerator is amd; declare rocm_targets (gfx...) and no cuda_architectures")
-            if self.full.accelerator == "nvidia" and (targets.rocm_targets or not targets.cuda_architectures):
-                raise ValueError(f"{key}: full.accelerator is nvidia; declare cuda_architectures (MAJOR.MINOR) and no rocm_targets")
+        targets = container.targets
+        if targets is not None and self.full.accelerator == "amd" and (targets.cuda_architectures or not targets.rocm_targets):
+            raise ValueError("full.container.targets: full.accelerator is amd; declare rocm_targets (gfx...) and no cuda_architectures")
+        if targets is not None and self.full.accelerator == "nvidia" and (targets.rocm_targets or not targets.cuda_architectures):
+            raise ValueError("full.container.targets: full.accelerator is nvidia; declare cuda_architectures (MAJOR.MINOR) and no rocm_targets")
+        for name, variant in container.variants.items():  # a variant may be the other vendor's: one vendor's targets each
+            if bool(variant.targets.cuda_architectures) == bool(variant.targets.rocm_targets):
+                raise ValueError(
+                    f"full.container.variants.{name}.targets: declare either cuda_architectures (MAJOR.MINOR) or rocm_targets (gfx...), one vendor's"
+                )
         return self
 
     @model_validator(mode="after")
