@@ -109,6 +109,32 @@ def test_an_mi300x_system_takes_llama31_8b_s_rocm_image_with_its_devices_and_its
     assert "MLPERF_CONFIG_FILENAME=config_H200_1x8x1_8b.sh" in h100_command
 
 
+def test_an_mi355x_system_takes_gpt_oss_20b_s_rocm_image_with_the_mi355x_configuration(tmp_path):
+    """The reference's ROCm Dockerfile (its README's MI355X image) beside Dockerfile.nvidia: its runs get the AMD devices
+    and config_MI355X_1x8x1.sh's settings, without the B200 config's that the MI355X config leaves to the recipe."""
+    mi355x = hardware_of("mi300x").model_copy(update={"gfx_target": "gfx950", "gpu_model": "AMD Instinct MI355X", "gpu_memory_gb": 309.2})
+    (tmp_path / "config" / "systems").mkdir(parents=True)
+    (tmp_path / "config" / "datasets").symlink_to(ROOT / "config" / "datasets")
+    (tmp_path / "config" / "systems" / "mi355x.yaml").write_text(system.description_text(system.describe(mi355x, "mi355x")))
+    config = {**DEFAULTS, "scale": "full", "submission": {**DEFAULTS["submission"], "platform": "mi355x"}}
+    plan = planning.Plan(WorkflowConfig.parse(config), project_root=ROOT, workdir=tmp_path)
+    assert plan.image_variant("gpt_oss_20b") == "mi355"
+    command = plan.train_job("gpt_oss_20b", 0).command
+    assert "--device=/dev/kfd" in command and " --gpus " not in command, command
+    assert "EXP=/workspace/code/conf/gpt_oss_20B-pretrain.yaml" in command and "PRIMUS_FP8_RECIPE=hybrid" in command, command
+    assert "PRIMUS_TURBO_ENABLED" not in command and "PRIMUS_BF16" not in command, command
+    # the MI300X (gfx942) is no target of it: still refused, naming the variant
+    assert "variant mi355" in str(preflight.system_fit_problems(system_plan_for_mi300x(tmp_path), "gpt_oss_20b"))
+
+
+def system_plan_for_mi300x(tmp_path: Path) -> planning.Plan:
+    folder = tmp_path / "mi300x"
+    (folder / "config" / "systems").mkdir(parents=True)
+    (folder / "config" / "datasets").symlink_to(ROOT / "config" / "datasets")
+    (folder / "config" / "systems" / "mi300x.yaml").write_text(system.description_text(system.describe(hardware_of("mi300x"), "mi300x")))
+    return system_plan(folder, "mi300x")
+
+
 def test_pre_hopper_images_say_the_driver_compiles_ptx(workdirs):
     plan = system_plan(workdirs["dgx_h100"], "dgx_h100")
     notes = preflight.batch_tables(plan, ["bert", "retinanet"])

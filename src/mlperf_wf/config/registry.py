@@ -348,9 +348,10 @@ class ImageVariant(_Strict):
     targets: ImageTargets
     """What it runs on: CUDA or ROCm targets, either vendor's (llama31_8b's reference has an MI325X image beside its
     NVIDIA ones); the runs of the variant get that vendor's devices."""
-    env: dict[str, str] = Field(default_factory=dict)
+    env: dict[str, str | None] = Field(default_factory=dict)
     """Environment the variant's own configuration sets for every run, over ``full.env`` (the reference's config
-    script for that system: its libraries' settings, the config's file name)."""
+    script for that system: its libraries' settings, the config's file name); null: a variable of ``full.env`` that
+    configuration leaves unset (the recipe's default then holds)."""
 
     @property
     def accelerator(self) -> Literal["nvidia", "amd"]:

@@ -307,7 +307,8 @@ class Plan:
         if variant is None:
             return bench
         chosen = bench.full.container.variants[variant]
-        full = bench.full.model_copy(update={"accelerator": chosen.accelerator, "env": {**bench.full.env, **chosen.env}})
+        env = {key: value for key, value in {**bench.full.env, **chosen.env}.items() if value is not None}
+        full = bench.full.model_copy(update={"accelerator": chosen.accelerator, "env": env})
         return bench.model_copy(update={"full": full})
 
     def container(self, name: str) -> Container:
