@@ -341,8 +341,7 @@ def batch_tables(plan: Plan, benchmarks: Iterable[str]) -> str:
             lines += [f"  {line}" for line in launch.argument_deviations(plan.bench(name), settings.arguments)]
         split = plan.bench(name).full.geometry.node_split
         if split is not None and launch.geometry_problem(plan.bench(name), settings) is None:
-            roles = launch.node_split(plan.bench(name), settings)
-            lines.append(f"{name}: its {settings.nodes} nodes are {roles.in_words(split)}" if roles else "")
+            lines.append(f"{name}: its {settings.nodes} nodes are {launch.node_split(plan.bench(name), settings).in_words(split)}")
     table = "\n".join(["batch and hyperparameters of the full-scale runs (mlperf-wf size explains each):", *lines]) if lines else ""
     if notes:
         table = "\n".join(
