@@ -96,7 +96,12 @@ def test_full_scale_plan_renders_for_every_launcher(name, launcher, tmp_path):
         result_file=tmp_path / "runs" / "0" / "result.txt",
         inputs={role: tmp_path / role for role in bench.roles_for("train")},
     )
-    line = launch.full_scale(bench, 0, 1234, paths, launch.Launch(launcher))
+    split = bench.full.geometry.node_split
+    if split and launcher != "pyxis":  # roles that never share a node: more than one node, which only pyxis launches
+        with pytest.raises(ConfigError, match="nodes need the pyxis launcher"):
+            launch.full_scale(bench, 0, 1234, paths, launch.Launch(launcher, nodes=split.train + split.generation))
+        return
+    line = launch.full_scale(bench, 0, 1234, paths, launch.Launch(launcher, nodes=split.train + split.generation if split else 1))
     assert "1234" in line and "{" + "seed}" not in line
 
 

@@ -120,7 +120,10 @@ def set_by_plan(bench: registry.BenchmarkDef, files: dict[str, Path], workdir: P
     name = bench.name
     pyxis_plan = make_plan(workdir, name, "pyxis")
     pyxis = launch_scripts.shell_items(launch_line(pyxis_plan, name)).items
-    docker = launch_scripts.shell_items(launch_line(make_plan(workdir, name, "docker", nodes=1), name)).items
+    # a benchmark whose nodes split into roles (qwen35_397b_grpo: training and generation) never runs on one node,
+    # so never under docker: its pyxis line stands for both
+    one_node = pyxis_plan if bench.full.geometry.node_split else make_plan(workdir, name, "docker", nodes=1)
+    docker = launch_scripts.shell_items(launch_line(one_node, name)).items
     launchers = ("srun ", "salloc ", "torchrun ", "accelerate launch ", "mpirun ", "docker run ", "sbatch ")
     both = {item for item in pyxis if item in docker and not item.startswith(launchers)}
     found = both | {item for item in pyxis if item.startswith(launchers[:5])} | {item for item in docker if item.startswith("docker run ")}

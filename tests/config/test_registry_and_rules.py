@@ -229,10 +229,23 @@ def test_image_targets_are_checked_with_the_key_and_the_value(tmp_path):
         parse_benchmark_file(edited_definition(tmp_path, "rgat", bad_capability), "rgat")
 
     def rocm_on_nvidia(entry):
-        entry["full"]["container"]["variants"]["h100"]["targets"] = {"cpu_architectures": ["x86_64"], "rocm_targets": ["gfx942"], "source": "x"}
+        entry["full"]["container"]["targets"] = {"cpu_architectures": ["x86_64"], "rocm_targets": ["gfx942"], "source": "x"}
 
-    with pytest.raises(ConfigError, match=r"full\.container\.variants\.h100\.targets: full\.accelerator is nvidia; declare cuda_architectures"):
+    with pytest.raises(ConfigError, match=r"full\.container\.targets: full\.accelerator is nvidia; declare cuda_architectures"):
         parse_benchmark_file(edited_definition(tmp_path, "rgat", rocm_on_nvidia), "rgat")
+
+    # a variant may be the other vendor's image (llama31_8b's Dockerfile.mi325), but one vendor's only
+    def both_vendors(entry):
+        entry["full"]["container"]["variants"]["h100"]["targets"] = {
+            "cpu_architectures": ["x86_64"],
+            "rocm_targets": ["gfx942"],
+            "cuda_architectures": ["9.0"],
+            "source": "x",
+        }
+
+    with pytest.raises(ConfigError, match=r"full\.container\.variants\.h100\.targets: declare either cuda_architectures .* or rocm_targets"):
+        parse_benchmark_file(edited_definition(tmp_path, "rgat", both_vendors), "rgat")
+    assert registry.load_benchmark("llama31_8b").full.container.variants["mi325"].accelerator == "amd"
 
     def no_source(entry):
         del entry["full"]["container"]["targets"]["source"]

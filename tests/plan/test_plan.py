@@ -133,6 +133,10 @@ def test_full_plan_mounts_every_role_the_runs_read_and_requests_the_geometry(nam
     # one node, so the default full-scale launcher is docker, whose command shows every mount
     plan = make_plan(tmp_path, scale="full", full_geometry={name: {"nodes": 1}})
     bench = plan.bench(name)
+    if bench.full.geometry.node_split:  # training and generation never share a node: one node cannot split
+        with pytest.raises(ConfigError, match=f"^{name}: 1 node cannot split"):
+            plan.train_job(name, 0)
+        return
     job = plan.train_job(name, 0)
     for role, dataset_id in bench.roles_for("train").items():
         assert f"{tmp_path}/resources/full/datasets/{dataset_id}:{bench.full.mounts[role]}:ro" in job.command

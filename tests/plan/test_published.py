@@ -101,6 +101,51 @@ def test_an_estimate_scales_the_nearest_published_result_of_the_family_and_says_
     assert flops.basis.startswith("model FLOPs") and published.estimate("deepseekv3_671b", "B200", 256) is None
 
 
+def dlrm_lower_bound() -> bool:
+    return published.estimate("dlrmv4", "MI350X", 8).lower_bound
+
+
+UNPUBLISHED = ("dlrmv4", "qwen35_397b_grpo")
+"""The benchmarks whose first round (6.1.0) has no published results: mlcommons/training_results_v6.1 is not out."""
+
+
+def test_a_benchmark_without_a_published_result_says_so_and_what_its_estimate_rests_on_instead():
+    table = published.flops_table()
+    for name in UNPUBLISHED:
+        assert not [row for row in published.published_results() if row.benchmark == name]
+        assert "6.1.0" in table.unpublished[name]
+    # qwen35_397b_grpo: the model's FLOPs, said to be the fallback
+    qwen = published.estimate("qwen35_397b_grpo", "GB300", 256, samples_to_converge=4608)
+    model = table.models["qwen35_397b_grpo"]
+    assert math.isclose(qwen.minutes, model.flops_per_sample * 4608 / (256 * 2500e12 * published.ASSUMED_MFU) / 60)
+    assert qwen.basis.startswith(f"no published result ({table.unpublished['qwen35_397b_grpo']}); model FLOPs: "), qwen.basis
+    assert qwen.lower_bound and not dlrm_lower_bound()
+    # dlrmv4: the reference's own measured runs, scaled as a published row would be
+    run = table.reference_runs["dlrmv4"]
+    dlrm = published.estimate("dlrmv4", "MI350X", 16)
+    assert math.isclose(dlrm.minutes, run.minutes * run.accelerators / 16)
+    assert dlrm.basis.startswith(f"no published result ({table.unpublished['dlrmv4']}); the reference's own runs: {run.minutes:.1f} min on 8 MI350X")
+    assert "README.MD" in dlrm.basis and "MI300X vs MI350X" in published.estimate("dlrmv4", "MI300X", 8).basis
+    # a benchmark with published rows never says so
+    assert "no published result" not in published.estimate("gpt3", "H100", 64).basis
+
+
+def test_size_gives_a_lower_bound_as_one_and_no_walltime(capsys):
+    assert cli.main(["size", "--benchmark", "qwen35_397b_grpo", "--nodes", "64", "--gpus-per-node", "4", "--accelerator", "GB300"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "expected time to train on 256 GB300: at least 3.6 min (a lower bound: no walltime follows" in out and "no published result (" in out, out
+
+
+def test_the_dry_run_says_which_benchmarks_have_no_published_result(workdir):  # noqa: F811
+    _described(workdir, "NVIDIA GB300")
+    qwen = " ".join(preflight.time_tables(fine_plan(workdir, "qwen35_397b_grpo"), ["qwen35_397b_grpo"]).split())
+    assert "qwen35_397b_grpo on 64x4 GB300: at least 4 min to train (a lower bound); the run's 240 min is not checked by it" in qwen, qwen
+    assert "no published result (" in qwen and "model FLOPs" in qwen, qwen
+    _described(workdir, "AMD Instinct MI350X")
+    dlrm = " ".join(preflight.time_tables(fine_plan(workdir, "dlrmv4"), ["dlrmv4"]).split())
+    assert "dlrmv4 on 1x8 MI350X: expected" in dlrm and "no published result (" in dlrm and "the reference's own runs" in dlrm, dlrm
+
+
 def test_size_gives_the_expected_time_and_a_walltime(capsys):
     assert cli.main(["size", "--benchmark", "gpt3", "--nodes", "8", "--gpus-per-node", "8", "--accelerator", H100]) == 0
     out = capsys.readouterr().out

@@ -94,6 +94,47 @@ def test_the_plan_takes_the_variant_that_fits(workdirs):
     assert "sm_100" in problem.message and "variant h100" in problem.message and "CUDA sm_90 (no PTX)" in problem.message
 
 
+def test_an_mi300x_system_takes_llama31_8b_s_rocm_image_with_its_devices_and_its_configuration(workdirs):
+    """The reference's Dockerfile.mi325 (gfx942: MI300X and MI325X) beside its H200 and B200 images."""
+    mi300x = system_plan(workdirs["mi300x"], "mi300x")
+    assert mi300x.image_variant("llama31_8b") == "mi325"
+    assert mi300x.container("llama31_8b").image == "mlperf-workflow/llama31_8b:ref-aa344c7-rocm6.4-patches1"
+    command = mi300x.train_job("llama31_8b", 0).command
+    assert "--device=/dev/kfd" in command and " --gpus " not in command, command
+    assert "NVTE_FUSED_ATTN_CK=1" in command and "MLPERF_CONFIG_FILENAME=config_MI325X_1x8x1_8b.sh" in command, command
+    assert "llama31_8b: takes image variant mi325" in preflight.batch_tables(mi300x, ["llama31_8b"])
+    h100 = system_plan(workdirs["dgx_h100"], "dgx_h100")
+    h100_command = h100.train_job("llama31_8b", 0).command
+    assert h100.image_variant("llama31_8b") is None and "/dev/kfd" not in h100_command and "NVTE_FUSED_ATTN_CK" not in h100_command
+    assert "MLPERF_CONFIG_FILENAME=config_H200_1x8x1_8b.sh" in h100_command
+
+
+def test_an_mi355x_system_takes_gpt_oss_20b_s_rocm_image_with_the_mi355x_configuration(tmp_path):
+    """The reference's ROCm Dockerfile (its README's MI355X image) beside Dockerfile.nvidia: its runs get the AMD devices
+    and config_MI355X_1x8x1.sh's settings, without the B200 config's that the MI355X config leaves to the recipe."""
+    mi355x = hardware_of("mi300x").model_copy(update={"gfx_target": "gfx950", "gpu_model": "AMD Instinct MI355X", "gpu_memory_gb": 309.2})
+    (tmp_path / "config" / "systems").mkdir(parents=True)
+    (tmp_path / "config" / "datasets").symlink_to(ROOT / "config" / "datasets")
+    (tmp_path / "config" / "systems" / "mi355x.yaml").write_text(system.description_text(system.describe(mi355x, "mi355x")))
+    config = {**DEFAULTS, "scale": "full", "submission": {**DEFAULTS["submission"], "platform": "mi355x"}}
+    plan = planning.Plan(WorkflowConfig.parse(config), project_root=ROOT, workdir=tmp_path)
+    assert plan.image_variant("gpt_oss_20b") == "mi355"
+    command = plan.train_job("gpt_oss_20b", 0).command
+    assert "--device=/dev/kfd" in command and " --gpus " not in command, command
+    assert "EXP=/workspace/code/conf/gpt_oss_20B-pretrain.yaml" in command and "PRIMUS_FP8_RECIPE=hybrid" in command, command
+    assert "PRIMUS_TURBO_ENABLED" not in command and "PRIMUS_BF16" not in command, command
+    # the MI300X (gfx942) is no target of it: still refused, naming the variant
+    assert "variant mi355" in str(preflight.system_fit_problems(system_plan_for_mi300x(tmp_path), "gpt_oss_20b"))
+
+
+def system_plan_for_mi300x(tmp_path: Path) -> planning.Plan:
+    folder = tmp_path / "mi300x"
+    (folder / "config" / "systems").mkdir(parents=True)
+    (folder / "config" / "datasets").symlink_to(ROOT / "config" / "datasets")
+    (folder / "config" / "systems" / "mi300x.yaml").write_text(system.description_text(system.describe(hardware_of("mi300x"), "mi300x")))
+    return system_plan(folder, "mi300x")
+
+
 def test_pre_hopper_images_say_the_driver_compiles_ptx(workdirs):
     plan = system_plan(workdirs["dgx_h100"], "dgx_h100")
     notes = preflight.batch_tables(plan, ["bert", "retinanet"])
@@ -246,6 +287,13 @@ def test_every_cell_of_every_node_count_is_a_plan_the_closed_rules_and_rcps_pass
     assert node_matrix["dgx_h100", 64, "llama2_70b_lora"][0] == "refused: batch"  # 512 replicas, no RCP that large
     assert node_matrix["mi300x", 8, "flux1"][0].startswith("refused: image")
     assert node_matrix["dgx_h100", 8, "gpt_oss_20b"][0] == "refused: batch"  # its literal GBS 16 on 64 GPUs
+    # qwen's 1:3 training/generation split in whole 8-node NVLink segments: 64 nodes are 16 + 48, 8 cannot split
+    assert node_matrix["gb200_nvl72", 64, "qwen35_397b_grpo"][0] == "GBS 256 (exact)"
+    assert node_matrix["gb200_nvl72", 8, "qwen35_397b_grpo"][0] == "refused: geometry"
+    assert (
+        "8 nodes cannot split 1:3 into policy-training and generation nodes in whole 8-node NVLink segments"
+        in node_matrix["gb200_nvl72", 8, "qwen35_397b_grpo"][1]
+    )
 
 
 def nodes_tables(cells: dict[tuple[str, int, str], tuple[str, str]]) -> str:

@@ -80,9 +80,11 @@ def config(rehearsals: list[Rehearsal], launcher: str, runs: int, pinned: dict[s
         "seed_base": SEED_BASE,
         "launcher": launcher,
         "submission": {"org": ORG, "platform": PLATFORM, "status": "onprem"},
-        # the box's nodes share no NVLink domain and its SLURM (22.05) has no topology/block plugin: no sbatch --segment
+        # the box's nodes share no NVLink domain and its SLURM (22.05) has no topology/block plugin: no sbatch --segment;
+        # a rehearsal geometry: two nodes are one of each role where the nodes split into roles (qwen35_397b_grpo)
         "full_geometry": {
-            r.benchmark: {"nodes": r.nodes if launcher == "pyxis" else 1, "gpus_per_node": r.gpus_per_node, "nvlink_segments": False} for r in rehearsals
+            r.benchmark: {"nodes": r.nodes if launcher == "pyxis" else 1, "gpus_per_node": r.gpus_per_node, "nvlink_segments": False, "rehearsal": True}
+            for r in rehearsals
         },
         "full_container": {r.benchmark: {"image": pinned[r.benchmark][0], "digest": pinned[r.benchmark][1]} for r in rehearsals},
         "full_arguments": {r.benchmark: dict(r.arguments) for r in rehearsals if r.arguments},

@@ -1,5 +1,6 @@
 """Build-time fix of the gpt_oss_20b reference's Dockerfile.nvidia (mlcommons/training aa344c7,
-small_llm_moe_pretraining/primus), run on a checkout of the reference before ``docker build``.
+small_llm_moe_pretraining/primus), run on a checkout of the reference before ``docker build``. Its ROCm
+``Dockerfile`` (the image variant mi355) has the same two lines (:35, :48) and is fixed the same way.
 
 The reference's Dockerfile cannot build as written, and would not be reproducible if it did:
 

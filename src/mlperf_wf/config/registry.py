@@ -222,6 +222,8 @@ RESERVED_PLACEHOLDERS = (
 ENV_PLACEHOLDERS = ("quality_target",)
 """Placeholders every ``full.env`` value may use (besides the sizing ones with ``full.sizing``): ``{quality_target}``
 is the value the runs stop at under the plan's round and division, from mlperf-logging's rules (its one source)."""
+NODE_SPLIT_PLACEHOLDERS = ("train_nodes", "generation_nodes")
+"""Placeholders of a benchmark with ``full.geometry.node_split``: the nodes of each role on the run's geometry."""
 SIZING_PLACEHOLDERS = ("gbs", "micro_batch", "accumulation", "hp", "rule")
 """Placeholders of a benchmark with ``full.sizing``: the run's global batch (``{gbs://N}``: N samples as whole
 steps, rounded down), its split on the run's GPUs, ``{hp[KEY]}``, the value of the RCP hyperparameter KEY at that
@@ -344,7 +346,17 @@ class ImageVariant(_Strict):
     dockerfile: str
     """Dockerfile (under ``containers/``) that builds it."""
     targets: ImageTargets
-    """What it runs on."""
+    """What it runs on: CUDA or ROCm targets, either vendor's (llama31_8b's reference has an MI325X image beside its
+    NVIDIA ones); the runs of the variant get that vendor's devices."""
+    env: dict[str, str | None] = Field(default_factory=dict)
+    """Environment the variant's own configuration sets for every run, over ``full.env`` (the reference's config
+    script for that system: its libraries' settings, the config's file name); null: a variable of ``full.env`` that
+    configuration leaves unset (the recipe's default then holds)."""
+
+    @property
+    def accelerator(self) -> Literal["nvidia", "amd"]:
+        """The vendor of the GPUs it runs on, read from its targets."""
+        return "amd" if self.targets.rocm_targets else "nvidia"
 
 
 class Container(_Strict):
@@ -422,6 +434,19 @@ class Container(_Strict):
         return f"{registry + '#' if registry else ''}{repository}{':' + reference if reference else ''}"
 
 
+class NodeSplit(_Strict):
+    """How a run's nodes divide between two roles that never share a node (qwen35_397b_grpo: policy training and
+    generation, the reference's ``TRAIN_NODES=16`` and ``GEN_NODES=48``), kept in the reference's ratio on any node
+    count (``mlperf_wf.plan.node_roles``)."""
+
+    train: int = Field(ge=1)
+    """The training role's part of the ratio (the reference's 16 of 16 + 48 is 1 of 1:3)."""
+    generation: int = Field(ge=1)
+    """The generation role's part of the ratio (3 of 1:3)."""
+    source: str = Field(min_length=1)
+    """Where the reference sets its split (file and line)."""
+
+
 class Geometry(_Strict):
     """Accelerators a full-scale run uses."""
 
@@ -441,6 +466,9 @@ class Geometry(_Strict):
     nodes (``hardware.nvlink_domain_nodes``; a system not probed is taken as the reference's) the plan asks sbatch for
     whole segments (``--segment``), the runs' nodes must be a multiple of it, and the command's ``{segment_nodes}`` is
     it; elsewhere the groups cross the network anyway: no segment, and ``{segment_nodes}`` is ``null``."""
+    node_split: NodeSplit | None = None
+    """The run's nodes divided between training and generation in the reference's ratio, each role whole segments
+    where segments apply: the command's ``{train_nodes}`` and ``{generation_nodes}``; None: every node trains."""
 
 
 class Sizing(_Strict):
@@ -724,21 +752,24 @@ class BenchmarkDef(_Strict):
     @model_validator(mode="after")
     def _image_targets_match_the_accelerator(self) -> BenchmarkDef:
         container = self.full.container
-        declared = {"full.container.targets": container.targets, **{f"full.container.variants.{n}.targets": v.targets for n, v in container.variants.items()}}
-        for key, targets in declared.items():
-            if targets is None:
-                continue
-            if self.full.accelerator == "amd" and (targets.cuda_architectures or not targets.rocm_targets):
-                raise ValueError(f"{key}: full.accelerator is amd; declare rocm_targets (gfx...) and no cuda_architectures")
-            if self.full.accelerator == "nvidia" and (targets.rocm_targets or not targets.cuda_architectures):
-                raise ValueError(f"{key}: full.accelerator is nvidia; declare cuda_architectures (MAJOR.MINOR) and no rocm_targets")
+        targets = container.targets
+        if targets is not None and self.full.accelerator == "amd" and (targets.cuda_architectures or not targets.rocm_targets):
+            raise ValueError("full.container.targets: full.accelerator is amd; declare rocm_targets (gfx...) and no cuda_architectures")
+        if targets is not None and self.full.accelerator == "nvidia" and (targets.rocm_targets or not targets.cuda_architectures):
+            raise ValueError("full.container.targets: full.accelerator is nvidia; declare cuda_architectures (MAJOR.MINOR) and no rocm_targets")
+        for name, variant in container.variants.items():  # a variant may be the other vendor's: one vendor's targets each
+            if bool(variant.targets.cuda_architectures) == bool(variant.targets.rocm_targets):
+                raise ValueError(
+                    f"full.container.variants.{name}.targets: declare either cuda_architectures (MAJOR.MINOR) or rocm_targets (gfx...), one vendor's"
+                )
         return self
 
     @model_validator(mode="after")
     def _roles_mounts_and_placeholders_agree(self) -> BenchmarkDef:
         for role in [*self.inputs, *(role for way in self.preparations.values() for role in way.inputs)]:
-            if not role.isidentifier() or not role.islower() or role in (*RESERVED_PLACEHOLDERS, SHARDS_ROLE):
-                raise ValueError(f"inputs: role {role!r} must be a lower-case identifier other than {', '.join((*RESERVED_PLACEHOLDERS, SHARDS_ROLE))}")
+            if not role.isidentifier() or not role.islower() or role in (*RESERVED_PLACEHOLDERS, *NODE_SPLIT_PLACEHOLDERS, SHARDS_ROLE):
+                reserved = ", ".join((*RESERVED_PLACEHOLDERS, *NODE_SPLIT_PLACEHOLDERS, SHARDS_ROLE))
+                raise ValueError(f"inputs: role {role!r} must be a lower-case identifier other than {reserved}")
         if DEFAULT_PREPARATION in self.preparations:
             raise ValueError(f"preparations: {DEFAULT_PREPARATION!r} is the name of the benchmark's own prepare.py; name the other preparation differently")
         run_roles = set(self.roles_for("train"))
@@ -746,6 +777,7 @@ class BenchmarkDef(_Strict):
         if set(self.full.mounts) != needed:
             raise ValueError(f"full.mounts has {sorted(self.full.mounts)}; this benchmark needs exactly {sorted(needed)}")
         known = set(RESERVED_PLACEHOLDERS) | run_roles | (set(SIZING_PLACEHOLDERS) if self.full.sizing else set())
+        known |= set(NODE_SPLIT_PLACEHOLDERS) if self.full.geometry.node_split else set()
         for part in [*self.full.command, *self.full.multi_node_args]:
             for name in placeholders(part):
                 if name not in known:

@@ -89,6 +89,10 @@ class GeometryOverride(_Section):
     """Whether the runs are placed in whole NVLink-domain segments (``full.geometry.segment_nodes``, ``sbatch
     --segment``); None: where the system's domains span a segment (a system not probed is taken as the reference's);
     false: never (a site whose SLURM has no topology/block plugin, or whose domains are single nodes)."""
+    rehearsal: bool = False
+    """Whether the geometry is a rehearsal of the launch on fewer nodes than a submission's: a benchmark whose nodes
+    split into roles (``full.geometry.node_split``) then gives each role at least one node where the reference's ratio
+    cannot split them (two nodes: one of each), and the dry run names the geometry a rehearsal's, not a submission's."""
 
 
 class ContainerOverride(_Section):

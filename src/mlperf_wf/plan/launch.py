@@ -55,6 +55,7 @@ from pathlib import Path
 
 from mlperf_wf.config.registry import SIZING_PLACEHOLDERS, BenchmarkDef, Container, hyperparameter_keys, placeholders
 from mlperf_wf.errors import ConfigError
+from mlperf_wf.plan import node_roles
 from mlperf_wf.plan.sizing import PlannedBatch
 from mlperf_wf.run import mllog_parts
 from mlperf_wf.run.page_cache import DROP_CACHES_FILE, drop_on_this_node
@@ -132,6 +133,8 @@ class Launch:
     segment_nodes: int | None = None
     """Nodes of the NVLink-domain segment the run is placed in (``full.geometry.segment_nodes`` where the system's
     domains span it): the command's ``{segment_nodes}`` and the job's ``sbatch --segment``; None: none."""
+    rehearsal: bool = False
+    """Whether the geometry is a rehearsal's (``full_geometry.<name>.rehearsal``): roles split below the reference's ratio."""
 
 
 class Minutes(int):
@@ -191,6 +194,7 @@ def reference_command(bench: BenchmarkDef, run: int, seed: int, paths: RunPaths,
         # Hydra's None where the run has no segment (the system's NVLink domains are single nodes)
         "segment_nodes": str(launch.segment_nodes) if launch.segment_nodes else "null",
         **_batch_values(bench, launch),
+        **_node_split_values(bench, launch),
     }
     if any("quality_target" in placeholders(part) for part in bench.full.command):
         values["quality_target"] = quality_target_text(bench, launch)
@@ -200,6 +204,18 @@ def reference_command(bench: BenchmarkDef, run: int, seed: int, paths: RunPaths,
     if launch.nodes > 1:
         command = _insert_after_launcher(command, [a.format(**values) for a in bench.full.multi_node_args])
     return command
+
+
+def node_split(bench: BenchmarkDef, launch: Launch) -> node_roles.NodeRoles | None:
+    """The run's nodes of each role (``full.geometry.node_split``); None where every node trains; ``ConfigError`` (one
+    line) where the nodes cannot split."""
+    split = bench.full.geometry.node_split
+    return node_roles.split_nodes(bench.name, split, launch.nodes, launch.segment_nodes, launch.rehearsal) if split else None
+
+
+def _node_split_values(bench: BenchmarkDef, launch: Launch) -> dict[str, str]:
+    roles = node_split(bench, launch)
+    return {"train_nodes": str(roles.train), "generation_nodes": str(roles.generation)} if roles else {}
 
 
 def override_arguments(bench: BenchmarkDef, command: list[str], arguments: tuple[tuple[str, str], ...]) -> list[str]:
@@ -487,6 +503,10 @@ def geometry_problem(bench: BenchmarkDef, launch: Launch) -> str | None:
             f"{bench.name}: {launch.nodes} nodes need the pyxis launcher; {launch.launcher} runs on one node "
             f"(set launcher: pyxis, or full_geometry: {{{bench.name}: {{nodes: 1}}}})"
         )
+    try:
+        node_split(bench, launch)
+    except ConfigError as err:
+        return str(err)
     return None
 
 

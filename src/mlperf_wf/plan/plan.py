@@ -299,6 +299,18 @@ class Plan:
         hardware = self.system_hardware
         return None if hardware is None else system.choose_image(self.bench(name).full.container, hardware)[0]
 
+    def run_definition(self, name: str) -> BenchmarkDef:
+        """The definition the full-scale runs of ``name`` launch: its own, or, where they take an image variant
+        (:meth:`image_variant`), with the variant's vendor (its devices) and its environment over ``full.env``."""
+        bench = self.bench(name)
+        variant = self.image_variant(name)
+        if variant is None:
+            return bench
+        chosen = bench.full.container.variants[variant]
+        env = {key: value for key, value in {**bench.full.env, **chosen.env}.items() if value is not None}
+        full = bench.full.model_copy(update={"accelerator": chosen.accelerator, "env": env})
+        return bench.model_copy(update={"full": full})
+
     def container(self, name: str) -> Container:
         """The full-scale image: the definition's (or the variant that fits the probed system, :meth:`image_variant`),
         with the config's ``full_container`` override."""
@@ -552,6 +564,7 @@ class Plan:
             batch=self.planned_batch(name, nodes, gpus_per_node) if self.scale == Scale.FULL else None,
             quality_target=self.launch_quality_target(name),
             segment_nodes=self.segment_nodes(name),
+            rehearsal=override.rehearsal,
         )
 
     def segment_nodes(self, name: str) -> int | None:
@@ -627,7 +640,7 @@ class Plan:
         """The job line of a full-scale launch of ``name``'s image (a run, or a one-off job that makes an input):
         the preflight, an emptied job folder, the node check where given, the launch; ``sampled``: with the power
         sampler where the config asks for it."""
-        bench = self.bench(name)
+        bench = self.run_definition(name)
         container = self.container(name)
         image = container.reference
         command = launch.full_scale(bench, run, seed, paths, settings, image=container)

@@ -201,7 +201,8 @@ def _placement_problems(plan: Plan, name: str, settings: launch.Launch) -> list[
     SLURM that cannot place them."""
     problems = []
     segment = settings.segment_nodes
-    if segment and settings.nodes % segment:
+    # a benchmark whose nodes split into roles has each role whole segments: its geometry problem names those counts
+    if segment and settings.nodes % segment and plan.bench(name).full.geometry.node_split is None:
         problems.append(
             Problem(
                 "geometry",
@@ -338,6 +339,9 @@ def batch_tables(plan: Plan, benchmarks: Iterable[str]) -> str:
         if settings.batch is not None:
             lines += sizing.describe_batch(settings.batch)
             lines += [f"  {line}" for line in launch.argument_deviations(plan.bench(name), settings.arguments)]
+        split = plan.bench(name).full.geometry.node_split
+        if split is not None and launch.geometry_problem(plan.bench(name), settings) is None:
+            lines.append(f"{name}: its {settings.nodes} nodes are {launch.node_split(plan.bench(name), settings).in_words(split)}")
     table = "\n".join(["batch and hyperparameters of the full-scale runs (mlperf-wf size explains each):", *lines]) if lines else ""
     if notes:
         table = "\n".join(
@@ -378,13 +382,23 @@ def time_tables(plan: Plan, benchmarks: Iterable[str]) -> str:
             lines.append(f"  {where}: no published result and no model FLOPs; measure a first run (mlperf-wf size --throughput-from)")
             continue
         verdict = "holds it" if expected.holds else "cannot hold it: every run would end aborted"
-        lines.append(
-            filled(
-                f"  {where}: expected {expected.estimate.minutes:.0f} min to train, walltime {expected.needed_walltime} min asked for; "
-                f"the run's {expected.walltime_minutes} min {verdict}",
-                6,
+        if expected.estimate.lower_bound:
+            # the estimate counts part of the work: it can show a walltime too short, never that one holds a run
+            verdict = "cannot hold it: every run would end aborted" if not expected.holds else "is not checked by it: measure a first run"
+            lines.append(
+                filled(
+                    f"  {where}: at least {expected.estimate.minutes:.0f} min to train (a lower bound); the run's {expected.walltime_minutes} min {verdict}",
+                    6,
+                )
             )
-        )
+        else:
+            lines.append(
+                filled(
+                    f"  {where}: expected {expected.estimate.minutes:.0f} min to train, walltime {expected.needed_walltime} min asked for; "
+                    f"the run's {expected.walltime_minutes} min {verdict}",
+                    6,
+                )
+            )
         lines.append(filled(f"    from {expected.estimate.basis}", 6))
     return "\n".join(["expected time to train of the full-scale runs:", *lines]) if lines else ""
 

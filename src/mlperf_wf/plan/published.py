@@ -11,7 +11,10 @@ nearest in count (else the nearest of any family whose peak is known), and scale
 time x published count / count; more accelerators rarely scale better than that, so the estimate errs short at
 large counts and the walltime's margin covers it) and by the families' dense BF16 peaks. Where no row fits, the
 model's training FLOPs (``model_flops.yaml``: FLOPs per sample, each with its source) times the samples to converge
-(the RCP's mean), over the system's peak at :data:`ASSUMED_MFU`.
+(the RCP's mean), over the system's peak at :data:`ASSUMED_MFU`. A benchmark no round has published yet is named in
+``model_flops.yaml``'s ``unpublished`` with where the results were looked for, and its estimate says so first: it then
+rests on the reference's own measured runs where its README gives them (``reference_runs``), scaled like a published
+row, else on the model's FLOPs.
 """
 
 from __future__ import annotations
@@ -72,6 +75,9 @@ class ModelFlops(BaseModel):
     of experts, the active parameters)."""
     source: str = Field(min_length=1)
     """How it is derived: the model's size and sequence length, and where they are stated."""
+    lower_bound: bool = False
+    """Whether the FLOPs count only part of a run's work (an agent's tool calls and sandboxed tests are none): the
+    estimate is then the least the run takes, said so, never that a walltime holds it."""
 
 
 class AcceleratorPeak(BaseModel):
@@ -96,6 +102,24 @@ class Slowdown(BaseModel):
     """Why: what the reference runs that the published code does not, and where it says so."""
 
 
+class ReferenceRun(BaseModel):
+    """A benchmark's reference implementation's own measured time to train, as its README gives it: what an estimate
+    scales where no round has published a result of the benchmark."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    family: str = Field(min_length=1)
+    """The accelerator family it ran on (a family of ``accelerators``)."""
+    accelerators: int = Field(ge=1)
+    """How many."""
+    minutes: float = Field(gt=0)
+    """The mean minutes from run_start to the converging evaluation."""
+    global_batch_size: int = Field(ge=1)
+    """The GBS of those runs."""
+    source: str = Field(min_length=1)
+    """The reference's file and lines that state it."""
+
+
 class FlopsTable(BaseModel):
     """``model_flops.yaml``."""
 
@@ -107,6 +131,11 @@ class FlopsTable(BaseModel):
     """Benchmark -> FLOPs per training sample."""
     reference_slowdown: dict[str, Slowdown] = {}
     """Benchmark -> how much slower its reference trains than the published results (applied to those estimates)."""
+    unpublished: dict[str, str] = {}
+    """Benchmark -> why the table has no published result of it (its round, and where the results were looked for):
+    the estimate says so, then rests on ``reference_runs`` or the model's FLOPs."""
+    reference_runs: dict[str, ReferenceRun] = {}
+    """Benchmark -> the reference's own measured time, scaled like a published row where none is published."""
 
 
 def _data_file(name: str):
@@ -163,6 +192,8 @@ class TimeEstimate:
     """From run_start to the converging evaluation."""
     basis: str
     """One line: the published row (its source) or the FLOPs it rests on, and how it was scaled."""
+    lower_bound: bool = False
+    """Whether the run takes at least ``minutes`` rather than about (``ModelFlops.lower_bound``)."""
 
 
 def estimate(benchmark: str, family: str | None, count: int, samples_to_converge: float | None = None) -> TimeEstimate | None:
@@ -188,13 +219,25 @@ def estimate(benchmark: str, family: str | None, count: int, samples_to_converge
         return TimeEstimate(
             minutes, f"published {row.round} {row.submitter} {row.system}: {row.minutes:.1f} min on {row.accelerators} {row.family} {scaled} ({row.source})"
         )
-    model = flops_table().models.get(benchmark)
+    table = flops_table()
+    unpublished = f"no published result ({table.unpublished[benchmark]}); " if benchmark in table.unpublished else ""
+    run = table.reference_runs.get(benchmark)
+    if run is not None and (run.family == family or (peak_tflops(family) and peak_tflops(run.family))):
+        speed = 1.0 if run.family == family else peak_tflops(family) / peak_tflops(run.family)
+        scaled = f"x {run.accelerators}/{count} accelerators" + ("" if run.family == family else f", / {speed:.2f} ({family} vs {run.family} dense BF16 peak)")
+        return TimeEstimate(
+            run.minutes * run.accelerators / count / speed,
+            f"{unpublished}the reference's own runs: {run.minutes:.1f} min on {run.accelerators} {run.family} at GBS {run.global_batch_size} "
+            f"{scaled} ({run.source})",
+        )
+    model = table.models.get(benchmark)
     peak = peak_tflops(family)
     if model is None or peak is None or not samples_to_converge:
         return None
     seconds = model.flops_per_sample * samples_to_converge / (count * peak * 1e12 * ASSUMED_MFU)
     return TimeEstimate(
         seconds / 60,
-        f"model FLOPs: {model.flops_per_sample:.3g} per sample x {samples_to_converge:,.0f} samples (the RCP mean) over {count} {family} "
+        f"{unpublished}model FLOPs: {model.flops_per_sample:.3g} per sample x {samples_to_converge:,.0f} samples (the RCP mean) over {count} {family} "
         f"at {ASSUMED_MFU:.0%} of {peak:g} TFLOPS ({model.source})",
+        lower_bound=model.lower_bound,
     )

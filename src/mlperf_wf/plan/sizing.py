@@ -1014,6 +1014,12 @@ def _time_lines(bench, gpus: int, accelerator: str | None, mean_samples: float |
     estimate = published.estimate(bench.name, family, gpus, mean_samples)
     if estimate is None:
         return [f"    expected time to train on {gpus} {family}: no published result and no model FLOPs for {bench.name}; measure a run (--throughput-from)"]
+    if estimate.lower_bound:
+        return [
+            f"    expected time to train on {gpus} {family}: at least {estimate.minutes:.1f} min "
+            "(a lower bound: no walltime follows; measure a run, --throughput-from)",
+            f"      from {estimate.basis}",
+        ]
     return [
         f"    expected time to train on {gpus} {family}: {estimate.minutes:.1f} min; walltime per run {walltime_for(estimate.minutes)} min "
         f"(x {WALLTIME_MARGIN} + {STARTUP_MINUTES} min start-up)",

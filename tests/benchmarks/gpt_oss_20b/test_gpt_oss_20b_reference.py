@@ -110,6 +110,11 @@ def test_the_build_fix_installs_the_shipped_wheel_and_pins_primus(tmp_path):
     assert f"git checkout {PRIMUS_COMMIT} && \\" in fixed and "checkout main" not in fixed
     changed = [(a, b) for a, b in zip(original.splitlines(), fixed.splitlines(), strict=True) if a != b]
     assert len(changed) == 2
+    # The reference's ROCm Dockerfile (the image variant mi355) has the same two lines, fixed the same way.
+    rocm = (REFERENCE / "Dockerfile").read_text()
+    rocm_fixed = fix.fixed_dockerfile(rocm, REFERENCE, PRIMUS_COMMIT)
+    assert "RUN pip install primus_mllog-0.1.20-py3-none-any.whl" in rocm_fixed and f"git checkout {PRIMUS_COMMIT} && \\" in rocm_fixed
+    assert len([(a, b) for a, b in zip(rocm.splitlines(), rocm_fixed.splitlines(), strict=True) if a != b]) == 2
     # The Dockerfile of this folder names the same commit, and refuses another.
     assert f"ARG PRIMUS_COMMIT={PRIMUS_COMMIT}" in (CONTAINER / "Dockerfile").read_text()
     assert PRIMUS_COMMIT in (CONTAINER / "Apptainer.def").read_text()

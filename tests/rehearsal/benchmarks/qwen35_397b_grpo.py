@@ -214,6 +214,11 @@ def _geometry(ctx, config: dict) -> None:
     ctx.equal(
         "cluster.gpus_per_node", config["cluster"]["gpus_per_node"], int(ctx.env.get("SLURM_GPUS_ON_NODE", "0")), "the recipe's GPUs per node are the job's"
     )
+    # nemo_rl/algorithms/grpo.py:626-686: non-colocated generation on more than one node trains on the nodes the
+    # generation leaves, and asserts that each role has at least one (the reference's 48 on 2 nodes fails there)
+    total, generation = config["cluster"]["num_nodes"], config["policy"]["generation"]["colocated"]["resources"]["num_nodes"]
+    if total > 1 and not config["policy"]["generation"]["colocated"]["enabled"]:
+        ctx.equal("policy-training and generation nodes > 0", (total - generation > 0, generation > 0), (True, True), f"grpo.py:683-686 on {total} nodes")
 
 
 def _megatron_checkpoint(ctx, config: dict) -> None:
