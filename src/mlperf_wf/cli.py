@@ -89,6 +89,7 @@ def _download_from_hub(definition: DatasetDef | None, dest: Path, options: HubOp
 def _receive_fiftyone(definition: DatasetDef | None, dest: Path, source: str | None, expect: str, jobs: int) -> DownloadRecord:
     """A FiftyOne fetch folder, checked against the catalog's counts and pins (``expect catalog``) or the tiny mirror's."""
     from mlperf_wf.acquire.fiftyone import ZooExpectations, receive_zoo_dataset
+    from mlperf_wf.config import registry
 
     if definition is None or definition.source.protocol != "fiftyone":
         raise ConfigError(
@@ -96,7 +97,7 @@ def _receive_fiftyone(definition: DatasetDef | None, dest: Path, source: str | N
         )
     if not source:
         raise ConfigError(f"download: {definition.id} is received from the folder its fetch wrote: give --source file:FOLDER. {definition.source.instructions}")
-    where = f"config/datasets/{definition.id}.yaml"
+    where = registry.dataset_where(definition.id)
     if expect == Scale.TINY:
         if definition.tiny is None or not definition.tiny.splits:
             raise ConfigError(f"{where}: --expect tiny needs tiny.splits (the tiny mirror's images per split)")
@@ -951,7 +952,7 @@ def build_parser() -> argparse.ArgumentParser:
         "A file failing its checks twice is moved to <dest>/../.quarantine/; the folder is placed only when complete. "
         "Auth from the environment: MLPERF_WF_CF_ACCESS_* (R2), HF_TOKEN (hub).",
     )
-    p.add_argument("--dataset", help="catalog id (config/datasets/<id>.yaml): its source, pins and excludes")
+    p.add_argument("--dataset", help="catalog id (<id>.yaml in a benchmark folder's datasets/ or config/datasets/): its source, pins and excludes")
     p.add_argument("--dest", type=Path, required=True, help="the dataset folder (staged beside it, placed only when complete)")
     p.add_argument("--uri", help="R2: the .uri URL (https:// or file://); overrides the catalog's (its md5 pins then do not apply)")
     p.add_argument("--md5", help="R2: the .md5 list URL (default: beside --uri)")

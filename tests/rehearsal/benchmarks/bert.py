@@ -54,7 +54,7 @@ TRAIN_WAITS_FOR_EVALUATION_S = 90
 TEXT_PARTS = 500
 """results_text's published parts (``results/part-00000-of-00500`` ...)."""
 CHECKPOINT_FILES = ("tf1_ckpt/model.ckpt-28252-003.data-00000-of-00001", "tf1_ckpt/model.ckpt-28252.index", "tf1_ckpt/model.ckpt-28252.meta")
-"""The phase-1 checkpoint as config/datasets/bert_wikipedia_input_files.yaml lists it (the published .md5 list)."""
+"""The phase-1 checkpoint as bert/datasets/bert_wikipedia_input_files.yaml lists it (the published .md5 list)."""
 RAW_DUMP = "enwiki-20200101-pages-articles-multistream.xml.bz2"
 """The Wikipedia dump the same .md5 list names (the published text was cleaned from it; no stage reads it)."""
 
