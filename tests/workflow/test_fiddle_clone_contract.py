@@ -97,7 +97,7 @@ run, base = loaded.run, loaded.base
 
 def _outcomes(python: str, script: str, patches: str | None, folder: Path) -> list:
     # as the image starts every process: the start-up hooks, and the benchmark's round patches where given
-    folders = [ROOT / "containers" / "hooks", *([ROOT / "containers" / patches / "patches"] if patches else []), ROOT]
+    folders = [ROOT / "containers" / "hooks", *([ROOT / "src/mlperf_wf/benchmarks" / patches / "container" / "patches"] if patches else []), ROOT]
     env = {**os.environ, "NEMORUN_HOME": str(folder / "nemo_run_home"), "PYTHONPATH": ":".join(map(str, folders))}
     env.pop("MLPERF_WF_HOOKS", None)
     if patches:

@@ -59,7 +59,7 @@ def _experiment(python: Path, script: str, patches: str | None, first_status: in
     marker = folder / "second-task-ran"
     # as the image starts every process: the start-up hooks, and the benchmark's round patches where given
     # (containers/<name>/Dockerfile); without them, the start-up hooks load nothing
-    folders = [ROOT / "containers" / "hooks", *([ROOT / "containers" / patches / "patches"] if patches else []), ROOT]
+    folders = [ROOT / "containers" / "hooks", *([ROOT / "src/mlperf_wf/benchmarks" / patches / "container" / "patches"] if patches else []), ROOT]
     env = {**os.environ, "NEMORUN_HOME": str(folder / "nemo_run_home"), "PYTHONPATH": ":".join(map(str, folders))}
     env.pop("MLPERF_WF_HOOKS", None)
     if patches:

@@ -40,6 +40,9 @@ BENCHMARKS_DIR = PACKAGE_DIR / "benchmarks"
 DEFINITION_FILE = "benchmark.yaml"
 CATALOG_FOLDER = "datasets"
 """A benchmark folder's catalog entries (``<name>/datasets/<id>.yaml``), and the shared ones' ``config/datasets/``."""
+CONTAINER_FOLDER = "container"
+"""A benchmark folder's image definitions: ``Dockerfile`` (built with the repository root as the context),
+``Apptainer.def`` and the round patches ``patches/`` the images put on ``PYTHONPATH``."""
 BENCHMARK_MODULES = ("hyperparameters", "prepare", "trainer")
 """Modules every benchmark folder has: its tiny hyperparameter model, its preparation, its tiny trainer."""
 BENCHMARK_FILES = (DEFINITION_FILE, "README.md", *(f"{module}.py" for module in BENCHMARK_MODULES))
@@ -829,6 +832,11 @@ def _benchmark_catalog_files() -> dict[str, list[Path]]:
     return found
 
 
+def container_folder(name: str) -> Path:
+    """Benchmark ``name``'s image definitions and round patches (``<its folder>/container/``)."""
+    return BENCHMARKS_DIR / name / CONTAINER_FOLDER
+
+
 def dataset_ids(root: Path | None = None) -> list[str]:
     """Every dataset of the catalog: the benchmark folders' entries and ``config/datasets/``'s."""
     shared = {path.stem for path in (config_dir(root) / CATALOG_FOLDER).glob("*.yaml")}
@@ -850,7 +858,7 @@ def dataset_where(dataset_id: str, root: Path | None = None) -> str:
     path = dataset_file(dataset_id, root)
     if path is None:
         return f"{CATALOG_FOLDER}/{dataset_id}.yaml"
-    for base in (config_dir(root).parent, PACKAGE_DIR.parent):
+    for base in (PACKAGE_DIR.parent, config_dir(root).parent):
         if path.is_relative_to(base):
             return str(path.relative_to(base))
     return str(path)

@@ -62,7 +62,7 @@ def _rank(rank: int, world: int, port: int, reference: str, patched: bool, out: 
     outcome = "trained on"
     try:
         if patched:
-            for folder in (ROOT / "containers" / "hooks", ROOT / "containers" / "gpt3" / "patches"):
+            for folder in (ROOT / "containers" / "hooks", ROOT / "src/mlperf_wf/benchmarks" / "gpt3" / "container" / "patches"):
                 sys.path.insert(0, str(folder))
             sys.modules.pop("sitecustomize", None)  # the image's hooks' one, not this venv's
             import mlperf_wf_gpt3

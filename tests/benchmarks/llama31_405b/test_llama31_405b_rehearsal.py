@@ -123,7 +123,7 @@ def test_a_node_0_that_dies_without_its_failure_note_ends_the_waiting_node_s_tas
 
     bench = registry.load_benchmark(REHEARSAL.benchmark)
     step = launch.srun_step_flags(bench, nodes=2, gpus_per_node=1)
-    patches = spec.ROOT / "containers" / REHEARSAL.benchmark / "patches"
+    patches = spec.ROOT / "src/mlperf_wf/benchmarks" / REHEARSAL.benchmark / "container" / "patches"
     env = {
         **os.environ,
         **rehearsal_box.env,

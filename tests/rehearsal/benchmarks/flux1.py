@@ -153,10 +153,10 @@ def _install_stand_ins(ctx) -> None:
 
 
 def probe(ctx) -> None:
-    dockerfile = (ROOT / "containers" / "flux1" / "Dockerfile").read_text()
+    dockerfile = (ROOT / "src/mlperf_wf/benchmarks" / "flux1" / "container" / "Dockerfile").read_text()
     for blob, name in re.findall(r'git hash-object ([\w/.]+)\)" = ([0-9a-f]{40})', dockerfile):
         pinned = ctx.path(f"{FLUX}/{blob}", "a file the Dockerfile pins", kind="file")
-        ctx.equal(f"git blob of {FLUX}/{blob}", _git_blob(pinned), name, "containers/flux1/Dockerfile's pin")
+        ctx.equal(f"git blob of {FLUX}/{blob}", _git_blob(pinned), name, "src/mlperf_wf/benchmarks/flux1/container/Dockerfile's pin")
     sys.path.insert(0, str(ctx.cwd))  # python -m puts the working folder first, after start-up
     _install_stand_ins(ctx)
 
@@ -242,5 +242,5 @@ def _log(ctx, job) -> None:
     mllog.config(filename=os.path.join(job.job.dump_folder, "mlperf_compliance.log"), root_dir=str(ctx.cwd / FLUX))
     files = [probing.written_file(h) for h in mllog.get_mllogger().logger.handlers if hasattr(h, "baseFilename")]
     target = ctx.variable("COMPLIANCE_FILE", "the run's result file (the round patch's target)")
-    ctx.equal("MLPerfLogger's log file", files[-1] if files else None, target, "containers/flux1/patches: the log goes to $COMPLIANCE_FILE")
+    ctx.equal("MLPerfLogger's log file", files[-1] if files else None, target, "flux1/container/patches: the log goes to $COMPLIANCE_FILE")
     ctx.mllog_to(target, "MLPerfLogger writes <job.dump_folder>/mlperf_compliance.log, redirected to $COMPLIANCE_FILE")

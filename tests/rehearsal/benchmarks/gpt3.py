@@ -343,7 +343,7 @@ def _import_megatron(ctx, args) -> None:
 
 
 INDEX_MAPS_VARIABLE = "MLPERF_WF_INDEX_MAPS"
-"""Where the round patch sends Megatron's index maps (containers/gpt3/patches/mlperf_wf_gpt3.py)."""
+"""Where the round patch sends Megatron's index maps (src/mlperf_wf/benchmarks/gpt3/container/patches/mlperf_wf_gpt3.py)."""
 
 
 def past_start_up(ctx) -> None:
