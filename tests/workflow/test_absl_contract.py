@@ -15,9 +15,9 @@ import subprocess
 
 import pytest
 
+from tests.benchmarks.bert import rehearsal as bert
 from tests.reference_venv import REFERENCE_PYTHON, reference_python_with
 from tests.rehearsal import probe
-from tests.rehearsal.benchmarks import bert
 from tests.rehearsal.spec import REFERENCE_SOURCES
 
 BERT = REFERENCE_SOURCES / "mlcommons-training-aa344c7" / "retired_benchmarks" / "bert"

@@ -21,9 +21,10 @@ import os
 import subprocess
 from pathlib import Path
 
+from tests.benchmarks.stable_diffusion import rehearsal as stable_diffusion
 from tests.reference_venv import REFERENCE_PYTHON, reference_python_with
+from tests.rehearsal import llama31 as _llama31
 from tests.rehearsal import probe
-from tests.rehearsal.benchmarks import _llama31, stable_diffusion
 
 REAL_TRAINER = """
 import json, os, sys, warnings

@@ -1,6 +1,6 @@
 """flux1's full-scale plan: run.sub's 4 x 8 geometry for every launcher (golden), the dry run of the full-scale DAG
 listing the ten train jobs, the round patch, and conformance with the reference itself. One and two nodes (geometry
-overrides) are in ``tests/golden/plan/flux1.json`` through tests/plan/test_plan.py; regenerate both with
+overrides) are in ``tests/benchmarks/flux1/golden/flux1.json`` through tests/plan/test_plan.py; regenerate both with
 ``MLPERF_WF_UPDATE_GOLDEN=1 pytest tests/plan/test_plan.py tests/benchmarks/flux1/test_flux1_plan.py -k flux1``.
 
 The reference's code is torchtitan at 9603aa83, the text_to_image/torchtitan submodule, which is not in our copy of

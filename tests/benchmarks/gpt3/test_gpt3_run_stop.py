@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.benchmarks.gpt3.rehearsal import CONVERGED_ITERATION, MLLoggerLikeMLPerfCommon, converged_run_args, fill_training_module
 from tests.conftest import reference_source
-from tests.rehearsal.benchmarks.gpt3 import CONVERGED_ITERATION, MLLoggerLikeMLPerfCommon, converged_run_args, fill_training_module
 
 ROOT = Path(__file__).resolve().parents[3]
 REFERENCE = "retired_benchmarks/gpt3/megatron-lm"

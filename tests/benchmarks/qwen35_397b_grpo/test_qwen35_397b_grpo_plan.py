@@ -1,6 +1,6 @@
 """qwen35_397b_grpo's full-scale plan: the reference's 64 x 4 geometry for every launcher (golden), the dry run of
 the full-scale DAG listing the three train jobs, and conformance with what our reference copy holds. One and two
-nodes (geometry overrides) are in ``tests/golden/plan/qwen35_397b_grpo.json`` through tests/plan/test_plan.py; regenerate
+nodes (geometry overrides) are in ``tests/benchmarks/qwen35_397b_grpo/golden/qwen35_397b_grpo.json`` through tests/plan/test_plan.py; regenerate
 both with ``MLPERF_WF_UPDATE_GOLDEN=1 pytest tests/plan/test_plan.py tests/benchmarks/qwen35_397b_grpo/test_qwen35_397b_grpo_plan.py -k qwen35``.
 
 The reference's launcher, recipes and converter live in the NeMo-RL submodule (3fca04c9), which is not in our copy:

@@ -42,7 +42,7 @@ The reference's files are not edited. What changes, and why:
 
 Parts 1, 2 and 4's path rewriting are tested on CPU against mlperf-logging and stand-in classes
 (tests/benchmarks/llama31_405b/test_llama31_405b_reference.py); parts 3, 5 and 6 on the two-node rehearsal with NeMo-Run's own executor and
-torchrun component compiled from its pinned source (tests/rehearsal/benchmarks/llama31_405b.py).
+torchrun component compiled from its pinned source (tests/benchmarks/llama31_405b/rehearsal.py).
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ The reference's own code runs here (its pinned packages are in ``.venv-reference
 - the launcher is the real ``accelerate launch`` 0.27.2 (``.venv-reference/bin`` first on the image's ``PATH``) with
   the reference's own config file (``distributed_type: DEEPSPEED``): its ``deepspeed_launcher`` runs torchrun in
   process and starts the node's ranks. DeepSpeed 0.13.2 does not import with torch 2.13, so the image holds a
-  stand-in package (``llama2_70b_lora_image/deepspeed``) with only what the launcher checks;
+  stand-in package (``rehearsal_image/deepspeed``) with only what the launcher checks;
 - in every rank the probe imports the reference's ``scripts/train.py`` (its imports: datasets, transformers,
   ``mlperf_logging_utils`` and ``utils``, with the round patch applied at their import), parses the job's arguments
   with the reference's ``HfArgumentParser(ScriptArguments)`` and runs the reference's ``main(args)`` itself;
@@ -35,7 +35,7 @@ from tests.rehearsal.spec import ROOT, Rehearsal
 
 REFERENCE_VENV_BIN = ROOT / ".venv-reference" / "bin"
 """The reference's pinned packages (``make .venv-reference/bin/activate``): the image's Python and accelerate."""
-IMAGE_SOFTWARE = Path(__file__).parent / "llama2_70b_lora_image"
+IMAGE_SOFTWARE = Path(__file__).parent / "rehearsal_image"
 """Stand-ins for the base image's software that cannot run here (DeepSpeed)."""
 STAND_INS = "/opt/rehearsal-stand-ins"
 

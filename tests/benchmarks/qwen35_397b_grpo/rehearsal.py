@@ -1,6 +1,6 @@
 """qwen35_397b_grpo's rehearsal: one ``mlperf_wf_qwen35_run.sh`` per node, a real Ray cluster, the GRPO driver on the head.
 
-What runs for real (the rehearsal image's ``/opt/nemo_rl_venv/bin``, ``qwen35_397b_grpo_image/bin``, stands in for the
+What runs for real (the rehearsal image's ``/opt/nemo_rl_venv/bin``, ``rehearsal_image/bin``, stands in for the
 image's tools): our per-node launcher script, unchanged, with **Ray 2.55.1** (the version NeMo-RL's ``uv.lock``
 pins; ``ray start --head`` on node rank 0, ``ray start --address ... --block`` on the others), and the driver
 ``/workspace/llm/run_grpo_nemo_gym.py`` started by ``uv run`` (a stand-in: the image's Python). NeMo-RL itself
@@ -61,7 +61,7 @@ REHEARSAL = Rehearsal(
     },
     # the synced venv's tools (Dockerfile:238 puts /opt/nemo_rl_venv/bin first on PATH): the box's stand-ins for uv and
     # nvidia-smi, and the project venv's Python and Ray
-    image_tools={"/opt/nemo_rl_venv/bin": "tests/rehearsal/benchmarks/qwen35_397b_grpo_image/bin"},
+    image_tools={"/opt/nemo_rl_venv/bin": "tests/benchmarks/qwen35_397b_grpo/rehearsal_image/bin"},
     entry=(DRIVER,),
     nodes=2,
     image_env={

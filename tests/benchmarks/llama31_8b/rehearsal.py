@@ -1,6 +1,6 @@
 """llama31_8b's rehearsal: ``python3 pretrain_llama31.py ...`` of small_llm_pretraining/nemo (aa344c7) on one node.
 
-NeMo and NeMo-Run do not install here. As for llama31_405b (:mod:`tests.rehearsal.benchmarks._llama31`), the probe
+NeMo and NeMo-Run do not install here. As for llama31_405b (:mod:`tests.rehearsal.llama31`), the probe
 runs the reference's own ``get_parser``, ``local_executor`` and ``get_data`` compiled from ``pretrain_llama31.py``
 at the pinned commit, with NeMo-Run's ``LocalExecutor`` and torchrun component compiled from NeMo-Run's source
 (34259bd; the reference's Dockerfile.h200 installs NeMo-Run v0.4.0, whose local one-node command is the same), and
@@ -18,7 +18,8 @@ import math
 import typing
 from pathlib import Path
 
-from tests.rehearsal.benchmarks import _llama31, _nemo_run
+from tests.rehearsal import llama31 as _llama31
+from tests.rehearsal import nemo_run as _nemo_run
 from tests.rehearsal.spec import Rehearsal
 
 REFERENCE = "mlcommons-training-aa344c7/small_llm_pretraining/nemo"

@@ -26,7 +26,8 @@ import os
 import typing
 from pathlib import Path
 
-from tests.rehearsal.benchmarks import _llama31, _nemo_run
+from tests.rehearsal import llama31 as _llama31
+from tests.rehearsal import nemo_run as _nemo_run
 from tests.rehearsal.spec import Rehearsal
 
 REFERENCE = "mlcommons-training-aa344c7/large_language_model_pretraining/nemo"

@@ -3,7 +3,7 @@ that builds NeMo-Run tasks (``build_data_index``, then the training) and runs th
 
 The script's process (one per node) is NeMo-Run's launcher, not a rank: the probe runs the reference's own parser
 and executor functions there, makes each task's torchrun command with NeMo-Run's code at its pinned commit (with
-the image's round patches applied, :mod:`tests.rehearsal.benchmarks._nemo_run`), and starts the real torchrun with
+the image's round patches applied, :mod:`tests.rehearsal.nemo_run`), and starts the real torchrun with
 it. torchrun's children are ``python -m nemo_run.core.runners.fdl_runner -n <task> ...``: the probe takes over in
 them (the rehearsal's entry ``-m``), checks what the task opens (datasets, index folder, tokenizer, checkpoint), and
 the training task's processes are the ranks whose world the rehearsal checks.
@@ -20,8 +20,8 @@ import typing
 from pathlib import Path
 from types import ModuleType, SimpleNamespace
 
+from tests.rehearsal import nemo_run as _nemo_run
 from tests.rehearsal import probe as probing
-from tests.rehearsal.benchmarks import _nemo_run
 from tests.rehearsal.spec import ROOT
 
 LAUNCHER_VARIABLE = "MLPERF_WF_REHEARSAL_NEMO_RUN_LAUNCHER"
