@@ -348,7 +348,7 @@ class ImageVariant(_Strict):
     image: str
     """Image repository and tag."""
     dockerfile: str
-    """Dockerfile (under ``containers/``) that builds it."""
+    """Dockerfile that builds it, relative to the repository root (``src/mlperf_wf/benchmarks/<name>/container/Dockerfile``)."""
     targets: ImageTargets
     """What it runs on."""
 
@@ -362,7 +362,7 @@ class Container(_Strict):
     """``sha256:...`` content digest the image is pinned to; required to launch at full scale
     (or give it in the workflow config's ``full_container``)."""
     dockerfile: str | None = None
-    """Dockerfile (under ``containers/``) that builds the image from the reference base."""
+    """Dockerfile that builds the image from the reference base, relative to the repository root (in the benchmark's ``container/``)."""
     squashfs: str | None = None
     """This site's enroot image file of the pinned image (``mlperf-wf bundle import`` writes it): pyxis starts it
     directly (``--container-image=/path.sqsh``) instead of importing ``image@digest`` from a registry."""
