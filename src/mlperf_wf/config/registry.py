@@ -606,6 +606,9 @@ class TinyTier(_Strict):
     unmodified; a run whose only complaints are failed CHECKs of these keys gets the verdict
     ``passed_except_declared`` (never ``passed``), and is scored as a run that reached the target."""
 
+    runs_on_cuda: bool = False
+    """The tiny trainer moves its model and batches to the run's device (``TinyRun.device``), so a tiny run may compute
+    on a CUDA device (``MLPERF_WF_TINY_DEVICE``, ``bench/gpu_smoke.py``); false: it runs on the CPU only."""
     standin_targets: list[StandInTarget] = Field(default_factory=list)
     """Where the tiny tier measures a metric with stand-in encoders (stable_diffusion's FID/CLIP), the thresholds the
     tiny runs stop at instead of the rules' targets, one per metric, each with how it was calibrated (README)."""
