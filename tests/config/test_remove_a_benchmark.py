@@ -48,15 +48,17 @@ def run(project: Path, *argv: str) -> subprocess.CompletedProcess:
 
 
 def naming(project: Path, name: str) -> list[str]:
-    """Files of the copy whose path names ``name``, and catalog entries or image definitions whose content names its
-    package or its container folder: what removing the benchmark would leave behind."""
+    """Files of the copy whose path names ``name``, and catalog entries, image definitions and the plan's tables whose
+    content names its package, its folder or it as a key: what removing the benchmark would leave behind."""
     files = [path for path in project.rglob("*") if path.is_file() and "__pycache__" not in path.parts]
     by_path = [str(path.relative_to(project)) for path in files if re.search(rf"(^|[/_.]){re.escape(name)}([/_.]|$)", str(path.relative_to(project)))]
-    text_files = [*(project / "config").rglob("*.yaml"), *(project / "containers").rglob("*")]
+    tables = [*(project / "src" / "mlperf_wf" / "plan").glob("*.yaml")]  # the shared tables: accelerators' peaks
+    text_files = [*(project / "config").rglob("*.yaml"), *(project / "containers").rglob("*"), *tables]
     by_content = [
         str(path.relative_to(project))
         for path in text_files
-        if path.is_file() and (f"{registry.BENCHMARKS_PACKAGE}.{name}." in path.read_text() or f"benchmarks/{name}/" in path.read_text())
+        if path.is_file()
+        and (f"{registry.BENCHMARKS_PACKAGE}.{name}." in path.read_text() or f"benchmarks/{name}/" in path.read_text() or f"\n  {name}:" in path.read_text())
     ]
     return sorted(set(by_path + by_content))
 

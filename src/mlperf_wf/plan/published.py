@@ -26,6 +26,7 @@ from importlib import resources
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from mlperf_wf.config import registry
 from mlperf_wf.errors import ConfigError
 
 TABLE = "published_results.csv"
@@ -96,8 +97,17 @@ class Slowdown(BaseModel):
     """Why: what the reference runs that the published code does not, and where it says so."""
 
 
+class _Peaks(BaseModel):
+    """``mlperf_wf/plan/model_flops.yaml``: the accelerators' peaks."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    accelerators: dict[str, AcceleratorPeak]
+    """Family -> peak, most specific family name first (``GB200`` before ``B200``)."""
+
+
 class FlopsTable(BaseModel):
-    """``model_flops.yaml``."""
+    """The accelerators' peaks and every benchmark's model FLOPs (:func:`flops_table`)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -131,13 +141,33 @@ def read_rows(text: str) -> tuple[PublishedResult, ...]:
     return tuple(rows)
 
 
+class BenchmarkFlops(ModelFlops):
+    """A benchmark folder's ``model_flops.yaml``: its model's FLOPs per sample, and its reference's slowdown."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    reference_slowdown: Slowdown | None = None
+    """How much slower its reference trains than the published results (applied to those estimates); none: as fast."""
+
+
 @cache
 def flops_table() -> FlopsTable:
-    try:
-        return FlopsTable(**yaml.safe_load(_data_file(FLOPS_TABLE).read_text()))
-    except ValidationError as err:
-        first = err.errors()[0]
-        raise ConfigError(f"{FLOPS_TABLE}: {'.'.join(map(str, first['loc']))}: {first['msg']}") from None
+    """The accelerators' peaks (``mlperf_wf/plan/model_flops.yaml``) and each benchmark's model (its folder's)."""
+    def read(path, model):
+        try:
+            return model(**yaml.safe_load(path.read_text()))
+        except ValidationError as err:
+            first = err.errors()[0]
+            raise ConfigError(f"{path}: {'.'.join(map(str, first['loc']))}: {first['msg']}") from None
+
+    peaks = read(_data_file(FLOPS_TABLE), _Peaks)
+    folders = [registry.BENCHMARKS_DIR / name for name in registry.benchmark_names()]
+    own = {folder.name: read(folder / FLOPS_TABLE, BenchmarkFlops) for folder in folders if (folder / FLOPS_TABLE).is_file()}
+    return FlopsTable(
+        accelerators=peaks.accelerators,
+        models={name: ModelFlops(flops_per_sample=flops.flops_per_sample, source=flops.source) for name, flops in own.items()},
+        reference_slowdown={name: flops.reference_slowdown for name, flops in own.items() if flops.reference_slowdown},
+    )
 
 
 def family_of(accelerator: str | None) -> str | None:
