@@ -153,6 +153,7 @@ class BenchmarkFlops(ModelFlops):
 @cache
 def flops_table() -> FlopsTable:
     """The accelerators' peaks (``mlperf_wf/plan/model_flops.yaml``) and each benchmark's model (its folder's)."""
+
     def read(path, model):
         try:
             return model(**yaml.safe_load(path.read_text()))
