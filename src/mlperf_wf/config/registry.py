@@ -826,8 +826,10 @@ def benchmark_names() -> list[str]:
     return sorted(path.parent.name for path in BENCHMARKS_DIR.glob(f"*/{DEFINITION_FILE}"))
 
 
+@cache
 def _benchmark_catalog_files() -> dict[str, list[Path]]:
-    """Catalog id -> the entries of that id in the benchmark folders (more than one is a problem of :func:`check_all`)."""
+    """Catalog id -> the entries of that id in the benchmark folders (more than one is a problem of :func:`check_all`);
+    read once per process, as the definitions are."""
     found: dict[str, list[Path]] = {}
     for path in sorted(BENCHMARKS_DIR.glob(f"*/{CATALOG_FOLDER}/*.yaml")):
         if (path.parent.parent / DEFINITION_FILE).is_file():
