@@ -160,3 +160,12 @@ def test_a_model_s_flops_are_read_from_its_benchmark_s_folder():
     table = published.flops_table()
     assert owned and set(table.models) == owned and set(table.reference_slowdown) <= owned
     assert "models" not in (ROOT / "src" / "mlperf_wf" / "plan" / published.FLOPS_TABLE).read_text()
+
+
+def test_an_older_round_s_folder_name_is_the_benchmark_s_own_declaration():
+    """A round's results folder that names a benchmark otherwise (rgat's ``gnn``, retinanet's ``ssd``) is read as the
+    benchmark whose definition lists that name (``results_folder_names``), not from a table beside the scorer."""
+    declared = {alias: name for name in registry.benchmark_names() for alias in registry.load_benchmark(name).results_folder_names}
+    assert published_rounds.folder_names() == declared
+    if "rgat" in registry.benchmark_names():
+        assert declared["gnn"] == "rgat"

@@ -658,6 +658,9 @@ class BenchmarkDef(_Strict):
     """Workflow name: the folder's name (not written in the file); ``results/<name>/``."""
     submission_benchmark: str
     """The ``submission_benchmark`` value mlperf-logging knows; the rounds it belongs to come from mlperf-logging."""
+    results_folder_names: list[str] = Field(default_factory=list)
+    """Other names the rounds' published results give its folders (rgat's ``gnn``), read as this benchmark by
+    ``mlperf_wf.results.published_rounds``."""
     quality_metric: str
     """What the benchmark's ``eval_accuracy`` measures, in words (an AUC, a loss, an accuracy): figures and status say
     it beside the key (the target itself comes from mlperf-logging)."""
