@@ -52,8 +52,8 @@ $(REFERENCE_VENV)/bin/activate: tests/reference-requirements.txt
 	  && SETUPTOOLS_SCM_PRETEND_VERSION=0.0.0+34259bd $(REFERENCE_VENV)/bin/pip install --quiet --no-deps $$copy && rm -rf $$copy; fi
 	touch $@
 
-# megatron-core as the llama31 references' images hold it, for their rehearsals' real data stage (tests/rehearsal/benchmarks/
-# llama31_*.py put it first on the image's PYTHONPATH): llama31_8b's Dockerfile.h200 builds core_r0.11.0 (PyPI 0.11.0);
+# megatron-core as the llama31 references' images hold it, for their rehearsals' real data stage (tests/benchmarks/
+# llama31_*/rehearsal.py put it first on the image's PYTHONPATH): llama31_8b's Dockerfile.h200 builds core_r0.11.0 (PyPI 0.11.0);
 # llama31_405b's base image nvcr.io/nvidia/nemo:24.12-rc0 holds the release its mcore.patch was made on (the patch's
 # `index` lines name megatron-core 0.10.0's gpt_dataset.py and moe_utils.py), and its Dockerfile applies that patch,
 # as this rule does from ../shared (without the patch the folder is not made and the rehearsal's check skips).

@@ -33,7 +33,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_BENCHMARKS = ("llama2_70b_lora", "llama31_8b", "gpt_oss_20b")
-"""Tiny trainers that run on CUDA (``mlperf_wf.run.harness.DEVICE_TRAINERS``): the LoRA fine-tuning and two causal-LM pretrainings."""
+"""Tiny trainers that run on CUDA (their definitions' ``tiny.runs_on_cuda``, ``mlperf_wf.run.harness.device_trainers``):
+the LoRA fine-tuning and two causal-LM pretrainings."""
 BUDGET_S = 600
 SHARE = {"tiny": 0.5, "reference": 1.0}
 """The most of the budget each step may take (the reference has what the tiny tier leaves)."""

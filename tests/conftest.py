@@ -444,7 +444,7 @@ def rehearsal_box(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def rehearsal_campaign(rehearsal_box, tmp_path_factory):
-    """The full-scale rehearsal of every benchmark (``tests/rehearsal/benchmarks/``, or those of ``$MLPERF_WF_REHEARSE``)
+    """The full-scale rehearsal of every benchmark (``tests/benchmarks/<name>/rehearsal.py``, or those of ``$MLPERF_WF_REHEARSE``)
     through the pyxis launcher on the box, in one Snakemake invocation with ``--profile slurm``: run 0 as planned, run 1
     with its last rank failing on purpose (``campaign.FAILING_RUN``), no retry. Shared by test_rehearsal.py and the
     benchmarks' own rehearsal tests, which read its records."""

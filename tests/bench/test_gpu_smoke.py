@@ -61,6 +61,15 @@ def test_without_a_driver_the_command_skips_with_the_reason_as_its_report(tmp_pa
     assert (report["skipped"], report["steps"]) == (reason, [])
 
 
+def test_a_tiny_trainer_runs_on_a_device_where_its_definition_says_so():
+    """``tiny.runs_on_cuda`` in the benchmark's own definition, not a list of names kept beside the harness."""
+    from mlperf_wf.config import registry
+
+    declared = [name for name in registry.benchmark_names() if registry.load_benchmark(name).tiny.runs_on_cuda]
+    assert "llama31_8b" in declared and "bert" not in declared
+    assert harness.device_trainers() == declared
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this torch sees a CUDA device")
 def test_a_driver_without_a_cuda_device_for_torch_is_a_skip_that_says_so(stand_in_smi):
     reason = gpu_smoke().gpu_missing("cuda", stand_in_smi)
@@ -109,7 +118,7 @@ def test_the_tiny_step_is_the_workflow_s_tiny_chain_with_the_device_in_the_envir
     argv = module.tiny_argv(tmp_path, ["llama2_70b_lora", "llama31_8b"], 16)
     assert argv[1:4] == ["-m", "snakemake", "-s"] and argv[argv.index("--config") + 1 :] == ["benchmarks=[llama2_70b_lora,llama31_8b]", "runs=1"]
     assert module.snakemake_env("cuda")[harness.DEVICE_VARIABLE] == "cuda"
-    assert set(module.DEFAULT_BENCHMARKS) <= harness.DEVICE_TRAINERS
+    assert set(module.DEFAULT_BENCHMARKS) <= set(harness.device_trainers())
 
 
 def test_the_tiny_device_is_the_cpu_unless_set_and_a_bad_one_is_one_line():

@@ -1,7 +1,7 @@
 """The demo's seeds of every benchmark's tiny tier, and what each needs to reach the real target (a tiny
 recipe whose slowest demo seed converges only under one CPU's rounding fails ``make demo`` on the next machine).
 
-``tests/benchmarks/demo_seeds.json`` records, per benchmark, the evaluations each demo seed needed under
+``tests/benchmarks/<name>/demo_seeds.json`` records, beside each benchmark's tests, the evaluations each demo seed needed under
 :data:`OTHER_ROUNDING` (``python -m tests.benchmarks.demo_seeds <benchmark>`` measures and records them);
 ``test_demo_seeds.py`` runs the slowest recorded seed of each again through the package's tiny trainer (``mlperf-wf
 train``, the command the workflow's train job runs) in a folder where Snakemake made its inputs."""
@@ -9,12 +9,10 @@ train``, the command the workflow's train job runs) in a folder where Snakemake 
 from __future__ import annotations
 
 import argparse
-import fcntl
 import json
 import math
 import shlex
 import subprocess
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,9 +28,16 @@ OTHER_ROUNDING = {"ATEN_CPU_CAPABILITY": "default"}
 recipe that converges only under this machine's rounding fails on the next machine (seed 1237 of retinanet
 once reached mAP 0.34 on one machine and stayed below 0.20 on another), so its slowest demo seeds are also run so."""
 
-RECORD = Path(__file__).with_name("demo_seeds.json")
-"""Benchmark -> ``evaluations`` (seed -> the evaluations it needed to reach the target under :data:`OTHER_ROUNDING`),
-``seconds`` (seed -> wall seconds of its run, where measured with this module) and ``measured_on`` (the machine)."""
+RECORD_FILE = "demo_seeds.json"
+"""A benchmark's record, in its tests' folder (:func:`record_file`): ``evaluations`` (seed -> the evaluations it needed
+to reach the target under :data:`OTHER_ROUNDING`), ``seconds`` (seed -> wall seconds of its run, where measured with
+this module) and ``measured_on`` (the machine)."""
+
+
+def record_file(name: str) -> Path:
+    """``tests/benchmarks/<name>/demo_seeds.json``."""
+    return Path(__file__).parent / name / RECORD_FILE
+
 
 SPARE_FRACTION = 0.5
 """How many more evaluations than recorded a seed may need (a fraction of the recorded count, at least one more):
@@ -105,7 +110,8 @@ def run_seed(workdir: Path, name: str, seed: int, env: dict[str, str] | None = N
 
 
 def recorded() -> dict[str, dict]:
-    return json.loads(RECORD.read_text())
+    """Benchmark -> its record, for every benchmark whose tests' folder has one."""
+    return {path.parent.name: json.loads(path.read_text()) for path in sorted(Path(__file__).parent.glob(f"*/{RECORD_FILE}"))}
 
 
 def check_the_slowest_demo_seed(workdir: Path, name: str) -> SeedConvergence:
@@ -119,7 +125,7 @@ def check_the_slowest_demo_seed(workdir: Path, name: str) -> SeedConvergence:
     allowed = allowed_evaluations(record[str(seed)])
     assert run.evaluations <= allowed, (
         f"{said} needed {run.evaluations} evaluations {run.accuracies}; {record[str(seed)]} when recorded "
-        f"({RECORD.name}), at most {allowed} allowed: its margin to the target shrank"
+        f"({record_file(name)}), at most {allowed} allowed: its margin to the target shrank"
     )
     return run
 
@@ -138,11 +144,8 @@ def main() -> None:
         if run.status != "success":
             raise SystemExit(f"{args.benchmark} seed {seed} under {OTHER_ROUNDING}: {run.status} after {run.evaluations} evaluations {run.accuracies}")
         evaluations[str(seed)], seconds[str(seed)] = run.evaluations, round(run.seconds)
-    with (Path(tempfile.gettempdir()) / "mlperf-wf-demo-seeds.lock").open("w") as lock:  # benchmarks measured side by side
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        table = json.loads(RECORD.read_text()) if RECORD.exists() else {}
-        table[args.benchmark] = {"evaluations": evaluations, "seconds": seconds, "measured_on": args.where}
-        RECORD.write_text(json.dumps(dict(sorted(table.items())), indent=2) + "\n")
+    entry = {"evaluations": evaluations, "seconds": seconds, "measured_on": args.where}
+    record_file(args.benchmark).write_text(json.dumps(entry, indent=2) + "\n")
 
 
 if __name__ == "__main__":

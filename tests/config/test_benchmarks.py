@@ -249,24 +249,14 @@ def _check(project: Path, env: dict[str, str], *flags: str) -> subprocess.Comple
     return subprocess.run([sys.executable, "-m", "mlperf_wf", "check", *flags], cwd=project, env=env, capture_output=True, text=True, check=False)
 
 
-def _belongs_to(dataset_id: str, name: str) -> bool:
-    """A catalog entry is one benchmark's when only it reads it, or when nothing reads it and its tiny generator
-    lives in that benchmark's folder (e.g. a checkpoint kept for a manual conversion)."""
-    users = registry.users_of(dataset_id)
-    tiny = registry.load_dataset(dataset_id, ROOT).tiny
-    return users == [name] or (not users and tiny is not None and tiny.module.startswith(f"{registry.BENCHMARKS_PACKAGE}.{name}."))
-
-
 @pytest.mark.parametrize("name", BENCHMARKS)
 def test_a_benchmark_is_only_its_own_files(tmp_path, name):
-    """Take one benchmark away (its folder and the catalog entries only it uses): every other definition still
-    checks, every import of every remaining benchmark module resolves, and the workflow still plans all the others,
-    so nothing outside those files knows it."""
+    """Take one benchmark's folder away (its catalog entries are in it): every other definition still checks, every
+    import of every remaining benchmark module resolves, and the workflow still plans all the others, so nothing
+    outside that folder knows it."""
     project, env = _project_copy(tmp_path)
+    only_its_own = sorted(path.stem for path in (project / "src/mlperf_wf/benchmarks" / name / registry.CATALOG_FOLDER).glob("*.yaml"))
     shutil.rmtree(project / "src/mlperf_wf/benchmarks" / name)
-    only_its_own = [dataset for dataset in registry.dataset_ids(ROOT) if _belongs_to(dataset, name)]
-    for dataset in only_its_own:
-        (project / "config/datasets" / f"{dataset}.yaml").unlink()
     check = _check(project, env)  # reads every import of every module from its source
     datasets = len(registry.dataset_ids(ROOT)) - len(only_its_own)
     assert check.returncode == 0 and f"{len(BENCHMARKS) - 1} benchmarks and {datasets} datasets" in check.stdout, check.stderr
@@ -340,7 +330,7 @@ def test_a_role_and_its_catalog_entry_agree_on_who_makes_the_dataset(tmp_path):
     """One line of `mlperf-wf check` where the definition says the image makes a role and its catalog entry says it is
     published (or the other way round), naming the definition, the role and both sides."""
     project, env = _project_copy(tmp_path)
-    entry = project / "config/datasets/qwen35_397b_megatron_checkpoint.yaml"
+    entry = project / "src/mlperf_wf/benchmarks/qwen35_397b_grpo/datasets/qwen35_397b_megatron_checkpoint.yaml"
     made, external = "  protocol: made_in_image\n  made_by: qwen35_397b_grpo\n", "  protocol: external\n  instructions: convert it\n"
     entry.write_text(entry.read_text().replace(made, external))
     check = _check(project, env)
@@ -369,3 +359,20 @@ def test_a_quality_target_the_reference_reads_comes_from_the_rules_not_a_literal
     literal_flags = [f"{flag} {value}" for flag, value in pairs if flag.startswith("-") and TARGET_NAME.search(flag) and NUMBER.fullmatch(value)]
     literal_env = [f"{key}={value}" for key, value in bench.full.env.items() if TARGET_NAME.search(key) and NUMBER.fullmatch(value)]
     assert literal_flags + literal_env == []
+
+
+def test_a_benchmark_folder_s_catalog_entry_is_that_benchmark_s_alone(tmp_path):
+    """An entry in a benchmark's ``datasets/`` that another benchmark reads, or an id two folders hold, is one line of
+    `mlperf-wf check`: removing the folder must remove only what that benchmark alone used."""
+    project, env = _project_copy(tmp_path)
+    benchmarks = project / "src/mlperf_wf/benchmarks"
+    shutil.copy(benchmarks / "gpt3/datasets/gpt2_bpe_vocabulary.yaml", benchmarks / "retinanet/datasets/gpt2_bpe_vocabulary.yaml")
+    check = _check(project, env)
+    assert check.returncode == 2 and "retinanet/datasets/gpt2_bpe_vocabulary.yaml: id: 'gpt2_bpe_vocabulary' is also" in check.stderr, check.stderr
+    (benchmarks / "retinanet/datasets/gpt2_bpe_vocabulary.yaml").unlink()
+    shared = project / "config/datasets/llama31_8b_tokenizer.yaml"
+    (benchmarks / "llama31_8b/datasets").mkdir()
+    shared.rename(benchmarks / "llama31_8b/datasets/llama31_8b_tokenizer.yaml")
+    check = _check(project, env)
+    assert check.returncode == 2, check.stderr
+    assert "llama31_8b/datasets/llama31_8b_tokenizer.yaml: id: 'llama31_8b_tokenizer' is read by deepseekv3_671b, gpt_oss_20b too" in check.stderr

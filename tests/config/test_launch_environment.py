@@ -100,7 +100,7 @@ def launch_line(plan: planning.Plan, name: str) -> str:
 
 def built_from(bench: registry.BenchmarkDef, declared: str) -> bool:
     """Whether our Dockerfile's build instructions build the reference image from this reference Dockerfile."""
-    ours = ROOT / "containers" / bench.name / "Dockerfile"
+    ours = ROOT / "src/mlperf_wf/benchmarks" / bench.name / "container" / "Dockerfile"
     if not ours.is_file():
         return False
     _, wanted = in_repository(bench, declared)
@@ -129,7 +129,7 @@ def set_by_plan(bench: registry.BenchmarkDef, files: dict[str, Path], workdir: P
     found = both | {item for item in pyxis if item.startswith(launchers[:5])} | {item for item in docker if item.startswith("docker run ")}
     resources = pyxis_plan.train_job(name, 1).resources
     found |= {f"sbatch {flag}" for flag, resource in SBATCH_FROM_RESOURCES.items() if getattr(resources, resource)}
-    ours = ROOT / "containers" / name / "Dockerfile"
+    ours = ROOT / "src/mlperf_wf/benchmarks" / name / "container" / "Dockerfile"
     if ours.is_file():
         found |= set(launch_scripts.dockerfile_items(ours.read_text()).items)
     command = [word.removeprefix("./") for word in bench.full.command]

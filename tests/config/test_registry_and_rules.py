@@ -154,7 +154,7 @@ def test_any_role_a_run_reads_is_mounted_and_named(tmp_path):
 
 def test_bad_dataset_definition_names_file_key_and_value(tmp_path):
     (tmp_path / "config" / "datasets").mkdir(parents=True)
-    text = (ROOT / "config/datasets/scrolls_gov_report_8k.yaml").read_text()
+    text = (ROOT / "src/mlperf_wf/benchmarks/llama2_70b_lora/datasets/scrolls_gov_report_8k.yaml").read_text()
     (tmp_path / "config/datasets/scrolls_gov_report_8k.yaml").write_text(text.replace("kind: dataset", "kind: weights"))
     with pytest.raises(ConfigError, match=r"scrolls_gov_report_8k\.yaml: kind: .*'weights'"):
         load_dataset("scrolls_gov_report_8k", tmp_path)
@@ -170,7 +170,7 @@ def test_a_tiny_generator_is_a_module_or_a_module_and_its_function(tmp_path):
     """``tiny.module`` names ``package.module`` (its ``generate``) or ``package.module:function``; a function the module
     does not define is one line with --import-modules, a malformed name a schema error."""
     (tmp_path / "config" / "datasets").mkdir(parents=True)
-    text = (ROOT / "config/datasets/sd_coco2014_validation_stats.yaml").read_text()
+    text = (ROOT / "src/mlperf_wf/benchmarks/stable_diffusion/datasets/sd_coco2014_validation_stats.yaml").read_text()
     assert "module: mlperf_wf.benchmarks.stable_diffusion.tiny_data:generate_stats" in text
     from mlperf_wf.benchmarks.stable_diffusion import tiny_data
 

@@ -115,7 +115,7 @@ def test_single_node_backends_refuse_several_nodes(run):
 
 def test_local_full_scale_uses_host_paths_in_a_subshell_with_the_round_patches(run):
     bench, paths, tmp = run
-    hooks = HostHooks(folders=("/p/containers/hooks", "/p/containers/llama2_70b_lora/patches"), modules=("mlperf_wf_llama2_70b_lora",))
+    hooks = HostHooks(folders=("/p/containers/hooks", "/p/src/mlperf_wf/benchmarks/llama2_70b_lora/container/patches"), modules=("mlperf_wf_llama2_70b_lora",))
     line = full_scale(bench, 3, 1237, paths, Launch("local", workdir="/opt/training/llama2_70b_lora", hooks=hooks))
     # a subshell, so the job's `> log` and later commands stay in the workflow's folder
     assert line.startswith(
@@ -123,7 +123,7 @@ def test_local_full_scale_uses_host_paths_in_a_subshell_with_the_round_patches(r
         f" MLPERF_WF_MLLOG_PARTS={tmp}/runs/3/mllog-parts SEED=1237"
     )
     assert line.endswith(")")
-    assert ' "PYTHONPATH=/p/containers/hooks:/p/containers/llama2_70b_lora/patches${PYTHONPATH:+:$PYTHONPATH}"' in line
+    assert ' "PYTHONPATH=/p/containers/hooks:/p/src/mlperf_wf/benchmarks/llama2_70b_lora/container/patches${PYTHONPATH:+:$PYTHONPATH}"' in line
     assert ' "MLPERF_WF_HOOKS=mlperf_wf_llama2_70b_lora${MLPERF_WF_HOOKS:+,$MLPERF_WF_HOOKS}" accelerate launch' in line
     assert f"--dataset_path {tmp}/prep/dataset --model_path {tmp}/ckpt" in line
 

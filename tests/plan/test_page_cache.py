@@ -188,7 +188,7 @@ def test_qwens_patch_logs_cache_clear_before_init_start_where_its_launcher_stand
     """NeMo-RL's run.sub logs cache_clear after its drop; the workflow's per-node launcher does not, so the patch does."""
     result = tmp_path / "result.txt"
     script = f"from mlperf_logging import mllog\nmllog.config(filename={str(result)!r})\nmllog.get_mllogger().start(key='init_start')\n"
-    patches = ROOT / "containers" / "qwen35_397b_grpo" / "patches"
+    patches = ROOT / "src/mlperf_wf/benchmarks" / "qwen35_397b_grpo" / "container" / "patches"
     env = {**os.environ, "PYTHONPATH": f"{HOOKS}:{patches}", "MLPERF_WF_HOOKS": "mlperf_wf_qwen35_397b_grpo", launch.CACHE_CLEARED_VARIABLE: "false"}
     subprocess.run([sys.executable, "-c", script], env=env, check=True, capture_output=True)
     lines = [json.loads(line.split(":::MLLOG ", 1)[1]) for line in result.read_text().splitlines() if ":::MLLOG " in line]

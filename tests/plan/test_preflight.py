@@ -99,8 +99,8 @@ def test_credentials_only_where_the_catalog_requires_them_and_only_for_data_stil
 
 
 def test_a_gated_hub_repository_needs_hf_token(workdir):
-    path = workdir / "config" / "datasets" / "r2e_gym_subset.yaml"
-    entry = yaml.safe_load(path.read_text())
+    path = workdir / "config" / "datasets" / "r2e_gym_subset.yaml"  # a site's own copy of the entry takes precedence
+    entry = yaml.safe_load(registry.dataset_file("r2e_gym_subset").read_text())
     entry["source"]["credentials_required"] = True
     path.write_text(yaml.safe_dump(entry))
     plan = fine_plan(workdir, "qwen35_397b_grpo")

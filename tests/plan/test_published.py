@@ -196,3 +196,21 @@ def test_the_dry_run_prints_the_expected_time_and_the_walltime_that_cannot_hold_
     expected = published.estimate("gpt3", "H100", 64)
     assert f"gpt3 on 8x8 H100 (assumed H100: config/systems/cpu-tiny.yaml names no accelerator the table knows): expected {expected.minutes:.0f} min" in output
     assert "the run's 480 min cannot hold it" in output
+
+
+def test_a_model_s_flops_are_read_from_its_benchmark_s_folder():
+    """``<benchmark folder>/model_flops.yaml``: FLOPs per sample and, where the reference trains slower than the
+    published code, its slowdown; the plan's ``model_flops.yaml`` keeps the accelerators' peaks only."""
+    owned = {path.parent.name for path in registry.BENCHMARKS_DIR.glob(f"*/{published.FLOPS_TABLE}")}
+    table = published.flops_table()
+    assert owned and set(table.models) == owned and set(table.reference_slowdown) <= owned
+    assert "models" not in (ROOT / "src" / "mlperf_wf" / "plan" / published.FLOPS_TABLE).read_text()
+
+
+def test_an_older_round_s_folder_name_is_the_benchmark_s_own_declaration():
+    """A round's results folder that names a benchmark otherwise (rgat's ``gnn``, retinanet's ``ssd``) is read as the
+    benchmark whose definition lists that name (``results_folder_names``), not from a table beside the scorer."""
+    declared = {alias: name for name in registry.benchmark_names() for alias in registry.load_benchmark(name).results_folder_names}
+    assert published_rounds.folder_names() == declared
+    if "rgat" in registry.benchmark_names():
+        assert declared["gnn"] == "rgat"

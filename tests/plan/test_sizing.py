@@ -302,7 +302,7 @@ def literal_value(bench: registry.BenchmarkDef, where: str) -> str:
     raise AssertionError(f"{bench.name}: {where} is not in the command")
 
 
-@pytest.mark.parametrize("name", sorted(LITERAL))
+@pytest.mark.parametrize("name", sorted(set(LITERAL) & set(registry.benchmark_names())))
 def test_the_plans_with_literal_flags_pass_the_rcp_s_values_at_their_batch(name):
     bench, ruleset = latest(name)
     assert not sizing.wired(bench)
@@ -481,3 +481,14 @@ def test_a_command_with_literal_batch_flags_shows_what_a_geometry_makes_of_them(
     assert re.search(r"opt_base_learning_rate +0.0001 \(RCP: 0.00013\)  DEVIATION from the RCP \(literal --lr", table), table
     assert "global_batch_size" in table and "the command's literal per-GPU batch 32 x 24 GPUs" in table
     assert "--lr 0.0001 " in plan.train_job("retinanet", 0).command  # the command itself is the reference's
+
+
+def test_rcps_that_count_tokens_are_those_of_a_definition_that_gives_tokens_per_sample():
+    """gpt3's RCPs count tokens (its definition's ``full.sizing.tokens_per_sample`` turns them into samples); the others'
+    count samples or epochs."""
+    for name in registry.benchmark_names():
+        bench = registry.load_benchmark(name)
+        gives = bool(bench.full.sizing and bench.full.sizing.tokens_per_sample)
+        assert sizing.counts_tokens(bench.submission_benchmark) is gives, name
+    if "gpt3" in registry.benchmark_names():
+        assert sizing.counts_tokens("gpt3") and not sizing.counts_tokens("no_such_benchmark")

@@ -88,7 +88,7 @@ def test_the_plan_takes_the_variant_that_fits(workdirs):
     assert h100.container("rgat").image == "mlperf-workflow/rgat:ref-aa344c7-glt910cb55-h100"
     assert "rgat: takes image variant h100" in preflight.batch_tables(h100, ["rgat"])
     a100 = system_plan(workdirs["dgx_a100_80gb"], "dgx_a100_80gb")
-    assert a100.image_variant("rgat") is None and a100.container("rgat").dockerfile == "containers/rgat/Dockerfile"
+    assert a100.image_variant("rgat") is None and a100.container("rgat").dockerfile == "src/mlperf_wf/benchmarks/rgat/container/Dockerfile"
     assert a100.image_variant("llama31_8b") == "b200"  # the H200 image's TransformerEngine has no sm_80
     (problem,) = [p for p in preflight.system_fit_problems(system_plan(workdirs["dgx_b200"], "dgx_b200"), "rgat") if p.kind == "image"]
     assert "sm_100" in problem.message and "variant h100" in problem.message and "CUDA sm_90 (no PTX)" in problem.message

@@ -1,8 +1,8 @@
 """The rehearsal's images (tests only): a folder per image for the enroot stand-in (``tests/rehearsal/enroot.py``).
 
-An image is what the benchmark's Dockerfile (``containers/<name>/Dockerfile``) puts over its base image: the
+An image is what the benchmark's Dockerfile (``<its folder>/container/Dockerfile``) puts over its base image: the
 reference's files where its ``RUN ... cp -r`` line puts them (:attr:`Rehearsal.image_files`), every ``COPY`` of the
-Dockerfile (the start-up hooks, the round patches: from ``containers/``, the build context), and every ``ENV``
+Dockerfile (the start-up hooks, the round patches: from the repository root, the build context), and every ``ENV``
 (expanded as Docker expands them at build time). The base image's software (CUDA, PyTorch, NeMo ...) is not there:
 this machine's userland and venv stand in for it. The rehearsal adds its probe's start-up hook last in
 ``MLPERF_WF_HOOKS`` and the folder the probe writes its records into.
@@ -118,11 +118,11 @@ def build_image(rehearsal: Rehearsal, reference: str, images: Path, records: Pat
         _copy(REFERENCE_SOURCES / source, layer / container_path.lstrip("/"))
     for container_path, source in rehearsal.image_tools.items():
         _copy(ROOT / source, layer / container_path.lstrip("/"))
-    dockerfile = ROOT / "containers" / rehearsal.benchmark / "Dockerfile"
+    dockerfile = ROOT / "src/mlperf_wf/benchmarks" / rehearsal.benchmark / "container" / "Dockerfile"
     copies, env, workdir = dockerfile_image(dockerfile, rehearsal.image_env)
     run_build_lines(rehearsal, dockerfile, layer, workdir)
     for source, destination in copies:
-        _copy(ROOT / "containers" / source, layer / destination.lstrip("/"))
+        _copy(ROOT / source, layer / destination.lstrip("/"))
     shim = layer / "opt" / "mlperf-wf" / "rehearsal" / "mlperf_wf_rehearsal.py"
     shim.parent.mkdir(parents=True)
     shim.write_text(HOOK_SHIM.format(root=str(ROOT)))
@@ -149,7 +149,7 @@ def layer_digest(rehearsal: Rehearsal) -> str:
     digest = hashlib.sha256()
     sources = [sorted(rehearsal.image_files.items()), sorted(rehearsal.image_tools.items()), sorted(rehearsal.image_env.items())]
     digest.update(json.dumps([rehearsal.benchmark, *sources]).encode())
-    digest.update((ROOT / "containers" / rehearsal.benchmark / "Dockerfile").read_bytes())
+    digest.update((ROOT / "src/mlperf_wf/benchmarks" / rehearsal.benchmark / "container" / "Dockerfile").read_bytes())
     return f"sha256:{digest.hexdigest()}"
 
 

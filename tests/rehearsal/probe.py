@@ -5,7 +5,7 @@ imports it in every Python process of the container: the launcher, every rank, e
 record of the process (host, argv, launcher variables) into the rehearsal's record folder. In the reference's entry
 process (the script the full-scale command starts, by its path) it then:
 
-1. runs the benchmark's own probe (``tests/rehearsal/benchmarks/<name>.py``: ``probe(ctx)``), which reads the
+1. runs the benchmark's own probe (``tests/benchmarks/<name>/rehearsal.py``: ``probe(ctx)``), which reads the
    reference's files at its pinned commit (argument parser, configs, run scripts) with the job's arguments and
    environment, and checks every path it opens against the mounted tree and every variable it interpolates
    against the environment; where the reference's packages run here the benchmark's probe runs the reference itself
@@ -427,7 +427,7 @@ def _every_rank(ctx: ProbeContext, stage: str) -> None:
     """A stage of the reference that the benchmark's rehearsal runs past its start-up, on every rank of the formed
     world, where its module has it: ``past_start_up(ctx)`` (the reference's own CPU-capable stages after start-up, e.g.
     its data stage), then ``at_the_target(ctx)`` (the end of a run that reaches its target)."""
-    hook = getattr(importlib.import_module(f"tests.rehearsal.benchmarks.{ctx.benchmark}"), stage, None)
+    hook = getattr(importlib.import_module(f"tests.benchmarks.{ctx.benchmark}.rehearsal"), stage, None)
     if hook is not None:
         hook(ctx)
 
@@ -489,7 +489,7 @@ def start() -> None:
     # recorded, not raised: the test reads it from a retried run's records
     ctx.record("clean", str(folder), "a run starts in a run folder with nothing of an earlier attempt", not (folder / LEFTOVER).exists())
     try:
-        module = importlib.import_module(f"tests.rehearsal.benchmarks.{benchmark}")
+        module = importlib.import_module(f"tests.benchmarks.{benchmark}.rehearsal")
         module.probe(ctx)
     except ProbeFailure as error:
         ctx.checked.append({"kind": "problem", "what": str(error), "why": "", "held": False, "detail": ""})

@@ -1,4 +1,4 @@
-"""What a benchmark's rehearsal needs (tests only): one :class:`Rehearsal` per ``tests/rehearsal/benchmarks/<name>.py``.
+"""What a benchmark's rehearsal needs (tests only): one :class:`Rehearsal` per ``tests/benchmarks/<name>/rehearsal.py``.
 
 A benchmark's module defines ``REHEARSAL`` (below), ``published(dataset_id, folder)`` (writes one dataset of the
 benchmark in its published layout, tiny contents) and ``probe(ctx)`` (runs in the reference's entry process inside
@@ -49,14 +49,18 @@ class Rehearsal:
     files, run in the rehearsal image's layer at its ``WORKDIR`` with this machine's toolchain, e.g. gpt3's
     ``make -C megatron/data`` (the C++ dataset helper)."""
     image_tools: dict[str, str] = field(default_factory=dict)
-    """Container path -> folder of this project (relative to its root, e.g. ``tests/rehearsal/benchmarks/<name>_image/bin``):
+    """Container path -> folder of this project (relative to its root, e.g. ``tests/benchmarks/<name>/rehearsal_image/bin``):
     the box's stand-ins for programs of the real image that cannot run here (a GPU-less ``nvidia-smi``, ``uv run``
     without a synced environment), copied into the image after ``image_files``; each is named in the benchmark's README."""
 
 
 def module(benchmark: str) -> ModuleType:
-    return importlib.import_module(f"tests.rehearsal.benchmarks.{benchmark}")
+    return importlib.import_module(f"tests.benchmarks.{benchmark}.rehearsal")
 
+
+MODULE_FILE = "rehearsal.py"
+"""A benchmark's rehearsal module, beside its tests (``tests/benchmarks/<name>/rehearsal.py``); its stand-ins for the
+image's software, where it needs any, are in ``rehearsal_image/`` there."""
 
 ONLY_VARIABLE = "MLPERF_WF_REHEARSE"
 """Comma-separated benchmarks to rehearse (default: all), for a developer's quicker run."""
@@ -64,13 +68,13 @@ ONLY_VARIABLE = "MLPERF_WF_REHEARSE"
 
 def rehearsals() -> dict[str, Rehearsal]:
     """Every benchmark that has a rehearsal module (or those of ``$MLPERF_WF_REHEARSE``)."""
-    folder = Path(__file__).parent / "benchmarks"
     only = set(filter(None, os.environ.get(ONLY_VARIABLE, "").split(",")))
     found = {}
-    for path in sorted(folder.glob("*.py")):
-        if path.stem.startswith("_") or (only and path.stem not in only):
+    for path in sorted((ROOT / "tests" / "benchmarks").glob(f"*/{MODULE_FILE}")):
+        name = path.parent.name
+        if only and name not in only:
             continue
-        found[path.stem] = module(path.stem).REHEARSAL
+        found[name] = module(name).REHEARSAL
     return found
 
 

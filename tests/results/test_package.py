@@ -66,7 +66,7 @@ def test_full_scale_package_names_the_reference_commit_image_and_launch_command(
     assert record["reference"]["repository"] == "https://github.com/mlcommons/training"
     assert record["reference"]["commit"] == "aa344c7fb900e82ed19fb94aebfed50c63ab2204" and record["reference"]["path"] == "retired_benchmarks/rgat"
     assert record["images"] == [f"reg/rgat@{digest}"] and record["commands"] == [command], "only the scored runs' commands"
-    assert record["container"]["dockerfile"] == "containers/rgat/Dockerfile" and record["workflow_commits"] == ["f" * 40]
+    assert record["container"]["dockerfile"] == "src/mlperf_wf/benchmarks/rgat/container/Dockerfile" and record["workflow_commits"] == ["f" * 40]
 
 
 def test_a_package_file_edited_removed_or_added_after_its_check_is_named(tmp_path):

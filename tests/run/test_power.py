@@ -138,7 +138,7 @@ def test_power_on_plans_match_their_golden_file_and_power_off_plans_have_no_samp
                 out[f"full/run_3/{launcher}/{nodes}_node"] = asdict(make_plan(workdir, power=on, **changes).train_job(name, 3))
                 off = make_plan(workdir, **changes).train_job(name, 3)
                 assert "power-sample" not in off.command
-    got = matches_golden(portable(out, workdir), f"power_{name}")
+    got = matches_golden(portable(out, workdir), f"power_{name}", name)
     pyxis = got["full/run_3/pyxis/2_node"]["command"]
     assert "srun --nodes=2 --ntasks-per-node=1 --overlap mlperf-wf power-sample --out-dir results/llama2_70b_lora/runs/3/power/result" in pyxis
     assert pyxis.index("power-sample") < pyxis.index("--container-image") < pyxis.index("touch results/llama2_70b_lora/runs/3/power/result/.stop")

@@ -11,7 +11,7 @@ config (``configs/demo_config.yaml``), sequence length 512, small step counts, a
 converges in tens of steps, and the tiny checkpoint's projection names (separate q/k/v);
 ``tests/reference_shims`` (test-only) swaps flash-attention for SDPA and shortens transformers 4.38's
 causal-mask cache. With the docker launcher the image is the test's Debian userland plus the
-reference source and exactly the patch block of ``containers/llama2_70b_lora/Dockerfile``, pushed to
+reference source and exactly the patch block of ``src/mlperf_wf/benchmarks/llama2_70b_lora/container/Dockerfile``, pushed to
 a loopback registry so that it is pinned by digest like a real one.
 
 A campaign resumes under ``--rerun-triggers mtime`` (as the SLURM profile runs): run 0 converges,
@@ -166,7 +166,7 @@ def test_the_reference_runs_through_the_local_launcher(tiny_inputs, tmp_path):
 
 def _patch_block() -> str:
     """The lines every benchmark Dockerfile ends with (after the marker)."""
-    lines = (ROOT / "containers" / BENCH / "Dockerfile").read_text().splitlines()
+    lines = (ROOT / "src/mlperf_wf/benchmarks" / BENCH / "container" / "Dockerfile").read_text().splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith("# --- mlperf-workflow patches"))
     return "\n".join(lines[start:]) + "\n"
 
@@ -177,8 +177,9 @@ def reference_image(docker_host, tmp_path_factory):
     _require_reference()
     context = tmp_path_factory.mktemp("reference_image")
     shutil.copytree(REFERENCE, context / "reference")
-    shutil.copytree(ROOT / "containers" / "hooks", context / "hooks")
-    shutil.copytree(ROOT / "containers" / BENCH / "patches", context / BENCH / "patches")
+    # the patch block copies from the repository root, the images' build context
+    for copied in ("containers/hooks", f"src/mlperf_wf/benchmarks/{BENCH}/container/patches"):
+        shutil.copytree(ROOT / copied, context / copied)
     shutil.copytree(SHIMS, context / "shims")
     venv_bin = REFERENCE_VENV.resolve() / "bin"
     (context / "Dockerfile").write_text(

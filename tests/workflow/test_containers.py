@@ -1,7 +1,7 @@
-"""Every benchmark's image definitions end with the same patch block: the hooks and the benchmark's patches
-copied from the build context (containers/), first on PYTHONPATH, and the patch modules named in
-MLPERF_WF_HOOKS; the Apptainer definition installs the same files with the same environment; the image
-named in benchmark.yaml is built from a Dockerfile that exists."""
+"""Every benchmark's image definitions (its folder's ``container/``) end with the same patch block: the hooks
+(``containers/hooks``, shared) and the benchmark's patches copied from the build context (the repository root),
+first on PYTHONPATH, and the patch modules named in MLPERF_WF_HOOKS; the Apptainer definition installs the same files
+with the same environment; the image named in benchmark.yaml is built from a Dockerfile of the benchmark's folder."""
 
 from __future__ import annotations
 
@@ -16,10 +16,14 @@ import pytest
 from mlperf_wf.config import registry
 
 ROOT = Path(__file__).resolve().parents[2]
-CONTAINERS = ROOT / "containers"
-HOOKS = CONTAINERS / "hooks"
+HOOKS = ROOT / "containers" / "hooks"
 PATCH_BLOCK_MARKER = "# --- mlperf-workflow patches"
-BENCHMARKS = [name for name in registry.benchmark_names() if (CONTAINERS / name).is_dir()]
+BENCHMARKS = registry.benchmark_names()
+
+
+def container(name: str) -> Path:
+    """A benchmark's image definitions: ``<its folder>/container/`` (``registry.container_folder``)."""
+    return registry.container_folder(name)
 
 
 def patch_block(dockerfile: Path) -> list[str]:
@@ -46,37 +50,47 @@ def apptainer_sections(definition: Path) -> dict[str, list[str]]:
     return sections
 
 
-def test_every_benchmark_has_its_container_folder():
-    assert set(BENCHMARKS) == set(registry.benchmark_names())
+def test_no_image_definitions_are_left_outside_a_benchmark_folder():
+    """``containers/`` holds the shared hooks and the README; a benchmark's Dockerfile is in its own folder."""
+    assert sorted(path.name for path in (ROOT / "containers").iterdir() if path.name != "__pycache__") == ["README.md", "hooks"]
 
 
 @pytest.mark.parametrize("name", BENCHMARKS)
 def test_the_patch_block_is_the_same_in_every_dockerfile_and_copies_files_that_exist(name):
-    dockerfiles = sorted((CONTAINERS / name).glob("Dockerfile*"))
-    assert CONTAINERS / name / "Dockerfile" in dockerfiles
+    dockerfiles = sorted(container(name).glob("Dockerfile*"))
+    assert container(name) / "Dockerfile" in dockerfiles
     blocks = [patch_block(dockerfile) for dockerfile in dockerfiles]
     assert all(block == blocks[0] for block in blocks)
     copies = [line.split() for line in blocks[0] if line.startswith("COPY ")]
-    assert [sources for _, *sources, _ in copies] == [["hooks/"], [f"{name}/patches/"]]
+    own_patches = f"{container(name).relative_to(ROOT)}/patches/"
+    assert [sources for _, *sources, _ in copies] == [["containers/hooks/"], [own_patches]]
     for _, *sources, _destination in copies:
         for source in sources:
-            assert (CONTAINERS / source).exists(), f"COPY {source}: not in the build context containers/"
+            assert (ROOT / source).exists(), f"COPY {source}: not in the build context (the repository root)"
     env = dockerfile_env(blocks[0])
     for module in env["MLPERF_WF_HOOKS"].split(","):
-        assert (CONTAINERS / name / "patches" / f"{module}.py").is_file() or (HOOKS / f"{module}.py").is_file(), module
+        assert (container(name) / "patches" / f"{module}.py").is_file() or (HOOKS / f"{module}.py").is_file(), module
     # The folders it copies to lead PYTHONPATH (the hooks first: they hold sitecustomize).
     assert env["PYTHONPATH"].split("${")[0].split(":") == [destination.rstrip("/") for *_, destination in copies]
 
 
+def test_the_build_context_sends_only_the_hooks_and_the_patches():
+    """The context is the repository root: .dockerignore keeps out all but what the patch blocks copy (a virtual
+    environment or a campaign's results there would be sent to the daemon with every build)."""
+    patterns = [line for line in (ROOT / ".dockerignore").read_text().splitlines() if line and not line.startswith("#")]
+    assert patterns == ["*", "!containers/hooks", f"!{registry.BENCHMARKS_DIR.relative_to(ROOT)}/*/{registry.CONTAINER_FOLDER}/patches"]
+
+
 @pytest.mark.parametrize("name", BENCHMARKS)
 def test_the_apptainer_definition_installs_the_same_patches(name):
-    sections = apptainer_sections(CONTAINERS / name / "Apptainer.def")
-    block = patch_block(CONTAINERS / name / "Dockerfile")
+    sections = apptainer_sections(container(name) / "Apptainer.def")
+    block = patch_block(container(name) / "Dockerfile")
     docker_copies = {tuple(line.split()[1:]) for line in block if line.startswith("COPY ")}
     apptainer_files = {tuple(line.split()) for line in sections["%files"]}
     assert {destination.rstrip("/") for *_, destination in docker_copies} == {destination for _, destination in apptainer_files}
+    assert {source.rstrip("/") for source, *_ in docker_copies} == {source for source, _ in apptainer_files}
     for source, _ in apptainer_files:
-        assert (CONTAINERS / source).exists(), f"%files {source}: not under containers/"
+        assert (ROOT / source).exists(), f"%files {source}: not under the repository root"
     exported = dict(line[len("export ") :].split("=", 1) for line in sections["%environment"] if line.startswith("export "))
     docker_env = dockerfile_env(block)
     for name_ in ("PYTHONPATH", "MLPERF_WF_HOOKS"):
@@ -86,7 +100,7 @@ def test_the_apptainer_definition_installs_the_same_patches(name):
 @pytest.mark.parametrize("name", BENCHMARKS)
 def test_the_definition_names_a_dockerfile_of_its_own(name):
     bench = registry.load_benchmark(name)
-    assert bench.full.container.dockerfile == f"containers/{name}/Dockerfile"
+    assert ROOT / bench.full.container.dockerfile == container(name) / "Dockerfile"
     assert (ROOT / bench.full.container.dockerfile).is_file()
 
 
@@ -109,7 +123,7 @@ def annotations_needing_newer_python(tree: ast.AST) -> list[str]:
     return found
 
 
-@pytest.mark.parametrize("source", [*sorted(HOOKS.glob("*.py")), CONTAINERS / "bert" / "patches" / "mlperf_wf_bert.py"], ids=lambda path: path.name)
+@pytest.mark.parametrize("source", [*sorted(HOOKS.glob("*.py")), container("bert") / "patches" / "mlperf_wf_bert.py"], ids=lambda path: path.name)
 def test_what_runs_in_the_oldest_image_is_python_3_6(source):
     """An error in sitecustomize does not stop Python: it prints a line and runs the reference unpatched."""
     text = source.read_text()
@@ -136,3 +150,23 @@ def test_a_write_error_on_the_result_file_fails_the_reference_process(tmp_path):
     assert "/dev/full: writing the run's log failed" in proc.stderr and "No space left on device" in proc.stderr
     proc = subprocess.run([sys.executable, "-c", script, str(tmp_path / "other.log")], capture_output=True, text=True, env={**env, "COMPLIANCE_FILE": ""})
     assert proc.returncode == 0 and "went on" in proc.stdout  # without a result file named, logging is as it was
+
+
+@pytest.mark.parametrize("name", BENCHMARKS)
+def test_the_local_launcher_puts_the_benchmark_s_own_patch_folder_on_pythonpath(tmp_path, monkeypatch, name):
+    """The ``local`` launcher runs the reference on the host with the same hooks and round patches as the image."""
+    import yaml
+
+    from mlperf_wf.config.workflow_config import WorkflowConfig
+    from mlperf_wf.plan import plan as planning
+
+    (tmp_path / "config").symlink_to(ROOT / "config")
+    monkeypatch.chdir(tmp_path)
+    config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    hooks = planning.Plan(WorkflowConfig.parse(config), project_root=ROOT, workdir=tmp_path).host_hooks(name)
+    patches = container(name) / "patches"
+    modules = sorted(path.stem for path in patches.glob("*.py"))
+    if not modules:
+        assert hooks is None
+        return
+    assert hooks is not None and hooks.folders == (str(HOOKS), str(patches)) and list(hooks.modules) == modules

@@ -78,6 +78,8 @@ def test_every_library_the_package_imports_is_a_declared_dependency():
     declared = {Requirement(line).name.lower().replace("_", "-") for line in tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]}
     imported = set()
     for path in (ROOT / "src" / "mlperf_wf").rglob("*.py"):
+        if "container" in path.relative_to(ROOT / "src").parts:  # round patches: they run in the reference's image
+            continue
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Import):
                 imported |= {alias.name.split(".")[0] for alias in node.names}

@@ -1,5 +1,5 @@
 """NeMo-Run's ``Executor.clone`` (``fdl.build(self.to_config())``, fiddle's config round trip), the real one at the llama31
-references' pin and the rehearsal's stand-in (``tests/rehearsal/benchmarks/_nemo_run.py``, which rebuilds the dataclass
+references' pin and the rehearsal's stand-in (``tests/rehearsal/nemo_run.py``, which rebuilds the dataclass
 from its init fields): the same executor out of the same executor in.
 
 Both references make their data-index executor as ``executor.clone()`` of the training's ``LocalExecutor`` and then set
@@ -87,7 +87,7 @@ REAL = "import nemo_run as run\nfrom nemo_run.core.execution import base\n" + SC
 STAND_IN = (
     f"""
 from pathlib import Path
-from tests.rehearsal.benchmarks import _nemo_run
+from tests.rehearsal import nemo_run as _nemo_run
 loaded = _nemo_run.load(Path({str(NEMO_RUN_SOURCE)!r}))
 run, base = loaded.run, loaded.base
 """
@@ -97,7 +97,7 @@ run, base = loaded.run, loaded.base
 
 def _outcomes(python: str, script: str, patches: str | None, folder: Path) -> list:
     # as the image starts every process: the start-up hooks, and the benchmark's round patches where given
-    folders = [ROOT / "containers" / "hooks", *([ROOT / "containers" / patches / "patches"] if patches else []), ROOT]
+    folders = [ROOT / "containers" / "hooks", *([ROOT / "src/mlperf_wf/benchmarks" / patches / "container" / "patches"] if patches else []), ROOT]
     env = {**os.environ, "NEMORUN_HOME": str(folder / "nemo_run_home"), "PYTHONPATH": ":".join(map(str, folders))}
     env.pop("MLPERF_WF_HOOKS", None)
     if patches:

@@ -27,7 +27,7 @@ from tests.conftest import DOCKER_IMAGE, needs_docker
 
 pytestmark = needs_docker
 
-CONTAINERS = Path(__file__).resolve().parents[2] / "containers"
+ROOT = Path(__file__).resolve().parents[2]
 IMAGES = ("bert", "retinanet")
 """The images whose bases carry NVIDIA's CUDA apt sources."""
 NVIDIA_LISTS = ("cuda.list", "nvidia-ml.list")
@@ -94,7 +94,7 @@ def _definitions() -> list[tuple[str, str]]:
 
 
 def apt_line(image: str, definition: str) -> str:
-    path = CONTAINERS / image / definition
+    path = ROOT / "src/mlperf_wf/benchmarks" / image / "container" / definition
     return dockerfile_apt_line(path) if definition == "Dockerfile" else apptainer_apt_lines(path)
 
 

@@ -65,3 +65,16 @@ def test_the_wheel_in_a_fresh_venv_reports_plots_scores_and_reads_a_campaign(fre
     shutil.copytree(ROOT / "config", tmp_path / "config")  # a workflow folder's own config, as a clone has it
     status = run(fresh_venv, "status", "--config", "benchmarks=[llama2_70b_lora]", "scale=full", "runs=10", cwd=tmp_path)
     assert status.returncode == 0 and "llama2_70b_lora" in status.stdout, status.stderr[-2000:]
+
+
+@pytest.mark.slow
+def test_the_wheel_carries_each_benchmark_s_catalog_entries_and_flops_and_not_its_image_definitions(fresh_venv):
+    """A benchmark's own catalog entries (``<its folder>/datasets/``) and model FLOPs are read by the installed commands; its image
+    definitions and round patches (``<its folder>/container/``) are built and mounted from the checkout, not installed."""
+    ask = [fresh_venv / "bin/python", "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"]
+    installed = Path(subprocess.run(ask, capture_output=True, text=True, check=True).stdout.strip()) / "mlperf_wf" / "benchmarks"
+    source = ROOT / "src" / "mlperf_wf" / "benchmarks"
+    for pattern in ("*/datasets/*.yaml", "*/model_flops.yaml"):  # the catalog entries; the models' FLOPs (time estimates)
+        in_wheel = sorted(str(path.relative_to(installed)) for path in installed.glob(pattern))
+        assert in_wheel and in_wheel == sorted(str(path.relative_to(source)) for path in source.glob(pattern)), pattern
+    assert sorted(installed.glob("*/container")) == []

@@ -1,9 +1,10 @@
 """Lightning's choice of cluster environment and its world checks, the real Trainer and the rehearsal's stand-ins: the
 same world accepted or refused.
 
-Lightning does not run in the rehearsal's venv, so two probes re-type what it decides at start-up:
-``stable_diffusion._check_geometry`` (srun's tasks: ``SLURMEnvironment``) and ``_llama31.world`` (torchrun's ranks:
-``TorchElasticEnvironment``). A world the real Lightning refuses, or one it would not take from the launcher (a job
+Lightning does not run in the rehearsal's venv, so the probes re-type what it decides at start-up: a benchmark's
+srun world (``SLURMEnvironment``: stable_diffusion's ``_check_geometry``, checked beside its tests with these
+scenarios) and
+``llama31.world`` (torchrun's ranks: ``TorchElasticEnvironment``). A world the real Lightning refuses, or one it would not take from the launcher (a job
 named ``bash`` makes Lightning spawn ranks of its own), must fail the rehearsal too. Each scenario builds the real
 ``Trainer`` (``.venv-reference``: lightning 2.4.0, NeMo 24.12's) under the scenario's environment and runs what
 ``fit`` runs before its first step on the CPU (the launcher's ``validate_settings`` and the rank's device), and runs the
@@ -22,8 +23,8 @@ import subprocess
 from pathlib import Path
 
 from tests.reference_venv import REFERENCE_PYTHON, reference_python_with
+from tests.rehearsal import llama31 as _llama31
 from tests.rehearsal import probe
-from tests.rehearsal.benchmarks import _llama31, stable_diffusion
 
 REAL_TRAINER = """
 import json, os, sys, warnings
@@ -107,17 +108,6 @@ def _stand_in(check, env: dict[str, str], monkeypatch) -> str:
 def _compare(real: dict[str, str], stand_in: dict[str, str]) -> None:
     verdicts = {name: (real[name].split(":")[0], stand_in[name].split(":")[0]) for name in real}
     assert all(r == s for r, s in verdicts.values()), "\n".join(f"{name}: real {real[name]!r}, stand-in {stand_in[name]!r}" for name in real)
-
-
-def test_stable_diffusion_s_srun_world_is_refused_where_lightning_refuses_it(monkeypatch):
-    real = _real(SLURM_SCENARIOS)
-    stand_in = {}
-    for name, (devices, nodes, env) in SLURM_SCENARIOS.items():
-        config = {"lightning": {"trainer": {"devices": devices, "num_nodes": nodes}}}
-        stand_in[name] = _stand_in(lambda ctx, config=config: stable_diffusion._check_geometry(ctx, config), env, monkeypatch)
-    _compare(real, stand_in)
-    assert real["the-plan-s-geometry"] == "accepted: SLURMEnvironment world 4", real
-    assert sum(verdict.startswith("refused") for verdict in real.values()) == len(real) - 1, real
 
 
 def test_llama31_s_torchrun_world_is_refused_where_lightning_refuses_it(monkeypatch):

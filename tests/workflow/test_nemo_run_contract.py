@@ -6,7 +6,7 @@ The llama31 references run ``build_data_index`` and then the training as one exp
 34259bd) starts the second task when the first failed and lets the script exit 0, so a failed run would pass as a
 finished job. The images' round patches (``containers/hooks/mlperf_wf_nemo_run.py``, loaded by both llama31 patch
 modules) end the launcher with 1 at the first failed task. The rehearsal's stand-in
-(``tests/rehearsal/benchmarks/_nemo_run.py``: ``ExperimentTask``, ``run_experiment``) must be no kinder than NeMo-Run:
+(``tests/rehearsal/nemo_run.py``: ``ExperimentTask``, ``run_experiment``) must be no kinder than NeMo-Run:
 each scenario runs through both, in a process of its own with the images' start-up hooks, and must end alike.
 
 The real NeMo-Run is installed from ``../shared/reference-src/nemo-run-34259bd`` into ``.venv-reference`` by ``make``
@@ -42,7 +42,7 @@ print("script ended", flush=True)
 STAND_IN_EXPERIMENT = f"""
 import sys
 from pathlib import Path
-from tests.rehearsal.benchmarks import _nemo_run
+from tests.rehearsal import nemo_run as _nemo_run
 nemo_run = _nemo_run.load(Path({str(NEMO_RUN_SOURCE)!r}))
 marker, first = sys.argv[1], sys.argv[2]
 tasks = [
@@ -59,7 +59,7 @@ def _experiment(python: Path, script: str, patches: str | None, first_status: in
     marker = folder / "second-task-ran"
     # as the image starts every process: the start-up hooks, and the benchmark's round patches where given
     # (containers/<name>/Dockerfile); without them, the start-up hooks load nothing
-    folders = [ROOT / "containers" / "hooks", *([ROOT / "containers" / patches / "patches"] if patches else []), ROOT]
+    folders = [ROOT / "containers" / "hooks", *([ROOT / "src/mlperf_wf/benchmarks" / patches / "container" / "patches"] if patches else []), ROOT]
     env = {**os.environ, "NEMORUN_HOME": str(folder / "nemo_run_home"), "PYTHONPATH": ":".join(map(str, folders))}
     env.pop("MLPERF_WF_HOOKS", None)
     if patches:

@@ -1,7 +1,7 @@
 """The full-scale rehearsal: every benchmark's real full-scale train job on a SLURM cluster in a box, up to the GPU.
 
 One campaign (``tests/rehearsal/campaign.py``) on a box of two nodes (``tests/rehearsal/cluster.py``) runs, for every
-benchmark with a rehearsal (``tests/rehearsal/benchmarks/<name>.py``), the plan's exact train-job command through
+benchmark with a rehearsal (``tests/benchmarks/<name>/rehearsal.py``), the plan's exact train-job command through
 ``snakemake --profile slurm`` and the official executor plugin, with pyxis's container options honoured by the
 stand-in (``tests/rehearsal/enroot.py``), on data in its published layout prepared by the workflow's own full-scale
 preparation. Inside, the reference's entry process runs its benchmark's probe (``tests/rehearsal/probe.py``: the
@@ -408,7 +408,7 @@ def test_the_box_has_two_nodes_with_their_own_names(box):
 @pytest.mark.skipif(bool(spec.os.environ.get(spec.ONLY_VARIABLE)), reason="a chosen subset is rehearsed")
 def test_every_benchmark_has_a_rehearsal():
     assert NAMES == sorted(registry.benchmark_names()), (
-        f"benchmarks without tests/rehearsal/benchmarks/<name>.py: {set(registry.benchmark_names()) - set(NAMES)}"
+        f"benchmarks without tests/benchmarks/<name>/rehearsal.py: {set(registry.benchmark_names()) - set(NAMES)}"
     )
 
 

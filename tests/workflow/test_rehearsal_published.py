@@ -1,5 +1,5 @@
 """Each R2 catalog entry names exactly the files MLCommons publishes (its ``.md5`` list, which the catalog copies with
-each file's md5), and the rehearsal's published layout (``tests/rehearsal/benchmarks/<name>.py``'s ``published``) writes
+each file's md5), and the rehearsal's published layout (``tests/benchmarks/<name>/rehearsal.py``'s ``published``) writes
 exactly those: the full-scale preparation and runs are rehearsed on what the downloader leaves, not on a subset (gpt3's
 catalog once expected loose files where R2 publishes one tarball; issue 24). ``campaign.write_published`` checks every
 entry the same way when the cluster in a box writes them; this module checks them without the box, each dataset once.

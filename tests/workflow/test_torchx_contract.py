@@ -12,7 +12,7 @@ import json
 import subprocess
 
 from tests.reference_venv import REFERENCE_PYTHON, reference_python_with
-from tests.rehearsal.benchmarks import _nemo_run
+from tests.rehearsal import nemo_run as _nemo_run
 
 REAL = """
 import json, sys

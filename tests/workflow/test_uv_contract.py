@@ -1,4 +1,4 @@
-"""``uv run``, the real one and the qwen35_397b_grpo rehearsal's stand-in (``qwen35_397b_grpo_image/bin/uv``): the same
+"""``uv run``, the real one and the qwen35_397b_grpo rehearsal's stand-in (``tests/benchmarks/qwen35_397b_grpo/rehearsal_image/bin/uv``): the same
 exit status and output when the driver exits 0, exits non-zero, is killed by a signal, when the launcher is sent
 SIGTERM or SIGINT (forwarded to the driver), and when it is killed at a timeout.
 
@@ -21,7 +21,7 @@ import pytest
 from tests.reference_venv import REFERENCE_PYTHON, reference_python_with
 
 ROOT = Path(__file__).resolve().parents[2]
-STAND_IN = ROOT / "tests" / "rehearsal" / "benchmarks" / "qwen35_397b_grpo_image" / "bin" / "uv"
+STAND_IN = ROOT / "tests" / "benchmarks" / "qwen35_397b_grpo" / "rehearsal_image" / "bin" / "uv"
 
 DRIVER = """
 import os, signal, sys, time

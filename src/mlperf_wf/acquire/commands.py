@@ -38,7 +38,7 @@ MIRROR = Command(
 
 
 def _download_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--dataset", help="catalog id (config/datasets/<id>.yaml): its source, pins and excludes")
+    p.add_argument("--dataset", help="catalog id (<id>.yaml in a benchmark folder's datasets/ or config/datasets/): its source, pins and excludes")
     p.add_argument("--dest", type=Path, required=True, help="the dataset folder (staged beside it, placed only when complete)")
     p.add_argument("--uri", help="R2: the .uri URL (https:// or file://); overrides the catalog's (its md5 pins then do not apply)")
     p.add_argument("--md5", help="R2: the .md5 list URL (default: beside --uri)")

@@ -68,7 +68,7 @@ class ZooExpectations:
     pinned: tuple[DatasetFile, ...] = ()
     """Files whose sha256/md5/size are known ahead (``<split>/labels/<labels file>``)."""
     where: str = "catalog"
-    """Where these values come from, named in errors (``config/datasets/<id>.yaml source.splits`` ...)."""
+    """Where these values come from, named in errors (``<catalog entry> source.splits`` ...)."""
 
 
 def source_folder(url: str) -> Path:

@@ -27,7 +27,7 @@ def seal(dataset_id: str, folder: Path, jobs: int = 4) -> dict[str, str]:
     if missing:
         raise ChecksumError(
             f"{folder / missing[0]}: the job of {entry.source.made_by}'s image did not leave it ({len(missing)} of the "
-            f"{len(entry.files)} files config/datasets/{dataset_id}.yaml lists are missing); nothing is sealed, the job fails"
+            f"{len(entry.files)} files {registry.dataset_where(dataset_id)} lists are missing); nothing is sealed, the job fails"
         )
     paths = sorted(str(path.relative_to(folder)) for path in folder.rglob("*") if path.is_file() and path.name not in (MANIFEST_NAME, STAMPS_NAME))
     digests = md5_files(folder, paths, jobs)

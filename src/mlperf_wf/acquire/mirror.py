@@ -29,6 +29,7 @@ from pathlib import Path
 
 from mlperf_wf.acquire.manifest import manifest_text
 from mlperf_wf.acquire.verify import git_blob_hash, hash_file, md5_file
+from mlperf_wf.config import registry
 from mlperf_wf.config.registry import DatasetDef, DatasetSource
 from mlperf_wf.errors import ConfigError
 
@@ -111,7 +112,7 @@ class FiftyOneMirrorPaths:
 def generate_tiny_mirror(dataset: DatasetDef, root: Path) -> MirrorPaths | HubMirrorPaths | FiftyOneMirrorPaths:
     """Run the dataset's seeded generator into a fresh mirror at ``root``, in the layout of the dataset's protocol."""
     if dataset.tiny is None:
-        raise ConfigError(f"config/datasets/{dataset.id}.yaml: no tiny: generator, so {dataset.id} has no tiny-scale stand-in; run it with scale: full")
+        raise ConfigError(f"{registry.dataset_where(dataset.id)}: no tiny: generator, so {dataset.id} has no tiny-scale stand-in; run it with scale: full")
     if root.exists():
         shutil.rmtree(root)
     generate = dataset.tiny.function()

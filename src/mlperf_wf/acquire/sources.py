@@ -63,6 +63,7 @@ def _download_from_hub(definition: DatasetDef | None, dest: Path, options: HubOp
 def _receive_fiftyone(definition: DatasetDef | None, dest: Path, source: str | None, expect: str, jobs: int) -> DownloadRecord:
     """A FiftyOne fetch folder, checked against the catalog's counts and pins (``expect`` catalog) or the tiny mirror's."""
     from mlperf_wf.acquire.fiftyone import ZooExpectations, receive_zoo_dataset
+    from mlperf_wf.config import registry
 
     if definition is None or definition.source.protocol != "fiftyone":
         raise ConfigError(
@@ -70,7 +71,7 @@ def _receive_fiftyone(definition: DatasetDef | None, dest: Path, source: str | N
         )
     if not source:
         raise ConfigError(f"download: {definition.id} is received from the folder its fetch wrote: give --source file:FOLDER. {definition.source.instructions}")
-    where = f"config/datasets/{definition.id}.yaml"
+    where = registry.dataset_where(definition.id)
     if expect == Scale.TINY:
         if definition.tiny is None or not definition.tiny.splits:
             raise ConfigError(f"{where}: --expect tiny needs tiny.splits (the tiny mirror's images per split)")

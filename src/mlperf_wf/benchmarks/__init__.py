@@ -14,5 +14,10 @@
   ``mlperf_wf.run.harness`` does the rest.
 - its tiny data generator modules (named by its dataset catalog entries), and ``README.md``.
 
-The container lives in ``containers/<name>/``; datasets in the shared catalog ``config/datasets/``.
+- ``datasets/<id>.yaml``: the catalog entries only this benchmark reads (``mlperf_wf.config.registry.dataset_file``;
+  an entry several benchmarks read is in ``config/datasets/``).
+- ``container/``: its image definitions (``Dockerfile``, built with the repository root as the context,
+  ``Apptainer.def``) and the round patches (``patches/``) the images and the ``local`` launcher put on ``PYTHONPATH``.
+
+Its tests, its rehearsal and its golden plans are beside it, in ``tests/benchmarks/<name>/``.
 """

@@ -3,8 +3,9 @@
 A benchmark is the folder ``mlperf_wf/benchmarks/<name>/``; see ``mlperf_wf.benchmarks``
 for what it holds. Its ``benchmark.yaml`` is read into :class:`BenchmarkDef`: the
 datasets it needs by role, the reference implementation, and how that reference runs at
-full scale. Datasets are one catalog, ``config/datasets/<id>.yaml`` (:class:`DatasetDef`),
-shared by every benchmark that names them (C4 serves several).
+full scale. Datasets are one catalog of ``<id>.yaml`` entries (:class:`DatasetDef`): a benchmark's own in its
+folder's ``datasets/``, those several benchmarks read (C4 serves several) in ``config/datasets/``, which also
+holds a site's own copy of any entry (it takes precedence).
 
 Every error is one line naming the file, the key, the value and what is allowed, and
 :func:`check_all` collects them for every definition at once (``mlperf-wf check`` and
@@ -37,6 +38,11 @@ PACKAGE_DIR = Path(mlperf_wf.__file__).parent
 """The installed package's folder (its benchmarks, its modules' sources)."""
 BENCHMARKS_DIR = PACKAGE_DIR / "benchmarks"
 DEFINITION_FILE = "benchmark.yaml"
+CATALOG_FOLDER = "datasets"
+"""A benchmark folder's catalog entries (``<name>/datasets/<id>.yaml``), and the shared ones' ``config/datasets/``."""
+CONTAINER_FOLDER = "container"
+"""A benchmark folder's image definitions: ``Dockerfile`` (built with the repository root as the context),
+``Apptainer.def`` and the round patches ``patches/`` the images put on ``PYTHONPATH``."""
 BENCHMARK_MODULES = ("hyperparameters", "prepare", "trainer")
 """Modules every benchmark folder has: its tiny hyperparameter model, its preparation, its tiny trainer."""
 BENCHMARK_FILES = (DEFINITION_FILE, "README.md", *(f"{module}.py" for module in BENCHMARK_MODULES))
@@ -169,7 +175,7 @@ class TinyGenerator(_Strict):
 
 
 class DatasetDef(_Strict):
-    """A dataset (or model checkpoint, or tokenizer) entry of ``config/datasets/``."""
+    """A dataset (or model checkpoint, or tokenizer) entry of the catalog (:func:`dataset_file`)."""
 
     id: str
     """Catalog id; also the folder name under ``resources/<scale>/datasets/``."""
@@ -237,7 +243,7 @@ class Input(_Strict):
     """One dataset a benchmark needs, under the role it plays."""
 
     dataset: str
-    """Catalog id (``config/datasets/<id>.yaml``)."""
+    """Catalog id (``<id>.yaml`` in its benchmark's ``datasets/`` or in ``config/datasets/``)."""
     used_by: list[Literal["prepare", "train"]] = Field(default_factory=lambda: ["prepare"], min_length=1)
     """Stages that read it: ``prepare`` (handed to every preparation shard as ``--input ROLE=FOLDER``) and/or
     ``train`` (handed to every run: ``--input ROLE=FOLDER`` at tiny scale, mounted at ``full.mounts[ROLE]`` and
@@ -344,7 +350,7 @@ class ImageVariant(_Strict):
     image: str
     """Image repository and tag."""
     dockerfile: str
-    """Dockerfile (under ``containers/``) that builds it."""
+    """Dockerfile that builds it, relative to the repository root (``src/mlperf_wf/benchmarks/<name>/container/Dockerfile``)."""
     targets: ImageTargets
     """What it runs on: CUDA or ROCm targets, either vendor's (llama31_8b's reference has an MI325X image beside its
     NVIDIA ones); the runs of the variant get that vendor's devices."""
@@ -368,7 +374,7 @@ class Container(_Strict):
     """``sha256:...`` content digest the image is pinned to; required to launch at full scale
     (or give it in the workflow config's ``full_container``)."""
     dockerfile: str | None = None
-    """Dockerfile (under ``containers/``) that builds the image from the reference base."""
+    """Dockerfile that builds the image from the reference base, relative to the repository root (in the benchmark's ``container/``)."""
     squashfs: str | None = None
     """This site's enroot image file of the pinned image (``mlperf-wf bundle import`` writes it): pyxis starts it
     directly (``--container-image=/path.sqsh``) instead of importing ``image@digest`` from a registry."""
@@ -628,6 +634,9 @@ class TinyTier(_Strict):
     unmodified; a run whose only complaints are failed CHECKs of these keys gets the verdict
     ``passed_except_declared`` (never ``passed``), and is scored as a run that reached the target."""
 
+    runs_on_cuda: bool = False
+    """The tiny trainer moves its model and batches to the run's device (``TinyRun.device``), so a tiny run may compute
+    on a CUDA device (``MLPERF_WF_TINY_DEVICE``, ``bench/gpu_smoke.py``); false: it runs on the CPU only."""
     standin_targets: list[StandInTarget] = Field(default_factory=list)
     """Where the tiny tier measures a metric with stand-in encoders (stable_diffusion's FID/CLIP), the thresholds the
     tiny runs stop at instead of the rules' targets, one per metric, each with how it was calibrated (README)."""
@@ -677,6 +686,9 @@ class BenchmarkDef(_Strict):
     """Workflow name: the folder's name (not written in the file); ``results/<name>/``."""
     submission_benchmark: str
     """The ``submission_benchmark`` value mlperf-logging knows; the rounds it belongs to come from mlperf-logging."""
+    results_folder_names: list[str] = Field(default_factory=list)
+    """Other names the rounds' published results give its folders (rgat's ``gnn``), read as this benchmark by
+    ``mlperf_wf.results.published_rounds``."""
     quality_metric: str
     """What the benchmark's ``eval_accuracy`` measures, in words (an AUC, a loss, an accuracy): figures and status say
     it beside the key (the target itself comes from mlperf-logging)."""
@@ -849,9 +861,47 @@ def benchmark_names() -> list[str]:
     return sorted(path.parent.name for path in BENCHMARKS_DIR.glob(f"*/{DEFINITION_FILE}"))
 
 
+@cache
+def _benchmark_catalog_files() -> dict[str, list[Path]]:
+    """Catalog id -> the entries of that id in the benchmark folders (more than one is a problem of :func:`check_all`);
+    read once per process, as the definitions are."""
+    found: dict[str, list[Path]] = {}
+    for path in sorted(BENCHMARKS_DIR.glob(f"*/{CATALOG_FOLDER}/*.yaml")):
+        if (path.parent.parent / DEFINITION_FILE).is_file():
+            found.setdefault(path.stem, []).append(path)
+    return found
+
+
+def container_folder(name: str) -> Path:
+    """Benchmark ``name``'s image definitions and round patches (``<its folder>/container/``)."""
+    return BENCHMARKS_DIR / name / CONTAINER_FOLDER
+
+
 def dataset_ids(root: Path | None = None) -> list[str]:
-    """Every dataset of the catalog."""
-    return sorted(path.stem for path in (config_dir(root) / "datasets").glob("*.yaml"))
+    """Every dataset of the catalog: the benchmark folders' entries and ``config/datasets/``'s."""
+    shared = {path.stem for path in (config_dir(root) / CATALOG_FOLDER).glob("*.yaml")}
+    return sorted(shared | set(_benchmark_catalog_files()))
+
+
+def dataset_file(dataset_id: str, root: Path | None = None) -> Path | None:
+    """The catalog entry of ``dataset_id``: ``config/datasets/<id>.yaml`` (the shared entries, and a site's own copy
+    of any entry), else ``<id>.yaml`` in a benchmark folder's ``datasets/``; None for an id the catalog lacks."""
+    shared = config_dir(root) / CATALOG_FOLDER / f"{dataset_id}.yaml"
+    if shared.is_file():
+        return shared
+    own = _benchmark_catalog_files().get(dataset_id)
+    return own[0] if own else None
+
+
+def dataset_where(dataset_id: str, root: Path | None = None) -> str:
+    """The catalog entry of ``dataset_id`` as errors name it: relative to the project or the installed package."""
+    path = dataset_file(dataset_id, root)
+    if path is None:
+        return f"{CATALOG_FOLDER}/{dataset_id}.yaml"
+    for base in (PACKAGE_DIR.parent, config_dir(root).parent):
+        if path.is_relative_to(base):
+            return str(path.relative_to(base))
+    return str(path)
 
 
 def parse_benchmark_file(path: Path, name: str) -> BenchmarkDef:
@@ -877,10 +927,9 @@ def load_benchmark(name: str) -> BenchmarkDef:
 
 
 def load_dataset(dataset_id: str, root: Path | None = None) -> DatasetDef:
-    """Load ``config/datasets/<id>.yaml``."""
-    folder = config_dir(root) / "datasets"
-    path = folder / f"{dataset_id}.yaml"
-    if not path.is_file():
+    """Load the catalog entry of ``dataset_id`` (:func:`dataset_file`)."""
+    path = dataset_file(dataset_id, root)
+    if path is None:
         raise ConfigError(f"dataset {dataset_id!r} is not defined; known datasets: {', '.join(dataset_ids(root))}")
     entry = _validated(path, DatasetDef, read_yaml(path))
     if entry.id != dataset_id:
@@ -998,7 +1047,7 @@ def check_benchmark(name: str, root: Path | None = None, import_modules: bool = 
     declared = [(f"inputs.{role}", item) for role, item in bench.inputs.items()]
     declared += [(f"preparations.{way}.inputs.{role}", item) for way, prep in bench.preparations.items() for role, item in prep.inputs.items()]
     for key, item in declared:
-        if not (config_dir(root) / "datasets" / f"{item.dataset}.yaml").is_file():
+        if dataset_file(item.dataset, root) is None:
             raise ConfigError(f"{bench.definition_file}: {key}.dataset: {item.dataset!r} is not in the dataset catalog; known: {', '.join(dataset_ids(root))}")
     made = bench.full.made_in_image
     for role, dataset_id in bench.roles_for("train").items():
@@ -1048,11 +1097,11 @@ def check_dataset(dataset_id: str, root: Path | None = None, import_modules: boo
     dataset = load_dataset(dataset_id, root)
     made_by = dataset.source.made_by
     if made_by is not None and dataset_id not in (made := _made_in_image_by(made_by, root)):
-        path = config_dir(root) / "datasets" / f"{dataset_id}.yaml"
+        path = dataset_file(dataset_id, root)
         makes = ", ".join(made) or "none"
         raise ConfigError(f"{path}: source.made_by: {made_by!r} makes no dataset {dataset_id!r} in its full.made_in_image (it makes: {makes})")
     if dataset.tiny is not None:
-        path = config_dir(root) / "datasets" / f"{dataset_id}.yaml"
+        path = dataset_file(dataset_id, root)
         tiny = dataset.tiny
         _check_module_exists(path, tiny.module_name, "tiny.module")
         if import_modules and not callable(getattr(_import(tiny.module_name, f"{path}: tiny.module {tiny.module_name}"), tiny.function_name, None)):
@@ -1069,7 +1118,7 @@ def _made_in_image_by(benchmark: str, root: Path | None) -> list[str]:
 
 def check_all(root: Path | None = None, import_modules: bool = False, read_imports: bool = True) -> list[str]:
     """Every problem of every benchmark and dataset definition, one line each (empty: all good)."""
-    problems = []
+    problems = _catalog_placement_problems()
     for dataset_id in dataset_ids(root):
         try:
             check_dataset(dataset_id, root, import_modules)
@@ -1080,4 +1129,21 @@ def check_all(root: Path | None = None, import_modules: bool = False, read_impor
             check_benchmark(name, root, import_modules, read_imports)
         except ConfigError as err:
             problems.append(str(err))
+    return problems
+
+
+def _catalog_placement_problems() -> list[str]:
+    """A benchmark folder's catalog entry is that benchmark's alone: one folder holds it, and no other benchmark reads
+    it (an entry several read is in ``config/datasets/``), so removing the folder removes only what it alone used."""
+    problems = []
+    for dataset_id, paths in _benchmark_catalog_files().items():
+        owners = [path.parent.parent.name for path in paths]
+        if len(paths) > 1:
+            problems.append(f"{paths[1]}: id: {dataset_id!r} is also {paths[0]}; a catalog id has one entry")
+            continue
+        others = [name for name in users_of(dataset_id) if name != owners[0]]
+        if others:
+            problems.append(
+                f"{paths[0]}: id: {dataset_id!r} is read by {', '.join(others)} too; an entry several benchmarks read is in config/{CATALOG_FOLDER}/"
+            )
     return problems

@@ -41,7 +41,7 @@ fails does not fail the run, it says so in the job's log.
 At full scale the reference's mllog writer is pointed at the run's result file
 through ``COMPLIANCE_FILE`` (each process writing a file of its own in ``MLPERF_WF_MLLOG_PARTS``, which the train job
 merges into the result file after the run: one writer per file), the workflow's submission values reach the run as
-``MLPERF_SUBMISSION_*``, and the benchmark's round patches (``containers/<name>/patches``,
+``MLPERF_SUBMISSION_*``, and the benchmark's round patches (``<its folder>/container/patches``,
 loaded by ``containers/hooks/sitecustomize.py``) are baked into its image; the ``local``
 launcher puts the same folders on ``PYTHONPATH``.
 """
@@ -152,7 +152,7 @@ class HostHooks:
     """The start-up hooks and a benchmark's round patches in this checkout (``local`` launcher)."""
 
     folders: tuple[str, ...]
-    """``containers/hooks`` and ``containers/<name>/patches``, absolute, put first on ``PYTHONPATH``."""
+    """``containers/hooks`` and ``<its folder>/container/patches``, absolute, put first on ``PYTHONPATH``."""
     modules: tuple[str, ...]
     """Patch modules for ``MLPERF_WF_HOOKS``."""
 

@@ -508,8 +508,8 @@ class Plan:
         return tuple((str(flag), str(value)) for flag, value in self.settings.full_arguments.get(name, {}).items())
 
     def host_hooks(self, name: str) -> launch.HostHooks | None:
-        """This checkout's start-up hooks and the benchmark's round patches (``containers/<name>/patches``)."""
-        patches = self.project_root / "containers" / name / "patches"
+        """This checkout's start-up hooks and the benchmark's round patches (``<its folder>/container/patches``)."""
+        patches = self.project_root / "src" / registry.container_folder(name).relative_to(registry.PACKAGE_DIR.parent) / "patches"
         modules = tuple(sorted(path.stem for path in patches.glob("*.py")))
         if not modules:
             return None

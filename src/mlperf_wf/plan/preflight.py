@@ -440,7 +440,7 @@ def _dataset_problems(plan: Plan, dataset_id: str, env: Mapping[str, str]) -> li
                 dataset_id,
                 "to download it, MLCommons R2 needs access (members only): export MLPERF_WF_CF_ACCESS_CLIENT_ID and "
                 "MLPERF_WF_CF_ACCESS_CLIENT_SECRET (a Cloudflare Access service token) or MLPERF_WF_CF_ACCESS_TOKEN "
-                f"(config/datasets/{dataset_id}.yaml license says how to get it)",
+                f"({registry.dataset_where(dataset_id)} license says how to get it)",
             )
         ]
     if source.protocol == "huggingface" and source.credentials_required and not env.get(HUB_CREDENTIALS):

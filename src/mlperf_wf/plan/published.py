@@ -11,9 +11,9 @@ nearest in count (else the nearest of any family whose peak is known), and scale
 time x published count / count; more accelerators rarely scale better than that, so the estimate errs short at
 large counts and the walltime's margin covers it) and by the families' dense BF16 peaks. Where no row fits, the
 model's training FLOPs (``model_flops.yaml``: FLOPs per sample, each with its source) times the samples to converge
-(the RCP's mean), over the system's peak at :data:`ASSUMED_MFU`. A benchmark no round has published yet is named in
-``model_flops.yaml``'s ``unpublished`` with where the results were looked for, and its estimate says so first: it then
-rests on the reference's own measured runs where its README gives them (``reference_runs``), scaled like a published
+(the RCP's mean), over the system's peak at :data:`ASSUMED_MFU`. A benchmark no round has published yet says so in
+its folder's ``model_flops.yaml`` (``unpublished``: where the results were looked for), and its estimate says so first: it then
+rests on the reference's own measured runs where its README gives them (``reference_run``), scaled like a published
 row, else on the model's FLOPs.
 """
 
@@ -27,8 +27,9 @@ from functools import cache
 from importlib import resources
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from mlperf_wf.config import registry
 from mlperf_wf.errors import ConfigError
 
 TABLE = "published_results.csv"
@@ -120,8 +121,43 @@ class ReferenceRun(BaseModel):
     """The reference's file and lines that state it."""
 
 
+class _Peaks(BaseModel):
+    """``mlperf_wf/plan/model_flops.yaml``: the accelerators' peaks."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    accelerators: dict[str, AcceleratorPeak]
+    """Family -> peak, most specific family name first (``GB200`` before ``B200``)."""
+
+
+class BenchmarkFlops(BaseModel):
+    """A benchmark folder's ``model_flops.yaml``: what its time estimates rest on."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    flops_per_sample: float | None = Field(None, gt=0)
+    """Forward and backward FLOPs of one training sample (:class:`ModelFlops`); none where no estimate rests on them."""
+    source: str | None = Field(None, min_length=1)
+    """How ``flops_per_sample`` is derived, and where its figures are stated (given with it)."""
+    lower_bound: bool = False
+    """Whether the FLOPs count only part of a run's work (:class:`ModelFlops`)."""
+    reference_slowdown: Slowdown | None = None
+    """How much slower its reference trains than the published results (applied to those estimates); none: as fast."""
+    unpublished: str | None = Field(None, min_length=1)
+    """Why no training_results round has a result of it (its round, and where the results were looked for): its
+    estimates say so first, then rest on ``reference_run`` or the model's FLOPs."""
+    reference_run: ReferenceRun | None = None
+    """The reference's own measured time to train, scaled like a published row where none is published."""
+
+    @model_validator(mode="after")
+    def _flops_with_their_source(self) -> BenchmarkFlops:
+        if (self.flops_per_sample is None) != (self.source is None):
+            raise ValueError("flops_per_sample and source are given together")
+        return self
+
+
 class FlopsTable(BaseModel):
-    """``model_flops.yaml``."""
+    """The accelerators' peaks and every benchmark's time facts, from its folder (:func:`flops_table`)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -162,11 +198,29 @@ def read_rows(text: str) -> tuple[PublishedResult, ...]:
 
 @cache
 def flops_table() -> FlopsTable:
-    try:
-        return FlopsTable(**yaml.safe_load(_data_file(FLOPS_TABLE).read_text()))
-    except ValidationError as err:
-        first = err.errors()[0]
-        raise ConfigError(f"{FLOPS_TABLE}: {'.'.join(map(str, first['loc']))}: {first['msg']}") from None
+    """The accelerators' peaks (``mlperf_wf/plan/model_flops.yaml``) and each benchmark's facts (its folder's)."""
+
+    def read(path, model):
+        try:
+            return model(**yaml.safe_load(path.read_text()))
+        except ValidationError as err:
+            first = err.errors()[0]
+            raise ConfigError(f"{path}: {'.'.join(map(str, first['loc']))}: {first['msg']}") from None
+
+    peaks = read(_data_file(FLOPS_TABLE), _Peaks)
+    folders = [registry.BENCHMARKS_DIR / name for name in registry.benchmark_names()]
+    own = {folder.name: read(folder / FLOPS_TABLE, BenchmarkFlops) for folder in folders if (folder / FLOPS_TABLE).is_file()}
+    return FlopsTable(
+        accelerators=peaks.accelerators,
+        models={
+            name: ModelFlops(flops_per_sample=facts.flops_per_sample, source=facts.source, lower_bound=facts.lower_bound)
+            for name, facts in own.items()
+            if facts.flops_per_sample is not None
+        },
+        reference_slowdown={name: facts.reference_slowdown for name, facts in own.items() if facts.reference_slowdown},
+        unpublished={name: facts.unpublished for name, facts in own.items() if facts.unpublished},
+        reference_runs={name: facts.reference_run for name, facts in own.items() if facts.reference_run},
+    )
 
 
 def family_of(accelerator: str | None) -> str | None:

@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, field
 from functools import cache, cached_property
 from pathlib import Path
 
-from mlperf_wf.config import mlperf_rules
+from mlperf_wf.config import mlperf_rules, registry
 from mlperf_wf.errors import ConfigError
 
 USAGE = "training"
@@ -61,7 +61,7 @@ class RcpTable:
     benchmark: str
     ruleset: str
     unit: str
-    """``samples``, ``tokens`` (:data:`TOKEN_RCPS`) or ``epochs`` (the checker's ``Epochs to converge`` holds samples for
+    """``samples``, ``tokens`` (:func:`counts_tokens`) or ``epochs`` (the checker's ``Epochs to converge`` holds samples for
     most LLM benchmarks)."""
     points: tuple[RcpPoint, ...]
     cache_file: Path | None = field(default=None, repr=False, compare=False)
@@ -162,10 +162,13 @@ def _read_cache(benchmark: str, ruleset: str, cache_file: Path) -> RcpTable | No
     return RcpTable(benchmark=benchmark, ruleset=ruleset, unit=content["unit"], points=points, cache_file=cache_file, coverages=coverages)
 
 
-TOKEN_RCPS = frozenset({"gpt3"})
-"""Benchmarks whose RCPs (and logs: ``epoch_num``) count training tokens, not samples (gpt3: consumed samples x the
-sequence length, e.g. the paxml reference's ``c4_mllog.py``: ``epoch_num`` = steps x ``global_batch_size_tokens``);
-``full.sizing.tokens_per_sample`` turns them into samples."""
+def counts_tokens(benchmark: str) -> bool:
+    """Whether the RCPs (and logs: ``epoch_num``) of ``benchmark`` (mlperf-logging's name) count training tokens, not
+    samples (gpt3: consumed samples x the sequence length, e.g. the paxml reference's ``c4_mllog.py``: ``epoch_num`` =
+    steps x ``global_batch_size_tokens``): its definition gives ``full.sizing.tokens_per_sample``, which turns them
+    into samples."""
+    definitions = (registry.load_benchmark(name) for name in registry.benchmark_names())
+    return any(bench.submission_benchmark == benchmark and bench.full.sizing and bench.full.sizing.tokens_per_sample for bench in definitions)
 
 
 @cache
@@ -196,7 +199,7 @@ def rcp_table(benchmark: str, ruleset: str) -> RcpTable | None:
         for name, record in checker.rcp_data.items()
     )
     unit = "samples" if max(point.mean for point in points) > 1000 else "epochs"
-    if unit == "samples" and benchmark in TOKEN_RCPS:
+    if unit == "samples" and counts_tokens(benchmark):
         unit = "tokens"
     computed = RcpTable(benchmark=benchmark, ruleset=ruleset, unit=unit, points=points, cache_file=cache_file)
     computed.__dict__["checker"] = checker  # the one built above (cached_property's slot)

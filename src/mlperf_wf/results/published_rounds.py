@@ -7,10 +7,13 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
+from mlperf_wf.config import registry
 from mlperf_wf.plan.published import TABLE, PublishedResult, _data_file, family_of, read_rows
 
-FOLDER_NAMES = {"gnn": "rgat", "ssd": "retinanet"}
-"""Benchmark folder names of older rounds and the benchmark they are here."""
+
+def folder_names() -> dict[str, str]:
+    """Benchmark folder names of older rounds and the benchmark they are here (its definition's ``results_folder_names``)."""
+    return {alias: name for name in registry.benchmark_names() for alias in registry.load_benchmark(name).results_folder_names}
 
 
 def rows_of_round(round_folder: Path, ruleset: str, repo: str, commit: str, jobs: int | None = None) -> list[PublishedResult]:
@@ -18,7 +21,7 @@ def rows_of_round(round_folder: Path, ruleset: str, repo: str, commit: str, jobs
     project's scorer as the result summarizer scores them; a set that is not valid is left out."""
     from mlperf_wf.results import scoring, verdict
 
-    rows = []
+    rows, aliases = [], folder_names()
     for score in scoring.score_paths(round_folder, ruleset, verdict.judged_score, jobs=jobs):
         if not score.valid or score.time_to_train is None:
             continue
@@ -34,7 +37,7 @@ def rows_of_round(round_folder: Path, ruleset: str, repo: str, commit: str, jobs
         relative = folder.relative_to(organisation.parent).as_posix()
         rows.append(
             PublishedResult(
-                benchmark=FOLDER_NAMES.get(score.benchmark, score.benchmark),
+                benchmark=aliases.get(score.benchmark, score.benchmark),
                 round=ruleset,
                 submitter=organisation.name,
                 system=score.system,

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 from mlperf_logging.mllog import constants
 
+from mlperf_wf.config import registry
 from mlperf_wf.config.mlperf_rules import QualityTarget
 from mlperf_wf.errors import ConfigError
 from mlperf_wf.run.mllog_utils import RunLogger, Submission, clear_caches, rank_from_env
@@ -51,12 +52,14 @@ LOGGED_BY_THE_HARNESS_LATER = frozenset(
 
 DEVICE_VARIABLE = "MLPERF_WF_TINY_DEVICE"
 """Where a tiny run computes: ``cpu`` (unset: the CPU tier) or ``cuda``/``cuda:N`` (``bench/gpu_smoke.py`` on a GPU
-machine). A trainer that moves its model and batches to :attr:`TinyRun.device` names itself in :data:`DEVICE_TRAINERS`;
-the others refuse a device other than the CPU."""
-DEVICE_TRAINERS = frozenset({"llama2_70b_lora", "llama31_8b", "llama31_405b", "gpt3", "gpt_oss_20b", "deepseekv3_671b"})
-"""The tiny trainers that run on :data:`DEVICE_VARIABLE`'s device: llama2_70b_lora's and the causal-LM loop's
-(``mlperf_wf.language_models.causal_trainer``)."""
+machine). A trainer that moves its model and batches to :attr:`TinyRun.device` says so in its definition
+(``tiny.runs_on_cuda``, :func:`device_trainers`); the others refuse a device other than the CPU."""
 _DEVICE = re.compile(r"^(cpu|cuda(:[0-9]+)?)$")
+
+
+def device_trainers() -> list[str]:
+    """The benchmarks whose tiny trainer runs on :data:`DEVICE_VARIABLE`'s device (``tiny.runs_on_cuda``)."""
+    return [name for name in registry.benchmark_names() if registry.load_benchmark(name).tiny.runs_on_cuda]
 
 
 def run_device(benchmark: str, environ: dict[str, str] | None = None) -> str:
@@ -66,8 +69,8 @@ def run_device(benchmark: str, environ: dict[str, str] | None = None) -> str:
         raise ConfigError(f"{DEVICE_VARIABLE}={value!r}: not a device; allowed: cpu, cuda, cuda:N")
     if value == "cpu":
         return value
-    if benchmark not in DEVICE_TRAINERS:
-        raise ConfigError(f"{DEVICE_VARIABLE}={value}: the tiny {benchmark} trainer runs on the CPU only; on {value}: {', '.join(sorted(DEVICE_TRAINERS))}")
+    if benchmark not in (capable := device_trainers()):
+        raise ConfigError(f"{DEVICE_VARIABLE}={value}: the tiny {benchmark} trainer runs on the CPU only; on {value}: {', '.join(capable)}")
     import torch
 
     if not torch.cuda.is_available():

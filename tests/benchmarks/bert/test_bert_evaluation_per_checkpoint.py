@@ -1,4 +1,4 @@
-"""bert's evaluation process scores each checkpoint once (round patch 7, containers/bert/patches/mlperf_wf_bert.py).
+"""bert's evaluation process scores each checkpoint once (round patch 7, src/mlperf_wf/benchmarks/bert/container/patches/mlperf_wf_bert.py).
 
 The reference's evaluation loop (run_pretraining.py:617-642) calls ``estimator.evaluate`` back to back, each time on
 the latest checkpoint, on the GPU it shares with a training replica. Here the loop runs as the reference writes it,
@@ -19,7 +19,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[3]
 HOOKS = ROOT / "containers" / "hooks"
-PATCHES = ROOT / "containers" / "bert" / "patches"
+PATCHES = ROOT / "src/mlperf_wf/benchmarks" / "bert" / "container" / "patches"
 
 ESTIMATOR_STAND_IN = '''
 import os

@@ -28,8 +28,9 @@ from tests.conftest import reference_source
 
 ROOT = Path(__file__).resolve().parents[3]
 CONTAINERS = ROOT / "containers"
+CONTAINER = ROOT / "src/mlperf_wf/benchmarks/bert/container"
 HOOKS = CONTAINERS / "hooks"
-PATCHES = CONTAINERS / "bert" / "patches"
+PATCHES = CONTAINER / "patches"
 PATCH_BLOCK_MARKER = "# --- mlperf-workflow patches"
 
 
@@ -96,11 +97,11 @@ def test_every_script_flag_and_input_the_full_command_names_exists():
 
 
 def test_dockerfile_ends_with_the_shared_patch_block():
-    ours = (CONTAINERS / "bert" / "Dockerfile").read_text().split(PATCH_BLOCK_MARKER)[1].splitlines()[1:]
-    rgat = (CONTAINERS / "rgat" / "Dockerfile").read_text().split(PATCH_BLOCK_MARKER)[1].splitlines()[1:]
+    ours = (CONTAINER / "Dockerfile").read_text().split(PATCH_BLOCK_MARKER)[1].splitlines()[1:]
+    rgat = (ROOT / "src/mlperf_wf/benchmarks" / "rgat" / "container" / "Dockerfile").read_text().split(PATCH_BLOCK_MARKER)[1].splitlines()[1:]
     assert [line.replace("rgat", "bert") for line in rgat] == ours
-    assert "tensorflow/tensorflow:2.4.0-gpu" in (CONTAINERS / "bert" / "Dockerfile").read_text()
-    assert "From: tensorflow/tensorflow:2.4.0-gpu" in (CONTAINERS / "bert" / "Apptainer.def").read_text()
+    assert "tensorflow/tensorflow:2.4.0-gpu" in (CONTAINER / "Dockerfile").read_text()
+    assert "From: tensorflow/tensorflow:2.4.0-gpu" in (CONTAINER / "Apptainer.def").read_text()
 
 
 def test_the_images_drop_the_base_images_cuda_apt_sources_before_apt_get_update():
@@ -108,10 +109,10 @@ def test_the_images_drop_the_base_images_cuda_apt_sources_before_apt_get_update(
     cuda.list and nvidia-ml.list, signed with the key NVIDIA rotated in April 2022: apt-get update fails on them
     (NO_PUBKEY A4B469963BF863CC), so both files go before it (git comes from Ubuntu's archive)."""
     for definition in ("Dockerfile", "Apptainer.def"):
-        text = "\n".join(line for line in (CONTAINERS / "bert" / definition).read_text().splitlines() if not line.lstrip().startswith("#"))
+        text = "\n".join(line for line in (CONTAINER / definition).read_text().splitlines() if not line.lstrip().startswith("#"))
         update = text.index("apt-get update")
         for source in ("/etc/apt/sources.list.d/cuda.list", "/etc/apt/sources.list.d/nvidia-ml.list"):
-            assert source in text[:update], f"containers/bert/{definition}: {source} is not removed before apt-get update"
+            assert source in text[:update], f"src/mlperf_wf/benchmarks/bert/container/{definition}: {source} is not removed before apt-get update"
 
 
 FLAG_VALUES = dict(

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import pytest
 
+from tests.benchmarks.bert import rehearsal as bert_rehearsal
 from tests.rehearsal import campaign, cluster, spec
-from tests.rehearsal.benchmarks import bert as bert_rehearsal
 from tests.rehearsal.probe import FAILED_ON_PURPOSE
 
 REHEARSAL = bert_rehearsal.REHEARSAL

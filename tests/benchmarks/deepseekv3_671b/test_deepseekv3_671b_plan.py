@@ -1,6 +1,6 @@
 """deepseekv3_671b's full-scale plan: the reference's 64 x 4 geometry for every launcher (golden), and the dry run
 of the full-scale DAG listing the three train jobs. One node and two nodes (geometry overrides) are in
-``tests/golden/plan/deepseekv3_671b.json`` through tests/plan/test_plan.py; regenerate both with
+``tests/benchmarks/deepseekv3_671b/golden/deepseekv3_671b.json`` through tests/plan/test_plan.py; regenerate both with
 ``MLPERF_WF_UPDATE_GOLDEN=1 pytest tests/plan/test_plan.py tests/benchmarks/deepseekv3_671b/test_deepseekv3_671b_plan.py -k deepseekv3_671b``."""
 
 from __future__ import annotations

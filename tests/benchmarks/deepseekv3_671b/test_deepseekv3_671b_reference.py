@@ -32,7 +32,7 @@ from tests.conftest import parser_options, reference_source, shell_values
 ROOT = Path(__file__).resolve().parents[3]
 CONTAINERS = ROOT / "containers"
 HOOKS = CONTAINERS / "hooks"
-PATCHES = CONTAINERS / "deepseekv3_671b" / "patches"
+PATCHES = ROOT / "src/mlperf_wf/benchmarks" / "deepseekv3_671b" / "container" / "patches"
 BENCH = load_benchmark("deepseekv3_671b")
 QUALITY_TARGET = quality_target_text(BENCH, Launch("pyxis"))
 """The command's ``{quality_target}``: the latest round's closed target, from mlperf-logging's rules."""
@@ -134,10 +134,10 @@ def test_mounts_and_environment_follow_the_run_script_and_the_launcher():
 
 @needs_reference
 def test_the_dockerfile_builds_the_references_own_at_the_pinned_commit_plus_the_patch_block():
-    ours = (CONTAINERS / "deepseekv3_671b" / "Dockerfile").read_text()
+    ours = (ROOT / "src/mlperf_wf/benchmarks" / "deepseekv3_671b" / "container" / "Dockerfile").read_text()
     assert BENCH.reference.commit in ours and "-f training/llm_moe_pretraining/nemo/Dockerfile" in ours
     assert "nvcr.io/nvidia/pytorch:25.12-py3" in ours and "ARG FROM_IMAGE_NAME=nvcr.io/nvidia/pytorch:25.12-py3" in (REFERENCE / "Dockerfile").read_text()
-    apptainer = (CONTAINERS / "deepseekv3_671b" / "Apptainer.def").read_text()
+    apptainer = (ROOT / "src/mlperf_wf/benchmarks" / "deepseekv3_671b" / "container" / "Apptainer.def").read_text()
     assert "From: mlperf-workflow/deepseekv3_671b-reference:aa344c7" in apptainer and "MLPERF_WF_HOOKS=mlperf_wf_deepseekv3_671b" in apptainer
 
 

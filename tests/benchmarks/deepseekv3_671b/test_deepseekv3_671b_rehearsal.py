@@ -4,7 +4,7 @@ pretrain_deepseek_v3_671b.py:198-205 loads ``/checkpoint`` at ``ckpt_step`` 0, s
 ``/checkpoint/iter_0000000`` as megatron-core's torch_dist checkpoint. Mounting the Hugging Face checkpoint there
 (the catalog's ``deepseekv3_checkpoint_bf16``, which the reference README converts by hand) fails that open; R2
 publishes the conversion (``deepseekv3_checkpoint_bf16_megatron_bridge``) and the plan mounts it. The rehearsal's probe
-(tests/rehearsal/benchmarks/deepseekv3_671b.py) runs the reference's own ``create_config`` and checks the folder it names.
+(tests/benchmarks/deepseekv3_671b/rehearsal.py) runs the reference's own ``create_config`` and checks the folder it names.
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ from tests.conftest import reference_source
 
 ROOT = Path(__file__).resolve().parents[3]
 HOOKS = ROOT / "containers" / "hooks"
-PATCHES = ROOT / "containers" / "dlrm_dcnv2" / "patches"
+PATCHES = ROOT / "src/mlperf_wf/benchmarks" / "dlrm_dcnv2" / "container" / "patches"
 SUBMISSION = {
     "MLPERF_SUBMISSION_BENCHMARK": "dlrm_dcnv2",
     "MLPERF_SUBMISSION_ORG": "Example Org",

@@ -156,7 +156,7 @@ def test_the_definition_cites_the_pinned_reference_and_its_checked_files():
     # the catalog's md5 pins agree with the reference's own md5 list
     pins = {f.path: f.md5 for f in load_dataset("yambda_5b", ROOT).files}
     assert all(pins[path] == md5 for path, md5 in FACTS["published_md5"].items())
-    dockerfile = (ROOT / "containers/dlrmv4/Dockerfile").read_text()
+    dockerfile = (ROOT / "src/mlperf_wf/benchmarks/dlrmv4/container/Dockerfile").read_text()
     assert FACTS["commit"] in dockerfile and "pull/889/head" in dockerfile
 
 
@@ -185,7 +185,7 @@ class FakeLogger:
 
 def test_the_round_patch_logs_the_missing_61_keys_before_init_stop(monkeypatch):
     monkeypatch.syspath_prepend(str(ROOT / "containers/hooks"))
-    monkeypatch.syspath_prepend(str(ROOT / "containers/dlrmv4/patches"))
+    monkeypatch.syspath_prepend(str(ROOT / "src/mlperf_wf/benchmarks/dlrmv4/container/patches"))
     fake = types.ModuleType("generative_recommenders.dlrm_v4.train.mlperf_logging_utils")
     fake.MLPerfLogger = type("MLPerfLogger", (FakeLogger,), {})
     monkeypatch.setitem(sys.modules, fake.__name__, fake)

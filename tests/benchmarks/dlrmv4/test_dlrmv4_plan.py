@@ -1,5 +1,5 @@
 """dlrmv4's full-scale plan: the dry run of the full-scale DAG lists the ten train jobs with the reference's command
-(R:run_and_time.sh at a67b8459). One node and two nodes for every launcher are in ``tests/golden/plan/dlrmv4.json``
+(R:run_and_time.sh at a67b8459). One node and two nodes for every launcher are in ``tests/benchmarks/dlrmv4/golden/dlrmv4.json``
 through tests/plan/test_plan.py; regenerate with ``MLPERF_WF_UPDATE_GOLDEN=1 pytest tests/plan/test_plan.py -k dlrmv4``."""
 
 from __future__ import annotations

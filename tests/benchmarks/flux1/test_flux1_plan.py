@@ -1,6 +1,6 @@
 """flux1's full-scale plan: run.sub's 4 x 8 geometry for every launcher (golden), the dry run of the full-scale DAG
 listing the ten train jobs, the round patch, and conformance with the reference itself. One and two nodes (geometry
-overrides) are in ``tests/golden/plan/flux1.json`` through tests/plan/test_plan.py; regenerate both with
+overrides) are in ``tests/benchmarks/flux1/golden/flux1.json`` through tests/plan/test_plan.py; regenerate both with
 ``MLPERF_WF_UPDATE_GOLDEN=1 pytest tests/plan/test_plan.py tests/benchmarks/flux1/test_flux1_plan.py -k flux1``.
 
 The reference's code is torchtitan at 9603aa83, the text_to_image/torchtitan submodule, which is not in our copy of
@@ -91,8 +91,8 @@ def test_the_plan_uses_only_what_the_reference_facts_record():
 
 def test_the_container_and_the_readme_pin_the_submodule_commit():
     commit = FACTS["commit"]
-    assert f"TORCHTITAN_COMMIT={commit}" in (CONTAINERS / NAME / "Dockerfile").read_text()
-    assert commit in (CONTAINERS / NAME / "Apptainer.def").read_text()
+    assert f"TORCHTITAN_COMMIT={commit}" in (ROOT / "src/mlperf_wf/benchmarks" / NAME / "container" / "Dockerfile").read_text()
+    assert commit in (ROOT / "src/mlperf_wf/benchmarks" / NAME / "container" / "Apptainer.def").read_text()
     assert commit in (BENCH.folder / "README.md").read_text()
     readme = reference_source("text_to_image")
     if readme is not None:  # our copy of mlcommons/training: the README names the values the plan and the tiny tier use
@@ -144,7 +144,7 @@ def patch_module(monkeypatch, tmp_path):
     """The round patch on stand-ins of the three reference modules it wraps (their names and call signatures:
     mllog.config(filename=...), Trainer.__init__(job_config), MLPerfLogger.__init__/log_run_start(gbs=..., eval_freq=...))."""
     monkeypatch.syspath_prepend(str(CONTAINERS / "hooks"))
-    monkeypatch.syspath_prepend(str(CONTAINERS / NAME / "patches"))
+    monkeypatch.syspath_prepend(str(ROOT / "src/mlperf_wf/benchmarks" / NAME / "container" / "patches"))
     monkeypatch.setenv("COMPLIANCE_FILE", str(tmp_path / "run" / "result.txt"))
     monkeypatch.setenv("MLPERF_SUBMISSION_ORG", "Example Org")
     monkeypatch.setenv("MLPERF_SUBMISSION_DIVISION", "open")

@@ -165,8 +165,8 @@ def test_tiny_tier_is_closed_because_every_closed_rule_holds():
 
 @pytest.fixture
 def round_patch(monkeypatch):
-    """containers/gpt3/patches/mlperf_wf_gpt3.py imported with the image's hook folders on the path and a fake megatron."""
-    monkeypatch.syspath_prepend(str(ROOT / "containers" / "gpt3" / "patches"))
+    """src/mlperf_wf/benchmarks/gpt3/container/patches/mlperf_wf_gpt3.py imported with the image's hook folders on the path and a fake megatron."""
+    monkeypatch.syspath_prepend(str(ROOT / "src/mlperf_wf/benchmarks" / "gpt3" / "container" / "patches"))
     monkeypatch.syspath_prepend(str(ROOT / "containers" / "hooks"))
     for name in ("sitecustomize", "mlperf_wf_submission", "mlperf_wf_gpt3", "megatron"):
         monkeypatch.delitem(sys.modules, name, raising=False)

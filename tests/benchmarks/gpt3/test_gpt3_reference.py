@@ -68,9 +68,9 @@ def test_the_commands_settings_are_the_run_scripts(reference):
 
 def test_container_is_built_from_the_references_dockerfile_at_the_pinned_commit(reference):
     theirs = (reference / "Dockerfile").read_text()
-    ours = (CONTAINERS / "gpt3" / "Dockerfile").read_text()
+    ours = (ROOT / "src/mlperf_wf/benchmarks" / "gpt3" / "container" / "Dockerfile").read_text()
     base = re.search(r"ARG FROM_IMAGE_NAME=(\S+)", theirs).group(1)
-    assert f"ARG FROM_IMAGE_NAME={base}" in ours and base in (CONTAINERS / "gpt3" / "Apptainer.def").read_text()
+    assert f"ARG FROM_IMAGE_NAME={base}" in ours and base in (ROOT / "src/mlperf_wf/benchmarks" / "gpt3" / "container" / "Apptainer.def").read_text()
     assert "WORKDIR /workspace/llm" in ours and "pip install -r requirements.txt" in ours
     assert "aa344c7fb900e82ed19fb94aebfed50c63ab2204" in ours
     # the patch block itself: tests/workflow/test_containers.py

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.benchmarks.gpt3.rehearsal import CONVERGED_ITERATION, MLLoggerLikeMLPerfCommon, converged_run_args, fill_training_module
 from tests.conftest import reference_source
-from tests.rehearsal.benchmarks.gpt3 import CONVERGED_ITERATION, MLLoggerLikeMLPerfCommon, converged_run_args, fill_training_module
 
 ROOT = Path(__file__).resolve().parents[3]
 REFERENCE = "retired_benchmarks/gpt3/megatron-lm"
@@ -62,7 +62,7 @@ def _rank(rank: int, world: int, port: int, reference: str, patched: bool, out: 
     outcome = "trained on"
     try:
         if patched:
-            for folder in (ROOT / "containers" / "hooks", ROOT / "containers" / "gpt3" / "patches"):
+            for folder in (ROOT / "containers" / "hooks", ROOT / "src/mlperf_wf/benchmarks" / "gpt3" / "container" / "patches"):
                 sys.path.insert(0, str(folder))
             sys.modules.pop("sitecustomize", None)  # the image's hooks' one, not this venv's
             import mlperf_wf_gpt3

@@ -1,7 +1,7 @@
 """gpt_oss_20b's full-scale plan: the reference's run_and_time.sh under config_B200_1x8x1.sh's environment on
 one node (docker, apptainer, local) and on several (pyxis: torchrun gets the node count and rank, and the
 allocation's first host replaces the config's one-node MASTER_ADDR=localhost), and the dry run of the full-scale
-DAG listing the ten train jobs. Every launcher x 1 and 2 nodes is golden in tests/golden/plan/gpt_oss_20b.json
+DAG listing the ten train jobs. Every launcher x 1 and 2 nodes is golden in tests/benchmarks/gpt_oss_20b/golden/gpt_oss_20b.json
 (tests/plan/test_plan.py; regenerate with ``MLPERF_WF_UPDATE_GOLDEN=1 pytest tests/plan/test_plan.py -k gpt_oss_20b``)."""
 
 from __future__ import annotations

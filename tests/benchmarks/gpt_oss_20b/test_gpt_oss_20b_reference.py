@@ -41,7 +41,7 @@ REFERENCE = reference_source("small_llm_moe_pretraining/primus")
 BENCH = registry.load_benchmark("gpt_oss_20b")
 ENV = definition_env(BENCH, Launch("pyxis"))
 """The run's environment from the definition, its ``{quality_target}`` the rules' target (mlperf-logging)."""
-CONTAINER = ROOT / "containers" / "gpt_oss_20b"
+CONTAINER = ROOT / "src/mlperf_wf/benchmarks" / "gpt_oss_20b" / "container"
 HOOKS = ROOT / "containers" / "hooks"
 PATCHES = CONTAINER / "patches"
 PRIMUS_COMMIT = "a99a28f9a72dbae6310d3303a997b4eb8db663f9"

@@ -5,6 +5,7 @@ own tests (tests/workflow/test_workflow.py) share."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 
 import pytest
@@ -91,3 +92,26 @@ def test_full_scale_dry_run_lists_the_real_plan(full_dry_runs):
 @pytest.mark.slow
 def test_the_slowest_demo_seed_reaches_the_target_within_its_recorded_evaluations_under_other_rounding(tiny_project):
     check_the_slowest_demo_seed(tiny_project, "llama2_70b_lora")
+
+
+def test_the_target_eval_loss_flag_is_mlperf_logging_s_target_for_the_round(tmp_path, monkeypatch):
+    """The reference stops at ``--target_eval_loss``; the number the plan writes there is the one in mlperf-logging's
+    closed rules for the configured round (read here from the rules file itself, not through the plan's reader)."""
+    from importlib import resources
+    from pathlib import Path
+
+    import yaml
+
+    from mlperf_wf.config.workflow_config import WorkflowConfig
+    from mlperf_wf.plan import plan as planning
+
+    root = Path(__file__).resolve().parents[3]
+    (tmp_path / "config").symlink_to(root / "config")
+    monkeypatch.chdir(tmp_path)
+    config = {**yaml.safe_load((root / "config" / "config.yaml").read_text()), "scale": "full"}
+    plan = planning.Plan(WorkflowConfig.parse(config), project_root=Path("/project"), workdir=tmp_path)
+    rules = resources.files("mlperf_logging.compliance_checker") / f"training_{plan.ruleset(NAME)}" / f"closed_{NAME}.yaml"
+    checks = [record["KEY"]["ATLEAST_ONE_CHECK"] for record in yaml.safe_load(rules.read_text()) if "ATLEAST_ONE_CHECK" in record.get("KEY", {})]
+    (target,) = {float(number) for check in checks for number in re.findall(r"v\['value'\] <= ([0-9.]+)", check)}
+    rendered = re.findall(r"--target_eval_loss (\S+)", plan.train_job(NAME, 0).command)
+    assert rendered and {float(value.strip("'\"")) for value in rendered} == {target}

@@ -1,6 +1,6 @@
 """llama31_405b's full-scale plan: the reference's 288 x 8 geometry for every launcher (golden), and the dry run
 of the full-scale DAG listing the three train jobs. One node and two nodes (geometry overrides) are in
-``tests/golden/plan/llama31_405b.json`` through tests/plan/test_plan.py; regenerate both with
+``tests/benchmarks/llama31_405b/golden/llama31_405b.json`` through tests/plan/test_plan.py; regenerate both with
 ``MLPERF_WF_UPDATE_GOLDEN=1 pytest tests/plan/test_plan.py tests/benchmarks/llama31_405b/test_llama31_405b_plan.py -k llama31_405b``."""
 
 from __future__ import annotations

@@ -24,8 +24,9 @@ from tests.conftest import parser_options, reference_source, shell_values
 
 ROOT = Path(__file__).resolve().parents[3]
 CONTAINERS = ROOT / "containers"
+CONTAINER = ROOT / "src/mlperf_wf/benchmarks/llama31_405b/container"
 HOOKS = CONTAINERS / "hooks"
-PATCHES = CONTAINERS / "llama31_405b" / "patches"
+PATCHES = CONTAINER / "patches"
 BENCH = load_benchmark("llama31_405b")
 REFERENCE = reference_source(BENCH.reference.path)
 needs_reference = pytest.mark.skipif(REFERENCE is None, reason="shared reference source (mlcommons/training aa344c7) not present")
@@ -87,13 +88,13 @@ def test_the_environment_is_the_one_the_reference_executor_sets():
 
 @needs_reference
 def test_the_dockerfile_is_the_references_plus_the_patch_block():
-    ours = (CONTAINERS / "llama31_405b" / "Dockerfile").read_text()
+    ours = (CONTAINER / "Dockerfile").read_text()
     for line in (REFERENCE / "Dockerfile").read_text().splitlines():
         if line.startswith(("RUN pip", "RUN patch", "ARG NEMO_BASE_IMAGE")):
             assert line in ours, line
-    assert BENCH.reference.commit in ours and BENCH.reference.commit in (CONTAINERS / "llama31_405b" / "Apptainer.def").read_text()
+    assert BENCH.reference.commit in ours and BENCH.reference.commit in (CONTAINER / "Apptainer.def").read_text()
     block = ours[ours.index("# --- mlperf-workflow patches") :].splitlines()
-    rgat = (CONTAINERS / "llama2_70b_lora" / "Dockerfile").read_text()
+    rgat = (ROOT / "src/mlperf_wf/benchmarks" / "llama2_70b_lora" / "container" / "Dockerfile").read_text()
     assert [line.replace("llama31_405b", "X") for line in block[1:]] == [
         line.replace("llama2_70b_lora", "X") for line in rgat[rgat.index("# --- mlperf-workflow patches") :].splitlines()[1:]
     ]

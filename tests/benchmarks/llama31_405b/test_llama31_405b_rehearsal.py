@@ -4,7 +4,7 @@ The plan starts ``pretrain_llama31.py`` in one container per node; the round pat
 ``LocalExecutor``. At NeMo-Run 34259bd (the commit the nemo:24.12 image pins) that executor's torchrun command is
 ``--nnodes 1 --rdzv-endpoint localhost:0 --node-rank 0``: each node formed its own world and Lightning refuses the
 trainer's geometry; and every node built the data index into the one shared folder. The rehearsal
-(tests/rehearsal/benchmarks/llama31_405b.py) makes each task's torchrun command with NeMo-Run's own code at that
+(tests/benchmarks/llama31_405b/rehearsal.py) makes each task's torchrun command with NeMo-Run's own code at that
 commit plus the image's patch, starts the real torchrun, and checks the world and the index in every process.
 """
 
@@ -16,7 +16,7 @@ from collections import Counter
 import pytest
 
 from tests.rehearsal import campaign, cluster, spec
-from tests.rehearsal.benchmarks import _llama31
+from tests.rehearsal import llama31 as _llama31
 
 REHEARSAL = spec.module("llama31_405b").REHEARSAL
 
@@ -80,7 +80,7 @@ def test_the_data_stage_imports_the_patched_megatron_core_of_the_reference_s_ima
     megatron-core it imported, and the validation split's samples come in order as the patch makes them."""
     import subprocess
 
-    from tests.rehearsal.benchmarks import llama31_405b
+    from tests.benchmarks.llama31_405b import rehearsal as llama31_405b
 
     folder = _llama31.require_megatron_core(llama31_405b.MEGATRON_CORE)
     patch = spec.REFERENCE_SOURCES / llama31_405b.REFERENCE / "mcore.patch"
@@ -123,7 +123,7 @@ def test_a_node_0_that_dies_without_its_failure_note_ends_the_waiting_node_s_tas
 
     bench = registry.load_benchmark(REHEARSAL.benchmark)
     step = launch.srun_step_flags(bench, nodes=2, gpus_per_node=1)
-    patches = spec.ROOT / "containers" / REHEARSAL.benchmark / "patches"
+    patches = spec.ROOT / "src/mlperf_wf/benchmarks" / REHEARSAL.benchmark / "container" / "patches"
     env = {
         **os.environ,
         **rehearsal_box.env,

@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[3]
 REFERENCE = reference_source("small_llm_pretraining/nemo")
 REFERENCE_PYTHON = ROOT / ".venv-reference" / "bin" / "python"
 HOOKS = ROOT / "containers" / "hooks"
-PATCHES = ROOT / "containers" / "llama31_8b" / "patches"
+PATCHES = ROOT / "src/mlperf_wf/benchmarks" / "llama31_8b" / "container" / "patches"
 SUBMISSION = {
     "MLPERF_SUBMISSION_BENCHMARK": "llama31_8b",
     "MLPERF_SUBMISSION_ORG": "Example Org",

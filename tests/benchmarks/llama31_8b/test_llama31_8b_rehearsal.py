@@ -2,7 +2,7 @@
 
 ``build_data_index`` builds megatron-core's GPTDataset sample index (BlendedMegatronDatasetBuilder, the C++ helpers)
 of the prepared tiny datasets into ``/npy_index`` (a scratch mount: the data mount is read-only), and every training
-rank builds its datasets from that index and reads a sample of each split (tests/rehearsal/benchmarks/_llama31.py).
+rank builds its datasets from that index and reads a sample of each split (tests/rehearsal/llama31.py).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from tests.rehearsal import campaign, cluster, spec
-from tests.rehearsal.benchmarks import _llama31
+from tests.rehearsal import llama31 as _llama31
 
 REHEARSAL = spec.module("llama31_8b").REHEARSAL
 
@@ -41,7 +41,7 @@ def test_the_data_stage_imports_the_megatron_core_of_the_reference_s_image(reque
     0.11.0 (``make test`` installs it into .venv-reference) before the project venv's on PYTHONPATH, and every process
     of the data stage (build_data_index, each training rank) records the one it imported. It is not patched (no
     ``mcore.patch`` in small_llm_pretraining): megatron-core shuffles every split, the validation split too."""
-    from tests.rehearsal.benchmarks import llama31_8b
+    from tests.benchmarks.llama31_8b import rehearsal as llama31_8b
 
     folder = _llama31.require_megatron_core(llama31_8b.MEGATRON_CORE)
     ran = request.getfixturevalue("ran")

@@ -1,6 +1,6 @@
 """qwen35_397b_grpo's full-scale plan: the reference's 64 x 4 geometry for every launcher (golden), the dry run of
 the full-scale DAG listing the three train jobs, and conformance with what our reference copy holds. One and two
-nodes (geometry overrides) are in ``tests/golden/plan/qwen35_397b_grpo.json`` through tests/plan/test_plan.py; regenerate
+nodes (geometry overrides) are in ``tests/benchmarks/qwen35_397b_grpo/golden/qwen35_397b_grpo.json`` through tests/plan/test_plan.py; regenerate
 both with ``MLPERF_WF_UPDATE_GOLDEN=1 pytest tests/plan/test_plan.py tests/benchmarks/qwen35_397b_grpo/test_qwen35_397b_grpo_plan.py -k qwen35``.
 
 The reference's launcher, recipes and converter live in the NeMo-RL submodule (3fca04c9), which is not in our copy:
@@ -146,7 +146,7 @@ def test_the_definition_matches_the_reference_documents():
 def test_the_converter_and_the_image_use_the_submodule_commit_the_definition_pins():
     submodule = load_benchmark(NAME).reference.submodule
     assert submodule is not None and submodule.path == "llm_moe_grpo/RL" and submodule.commit == prepare.NEMO_RL_COMMIT
-    containers = Path(__file__).resolve().parents[3] / "containers" / NAME
+    containers = Path(__file__).resolve().parents[3] / "src/mlperf_wf/benchmarks" / NAME / "container"
     assert f"NEMO_RL_REVISION={submodule.commit}" in (containers / "Dockerfile").read_text()
     assert submodule.commit in (containers / "Apptainer.def").read_text()
 
@@ -169,7 +169,7 @@ def test_the_round_patch_logs_the_missing_6_1_0_keys_once_before_init_stop_and_t
     )
     env = {
         **os.environ,
-        "PYTHONPATH": f"{containers / 'hooks'}:{containers / NAME / 'patches'}",
+        "PYTHONPATH": f"{containers / 'hooks'}:{containers.parent / 'src/mlperf_wf/benchmarks' / NAME / 'container' / 'patches'}",
         "MLPERF_WF_HOOKS": "mlperf_wf_qwen35_397b_grpo",
         "MLPERF_SUBMISSION_ORG": "workflow-org",
         "MLPERF_WF_PRECISION": "bfloat16",

@@ -3,7 +3,7 @@
 The session's rehearsal campaign (tests/conftest.py ``rehearsal_campaign``) runs the plan's train job with a real Ray
 2.55.1 cluster (``mlperf_wf_qwen35_run.sh`` per node: the head on n1, ``ray start --block`` on n2), the reference's
 parse_args and NeMo-RL's config loader on the job's argv and environment in the driver, and one Ray actor per GPU
-forming the world (tests/rehearsal/benchmarks/qwen35_397b_grpo.py). Each item below failed there before its fix:
+forming the world (tests/benchmarks/qwen35_397b_grpo/rehearsal.py). Each item below failed there before its fix:
 (a) ``${oc.env:CONTAINER_HF_CKPT_PATH}`` unset, (b) the data variables one folder above ``dataset/``, (c) the worker
 node's ``ray start --block`` exiting 1 when the head stopped (a finished run failed its job), (d) ``cache_clear`` never
 logged, (e) ``/dev/fuse`` not mounted, (f) the Megatron conversion a per-run scratch (converted in every timed init);

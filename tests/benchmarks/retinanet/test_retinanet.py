@@ -105,7 +105,7 @@ def test_a_missing_image_fails_naming_the_folder_count_and_allowed_and_copies_no
     argv = ["download", "--dataset", "openimages_mlperf", "--dest", str(dest), "--source", f"file:{fetch}", "--expect", "tiny"]
     assert main(argv) != 0
     err = capsys.readouterr().err.strip().splitlines()
-    where = "config/datasets/openimages_mlperf.yaml tiny.splits/tiny.files"
+    where = "mlperf_wf/benchmarks/retinanet/datasets/openimages_mlperf.yaml tiny.splits/tiny.files"
     assert err[-1].endswith(
         f"{fetch}/validation/data: holds 399 image files; {where} allows exactly 400 for validation (a fetch still running, or one cut short: rerun it)"
     )

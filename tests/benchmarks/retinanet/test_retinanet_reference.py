@@ -82,7 +82,7 @@ def logged(tmp_path: Path, hooks: bool) -> list[dict]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MLPERF_")}
     paths = [str(reference() / "ssd")]
     if hooks:
-        paths = [str(CONTAINERS / "hooks"), str(CONTAINERS / "retinanet" / "patches"), *paths]
+        paths = [str(CONTAINERS / "hooks"), str(ROOT / "src/mlperf_wf/benchmarks" / "retinanet" / "container" / "patches"), *paths]
         env.update(
             MLPERF_WF_HOOKS="mlperf_wf_retinanet", MLPERF_SUBMISSION_ORG="Example Org", MLPERF_SUBMISSION_PLATFORM="example-8xB200", MLPERF_WF_CACHE_CLEARED="1"
         )

@@ -25,7 +25,7 @@ from tests.conftest import reference_source
 ROOT = Path(__file__).resolve().parents[3]
 CONTAINERS = ROOT / "containers"
 HOOKS = CONTAINERS / "hooks"
-PATCHES = CONTAINERS / "rgat" / "patches"
+PATCHES = ROOT / "src/mlperf_wf/benchmarks" / "rgat" / "container" / "patches"
 
 SUBMISSION = {
     "MLPERF_SUBMISSION_BENCHMARK": "rgat",

@@ -1,6 +1,6 @@
 """stable_diffusion's full-scale plan: the reference's 32 x 8 geometry for every launcher (golden), and the dry run
 of the full-scale DAG listing the ten train jobs. One node and two nodes (geometry overrides) are in
-``tests/golden/plan/stable_diffusion.json`` through tests/plan/test_plan.py; regenerate both with
+``tests/benchmarks/stable_diffusion/golden/stable_diffusion.json`` through tests/plan/test_plan.py; regenerate both with
 ``MLPERF_WF_UPDATE_GOLDEN=1 pytest tests/plan/test_plan.py tests/benchmarks/stable_diffusion/test_stable_diffusion_plan.py -k stable_diffusion``."""
 
 from __future__ import annotations

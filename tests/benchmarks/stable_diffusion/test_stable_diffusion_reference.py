@@ -24,7 +24,7 @@ from tests.conftest import reference_source
 
 ROOT = Path(__file__).resolve().parents[3]
 HOOKS = ROOT / "containers" / "hooks"
-PATCHES = ROOT / "containers" / "stable_diffusion" / "patches"
+PATCHES = ROOT / "src/mlperf_wf/benchmarks" / "stable_diffusion" / "container" / "patches"
 SUBMISSION = {"MLPERF_SUBMISSION_ORG": "Example Org", "MLPERF_SUBMISSION_PLATFORM": "example-8xH100", "MLPERF_SUBMISSION_DIVISION": "closed"}
 
 LIGHTNING_STAND_IN = {

@@ -8,7 +8,7 @@ initialisation. The reference avoids that by converting once before its runs: ``
 convert_ckpt.sh`` submits its own launcher (run.sub) for one step (``MAX_STEPS=1``) on the full allocation, which
 leaves the conversion in ``NRL_MEGATRON_CHECKPOINT_DIR`` for every later run.
 
-Here the conversion is the dataset ``qwen35_397b_megatron_checkpoint`` (config/datasets, protocol ``made_in_image``):
+Here the conversion is the dataset ``qwen35_397b_megatron_checkpoint`` (this folder's datasets/, protocol ``made_in_image``):
 the workflow's one-off job of the image makes it once the same way (``full.made_in_image`` in benchmark.yaml: the run's
 launch with ``++grpo.max_num_steps=1`` and the folder read-write), and every run mounts it read-only at
 ``/inputs/nemo_gym/mcore_ckpt``. Its folder name
