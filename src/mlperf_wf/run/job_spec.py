@@ -265,4 +265,4 @@ class JobSpec(_Model):
         try:
             return cls.model_validate(raw)
         except ValidationError as err:
-            raise ConfigError(describe_validation_error(f"job spec {where}", err, separator=".")) from None
+            raise ConfigError(describe_validation_error(f"job spec {where}", err)) from None
