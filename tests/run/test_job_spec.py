@@ -27,10 +27,10 @@ def specs_in(tree: dict, path: tuple[str, ...] = ()):
             yield from specs_in(value, (*path, key))
 
 
-def on_this_machine(spec: dict, workdir: Path) -> JobSpec:
+def on_this_machine(spec: dict, folder: Path) -> JobSpec:
     """A golden spec with the names ``portable`` wrote read back as this machine's paths."""
     text = json.dumps(spec)
-    for name, path in {"{workdir}": str(workdir), "{venv}": sys.prefix, "{python}": sys.base_prefix}.items():
+    for name, path in {"{workdir}": str(folder), "{venv}": sys.prefix, "{python}": sys.base_prefix}.items():
         text = text.replace(name, path)
     return JobSpec.parse(text)
 
