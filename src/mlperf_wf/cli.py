@@ -25,6 +25,7 @@ from mlperf_wf.acquire.verify import STAMPS_NAME
 from mlperf_wf.config.checkout import project_root
 from mlperf_wf.errors import ConfigError, UserError
 from mlperf_wf.kinds import DEFAULT_PREPARATION, Outcome, Scale, Verdict
+from mlperf_wf.run import job
 
 if TYPE_CHECKING:
     from mlperf_wf.acquire.download import DownloadRecord
@@ -937,6 +938,7 @@ def build_parser() -> argparse.ArgumentParser:
         "stderr while the log takes the rest: mlperf-wf --progress-fd 3 mirror ... 3>&2 > LOG 2>&1",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", title="commands")
+    job.add_parser(sub)
 
     p = sub.add_parser("mirror", help="generate a tiny dataset as a local mirror in its protocol's layout (R2 or Hugging Face Hub)")
     p.add_argument("--dataset", required=True)
@@ -1246,6 +1248,7 @@ def _merge_mllog(args: argparse.Namespace) -> None:
 
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], int | None]] = {
+    "job": lambda a: a.job_handler(a),
     "mirror": lambda a: cmd_mirror(a.dataset, a.out),
     "download": lambda a: cmd_download(
         a.dataset, a.dest, a.uri, a.md5, a.url_list, a.jobs, HubOptions(a.endpoint, a.repository, a.repo_type, a.revision), a.source, a.expect
