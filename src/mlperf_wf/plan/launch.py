@@ -1,7 +1,11 @@
-"""Command lines of one training run, for every launch backend.
+"""The launch of one training run, for every launch backend, as part of its job spec.
 
-The train rule runs one command per run; which command is chosen by the
-``launcher`` config key:
+Each run is a job spec (``mlperf_wf.run.job_spec.JobSpec``): :func:`full_scale_spec` and :func:`tiny_spec` fill its
+process (the command with its folder, environment and devices), image, mounts and geometry from the benchmark's
+definition and the config, and the plan (``Plan.job_spec``) adds the steps around the launch and the scheduler request.
+The train rule writes the spec and runs it with ``mlperf-wf job run``, where the launcher's class
+(``mlperf_wf.run.launchers``) renders the command; :func:`full_scale` renders a launch here. Which launcher is
+chosen by the ``launcher`` config key:
 
 - ``local``: the tiny trainer directly, or under ``torchrun --standalone`` with
   ``tiny_processes`` > 1 (gloo on CPU, so the distributed path really runs). At

@@ -592,10 +592,14 @@ class Plan:
         gpu_memory_gib = hardware.gpu_memory_gb * 1e9 / 2**30 if hardware is not None and hardware.gpu_memory_gb else None
         return sizing.plan_batch(self.bench(name), ruleset, nodes, gpus_per_node, overrides, gpu_memory_gib)
 
-    @cache  # noqa: B019 - one Plan per workflow; each rule asks for several fields of the same job
     def train_job(self, name: str, run: int) -> TrainJob:
         """Command, resources and provenance fields of run ``run`` of ``name`` (its :meth:`job_spec`, rendered)."""
-        return train_job_of(self.job_spec(self.bench(name), run))
+        return train_job_of(self.train_spec(name, run))
+
+    @cache  # noqa: B019 - one Plan per workflow; each rule asks for several fields of the same job
+    def train_spec(self, name: str, run: int) -> JobSpec:
+        """The spec of run ``run`` of ``name`` (:meth:`job_spec`), as the train rule asks for it."""
+        return self.job_spec(self.bench(name), run)
 
     def job_spec(self, bench: BenchmarkDef, run: int) -> JobSpec:
         """The spec of run ``run`` of ``bench``'s train job: the launch, the steps around it and the scheduler request."""
@@ -818,9 +822,7 @@ class Plan:
     def campaign_gate(self, name: str, run: int) -> str:
         """The train job's first command with ``stop_when_doomed``: the job ends, not started, when its benchmark's set
         can no longer be valid (:mod:`mlperf_wf.results.doom`); '' when the option is off."""
-        if not self.settings.stop_when_doomed:
-            return ""
-        return f"mlperf-wf campaign-gate --benchmark {name} --run {run} --config-file {shlex.quote(self.campaign_config_record())} || exit $?; "
+        return launchers.campaign_gate(self.train_spec(name, run))
 
     def train_slurm_extra(self, name: str) -> str:
         """A full-scale job's extra ``sbatch`` flags for ``name``'s image: whole nodes (as NVIDIA's run.sub,
