@@ -65,8 +65,11 @@ def spec_script(line: str) -> str:
     head = "Shell command: printf '%s\\n' "
     if not line.startswith(head) or " mlperf-wf job run " not in line:
         return line
-    spec = JobSpec.parse(shlex.split(line[len("Shell command: ") :])[2])
-    return "Shell command: " + job.script(spec).removeprefix("set -euo pipefail; ")
+    words = shlex.split(line[len("Shell command: ") :])
+    spec = JobSpec.parse(words[2])
+    ran = line[line.index(" mlperf-wf job run ") :]
+    after = ran.split(" 2>&1;", 1)[1] if " 2>&1;" in ran else ""  # what the rule runs after the job (seal)
+    return "Shell command: " + job.script(spec).removeprefix("set -euo pipefail; ") + (f";{after}" if after else "")
 
 
 def planned_launch_lines(output: str, benchmark: str = "") -> list[str]:

@@ -390,6 +390,17 @@ def planned_image_job(wildcards):
 
 
 @signature_once
+def image_job_spec(wildcards):
+    """The one-off job's spec (JSON) that the job writes and runs (or one that only fails: `planned_or_failing`)."""
+    spec = planned_or_failing(
+        lambda: PLAN.image_job_spec(wildcards.dataset),
+        PLAN.made_in_image_of(wildcards.dataset)[0],
+        planning.unplannable_spec,
+    )
+    return spec.model_dump_json()
+
+
+@signature_once
 def image_job_inputs(wildcards):
     """What the one-off job reads: the runs' inputs but the one it makes; only a newer input it is made from (the
     checkpoint a conversion converts) makes it again, the others are ancient (a re-prepared tree does not).

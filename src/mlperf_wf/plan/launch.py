@@ -186,11 +186,6 @@ def tiny_spec(train_args: list[str], launch: Launch, image: str = "", workdir: P
     )
 
 
-def tiny_container(train_args: list[str], launch: Launch, image: str, workdir: Path, host_mounts: list[Path]) -> list[str]:
-    """A tiny run inside a container (:func:`tiny_spec`), as an argv."""
-    return launchers.Docker().argv(tiny_spec(train_args, launch, image, workdir, host_mounts))
-
-
 def reference_command(bench: BenchmarkDef, run: int, seed: int, paths: RunPaths, launch: Launch, where: dict[str, str] | None = None) -> list[str]:
     """The reference command for one run; ``where`` maps prepared/results/each run role to paths (default: the container mounts)."""
     mounts = where or {**bench.full.mounts, "prepared": f"{bench.full.mounts['prepared']}/{paths.prepared.name}"}

@@ -725,11 +725,11 @@ class Plan:
         sources = self.bench(name).full.made_in_image[role].made_from
         return [key for source in sources for key in (source, f"{source}_verified")]
 
-    @cache  # noqa: B019 - one Plan per workflow; the rule asks for several fields of the same job
     def image_job(self, dataset_id: str) -> TrainJob:
         """The one-off full-scale job of a benchmark's image that makes ``dataset_id`` (:meth:`image_job_spec`, rendered)."""
         return train_job_of(self.image_job_spec(dataset_id))
 
+    @cache  # noqa: B019 - one Plan per workflow; the rule asks for several fields of the same job
     def image_job_spec(self, dataset_id: str) -> JobSpec:
         """The spec of the one-off full-scale job of a benchmark's image that makes ``dataset_id``
         (``full.made_in_image``): the reference command on the runs' geometry with the role's folder read-write and
@@ -742,7 +742,8 @@ class Plan:
         # its nodes are checked as a run's (a bad node it names is excluded from its retry and from every later job),
         # recorded beside its folder, which each attempt empties
         nodes = self.node_check_step(bench, 0, settings, paths, attempts=f"{self.made_in_image_dir(dataset_id)}{NODE_CHECK_SUFFIX}")
-        return self._full_scale_spec(bench, 0, self.image_job_seed(), paths, settings, node_check_step=nodes, sampled=False)
+        spec = self._full_scale_spec(bench, 0, self.image_job_seed(), paths, settings, node_check_step=nodes, sampled=False)
+        return spec.model_copy(update={"steps": spec.steps.model_copy(update={"check_prepared": self.prepared_dataset(name)})})
 
     def image_job_seed(self) -> int:
         """The one-off job's seed: one no run uses (``seed_base - 1``; ``seed_base`` 0 leaves run 0's), so that nothing
