@@ -67,3 +67,18 @@ def test_a_spec_reads_back_what_was_written_and_refuses_another_version(workdir,
         JobSpec.read(path)
     with pytest.raises(ConfigError, match=r"^job spec .*missing.json: cannot be read"):
         JobSpec.read(tmp_path / "missing.json")
+
+
+def test_a_spec_that_cannot_launch_is_refused_in_one_line(workdir, tmp_path):  # noqa: F811
+    plan = make_plan(workdir, scale="full", launcher="docker", full_geometry={"llama2_70b_lora": {"nodes": 1}})
+    raw = json.loads(plan.job_spec(plan.bench("llama2_70b_lora"), 1).model_dump_json())
+    path = tmp_path / "spec.json"
+    for changes, said in (
+        ({"image": None}, "launcher docker needs an 'image'; only local runs on the host"),
+        ({"process": None}, "a job spec without 'refused' needs a 'process'"),
+        ({"launcher": "none"}, "launcher none is only for a job that refuses"),
+    ):
+        path.write_text(json.dumps({**raw, **changes}))
+        with pytest.raises(ConfigError, match=rf"^job spec {path}: .*{said}") as err:
+            JobSpec.read(path)
+        assert "\n" not in str(err.value)

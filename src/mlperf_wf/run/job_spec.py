@@ -12,10 +12,11 @@ shell line, and ``mlperf-wf job run SPEC.json`` runs it (``mlperf_wf.run.job``).
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from mlperf_wf.config.workflow_config import NodeCheckConfig, PowerConfig
 from mlperf_wf.errors import ConfigError, describe_validation_error
@@ -236,6 +237,17 @@ class JobSpec(_Model):
     refused: str | None = None
     """Why the config cannot plan this job (one line): the job only fails with it, status 2."""
 
+    @model_validator(mode="after")
+    def _launchable(self) -> JobSpec:
+        """A job that does not refuse has a process, and a container launcher an image."""
+        if self.refused is None and self.process is None:
+            raise ValueError("a job spec without 'refused' needs a 'process' (the command it launches)")
+        if self.refused is None and self.launcher in ("docker", "apptainer", "pyxis") and self.image is None:
+            raise ValueError(f"launcher {self.launcher} needs an 'image'; only local runs on the host")
+        if self.refused is None and self.launcher == "none":
+            raise ValueError("launcher none is only for a job that refuses (give 'refused')")
+        return self
+
     def write(self, path: Path) -> None:
         """The spec as indented JSON in ``path``."""
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -253,8 +265,6 @@ class JobSpec(_Model):
     @classmethod
     def parse(cls, text: str, where: str = "job spec") -> JobSpec:
         """The spec in the JSON ``text`` (``where`` names it in errors)."""
-        import json
-
         try:
             raw = json.loads(text)
         except ValueError as err:

@@ -315,8 +315,7 @@ def job_line(spec: JobSpec) -> str:
     if spec.refused is not None:
         return f"echo {shlex.quote(spec.refused)} >&2; exit 2"
     launcher, steps, nodes = launcher_for(spec), spec.steps, spec.geometry.nodes
-    ulimits = spec.process.ulimits if spec.scale == "full" else {}
-    before = [drop_page_cache(nodes, srun=launcher.on_allocation) if steps.drop_page_cache else "", raise_limits(ulimits)]
+    before = [drop_page_cache(nodes, srun=launcher.on_allocation) if steps.drop_page_cache else "", raise_limits(spec.process.ulimits)]
     command = "; ".join(filter(None, [*before, make_folders(steps.make_folders, launcher.command(spec))]))
     if steps.remove_scratch:
         # per-run scratch (data indexes, converted caches: hundreds of GB a run) goes once the run succeeded; a
