@@ -15,9 +15,10 @@ import shlex
 import signal
 import subprocess
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from mlperf_wf.run import launchers
-from mlperf_wf.run.job_spec import JobSpec
+if TYPE_CHECKING:
+    from mlperf_wf.run.job_spec import JobSpec
 
 FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 """Signals passed on to the job's shell: a scheduler that ends this command ends the job it runs."""
@@ -25,6 +26,8 @@ FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 def script(spec: JobSpec) -> str:
     """The bash script of ``spec``: :func:`mlperf_wf.run.launchers.rule_line`, then the provenance record."""
+    from mlperf_wf.run import launchers  # the CLI registers this command: every other command starts without it
+
     lines = ["set -euo pipefail", launchers.rule_line(spec)]
     recorded = spec.steps.provenance
     if recorded is not None:
@@ -38,6 +41,8 @@ def script(spec: JobSpec) -> str:
 
 def run(path: Path) -> int:
     """Run the spec in ``path``; the job's exit status (a bad spec: one ``ConfigError`` line)."""
+    from mlperf_wf.run.job_spec import JobSpec
+
     spec = JobSpec.read(path)
     job = subprocess.Popen(["bash", "-c", script(spec)])
     previous = {number: signal.signal(number, lambda received, _frame: job.send_signal(received)) for number in FORWARDED_SIGNALS}
