@@ -9,7 +9,7 @@ the run's launch line (``launch.full_scale``) for the ``pyxis`` launcher at the 
 ``docker`` on one node, parsed by the same rule, plus the job's scheduler request:
 
 - an environment variable or a ``ulimit``: set in both launch lines (the run gets it whichever launcher starts it),
-  or by the image (an ``ENV`` of ``containers/<name>/Dockerfile``, or every ``ENV`` of a reference Dockerfile that
+  or by the image (an ``ENV`` of ``<benchmark folder>/container/Dockerfile``, or every ``ENV`` of a reference Dockerfile that
   our Dockerfile's own build line names: the image is built from it);
 - an ``srun``/``salloc`` flag, or a flag of the launcher in the command (``torchrun``, ``accelerate launch``,
   ``mpirun``): on the pyxis line, at the reference's own geometry (its multi-node flags only exist there); a

@@ -28,6 +28,8 @@ from tests.conftest import reference_source
 ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = "golden"
 """A benchmark's golden plans: ``tests/benchmarks/<name>/golden/<golden name>.json``, beside its tests."""
+SPEC_GOLDEN = "spec"
+"""Each golden job's spec (``Plan.job_spec``): ``tests/benchmarks/<name>/golden/spec/``, at the same keys as its command."""
 DEFAULTS = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
 LAUNCHERS = ("local", "docker", "apptainer", "pyxis")
 NODE_COUNTS = (1, 2)
@@ -46,16 +48,19 @@ def make_plan(workdir: Path, **changes) -> planning.Plan:
     return planning.Plan(WorkflowConfig.parse(config), project_root=Path("/project"), workdir=workdir)
 
 
-def rendered(name: str, workdir: Path) -> dict:
-    """Everything the plan says about one benchmark, with the work folder written as {workdir}."""
+def rendered(name: str, workdir: Path, specs: dict | None = None) -> dict:
+    """Everything the plan says about one benchmark, with the work folder written as {workdir}; each job's spec goes to
+    ``specs`` where given, at the same keys as its command."""
     out: dict = {}
+    specs = {} if specs is None else specs
     tiny = make_plan(workdir)
+    specs["tiny"] = {"run_3": {}}
     out["tiny"] = {
         "preprocess_inputs": tiny.preprocess_inputs(name, tiny.shard_names(name)[0]),
         "preprocess_args": tiny.preprocess_args(name, tiny.shard_names(name)[0]),
         "shards": tiny.shard_names(name),
         "train_inputs": tiny.train_inputs(name),
-        "run_3": {launcher: asdict(make_plan(workdir, launcher=launcher).train_job(name, 3)) for launcher in ("local", "docker")},
+        "run_3": {launcher: planned_run(make_plan(workdir, launcher=launcher), name, specs["tiny"]["run_3"], launcher) for launcher in ("local", "docker")},
     }
     full = make_plan(workdir, scale="full")
     out["full"] = {
@@ -64,27 +69,39 @@ def rendered(name: str, workdir: Path) -> dict:
         "shard_resources": {shard: full.shard_resources(name, shard) for shard in full.shard_names(name)},
         "train_inputs": full.train_inputs(name),
     }
+    specs["full"] = {}
     pinned = {name: {"image": f"registry.example:5000/mlperf/{name}:ref-1", "digest": "sha256:" + "ab" * 32}}
     for launcher in LAUNCHERS:
         for nodes in NODE_COUNTS:
             chosen = make_plan(workdir, scale="full", launcher=launcher, full_geometry={name: {"nodes": nodes}}, full_container=pinned)
-            try:
-                out["full"][f"run_3/{launcher}/{nodes}_node"] = asdict(chosen.train_job(name, 3))
-            except ConfigError as err:
-                out["full"][f"run_3/{launcher}/{nodes}_node"] = {"refused": str(err)}
-            out["full"].update(image_jobs(chosen, name, f"{launcher}/{nodes}_node"))
+            out["full"][f"run_3/{launcher}/{nodes}_node"] = planned_run(chosen, name, specs["full"], f"run_3/{launcher}/{nodes}_node")
+            out["full"].update(image_jobs(chosen, name, f"{launcher}/{nodes}_node", specs["full"]))
     return portable(out, workdir)
 
 
-def image_jobs(plan: planning.Plan, name: str, key: str) -> dict:
+def planned_run(plan: planning.Plan, name: str, specs: dict, key: str) -> dict:
+    """Run 3 of ``name``'s train job as the rules read it (or the one line refusing it); its spec goes to ``specs[key]``."""
+    try:
+        job = asdict(plan.train_job(name, 3))
+    except ConfigError as err:
+        return {"refused": str(err)}
+    specs[key] = plan.job_spec(plan.bench(name), 3).model_dump(mode="json")
+    return job
+
+
+def image_jobs(plan: planning.Plan, name: str, key: str, specs: dict | None = None) -> dict:
     """The one-off jobs of ``name``'s image that make an input (``full.made_in_image``), with what they read; keys
-    ``image_job/<dataset>/<key>`` (none for a benchmark whose runs read only published data)."""
+    ``image_job/<dataset>/<key>`` (none for a benchmark whose runs read only published data); their specs go to
+    ``specs`` where given."""
     out = {}
+    specs = {} if specs is None else specs
     for dataset_id in (dataset for dataset, (maker, _) in plan.made_in_image.items() if maker == name):
         try:
             out[f"image_job/{dataset_id}/{key}"] = {**asdict(plan.image_job(dataset_id)), "inputs": plan.image_job_inputs(dataset_id)}
         except ConfigError as err:
             out[f"image_job/{dataset_id}/{key}"] = {"refused": str(err)}
+            continue
+        specs[f"image_job/{dataset_id}/{key}"] = plan.image_job_spec(dataset_id).model_dump(mode="json")
     return out
 
 
@@ -96,10 +113,10 @@ def portable(out: dict, workdir: Path) -> dict:
     return json.loads(text)
 
 
-def matches_golden(got: dict, golden_name: str, benchmark: str) -> dict:
-    """Assert ``got`` equals ``tests/benchmarks/<benchmark>/golden/<golden_name>.json`` (rewritten with
+def matches_golden(got: dict, golden_name: str, benchmark: str, kind: str = "") -> dict:
+    """Assert ``got`` equals ``tests/benchmarks/<benchmark>/golden/[<kind>/]<golden_name>.json`` (rewritten with
     MLPERF_WF_UPDATE_GOLDEN=1); ``got``."""
-    golden = ROOT / "tests" / "benchmarks" / benchmark / GOLDEN / f"{golden_name}.json"
+    golden = ROOT / "tests" / "benchmarks" / benchmark / GOLDEN / kind / f"{golden_name}.json"
     if os.environ.get("MLPERF_WF_UPDATE_GOLDEN"):
         golden.parent.mkdir(parents=True, exist_ok=True)
         golden.write_text(json.dumps(got, indent=2, sort_keys=True) + "\n")
@@ -110,23 +127,25 @@ def matches_golden(got: dict, golden_name: str, benchmark: str) -> dict:
 
 def reference_geometry_plan(name: str, workdir: Path) -> dict:
     """Run 3 of ``name`` at its definition's own geometry (the reference's node count) for every launcher, checked
-    against ``<name>_<nodes>_nodes.json``; keys ``run_3/<launcher>/<nodes>_node``."""
+    against ``<name>_<nodes>_nodes.json`` (the specs against the same name in its ``golden/spec``); keys
+    ``run_3/<launcher>/<nodes>_node``."""
     nodes = make_plan(workdir, scale="full").bench(name).full.geometry.nodes
     pinned = {name: {"image": f"registry.example:5000/mlperf/{name}:ref-1", "digest": "sha256:" + "ab" * 32}}
-    out = {}
-    for launcher in LAUNCHERS:
+    out: dict = {}
+    specs: dict = {}
+    for launcher in LAUNCHERS:  # local, docker and apptainer refuse several nodes
         plan = make_plan(workdir, scale="full", launcher=launcher, full_container=pinned)
-        try:
-            out[f"run_3/{launcher}/{nodes}_node"] = asdict(plan.train_job(name, 3))
-        except ConfigError as err:  # local, docker and apptainer run on one node
-            out[f"run_3/{launcher}/{nodes}_node"] = {"refused": str(err)}
-        out.update(image_jobs(plan, name, f"{launcher}/{nodes}_node"))
+        out[f"run_3/{launcher}/{nodes}_node"] = planned_run(plan, name, specs, f"run_3/{launcher}/{nodes}_node")
+        out.update(image_jobs(plan, name, f"{launcher}/{nodes}_node", specs))
+    matches_golden(portable(specs, workdir), f"{name}_{nodes}_nodes", name, SPEC_GOLDEN)
     return matches_golden(portable(out, workdir), f"{name}_{nodes}_nodes", name)
 
 
 @pytest.mark.parametrize("name", registry.benchmark_names())
 def test_plan_matches_its_golden_file(name, workdir):
-    matches_golden(rendered(name, workdir), name, name)
+    specs: dict = {}
+    matches_golden(rendered(name, workdir, specs), name, name)
+    matches_golden(portable(specs, workdir), name, name, SPEC_GOLDEN)
 
 
 @pytest.mark.parametrize("name", registry.benchmark_names())

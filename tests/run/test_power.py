@@ -28,7 +28,7 @@ from mlperf_wf.errors import ConfigError
 from mlperf_wf.results import scoring, verdict
 from mlperf_wf.run import power
 from tests.mllogs import T0, _line, write_lora_log
-from tests.plan.test_plan import LAUNCHERS, make_plan, matches_golden, portable, workdir  # noqa: F401 - fixture
+from tests.plan.test_plan import LAUNCHERS, SPEC_GOLDEN, make_plan, matches_golden, portable, workdir  # noqa: F401 - fixture
 
 ROOT = Path(__file__).resolve().parents[2]
 STAND_IN = f"{sys.executable} -m mlperf_wf.run.stand_in_nvidia_smi --gpus 2 -lms {{interval_ms}}"
@@ -129,16 +129,21 @@ def test_the_launch_line_samples_beside_the_command_stops_with_it_and_keeps_its_
 def test_power_on_plans_match_their_golden_file_and_power_off_plans_have_no_sampler(workdir):  # noqa: F811
     name = "llama2_70b_lora"
     on = {"enabled": True, "interval_ms": 500, "node_command": "ipmitool dcmi power reading", "conversion_eff": 0.95}
-    out = {"tiny/run_3/local": asdict(make_plan(workdir, power=on).train_job(name, 3))}
+    tiny = make_plan(workdir, power=on)
+    out = {"tiny/run_3/local": asdict(tiny.train_job(name, 3))}
+    specs = {"tiny/run_3/local": tiny.job_spec(tiny.bench(name), 3).model_dump(mode="json")}
     pinned = {name: {"image": f"registry.example:5000/mlperf/{name}:ref-1", "digest": "sha256:" + "ab" * 32}}
     for launcher in LAUNCHERS:
         for nodes in (1, 2):
             changes = {"scale": "full", "launcher": launcher, "full_geometry": {name: {"nodes": nodes}}, "full_container": pinned}
             with contextlib.suppress(ConfigError):  # docker, apptainer and local run on one node
-                out[f"full/run_3/{launcher}/{nodes}_node"] = asdict(make_plan(workdir, power=on, **changes).train_job(name, 3))
+                plan = make_plan(workdir, power=on, **changes)
+                out[f"full/run_3/{launcher}/{nodes}_node"] = asdict(plan.train_job(name, 3))
+                specs[f"full/run_3/{launcher}/{nodes}_node"] = plan.job_spec(plan.bench(name), 3).model_dump(mode="json")
                 off = make_plan(workdir, **changes).train_job(name, 3)
                 assert "power-sample" not in off.command
     got = matches_golden(portable(out, workdir), f"power_{name}", name)
+    matches_golden(portable(specs, workdir), f"power_{name}", name, SPEC_GOLDEN)
     pyxis = got["full/run_3/pyxis/2_node"]["command"]
     assert "srun --nodes=2 --ntasks-per-node=1 --overlap mlperf-wf power-sample --out-dir results/llama2_70b_lora/runs/3/power/result" in pyxis
     assert pyxis.index("power-sample") < pyxis.index("--container-image") < pyxis.index("touch results/llama2_70b_lora/runs/3/power/result/.stop")

@@ -58,7 +58,7 @@ def _experiment(python: Path, script: str, patches: str | None, first_status: in
     """(exit status, whether the second task ran, stderr) of one experiment whose first task exits ``first_status``."""
     marker = folder / "second-task-ran"
     # as the image starts every process: the start-up hooks, and the benchmark's round patches where given
-    # (containers/<name>/Dockerfile); without them, the start-up hooks load nothing
+    # (<benchmark folder>/container/Dockerfile); without them, the start-up hooks load nothing
     folders = [ROOT / "containers" / "hooks", *([ROOT / "src/mlperf_wf/benchmarks" / patches / "container" / "patches"] if patches else []), ROOT]
     env = {**os.environ, "NEMORUN_HOME": str(folder / "nemo_run_home"), "PYTHONPATH": ":".join(map(str, folders))}
     env.pop("MLPERF_WF_HOOKS", None)

@@ -331,13 +331,14 @@ def test_from_an_offline_bundle_the_full_scale_job_starts_the_imported_image_and
     assert ran.returncode == 0, _explain(ran, name, 0)
     image, digest = bundle_campaign["pins"][name]
     assert (local["image"], local["digest"]) == (image, digest) and Path(local["squashfs"]).is_file()
-    assert f"--container-image={local['squashfs']}" in ran.output, "the job starts the site's image file, not a registry's"
     ranks = ran.ranks(name, 0)
     rehearsal = REHEARSALS[name]
     assert ranks and all(r["status"] == 0 for r in ranks), _explain(ran, name, 0)
     assert len({r["host"] for r in ranks}) == rehearsal.nodes
     provenance = json.loads((ran.run_folder(name, 0) / "provenance.json").read_text())
     assert provenance["image"] == f"{image}@{digest}" and all(a["passed"] for a in provenance["node_checks"])
+    # the line the job ran (rendered from the spec it wrote beside its log, and recorded in its provenance)
+    assert f"--container-image={local['squashfs']}" in provenance["command"], "the job starts the site's image file, not a registry's"
 
 
 DOCKER_NAMES = sorted(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -48,10 +49,27 @@ def snakemake(workdir: Path, *args: str, check_rc: bool = True, cache: Path | No
 
 
 def unwrapped(output: str) -> str:
-    """A Snakemake output with its printed shell commands, which it wraps, back on one line each."""
+    """A Snakemake output with its printed shell commands, which it wraps, back on one line each; a train job's, which
+    writes the run's spec and runs it (``mlperf-wf job run``), as the script the spec runs (:func:`spec_script`)."""
     from mlperf_wf.plan.shell_wrap import unwrap
 
-    return unwrap(output)
+    return "\n".join(spec_script(line) for line in unwrap(output).split("\n"))
+
+
+def spec_script(line: str) -> str:
+    """A printed ``Shell command:`` that writes a job spec and runs it, as the commands ``mlperf-wf job run`` runs
+    (``mlperf_wf.run.job.script``, without its shell options); any other line as it is."""
+    from mlperf_wf.run import job
+    from mlperf_wf.run.job_spec import JobSpec
+
+    head = "Shell command: printf '%s\\n' "
+    if not line.startswith(head) or " mlperf-wf job run " not in line:
+        return line
+    words = shlex.split(line[len("Shell command: ") :])
+    spec = JobSpec.parse(words[2])
+    ran = line[line.index(" mlperf-wf job run ") :]
+    after = ran.split(" 2>&1;", 1)[1] if " 2>&1;" in ran else ""  # what the rule runs after the job (seal)
+    return "Shell command: " + job.script(spec).removeprefix("set -euo pipefail; ") + (f";{after}" if after else "")
 
 
 def planned_launch_lines(output: str, benchmark: str = "") -> list[str]:

@@ -312,10 +312,10 @@ def train_inputs(wildcards):
     return PLAN.train_inputs(wildcards.benchmark)
 
 
-def planned_or_failing(plan_job, benchmark):
+def planned_or_failing(plan_job, benchmark, failing=planning.unplannable_job):
     """`plan_job()`, a job of `benchmark`'s image; where the config cannot make it (a geometry its launcher refuses), in
-    the main process a job that only fails, so the DAG renders and the preflight lists the problem with every other one
-    (a real run refuses before submitting anything); inside a job, the one-line error.
+    the main process a job that only fails (`failing(problem)`), so the DAG renders and the preflight lists the problem
+    with every other one (a real run refuses before submitting anything); inside a job, the one-line error.
     """
     try:
         return plan_job()
@@ -323,7 +323,7 @@ def planned_or_failing(plan_job, benchmark):
         if PREFLIGHT is None:
             raise WorkflowError(str(err)) from None
         PREFLIGHT.saw_benchmark(benchmark)
-        return planning.unplannable_job(str(err))
+        return failing(str(err))
 
 
 def planned_train_job(wildcards):
@@ -332,6 +332,17 @@ def planned_train_job(wildcards):
         lambda: PLAN.train_job(wildcards.benchmark, int(wildcards.run)),
         wildcards.benchmark,
     )
+
+
+@signature_once
+def train_spec(wildcards):
+    """The run's job spec (JSON) that the train job writes and runs (or one that only fails: `planned_or_failing`)."""
+    spec = planned_or_failing(
+        lambda: PLAN.train_spec(wildcards.benchmark, int(wildcards.run)),
+        wildcards.benchmark,
+        planning.unplannable_spec,
+    )
+    return spec.model_dump_json()
 
 
 def job_field(planned_job, name):
@@ -379,6 +390,17 @@ def planned_image_job(wildcards):
 
 
 @signature_once
+def image_job_spec(wildcards):
+    """The one-off job's spec (JSON) that the job writes and runs (or one that only fails: `planned_or_failing`)."""
+    spec = planned_or_failing(
+        lambda: PLAN.image_job_spec(wildcards.dataset),
+        PLAN.made_in_image_of(wildcards.dataset)[0],
+        planning.unplannable_spec,
+    )
+    return spec.model_dump_json()
+
+
+@signature_once
 def image_job_inputs(wildcards):
     """What the one-off job reads: the runs' inputs but the one it makes; only a newer input it is made from (the
     checkpoint a conversion converts) makes it again, the others are ancient (a re-prepared tree does not).
@@ -415,12 +437,6 @@ def train_slurm_extra(wildcards, attempt):
     return PLAN.train_slurm_extra(name)
 
 
-@signature_once
-def campaign_gate(wildcards):
-    """The train job's first command with stop_when_doomed ('' when off): not started when the set cannot pass."""
-    return PLAN.campaign_gate(wildcards.benchmark, int(wildcards.run))
-
-
 def record_campaign_config():
     """`onstart`: the config the train jobs' campaign gate reads (only with stop_when_doomed)."""
     if PLAN.settings.stop_when_doomed and workflow.is_main_process:
@@ -429,23 +445,10 @@ def record_campaign_config():
         doom.record_config(WORKFLOW_CONFIG.filled(), PLAN.campaign_config_record())
 
 
-def identity_config(wildcards):
-    """The benchmark's resolved config (JSON), recorded in each run's provenance as part of its campaign identity."""
-    return json.dumps(
-        campaign_identity.config_of(PLAN, wildcards.benchmark), sort_keys=True
-    )
-
-
 @signature_once
 def expected_identity(wildcards):
     """The campaign identity the benchmark's runs must share, as the config makes it now (JSON)."""
     return campaign_identity.expected(PLAN, wildcards.benchmark).model_dump_json()
-
-
-@signature_once
-def node_check_records(wildcards):
-    """Where the run's node checks are recorded ('' where it has none)."""
-    return PLAN.node_check_records(wildcards.benchmark, int(wildcards.run))
 
 
 @signature_once

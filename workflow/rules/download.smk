@@ -79,8 +79,10 @@ rule make_in_image:
         slurm_extra=train_slurm_extra,
     params:
         dataset="{dataset}",
-        command=image_job_field("command"),
-    # as the train rule: the prepared tree checked first, the whole line's output in the job's log
+        spec=image_job_spec,
+    # as the train rule: the job's spec beside its log, run by `mlperf-wf job run` (the prepared tree checked first),
+    # the whole job's output in its log
     shell:
-        "{{ mlperf-wf check-prepared {input.prepared} || exit $?; {params.command}; }} > {log} 2>&1;"
+        "printf '%s\\n' {params.spec:q} > {log}.spec.json;"
+        " mlperf-wf job run {log}.spec.json > {log} 2>&1;"
         " mlperf-wf seal --dataset {params.dataset} {output.dataset} >> {log} 2>&1"

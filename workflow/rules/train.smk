@@ -25,24 +25,13 @@ rule train:
         # read at each (re)submission: a node a failed node check named is excluded from the retry
         slurm_extra=train_slurm_extra,
     params:
-        command=train_field("command"),
-        launcher=train_field("launcher"),
-        image=train_field("image"),
-        scale=SCALE,
-        node_checks=node_check_records,
-        gate=campaign_gate,
-        identity_config=identity_config,
+        spec=train_spec,
     message:
         PLAN.job_message("train")
-    # With stop_when_doomed, the gate first: a benchmark that can no longer pass ends the job, not started (exit 3).
-    # The prepared tree is checked against its stamps first (a byte changed since, even with its mtime restored);
-    # `|| exit`: bash's errexit does not stop at the left side of a failing `&&`.
-    # The whole command line in one group, so that everything it prints (the job's own preflight, the page-cache drop,
-    # each srun step) goes to the job's log, and a refusal (`exit 2`) ends the job with its reason there.
+    # The run's spec (mlperf_wf.run.job_spec) is written beside its log, then `mlperf-wf job run` runs it: the campaign
+    # gate (with stop_when_doomed), the prepared tree's check, the preflight, an emptied run folder, the node check, the
+    # page-cache drop, the launch, the MLLOG merge, then the provenance record; everything it prints goes to the log,
+    # and its exit status is the job's (a refusal is status 2, with its reason in the log).
     shell:
-        "{{ {params.gate}mlperf-wf check-prepared {input.prepared} || exit $?; {params.command}; }} > {log} 2>&1;"
-        " mlperf-wf provenance --out {output.provenance} --result {output.result} --consumed {input}"
-        " --scale {params.scale}"
-        " --launcher {params.launcher} --image={params.image:q}"
-        " --command={params.command:q} --node-checks={params.node_checks:q}"
-        " --config={params.identity_config:q} >> {log} 2>&1"
+        "printf '%s\\n' {params.spec:q} > {log}.spec.json;"
+        " mlperf-wf job run {log}.spec.json > {log} 2>&1"

@@ -1,7 +1,11 @@
-"""Command lines of one training run, for every launch backend.
+"""The launch of one training run, for every launch backend, as part of its job spec.
 
-The train rule runs one command per run; which command is chosen by the
-``launcher`` config key:
+Each run is a job spec (``mlperf_wf.run.job_spec.JobSpec``): :func:`full_scale_spec` and :func:`tiny_spec` fill its
+process (the command with its folder, environment and devices), image, mounts and geometry from the benchmark's
+definition and the config, and the plan (``Plan.job_spec``) adds the steps around the launch and the scheduler request.
+The train rule writes the spec and runs it with ``mlperf-wf job run``, where the launcher's class
+(``mlperf_wf.run.launchers``) renders the command; :func:`full_scale` renders a launch here. Which launcher is
+chosen by the ``launcher`` config key:
 
 - ``local``: the tiny trainer directly, or under ``torchrun --standalone`` with
   ``tiny_processes`` > 1 (gloo on CPU, so the distributed path really runs). At
@@ -48,8 +52,6 @@ launcher puts the same folders on ``PYTHONPATH``.
 
 from __future__ import annotations
 
-import re
-import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -57,19 +59,21 @@ from mlperf_wf.config.registry import SIZING_PLACEHOLDERS, BenchmarkDef, Contain
 from mlperf_wf.errors import ConfigError
 from mlperf_wf.plan import node_roles
 from mlperf_wf.plan.sizing import PlannedBatch
-from mlperf_wf.run import mllog_parts
-from mlperf_wf.run.page_cache import DROP_CACHES_FILE, drop_on_this_node
+from mlperf_wf.run import job_spec, launchers, mllog_parts
+from mlperf_wf.run.job_spec import JobSpec
+from mlperf_wf.run.launchers import (  # noqa: F401 - the launch lines' pieces, named here for the plan's callers
+    AMD_DEVICES,
+    CACHE_CLEARED_VARIABLE,
+    CONTAINER_HOME,
+    MASTER_PORT,
+    MLLOG_PARTS_VARIABLE,
+    NODELIST,
+    drop_page_cache,
+    raise_limits,
+    shell_join,
+)
 
 LAUNCHERS = ("local", "docker", "apptainer", "pyxis")
-MASTER_PORT = 29500
-CONTAINER_HOME = "/home/mlperf-wf"
-"""Home folder of an Apptainer run (bound from the run's own folder: caches, compiled kernels)."""
-MLLOG_PARTS_VARIABLE = "MLPERF_WF_MLLOG_PARTS"
-"""The folder where each process of a run writes its own MLLOG lines (the images' hooks read it; the train job merges
-the files into the result file after the run: ``mlperf_wf.run.mllog_parts``)."""
-CACHE_CLEARED_VARIABLE = "MLPERF_WF_CACHE_CLEARED"
-"""``true`` when the page cache was dropped on every node of the run before it started, else ``false``; the round
-hooks (``containers/hooks``) log it as ``cache_clear``."""
 
 
 @dataclass(frozen=True)
@@ -147,14 +151,8 @@ class Minutes(int):
         return format(int(self), spec)
 
 
-@dataclass(frozen=True)
-class HostHooks:
-    """The start-up hooks and a benchmark's round patches in this checkout (``local`` launcher)."""
-
-    folders: tuple[str, ...]
-    """``containers/hooks`` and ``<its folder>/container/patches``, absolute, put first on ``PYTHONPATH``."""
-    modules: tuple[str, ...]
-    """Patch modules for ``MLPERF_WF_HOOKS``."""
+HostHooks = job_spec.HostHooks
+"""The start-up hooks and a benchmark's round patches in this checkout (``local`` launcher)."""
 
 
 def tiny_command(train_args: list[str], launch: Launch) -> list[str]:
@@ -164,14 +162,31 @@ def tiny_command(train_args: list[str], launch: Launch) -> list[str]:
     return ["mlperf-wf", "train", *train_args]
 
 
-def tiny_container(train_args: list[str], launch: Launch, image: str, workdir: Path, host_mounts: list[Path]) -> list[str]:
-    """A tiny run inside a container: this host's Python, venv and project are bind-mounted read-only
-    at the same paths, the workflow directory read-write, so the image only supplies a Linux userland."""
+def tiny_spec(train_args: list[str], launch: Launch, image: str = "", workdir: Path | None = None, host_mounts: list[Path] | None = None) -> JobSpec:
+    """The spec of a tiny run's launch: the trainer on the host, or (``image``) inside a container where this host's
+    Python, venv and project are bind-mounted read-only at the same paths and the workflow directory read-write, so
+    the image only supplies a Linux userland."""
+    command = tiny_command(train_args, launch)
+    resources = job_spec.Resources(runtime=1)
+    geometry = job_spec.Geometry(processes=launch.tiny_processes)
+    if not image:
+        return JobSpec(scale="tiny", launcher="local", process=job_spec.Process(command=tuple(command)), geometry=geometry, resources=resources)
     if launch.launcher != "docker":
         raise ConfigError(f"tiny-scale runs in a container use launcher docker, not {launch.launcher!r}")
-    mounts = [(str(path), str(path), "ro") for path in host_mounts] + [(str(workdir), str(workdir), "rw")]
+    host_mounts = host_mounts or []
+    mounts = [job_spec.Mount(host=str(path), container=str(path), mode="ro") for path in host_mounts]
+    mounts.append(job_spec.Mount(host=str(workdir), container=str(workdir), mode="rw"))
     env = {"PATH": f"{Path(host_mounts[0]) / 'bin'}:/usr/local/bin:/usr/bin:/bin", "HOME": str(workdir)}
-    return docker_argv(image, str(workdir), mounts, env, launch.env_passthrough, tiny_command(train_args, launch), gpus=None)
+    process = job_spec.Process(command=tuple(command), workdir=str(workdir), env=env, passthrough=launch.env_passthrough)
+    return JobSpec(
+        scale="tiny",
+        launcher="docker",
+        image=job_spec.Image(reference=image, launched=image),
+        mounts=tuple(mounts),
+        process=process,
+        geometry=geometry,
+        resources=resources,
+    )
 
 
 def reference_command(bench: BenchmarkDef, run: int, seed: int, paths: RunPaths, launch: Launch, where: dict[str, str] | None = None) -> list[str]:
@@ -254,15 +269,6 @@ def planned_by_the_batch(bench: BenchmarkDef, word: str) -> str | None:
     return None
 
 
-_WITH_VARIABLES = re.compile(r"[\w=./:,-]*(\$\{[A-Z_][A-Z0-9_]*\}[\w=./:,-]*)+")
-
-
-def _join_keep_variables(argv: list[str]) -> str:
-    """shlex.join, except that words made of plain characters and ``${VAR}`` references are
-    double-quoted, so the shell that runs the line (the job's, or the task's) expands them."""
-    return " ".join(f'"{part}"' if _WITH_VARIABLES.fullmatch(part) else shlex.quote(part) for part in argv)
-
-
 def _insert_after_launcher(command: list[str], extra: list[str]) -> list[str]:
     """Put multi-node launcher flags right after the launcher word (``accelerate launch``/``torchrun``)."""
     head = 2 if command[:2] == ["accelerate", "launch"] else 1
@@ -339,158 +345,9 @@ def scratch_folders(bench: BenchmarkDef, paths: RunPaths) -> dict[str, Path]:
     return {name: paths.result_file.parent.resolve() / "scratch" / name for name in bench.full.scratch}
 
 
-def _make_folders(folders: list[Path], command: str) -> str:
-    """``command`` after creating the host folders it binds (Apptainer and pyxis refuse a missing one)."""
-    if not folders:
-        return command
-    return f"mkdir -p {' '.join(shlex.quote(str(folder)) for folder in folders)} && {command}"
-
-
-AMD_DEVICES = ("/dev/kfd", "/dev/dri")
-"""What a ROCm container needs to see the GPUs (the ROCm kernel driver and the render nodes), as ROCm references
-start their images (dlrmv4's README.MD: ``docker run --device=/dev/kfd --device=/dev/dri``)."""
-
-
-ULIMIT_LETTERS = {"nofile": "n"}
-"""bash's ``ulimit`` option letter for each limit a definition may raise (``full.ulimits``; docker's ``--ulimit`` names)."""
-
-
-def raise_limits(ulimits: dict[str, int]) -> str:
-    """Shell that raises each soft limit for the processes the line starts (they inherit it: srun passes its limits to
-    the tasks by default), as the reference's launch script does; where the hard limit is lower, it says so in the
-    job's log and the run goes on, as the reference's does."""
-    steps = []
-    for name, value in sorted(ulimits.items()):
-        letter = ULIMIT_LETTERS[name]
-        warn = f'echo "mlperf-wf: could not raise the {name} limit to {value} (hard limit $(ulimit -H{letter}))" >&2'
-        steps.append(f"{{ ulimit -S{letter} {value} 2>/dev/null || {warn}; }}")
-    return "; ".join(steps)
-
-
-def docker_argv(
-    image: str,
-    workdir: str,
-    mounts: list[tuple[str, str, str]],
-    env: dict[str, str],
-    passthrough: tuple[str, ...],
-    command: list[str],
-    gpus: str | None,
-    devices: tuple[str, ...] = (),
-    ulimits: dict[str, int] | None = None,
-) -> list[str]:
-    """``docker run`` with mounts, environment and the command.
-
-    A GPU run (``gpus``: ``nvidia`` or ``amd``) gets every GPU (``--gpus all``, or the ROCm devices), the host network
-    and IPC namespaces and the unlimited locked memory and large stack NCCL/RCCL and the reference containers expect; a CPU
-    (tiny) run gets no network and no raised limits (raising them needs CAP_SYS_RESOURCE). ``devices``: other host
-    devices the container sees (``full.devices``).
-    """
-    argv = ["docker", "run", "--rm"]
-    if gpus == "amd":
-        argv += [f"--device={device}" for device in AMD_DEVICES]
-    elif gpus:
-        argv += ["--gpus", "all"]
-    argv += [f"--device={device}" for device in devices]
-    if gpus:
-        # the host's network, as the references' own `docker run` lines (--network=host): NCCL reaches the node's
-        # NICs, and a rank's rendezvous address resolves as the host's (in a bridge-less engine a container's own
-        # hostname does not resolve, and torchrun waits for its store forever)
-        argv += ["--network=host", "--ipc=host", "--ulimit", "memlock=-1", "--ulimit", "stack=67108864"]
-    else:
-        argv += ["--network", "none"]
-    for name, value in sorted((ulimits or {}).items()):
-        argv += ["--ulimit", f"{name}={value}"]  # the engine sets a container's limits, not the calling shell
-    for host, container, mode in mounts:
-        argv += ["-v", f"{host}:{container}:{mode}" if mode == "ro" else f"{host}:{container}"]
-    for key, value in sorted(env.items()):
-        argv += ["-e", f"{key}={value}"]
-    for name in passthrough:
-        argv += ["-e", name]  # docker copies the value from the host environment
-    return [*argv, "-w", workdir, image, *command]
-
-
-def apptainer_argv(
-    image: str,
-    workdir: str,
-    mounts: list[tuple[str, str, str]],
-    env: dict[str, str],
-    passthrough: tuple[str, ...],
-    command: list[str],
-    home: str,
-    accelerator: str = "nvidia",
-    devices: tuple[str, ...] = (),
-) -> list[str]:
-    """``apptainer exec --nv`` (``--rocm`` for an AMD image) with binds, environment and the command.
-
-    The image is read-only: ``--writable-tmpfs`` takes the small writes a reference makes beside its
-    own files, and ``home`` (a host folder of the run) is the container's home, where Hugging Face,
-    DeepSpeed and Triton keep their caches. ``devices`` (``full.devices``) are bound at their own paths.
-    """
-    argv = ["apptainer", "exec", "--rocm" if accelerator == "amd" else "--nv", "--cleanenv", "--writable-tmpfs", "--home", f"{home}:{CONTAINER_HOME}"]
-    argv += ["--bind", ",".join([*(f"{host}:{container}:{mode}" for host, container, mode in mounts), *devices])]
-    for key, value in sorted(env.items()):
-        argv += ["--env", f"{key}={value}"]
-    for name in passthrough:
-        argv += ["--env", f"{name}=${{{name}}}"]  # expanded by the job's shell: the value is never written here
-    return [*argv, "--pwd", workdir, image, *command]
-
-
 def srun_step_flags(bench: BenchmarkDef, nodes: int, gpus_per_node: int) -> list[str]:
-    """The srun step that starts a full-scale run's processes on the allocation's nodes (pyxis), before its container
-    options: one task per node, or one per GPU for ``process_model: per_gpu``."""
-    per_gpu = bench.full.process_model == "per_gpu"
-    # one task per GPU: the reference's own --mpi, or none (the site's default); a launcher per node needs no PMI
-    mpi = ([f"--mpi={bench.full.srun_mpi}"] if bench.full.srun_mpi else []) if per_gpu else ["--mpi=none"]
-    return [
-        "srun",
-        f"--nodes={nodes}",
-        f"--ntasks-per-node={gpus_per_node if per_gpu else 1}",
-        *mpi,
-        # A task that fails ends the others at once (NeMo-Run's Slurm executor, which the llama31 references launch
-        # through, passes the same): the other nodes would otherwise wait on it until a collective's timeout, or an
-        # hour for llama31_405b's data index, before the job fails and the profile retries it.
-        "--kill-on-bad-exit=1",
-        # A one-task job runs inside the jobstep's own `srun -n1` step (the executor only skips that wrapper for
-        # several tasks): --overlap lets this step share that step's CPUs, memory and GPUs instead of waiting.
-        "--overlap",
-    ]
-
-
-def pyxis_script(
-    bench: BenchmarkDef,
-    image: str,
-    mounts: list[tuple[str, str, str]],
-    env: dict[str, str],
-    passthrough: tuple[str, ...],
-    command: list[str],
-    launch: Launch,
-    workdir: str,
-) -> str:
-    """The srun line (with MASTER_ADDR/PORT from the allocation) that runs inside the SLURM job."""
-    per_gpu = bench.full.process_model == "per_gpu"
-    devices = [*(AMD_DEVICES if bench.full.accelerator == "amd" else ()), *bench.full.devices]
-    # MASTER_ADDR is the allocation's first host, exported above: a benchmark's one-node default (its reference
-    # config's localhost, for the docker and apptainer launchers) must not replace it.
-    exports = {**{key: value for key, value in env.items() if key != "MASTER_ADDR"}, "MASTER_PORT": str(MASTER_PORT)}
-    names = sorted({*exports, *passthrough, "MASTER_ADDR"})
-    srun = [
-        *srun_step_flags(bench, launch.nodes, launch.gpus_per_node),
-        f"--container-image={image}",
-        # enroot's hooks bring NVIDIA GPUs in; ROCm's and other devices are bound like any path.
-        "--container-mounts=" + ",".join([*(f"{host}:{container}:{mode}" for host, container, mode in mounts), *(f"{d}:{d}" for d in devices)]),
-        "--container-writable",
-        "--container-remap-root",
-        "--no-container-mount-home",
-        f"--container-workdir={workdir}",
-        "--container-env=" + ",".join(names),
-    ]
-    inner = _join_keep_variables(command)
-    if per_gpu:
-        inner = f"RANK=$SLURM_PROCID LOCAL_RANK=$SLURM_LOCALID WORLD_SIZE=$SLURM_NTASKS exec {inner}"
-    lines = [f'export MASTER_ADDR="$(scontrol show hostnames "{NODELIST}" | head -n 1)"']
-    lines += [f"export {key}={shlex.quote(value)}" for key, value in sorted(exports.items())]
-    lines.append(f"{shlex.join(srun)} bash -c {shlex.quote(inner)}")
-    return "; ".join(lines)
+    """The srun step that starts ``bench``'s processes on the allocation's nodes (pyxis), before its container options."""
+    return launchers.srun_step_flags(nodes, gpus_per_node, bench.full.process_model == "per_gpu", bench.full.srun_mpi)
 
 
 def geometry_problem(bench: BenchmarkDef, launch: Launch) -> str | None:
@@ -510,8 +367,10 @@ def geometry_problem(bench: BenchmarkDef, launch: Launch) -> str | None:
     return None
 
 
-def full_scale(bench: BenchmarkDef, run: int, seed: int, paths: RunPaths, launch: Launch, image: Container | None = None) -> str:
-    """The shell command of one full-scale run with the chosen backend (``image``: default the definition's)."""
+def full_scale_spec(bench: BenchmarkDef, run: int, seed: int, paths: RunPaths, launch: Launch, image: Container | None = None) -> JobSpec:
+    """The spec of one full-scale run's launch with the chosen backend (``image``: default the definition's): the
+    process, image, mounts and geometry, the page-cache drop and the folders the container binds. The plan adds the
+    other steps and the scheduler request (``Plan.job_spec``)."""
     if launch.launcher not in LAUNCHERS:
         raise ConfigError(f"launcher is {launch.launcher!r}; allowed: {', '.join(LAUNCHERS)}")
     problem = geometry_problem(bench, launch)
@@ -521,112 +380,108 @@ def full_scale(bench: BenchmarkDef, run: int, seed: int, paths: RunPaths, launch
     if missing:
         raise ConfigError(f"{bench.name}: the run needs the folders of input roles {missing}")
     env = _container_env(bench, paths, seed, launch)
-    workdir = launch.workdir or bench.full.workdir
-    # what the line does on the host before the launch: the page cache, then the reference's raised limits
-    before_launch = "; ".join(filter(None, [drop_page_cache(launch.nodes, srun=launch.launcher == "pyxis"), raise_limits(bench.full.ulimits)]))
+    per_gpu = bench.full.process_model == "per_gpu"
+    geometry = job_spec.Geometry(
+        nodes=launch.nodes,
+        gpus_per_node=launch.gpus_per_node,
+        tasks=launch.nodes * (launch.gpus_per_node if per_gpu else 1),
+        process_model=bench.full.process_model,
+    )
+    process = {
+        "workdir": launch.workdir or bench.full.workdir,
+        "accelerator": bench.full.accelerator,
+        "devices": tuple(bench.full.devices),
+        "ulimits": dict(bench.full.ulimits),
+        "srun_mpi": bench.full.srun_mpi,
+    }
+    spec = {"scale": "full", "launcher": launch.launcher, "result_file": str(paths.result_file), "geometry": geometry}
+    spec["resources"] = job_spec.Resources(runtime=launch.walltime_minutes, nodes=launch.nodes)
     if launch.launcher == "local":
-        return f"{before_launch}; {_local(bench, run, seed, paths, launch, env, workdir)}"
+        # the reference command on this host (its software installed here), with host paths
+        host = {"prepared": str(paths.prepared.resolve()), "results": str(paths.result_file.parent.resolve())}
+        host.update({role: str(paths.inputs[role].resolve()) for role in bench.roles_for("train")})
+        result = paths.result_file.resolve()
+        env = {**env, "COMPLIANCE_FILE": str(result), MLLOG_PARTS_VARIABLE: str(mllog_parts.parts_folder(result))}
+        command = reference_command(bench, run, seed, paths, launch, where=host)
+        process = job_spec.Process(command=tuple(command), env=env, hooks=launch.hooks, **process)
+        return JobSpec(process=process, steps=job_spec.Steps(drop_page_cache=True), **spec)
     command = reference_command(bench, run, seed, paths, launch)
     scratch_by_name = scratch_folders(bench, paths)
-    mounts = _mounts(bench, paths, launch, scratch_by_name)
     image = image or bench.full.container
+    launched = {"docker": image.docker_reference, "apptainer": image.apptainer_reference, "pyxis": image.enroot_reference}
     # the folders the job writes: the per-run scratch areas, and the input a one-off job of the image makes
-    scratch = [*scratch_by_name.values(), *(paths.inputs[role].resolve() for role in paths.writable)]
-    passthrough = (*launch.env_passthrough, CACHE_CLEARED_VARIABLE)  # the drop's outcome, set by the line above
-    if launch.launcher == "docker":
-        argv = docker_argv(
-            image.docker_reference,
-            workdir,
-            mounts,
-            env,
-            passthrough,
-            command,
-            gpus=bench.full.accelerator,
-            devices=tuple(bench.full.devices),
-            ulimits=bench.full.ulimits,
-        )
-        return f"{before_launch}; {_make_folders(scratch, shell_join(argv))}"
+    folders = [*scratch_by_name.values(), *(paths.inputs[role].resolve() for role in paths.writable)]
+    home = None
     if launch.launcher == "apptainer":
-        home = paths.result_file.parent.resolve() / "home"
-        argv = apptainer_argv(
-            image.apptainer_reference, workdir, mounts, env, passthrough, command, str(home), bench.full.accelerator, tuple(bench.full.devices)
-        )
-        return f"{before_launch}; {_make_folders([home, *scratch], _join_keep_variables(argv))}"
-    return f"{before_launch}; {_make_folders(scratch, pyxis_script(bench, image.enroot_reference, mounts, env, passthrough, command, launch, workdir))}"
+        home = str(paths.result_file.parent.resolve() / "home")
+        folders.insert(0, home)
+    passthrough = (*launch.env_passthrough, CACHE_CLEARED_VARIABLE)  # the drop's outcome, set before the launch
+    return JobSpec(
+        image=job_spec.Image(reference=image.reference, digest=image.digest, launched=launched[launch.launcher]),
+        mounts=tuple(job_spec.Mount(host=host, container=container, mode=mode) for host, container, mode in _mounts(bench, paths, launch, scratch_by_name)),
+        process=job_spec.Process(command=tuple(command), env=env, passthrough=passthrough, home=home, **process),
+        steps=job_spec.Steps(drop_page_cache=True, make_folders=tuple(str(folder) for folder in folders)),
+        **spec,
+    )
 
 
-def _local(bench: BenchmarkDef, run: int, seed: int, paths: RunPaths, launch: Launch, env: dict[str, str], workdir: str) -> str:
-    """The reference command on this host (its software installed here), with host paths, and this
-    checkout's round patches first on ``PYTHONPATH`` (after any the caller already set)."""
-    host = {"prepared": str(paths.prepared.resolve()), "results": str(paths.result_file.parent.resolve())}
-    host.update({role: str(paths.inputs[role].resolve()) for role in bench.roles_for("train")})
-    local = reference_command(bench, run, seed, paths, launch, where=host)
-    env = {**env, "COMPLIANCE_FILE": str(paths.result_file.resolve()), MLLOG_PARTS_VARIABLE: str(mllog_parts.parts_folder(paths.result_file.resolve()))}
-    words = [f"{key}={shlex.quote(value)}" for key, value in sorted(env.items())]
-    if launch.hooks:
-        # double-quoted so the job's shell appends what the caller had
-        words.append(f'"PYTHONPATH={":".join(launch.hooks.folders)}${{PYTHONPATH:+:$PYTHONPATH}}"')
-        words.append(f'"MLPERF_WF_HOOKS={",".join(launch.hooks.modules)}${{MLPERF_WF_HOOKS:+,$MLPERF_WF_HOOKS}}"')
-    # a subshell: the job's own redirections and later commands stay in the workflow's folder
-    return f"(cd {shlex.quote(workdir)} && exec env {' '.join(words)} {shell_join(local)})"
+def full_scale(bench: BenchmarkDef, run: int, seed: int, paths: RunPaths, launch: Launch, image: Container | None = None) -> str:
+    """The shell command of one full-scale run with the chosen backend (``image``: default the definition's): the
+    page-cache drop, the raised limits, the folders the container binds and the launch (:func:`full_scale_spec`)."""
+    return launchers.job_line(full_scale_spec(bench, run, seed, paths, launch, image))
 
 
-NODELIST = '${SLURM_JOB_NODELIST:-$(squeue -h -j "$SLURM_JOB_ID" -o %N)}'
-"""The job's nodes as SLURM writes them (the SLURM jobstep clears SLURM_JOB_NODELIST before the job's command: ask
-squeue then)."""
+def pyxis_script(
+    bench: BenchmarkDef,
+    image: str,
+    mounts: list[tuple[str, str, str]],
+    env: dict[str, str],
+    passthrough: tuple[str, ...],
+    command: list[str],
+    launch: Launch,
+    workdir: str,
+) -> str:
+    """The srun line (with MASTER_ADDR/PORT from the allocation) that runs ``command`` in ``image`` through pyxis."""
+    per_gpu = bench.full.process_model == "per_gpu"
+    spec = JobSpec(
+        scale="full",
+        launcher="pyxis",
+        image=job_spec.Image(reference=image, launched=image),
+        mounts=tuple(job_spec.Mount(host=host, container=container, mode=mode) for host, container, mode in mounts),
+        process=job_spec.Process(
+            command=tuple(command),
+            workdir=workdir,
+            env=env,
+            passthrough=passthrough,
+            accelerator=bench.full.accelerator,
+            devices=tuple(bench.full.devices),
+            srun_mpi=bench.full.srun_mpi,
+        ),
+        geometry=job_spec.Geometry(nodes=launch.nodes, gpus_per_node=launch.gpus_per_node, process_model=bench.full.process_model),
+        resources=job_spec.Resources(runtime=launch.walltime_minutes, tasks=launch.nodes * (launch.gpus_per_node if per_gpu else 1)),
+    )
+    return launchers.Pyxis().command(spec)
 
 
 def node_check_script(
     nodes: int, srun: bool, attempts: Path, excluded: Path, prepared: Path, inputs: dict[str, tuple[Path, Path]], check, gpu_tflops: float | None
 ) -> str:
-    """Shell that checks every node of the run before it starts (``mlperf_wf.run.node_check``) and stops the line, with
-    the bad nodes named in the job's log, when one is bad. ``srun``: one task per node of the allocation (``--overlap``,
-    on the host: the workflow's own environment), else this host. ``attempts``: the run's node-check folder (each attempt
-    a subfolder named by its job); ``check``: the config's ``node_check``; ``gpu_tflops``: what a GPU of the system
-    description's model must show where the config sets no expectation."""
-    # named once: the probes and the verdict must read the same folder
-    name = f'node_check_attempt={shlex.quote(str(attempts))}/"${{SLURM_JOB_ID:-$(date +%s)}}"'
-    attempt = '"$node_check_attempt"'
-    probe = ["mlperf-wf", "node-check", "probe", "--nodes", str(nodes), "--port", str(MASTER_PORT + 1), "--prepared", str(prepared)]
-    for role, (folder, record) in sorted(inputs.items()):
-        probe += ["--input", f"{role}={folder}:{record}"]
-    probe += ["--matrix-size", str(check.matrix_size), "--timeout", str(check.timeout_s)]
-    if check.matmul_tflops_per_device is not None:
-        probe += ["--matmul-tflops", f"{check.matmul_tflops_per_device:g}"]
-    elif gpu_tflops is not None:
-        probe += ["--gpu-matmul-tflops", f"{gpu_tflops:g}"]
-    if check.allreduce_gbps is not None:
-        probe += ["--allreduce-gbps", f"{check.allreduce_gbps:g}"]
-    if srun:
-        hosts = f'"$(scontrol show hostnames "{NODELIST}" | paste -sd, -)"'
-        master = f'"$(scontrol show hostnames "{NODELIST}" | head -n 1)"'
-        run = f"srun --nodes={nodes} --ntasks-per-node=1 --overlap {shlex.join(probe)} --master-addr {master} --out {attempt}"
-    else:
-        hosts = master = '"$(hostname)"'
-        run = f"{shlex.join(probe)} --master-addr {master} --out {attempt}"
-    # The probes' exit status does not decide (and must not end the job's `set -e` shell before the verdict): the verdict
-    # reads every node's record, a node that wrote none is bad, so a probe that failed or hung cannot pass unseen.
-    noted = 'echo "mlperf-wf: a node check ended with status $?; the verdict reads what each node recorded" >&2'
-    verdict = f"mlperf-wf node-check verdict --out {attempt} --hosts {hosts} --excluded {shlex.quote(str(excluded))}"
-    return f"{name}; {run} || {noted}; {verdict} || exit 1"
+    """Shell that checks every node of the run before it starts (``mlperf_wf.run.node_check``): the node-check step
+    (:func:`mlperf_wf.run.launchers.node_check_script`) of these folders."""
+    return launchers.node_check_script(nodes, srun, node_check_step(attempts, excluded, prepared, inputs, check, gpu_tflops))
 
 
-def drop_page_cache(nodes: int = 1, srun: bool = False, target: str = DROP_CACHES_FILE) -> str:
-    """Shell that drops the page cache on every node of the run and exports ``MLPERF_WF_CACHE_CLEARED`` (``true`` only
-    when every node did), saying in the job's log what happened; it never fails the line.
-
-    ``srun``: one task per node of the allocation (``--overlap``, as the power sampler's), on the host, not in the
-    container; else on this host. ``target``: the file written (a shell word, expanded on the node; the tests give a
-    stand-in).
-    """
-    node = f'{drop_on_this_node(target)} || {{ echo "mlperf-wf: could not drop the page cache on $(hostname)" >&2; false; }}'
-    where = f"srun --nodes={nodes} --ntasks-per-node=1 --overlap bash -c {shlex.quote(node)}" if srun else f"{{ {node}; }}"
-    every = f"on every node of the run ({nodes})" if srun else "on this host"
-    done = f'echo "mlperf-wf: page cache dropped {every}: the run logs cache_clear: true" >&2'
-    failed = f'echo "mlperf-wf: the page cache was not dropped {every} (no permission?): the run logs cache_clear: false" >&2'
-    return f"if {where}; then export {CACHE_CLEARED_VARIABLE}=true; {done}; else export {CACHE_CLEARED_VARIABLE}=false; {failed}; fi"
-
-
-def shell_join(argv: list[str]) -> str:
-    """Quote an argv for a shell command line."""
-    return shlex.join(argv)
+def node_check_step(
+    attempts: Path, excluded: Path, prepared: Path, inputs: dict[str, tuple[Path, Path]], check, gpu_tflops: float | None
+) -> job_spec.NodeCheck:
+    """The node-check step of a job: ``attempts``, the job's node-check folder (each attempt a subfolder named by its
+    job); ``check``, the config's ``node_check``; ``gpu_tflops``: what a GPU of the system description's model must
+    show where the config sets no expectation."""
+    return job_spec.NodeCheck(
+        attempts=str(attempts),
+        excluded=str(excluded),
+        prepared=str(prepared),
+        inputs={role: (str(folder), str(record)) for role, (folder, record) in inputs.items()},
+        check=check,
+        gpu_tflops=gpu_tflops,
+    )

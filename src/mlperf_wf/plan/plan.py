@@ -35,7 +35,9 @@ from mlperf_wf.config.workflow_config import GeometryOverride, WorkflowConfig
 from mlperf_wf.errors import ConfigError, describe_validation_error
 from mlperf_wf.kinds import DEFAULT_PREPARATION, Scale
 from mlperf_wf.plan import launch, published, sizing
-from mlperf_wf.run import node_check, power
+from mlperf_wf.run import identity, job_spec, launchers, node_check
+from mlperf_wf.run.job_spec import JobSpec
+from mlperf_wf.run.launchers import merged_after_the_run  # noqa: F401 - named here for the plan's callers
 
 DOWNLOAD_CONNECTIONS = 4
 """Files a download job fetches at once: network-bound, so not the cores Snakemake gives the job (a dry run or a
@@ -91,12 +93,17 @@ class TrainJob:
     """Scheduler request."""
 
 
-def merged_after_the_run(command: str, result_file: Path) -> str:
-    """``command`` (a run's launch), then the MLLOG files its processes wrote (``mlperf_wf.run.mllog_parts``) merged
-    into ``result_file``, whether the run succeeded or not (a failed run's log is read too); a failed merge fails the
-    job, and the run's own status is the job's (``set -e`` does not stop at the left of ``||``)."""
-    merge = f"mlperf-wf merge-mllog {shlex.quote(str(result_file))}"
-    return f'run_status=0; ({command}) || run_status=$?; {merge} || exit 1; [ "$run_status" = 0 ] || exit "$run_status"'
+def train_job_of(spec: JobSpec) -> TrainJob:
+    """What the rules read of a job spec: its shell line (:func:`mlperf_wf.run.launchers.job_line`), launcher, image,
+    threads and scheduler request."""
+    image = spec.image.reference if spec.image is not None else ""
+    return TrainJob(
+        command=launchers.job_line(spec),
+        launcher=spec.launcher,
+        image=image,
+        threads=spec.threads,
+        resources=TrainResources(**spec.resources.model_dump()),
+    )
 
 
 TINY_JOB_MESSAGES = {
@@ -540,6 +547,7 @@ class Plan:
         geometry, override = self.bench(name).full.geometry, self.geometry_override(name)
         return override.nodes or geometry.nodes, override.gpus_per_node or geometry.gpus_per_node
 
+    @cache  # noqa: B019 - one Plan per workflow; a run's spec and its campaign identity read the same settings
     def launch_settings(self, name: str) -> launch.Launch:
         """Launcher, geometry (definition or ``full_geometry``), environment and site overrides of a benchmark's runs."""
         geometry = self.bench(name).full.geometry
@@ -597,85 +605,113 @@ class Plan:
         gpu_memory_gib = hardware.gpu_memory_gb * 1e9 / 2**30 if hardware is not None and hardware.gpu_memory_gb else None
         return sizing.plan_batch(self.bench(name), ruleset, nodes, gpus_per_node, overrides, gpu_memory_gib)
 
-    @cache  # noqa: B019 - one Plan per workflow; each rule asks for several fields of the same job
     def train_job(self, name: str, run: int) -> TrainJob:
-        """Command, resources and provenance fields of run ``run`` of ``name``."""
-        return self._tiny_job(name, run) if self.scale == Scale.TINY else self._full_job(name, run)
+        """Command, resources and provenance fields of run ``run`` of ``name`` (its :meth:`job_spec`, rendered)."""
+        return train_job_of(self.train_spec(name, run))
 
-    def _tiny_job(self, name: str, run: int) -> TrainJob:
-        s = self.settings
+    @cache  # noqa: B019 - one Plan per workflow; each rule asks for several fields of the same job
+    def train_spec(self, name: str, run: int) -> JobSpec:
+        """The spec of run ``run`` of ``name`` (:meth:`job_spec`), as the train rule asks for it."""
+        return self.job_spec(self.bench(name), run)
+
+    def job_spec(self, bench: BenchmarkDef, run: int) -> JobSpec:
+        """The spec of run ``run`` of ``bench``'s train job: the launch, the steps around it and the scheduler request."""
+        spec = self._tiny_spec(bench, run) if self.scale == Scale.TINY else self._full_spec(bench, run)
+        name = bench.name
+        gate = None
+        if self.settings.stop_when_doomed:
+            gate = job_spec.CampaignGate(benchmark=name, run=run, config_file=self.campaign_config_record())
+        inputs = self.train_inputs(name)
+        recorded = job_spec.Provenance(
+            out=self.run_file(name, run, "provenance.json"),
+            result=self.run_file(name, run, "result.txt"),
+            consumed=tuple(inputs.values()),
+            scale=str(self.scale),
+            node_checks=self.node_check_records(name, run),
+            config=json.dumps(identity.config_of(self, name), sort_keys=True),
+        )
+        steps = spec.steps.model_copy(update={"campaign_gate": gate, "check_prepared": inputs["prepared"], "provenance": recorded})
+        return spec.model_copy(update={"steps": steps})
+
+    def _tiny_spec(self, bench: BenchmarkDef, run: int) -> JobSpec:
+        s, name = self.settings, bench.name
         settings = self.launch_settings(name)
+        result = self.run_file(name, run, "result.txt")
         args = [
             "--benchmark", name, "--run-index", str(run), "--seed", str(self.seed(run)),
-            "--data", self.prepared_dataset(name), "--result", self.run_file(name, run, "result.txt"),
+            "--data", self.prepared_dataset(name), "--result", result,
             "--ruleset", self.ruleset(name), "--division", self.division(name),
             "--org", s.submission.org, "--platform", s.submission.platform, "--status", s.submission.status, "--threads", str(s.tiny_threads),
         ]  # fmt: skip
-        for role, dataset_id in self.bench(name).roles_for("train").items():
+        for role, dataset_id in bench.roles_for("train").items():
             args += ["--input", f"{role}={self.dataset_dir(dataset_id)}"]
         overrides = s.tiny_hyperparameters.get(name)
         if overrides:
             args += ["--hyperparameters", json.dumps(overrides, sort_keys=True)]
-        image = ""
         if settings.launcher == "docker":
             # The image gives a userland; this host's venv, Python and project come in read-only.
             host = [Path(sys.prefix), Path(sys.base_prefix), self.project_root]
             if self.output_cache:  # cached shards are links into it
                 host.append(self.output_cache)
-            command = launch.shell_join(launch.tiny_container(args, settings, s.tiny_image, self.workdir, host))
-            image = s.tiny_image
+            spec = launch.tiny_spec(args, settings, s.tiny_image, self.workdir, host)
         else:
-            command = launch.shell_join(launch.tiny_command(args, settings))
-        if self.power.enabled:
-            command = power.with_sampler(command, self.power, Path(self.run_file(name, run, "result.txt")))
-        threads = s.tiny_threads * s.tiny_processes
-        return TrainJob(command=command, launcher=settings.launcher, image=image, threads=threads, resources=TrainResources(**TINY_RUN_RESOURCES))
+            spec = launch.tiny_spec(args, settings)
+        return spec.model_copy(
+            update={
+                "result_file": result,
+                "threads": s.tiny_threads * s.tiny_processes,
+                "resources": job_spec.Resources(**TINY_RUN_RESOURCES),
+                "steps": job_spec.Steps(power=self.power if self.power.enabled else None),
+            }
+        )
 
-    def _full_job(self, name: str, run: int) -> TrainJob:
-        settings = self.launch_settings(name)
-        paths = self.run_paths(name, run)
-        return self._full_scale_job(name, run, self.seed(run), paths, settings, self.node_check_line(name, run, settings, paths), sampled=True)
+    def _full_spec(self, bench: BenchmarkDef, run: int) -> JobSpec:
+        settings = self.launch_settings(bench.name)
+        paths = self.run_paths(bench.name, run)
+        return self._full_scale_spec(bench, run, self.seed(run), paths, settings, self.node_check_step(bench, run, settings, paths), sampled=True)
 
-    def _full_scale_job(self, name: str, run: int, seed: int, paths: launch.RunPaths, settings: launch.Launch, node_check_line: str, sampled: bool) -> TrainJob:
-        """The job line of a full-scale launch of ``name``'s image (a run, or a one-off job that makes an input):
-        the preflight, an emptied job folder, the node check where given, the launch; ``sampled``: with the power
-        sampler where the config asks for it."""
-        bench = self.run_definition(name)
-        container = self.container(name)
-        image = container.reference
-        command = launch.full_scale(bench, run, seed, paths, settings, image=container)
-        if bench.full.scratch:
-            # per-run scratch (data indexes, converted caches: hundreds of GB a run) goes once the run succeeded; a
-            # failed run keeps it to be looked at, and the next attempt starts from an emptied run folder anyway
-            scratch = shlex.quote(str(paths.result_file.parent / "scratch"))
-            # `|| exit $?`: a failure in front of `&&` does not stop a `set -e` shell, and the rule's next command
-            # (provenance) would make the failed run's job succeed
-            command = f"({command}) && rm -rf {scratch} || exit $?"
-        if sampled and self.power.enabled:
-            # a sampler on every node of the run: srun places one per node under pyxis, else one on this host
-            command = power.with_sampler(command, self.power, paths.result_file, settings.nodes, srun=settings.launcher == "pyxis")
-        command = merged_after_the_run(command, paths.result_file)
-        # `|| exit 2` and not `&&`: a failed check must stop the whole line, which may hold several commands
+    def _full_scale_spec(
+        self,
+        bench: BenchmarkDef,
+        run: int,
+        seed: int,
+        paths: launch.RunPaths,
+        settings: launch.Launch,
+        node_check_step: job_spec.NodeCheck | None,
+        sampled: bool,
+    ) -> JobSpec:
+        """The spec of a full-scale launch of ``bench``'s image (a run, or a one-off job that makes an input): the
+        preflight, an emptied job folder, the node check where given, the launch, the scratch removal, the MLLOG merge;
+        ``sampled``: with the power sampler where the config asks for it."""
+        bench = self.run_definition(bench.name)  # with its image variant's vendor and environment, where it takes one
+        container = self.container(bench.name)
+        spec = launch.full_scale_spec(bench, run, seed, paths, settings, image=container)
         on_host = settings.launcher == "local"
-        image = "" if on_host else image
-        check = f"mlperf-wf preflight --benchmark {name}{'' if on_host else f' --image {image}'} --platform {shlex.quote(self.settings.submission.platform)}"
-        # every attempt starts in an empty run folder: a retried run must not resume the failed attempt's checkpoints
-        fresh = f"mlperf-wf fresh-run-folder {shlex.quote(str(paths.result_file.parent))}"
-        command = f"{check} || exit 2; {fresh} || exit 2; {node_check_line + '; ' if node_check_line else ''}{command}"
-        tasks_per_node = settings.gpus_per_node if bench.full.process_model == "per_gpu" else 1
-        tasks = settings.nodes * tasks_per_node
-        resources = TrainResources(
+        steps = spec.steps.model_copy(
+            update={
+                "preflight": job_spec.Preflight(
+                    benchmark=bench.name, image=None if on_host else container.reference, platform=self.settings.submission.platform
+                ),
+                "fresh_run_folder": str(paths.result_file.parent),
+                "node_check": node_check_step,
+                "remove_scratch": str(paths.result_file.parent / "scratch") if bench.full.scratch else None,
+                "power": self.power if sampled and self.power.enabled else None,
+                "mllog_merge": str(paths.result_file),
+            }
+        )
+        tasks = spec.geometry.tasks
+        resources = job_spec.Resources(
             runtime=settings.walltime_minutes,
             nodes=settings.nodes,
             gres=f"gpu:{settings.gpus_per_node}",
             tasks=tasks,
             cpus_per_gpu=bench.full.geometry.cpus_per_gpu,
-            mem_mb=self.host_memory_gb(name) * 1024,
+            mem_mb=self.host_memory_gb(bench.name) * 1024,
             # Several launchers or ranks: the job's own srun places them, so the jobstep must not wrap it in
             # `srun -n1` (the executor refuses `mpi` for one task; pyxis's srun then overlaps the jobstep's step).
             mpi="srun" if tasks > 1 else None,
         )
-        return TrainJob(command=command, launcher=settings.launcher, image=image, threads=1, resources=resources)
+        return spec.model_copy(update={"steps": steps, "resources": resources})
 
     # ---- inputs a benchmark's own image makes (full.made_in_image) ----
 
@@ -703,19 +739,25 @@ class Plan:
         sources = self.bench(name).full.made_in_image[role].made_from
         return [key for source in sources for key in (source, f"{source}_verified")]
 
-    @cache  # noqa: B019 - one Plan per workflow; the rule asks for several fields of the same job
     def image_job(self, dataset_id: str) -> TrainJob:
-        """The one-off full-scale job of a benchmark's image that makes ``dataset_id`` (``full.made_in_image``): the
-        reference command on the runs' geometry with the role's folder read-write and the definition's words
-        replaced; its mllog goes to :meth:`made_in_image_dir`."""
+        """The one-off full-scale job of a benchmark's image that makes ``dataset_id`` (:meth:`image_job_spec`, rendered)."""
+        return train_job_of(self.image_job_spec(dataset_id))
+
+    @cache  # noqa: B019 - one Plan per workflow; the rule asks for several fields of the same job
+    def image_job_spec(self, dataset_id: str) -> JobSpec:
+        """The spec of the one-off full-scale job of a benchmark's image that makes ``dataset_id``
+        (``full.made_in_image``): the reference command on the runs' geometry with the role's folder read-write and
+        the definition's words replaced; its mllog goes to :meth:`made_in_image_dir`."""
         name, role = self.made_in_image_of(dataset_id)
-        made = self.bench(name).full.made_in_image[role]
+        bench = self.bench(name)
+        made = bench.full.made_in_image[role]
         settings = dataclasses.replace(self.launch_settings(name), replaced_words=tuple(made.replace_words.items()))
         paths = dataclasses.replace(self.run_paths(name, 0), result_file=Path(self.made_in_image_dir(dataset_id)) / "result.txt", writable=(role,))
         # its nodes are checked as a run's (a bad node it names is excluded from its retry and from every later job),
         # recorded beside its folder, which each attempt empties
-        nodes = self.node_check_line(name, 0, settings, paths, attempts=f"{self.made_in_image_dir(dataset_id)}{NODE_CHECK_SUFFIX}")
-        return self._full_scale_job(name, 0, self.image_job_seed(), paths, settings, node_check_line=nodes, sampled=False)
+        nodes = self.node_check_step(bench, 0, settings, paths, attempts=f"{self.made_in_image_dir(dataset_id)}{NODE_CHECK_SUFFIX}")
+        spec = self._full_scale_spec(bench, 0, self.image_job_seed(), paths, settings, node_check_step=nodes, sampled=False)
+        return spec.model_copy(update={"steps": spec.steps.model_copy(update={"check_prepared": self.prepared_dataset(name)})})
 
     def image_job_seed(self) -> int:
         """The one-off job's seed: one no run uses (``seed_base - 1``; ``seed_base`` 0 leaves run 0's), so that nothing
@@ -729,21 +771,29 @@ class Plan:
             raise ConfigError(f"{dataset_id}: no benchmark's image makes it; made in an image: {made}")
         return self.made_in_image[dataset_id]
 
-    def node_check_line(
-        self, name: str, run: int, settings: launch.Launch | None = None, paths: launch.RunPaths | None = None, attempts: str | None = None
-    ) -> str:
-        """The node check of a full-scale job's line (``node_check``), or '' when it is off: every input the job reads
-        but the ones it writes (``paths.writable``), its attempts recorded in ``attempts`` (default: run ``run``'s)."""
+    def node_check_step(
+        self, bench: BenchmarkDef, run: int, settings: launch.Launch | None = None, paths: launch.RunPaths | None = None, attempts: str | None = None
+    ) -> job_spec.NodeCheck | None:
+        """The node check of a full-scale job (``node_check``), or None when it is off: every input the job reads but the
+        ones it writes (``paths.writable``), its attempts recorded in ``attempts`` (default: run ``run``'s)."""
         check = self.settings.node_check
         if not check.enabled:
-            return ""
-        settings = settings or self.launch_settings(name)
+            return None
+        name = bench.name
         paths = paths or self.run_paths(name, run)
-        records = {role: Path(self.verified_record(dataset_id)) for role, dataset_id in self.bench(name).roles_for("train").items()}
+        records = {role: Path(self.verified_record(dataset_id)) for role, dataset_id in bench.roles_for("train").items()}
         inputs = {role: (folder, records[role]) for role, folder in paths.inputs.items() if role not in paths.writable}
         expect = node_check.default_matmul_expectation(published.peak_tflops(published.family_of(self._accelerator_model_name)))
         folder, excluded = Path(attempts or self.node_check_dir(name, run)), Path(self.excluded_nodes_file())
-        return launch.node_check_script(settings.nodes, settings.launcher == "pyxis", folder, excluded, paths.prepared, inputs, check, expect)
+        return launch.node_check_step(folder, excluded, paths.prepared, inputs, check, expect)
+
+    def node_check_line(
+        self, name: str, run: int, settings: launch.Launch | None = None, paths: launch.RunPaths | None = None, attempts: str | None = None
+    ) -> str:
+        """The node check of a full-scale job's line (:meth:`node_check_step` as shell), or '' when it is off."""
+        settings = settings or self.launch_settings(name)
+        step = self.node_check_step(self.bench(name), run, settings, paths, attempts)
+        return launchers.node_check_script(settings.nodes, settings.launcher == "pyxis", step) if step else ""
 
     def run_paths(self, name: str, run: int) -> launch.RunPaths:
         """Host paths a full-scale run reads and writes."""
@@ -787,9 +837,7 @@ class Plan:
     def campaign_gate(self, name: str, run: int) -> str:
         """The train job's first command with ``stop_when_doomed``: the job ends, not started, when its benchmark's set
         can no longer be valid (:mod:`mlperf_wf.results.doom`); '' when the option is off."""
-        if not self.settings.stop_when_doomed:
-            return ""
-        return f"mlperf-wf campaign-gate --benchmark {name} --run {run} --config-file {shlex.quote(self.campaign_config_record())} || exit $?; "
+        return launchers.campaign_gate(self.train_spec(name, run))
 
     def train_slurm_extra(self, name: str) -> str:
         """A full-scale job's extra ``sbatch`` flags for ``name``'s image: whole nodes (as NVIDIA's run.sub,
@@ -804,7 +852,12 @@ class Plan:
 def unplannable_job(problem: str) -> TrainJob:
     """The train job of a run the config cannot plan (``problem``, one line): the DAG still renders, so that a dry run
     shows the whole plan and the preflight lists this problem with every other one; run, it fails with the line."""
-    return TrainJob(command=f"echo {shlex.quote(problem)} >&2; exit 2", launcher="none", image="", threads=1, resources=TrainResources(runtime=1))
+    return train_job_of(unplannable_spec(problem))
+
+
+def unplannable_spec(problem: str) -> JobSpec:
+    """The spec of a job that only refuses with ``problem`` (status 2)."""
+    return JobSpec(scale="tiny", launcher="none", resources=job_spec.Resources(runtime=1), refused=problem)
 
 
 def load(config: dict | WorkflowConfig, project_root: Path, workdir: Path | None = None, check_definitions: bool = True) -> Plan:

@@ -206,5 +206,20 @@ POWER_SAMPLE = Command(
     run=_power_sample,
 )
 
-COMMANDS = (TRAIN, NODE_CHECK, FRESH_RUN_FOLDER, MERGE_MLLOG, PROVENANCE, IDENTITY, POWER_SAMPLE)
+
+def _job(args: argparse.Namespace) -> int:
+    from mlperf_wf.run import job
+
+    return job.run(args.spec)
+
+
+def _job_arguments(parser: argparse.ArgumentParser) -> None:
+    from mlperf_wf.run import job
+
+    job.add_arguments(parser)
+
+
+JOB = Command("job", "run one job of the workflow from its spec (JSON), as the train rule does", _job_arguments, _job)
+
+COMMANDS = (JOB, TRAIN, NODE_CHECK, FRESH_RUN_FOLDER, MERGE_MLLOG, PROVENANCE, IDENTITY, POWER_SAMPLE)
 """The run stage's subcommands, in the order the help lists them."""

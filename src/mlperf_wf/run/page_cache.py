@@ -1,5 +1,5 @@
 """Dropping a node's page cache before a run, as the rules ask: the one shell line the launch lines of full-scale runs
-(``mlperf_wf.plan.launch.drop_page_cache``) and the tiny trainers (``mlperf_wf.run.mllog_utils.clear_caches``) run."""
+(``mlperf_wf.run.launchers.drop_page_cache``) and the tiny trainers (``mlperf_wf.run.mllog_utils.clear_caches``) run."""
 
 from __future__ import annotations
 
