@@ -137,7 +137,7 @@ def write(found: Dict[str, Any]) -> None:
 def _stop() -> None:
     """N steps taken: record, flush every log, and end the process (0) without the reference's own teardown."""
     global _done
-    found = record(0, "stopped after {} training steps".format(len(_step_ends)))
+    found = record(0, f"stopped after {len(_step_ends)} training steps")
     _done = True
     write(found)
     import logging
@@ -165,7 +165,7 @@ def _at_exit() -> None:
     """A process that ends another way than after its N steps: recorded where it is a rank (stepped or in a world)."""
     if _done or not (_step_ends or _distributed() is not None):
         return
-    how = "ended after {} of {} training steps".format(len(_step_ends), os.environ.get(STEPS_VARIABLE))
+    how = f"ended after {len(_step_ends)} of {os.environ.get(STEPS_VARIABLE)} training steps"
     if _exit_status.get("error"):
         how += " ({})".format(_exit_status["error"])
     write(record(_exit_status.get("status"), how))
@@ -176,7 +176,7 @@ _exit_status: Dict[str, Any] = {}
 
 def _note_exception(kind: Any, value: Any, trace: Any) -> None:
     _exit_status["status"] = 1
-    _exit_status["error"] = "{}: {}".format(kind.__name__, value)
+    _exit_status["error"] = f"{kind.__name__}: {value}"
     _previous_excepthook(kind, value, trace)
 
 

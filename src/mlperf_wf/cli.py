@@ -25,6 +25,7 @@ from mlperf_wf.acquire.verify import STAMPS_NAME
 from mlperf_wf.config.checkout import project_root
 from mlperf_wf.errors import ConfigError, UserError
 from mlperf_wf.kinds import DEFAULT_PREPARATION, Outcome, Scale, Verdict
+from mlperf_wf.run import rehearse
 
 if TYPE_CHECKING:
     from mlperf_wf.acquire.download import DownloadRecord
@@ -905,7 +906,21 @@ def _positive_seconds(text: str) -> float:
     return value
 
 
-PEOPLE_COMMANDS = ("check", "preflight", "size", "system", "status", "score", "compliance", "download", "verify", "bundle", "mirror", "config-files")
+PEOPLE_COMMANDS = (
+    "rehearse",
+    "check",
+    "preflight",
+    "size",
+    "system",
+    "status",
+    "score",
+    "compliance",
+    "download",
+    "verify",
+    "bundle",
+    "mirror",
+    "config-files",
+)
 """The commands people type, listed by ``mlperf-wf --help``; the others are steps the workflow's rules run (each has
 its own ``-h``), named apart at the end of the top help."""
 
@@ -1220,6 +1235,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--provenance", type=Path, action="append", default=[], help="provenance.json of each run (optional)")
     p.add_argument("--identity", type=Path, help="the campaign identity the runs must share (identity.json, written by the workflow)")
     p.add_argument("--out", type=Path, required=True)
+    rehearse.add_parser(sub)
     steps = sorted(name for name in sub.choices if name not in PEOPLE_COMMANDS)
     parser.epilog = f"Also run by the workflow's rules (mlperf-wf COMMAND -h for each): {', '.join(steps)}."
     return parser
@@ -1281,6 +1297,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int | None]] = {
     "power-sample": lambda a: cmd_power_sample(a.out_dir, a.node_index, a.interval_ms, a.gpu_command, a.node_command, a.conversion_eff, a.stop_file),
     "status": lambda a: cmd_status(a.config, a.benchmark, a.as_json, a.watch, a.squeue),
     "campaign-gate": lambda a: cmd_campaign_gate(a.benchmark, a.run, a.config_file),
+    "rehearse": rehearse.run,
     "report": lambda a: cmd_report(a.benchmark, a.ruleset, a.division, a.scale, a.platform, a.result, a.compliance, a.provenance, a.out, a.identity),
 }
 """Each subcommand of ``build_parser`` and the function that runs it (its return value, if any, is the exit status)."""

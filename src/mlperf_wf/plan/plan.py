@@ -683,9 +683,16 @@ class Plan:
         return f"{REHEARSAL_ROOT}/{name}"
 
     def rehearsal_geometry(self, name: str) -> tuple[int, int]:
-        """(nodes, GPUs per node) of a rehearsal: two nodes of the runs' geometry, or one for a one-node benchmark."""
+        """(nodes, GPUs per node) of a rehearsal: two nodes of the runs' GPUs per node (one for a one-node benchmark), or
+        the fewest nodes above that which hold whole model replicas (``full.sizing.model_parallel``, e.g. gpt3's 64 GPUs
+        of tensor x pipeline parallelism): a smaller data-parallel world, never more nodes than the runs'."""
         nodes, gpus_per_node = self.run_geometry(name)
-        return min(nodes, REHEARSAL_NODES), gpus_per_node
+        sizing_def = self.bench(name).full.sizing
+        parallel = sizing_def.model_parallel if sizing_def is not None else 1
+        chosen = min(nodes, REHEARSAL_NODES)
+        while chosen < nodes and (chosen * gpus_per_node) % parallel:
+            chosen += 1
+        return chosen, gpus_per_node
 
     def rehearsal_inputs(self, name: str, settings: launch.Launch, paths: launch.RunPaths) -> dict[str, str]:
         """Input role (``prepared`` and each role the runs read) -> the folder the job sees it at: the container's mount,
