@@ -15,6 +15,7 @@ import argparse
 import json
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 from collections import Counter
@@ -277,12 +278,16 @@ def expected_of(root: Path, settings: dict, benchmark: str, steps: int) -> Expec
     return Expected(benchmark, nodes, gpus_per_node, steps, inputs, campaign_nodes=planned.run_geometry(benchmark)[0])
 
 
-def snakemake_argv(root: Path, benchmark: str, steps: int, profile: str | None, configfiles: list[Path], overrides: list[str], extra: list[str]) -> list[str]:
-    """The Snakemake invocation of a rehearsal: the campaign's profile and config, the rehearsal's target, rerun each time."""
+def snakemake_argv(
+    root: Path, benchmarks: list[str], steps: int, profile: str | None, configfiles: list[Path], overrides: list[str], extra: list[str]
+) -> list[str]:
+    """The Snakemake invocation of a rehearsal: the campaign's profile and config, the rehearsals' targets, rerun each time."""
     from mlperf_wf.config.checkout import MARKER, project_root
+    from mlperf_wf.plan.plan import REHEARSAL_ROOT
 
-    argv = [sys.executable, "-m", "snakemake", "-s", str(project_root(root) / MARKER), "-d", str(root), f"rehearsal/{benchmark}/{steps}-steps.done"]
-    argv += ["--forcerun", "rehearse"]
+    argv = [sys.executable, "-m", "snakemake", "-s", str(project_root(root) / MARKER), "-d", str(root)]
+    argv += [f"{REHEARSAL_ROOT}/{name}/{steps}-steps.done" for name in benchmarks]
+    argv += ["--forcerun", "rehearse"]  # after the targets: it takes every later word up to the next option
     if profile:
         argv += ["--profile", profile]
     for path in configfiles:
@@ -291,22 +296,31 @@ def snakemake_argv(root: Path, benchmark: str, steps: int, profile: str | None, 
     return argv
 
 
-def rehearse(benchmark: str, steps: int, profile: str | None, configfiles: list[Path], overrides: list[str], extra: list[str]) -> int:
-    """Run the rehearsal through Snakemake, then print its verdicts; 0 when none failed."""
+def rehearse(benchmarks: list[str], steps: int, profile: str | None, configfiles: list[Path], overrides: list[str], extra: list[str]) -> int:
+    """Run the rehearsals through Snakemake (one job each, at once), then print each one's verdicts; 0 when none failed."""
     if steps < 1:
         raise ConfigError(f"rehearse --steps: {steps} is not allowed; give a whole number of training steps >= 1")
+    from mlperf_wf.plan.plan import REHEARSAL_ROOT
+
     root = Path.cwd()
-    expected = expected_of(root, load_settings(root, configfiles, overrides), benchmark, steps)
-    print(geometry_line(expected), flush=True)
-    argv = snakemake_argv(root, benchmark, steps, profile, configfiles, overrides, extra)
+    settings = load_settings(root, configfiles, overrides)
+    expected = {name: expected_of(root, settings, name, steps) for name in dict.fromkeys(benchmarks)}
+    for name, planned in expected.items():
+        print(geometry_line(planned), flush=True)
+        # an earlier rehearsal's records must not pass for this one's, where its job does not start
+        shutil.rmtree(root / REHEARSAL_ROOT / name / "run", ignore_errors=True)
+        (root / REHEARSAL_ROOT / name / "job.log").unlink(missing_ok=True)
+    argv = snakemake_argv(root, list(expected), steps, profile, configfiles, overrides, extra)
     print(f"mlperf-wf rehearse: {shlex.join(argv[1:])}", flush=True)
     ran = subprocess.run(argv, check=False)
-    found = read(root / "rehearsal" / benchmark)
-    judged = verdicts(found, expected)
-    print(f"\nrehearsal of {benchmark} (job log: rehearsal/{benchmark}/job.log; Snakemake exited {ran.returncode}):")
-    for verdict in judged:
-        print(verdict.line())
-    return 1 if ran.returncode != 0 or any(verdict.outcome == FAILED for verdict in judged) else 0
+    failed = ran.returncode != 0
+    for name, planned in expected.items():
+        judged = verdicts(read(root / REHEARSAL_ROOT / name), planned)
+        print(f"\nrehearsal of {name} (job log: {REHEARSAL_ROOT}/{name}/job.log; Snakemake exited {ran.returncode}):")
+        for verdict in judged:
+            print(verdict.line())
+        failed = failed or any(verdict.outcome == FAILED for verdict in judged)
+    return 1 if failed else 0
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -318,7 +332,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "node check) on two nodes, stops it after --steps training steps and prints one verdict per check. Writes only under "
         "rehearsal/<benchmark>/. Words after -- go to snakemake.",
     )
-    p.add_argument("benchmark")
+    p.add_argument("benchmark", nargs="+", help="the benchmark(s) to rehearse (several: one job each, at once)")
     p.add_argument("--steps", type=int, default=DEFAULT_STEPS, help=f"training steps before the run is stopped (default {DEFAULT_STEPS})")
     p.add_argument("--profile", help="the campaign's Snakemake profile (e.g. slurm)")
     p.add_argument("--configfile", type=Path, action="append", default=[], help="the campaign's --configfile (repeatable)")
