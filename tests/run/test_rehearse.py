@@ -128,3 +128,14 @@ def test_the_geometry_line_says_the_smaller_data_parallel_world():
         "rehearsal of gpt3: 2 node(s) x 2 GPUs = 4 ranks, 3 training steps (the campaign's runs: 8 nodes = 16 ranks; the rehearsal's "
         "data-parallel size is smaller, its batch planned for 4 ranks)"
     )
+
+
+def test_a_rehearsal_s_retry_excludes_the_nodes_its_node_check_named_and_the_campaign_does_not(workdir):  # noqa: F811
+    plan = make_plan(workdir, scale="full", launcher="pyxis", full_container={"flux1": PINNED})
+    named = workdir / "rehearsal" / "flux1" / "excluded-nodes.txt"
+    named.parent.mkdir(parents=True)
+    named.write_text("n7\tmatmul: 3.1 TFLOPS is below the expected 400\n")
+    (workdir / "results").mkdir()
+    (workdir / "results" / "excluded-nodes.txt").write_text("n2\tdata: missing\n")
+    assert plan.train_slurm_extra("flux1", rehearsal=True).endswith("--exclude=n2,n7")
+    assert plan.train_slurm_extra("flux1").endswith("--exclude=n2")

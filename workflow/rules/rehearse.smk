@@ -10,6 +10,11 @@ def planned_rehearsal_job(wildcards):
     )
 
 
+def rehearsal_slurm_extra(wildcards, attempt):
+    """The train jobs' sbatch flags, and none of the nodes the rehearsal's own node check named (read for a retry)."""
+    return PLAN.train_slurm_extra(wildcards.benchmark, rehearsal=True)
+
+
 rule rehearse:
     input:
         unpack(train_inputs),
@@ -31,7 +36,7 @@ rule rehearse:
         tasks_per_gpu=job_resource(planned_rehearsal_job, "tasks_per_gpu"),
         cpus_per_gpu=job_resource(planned_rehearsal_job, "cpus_per_gpu"),
         mpi=job_resource(planned_rehearsal_job, "mpi"),
-        slurm_extra=train_slurm_extra,
+        slurm_extra=rehearsal_slurm_extra,
     params:
         command=job_field(planned_rehearsal_job, "command"),
     # as the train rule: the prepared tree checked first, the whole line's output in the job's log

@@ -848,12 +848,15 @@ class Plan:
             return ""
         return f"mlperf-wf campaign-gate --benchmark {name} --run {run} --config-file {shlex.quote(self.campaign_config_record())} || exit $?; "
 
-    def train_slurm_extra(self, name: str) -> str:
+    def train_slurm_extra(self, name: str, rehearsal: bool = False) -> str:
         """A full-scale job's extra ``sbatch`` flags for ``name``'s image: whole nodes (as NVIDIA's run.sub,
         ``--exclusive``), whole NVLink-domain segments where its runs need them (``--segment``, as the reference's
         SBATCH_SEGMENT), and none of the nodes a node check named (``--exclude``), read when a job is submitted or
-        resubmitted."""
+        resubmitted; ``rehearsal``: those a rehearsal's node check of ``name`` named too (its own file, which no
+        campaign job reads)."""
         excluded = node_check.excluded_nodes(self.workdir / self.excluded_nodes_file())
+        if rehearsal:
+            excluded = sorted({*excluded, *node_check.excluded_nodes(self.workdir / self.rehearsal_dir(name) / node_check.EXCLUDED_FILE)})
         segment = self.segment_nodes(name)
         return "--exclusive" + (f" --segment={segment}" if segment else "") + (f" --exclude={','.join(excluded)}" if excluded else "")
 
