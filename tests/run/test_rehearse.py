@@ -72,10 +72,10 @@ def _found(tmp_path: Path, ranks: list[dict], log: str = "", mllog: str | None =
     (folder / "run" / "rehearsal-ranks").mkdir(parents=True)
     for record in ranks:
         (folder / "run" / "rehearsal-ranks" / f"rank-{record['node']}-{record['pid']}.json").write_text(json.dumps(record))
-    (folder / "job.log").write_text(log)
+    (folder / "3-steps.log").write_text(log)
     if mllog is not None:
         (folder / "run" / "result.txt").write_text(mllog)
-    return rehearse.read(folder)
+    return rehearse.read(folder, 3)
 
 
 START = "".join(

@@ -319,7 +319,8 @@ def test_rehearse_runs_the_full_scale_job_stops_it_after_its_steps_and_says_each
 
     proc, workdir = rehearse_command["proc"], rehearse_command["workdir"]
     rehearsal = REHEARSALS[name]
-    log = (workdir / "rehearsal" / name / "job.log").read_text(errors="replace")[-3000:] if (workdir / "rehearsal" / name / "job.log").exists() else ""
+    job_log = rehearse.job_log(workdir / "rehearsal" / name, REHEARSED_STEPS)
+    log = job_log.read_text(errors="replace")[-3000:] if job_log.exists() else ""
     assert f"rehearsal of {name} (job log" in proc.stdout, proc.stdout[-3000:] + proc.stderr[-3000:]
     block = proc.stdout.split(f"rehearsal of {name} (job log")[1].split("\nrehearsal of ")[0]
     lines = block.strip().splitlines()[1:]

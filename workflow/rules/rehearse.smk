@@ -2,26 +2,13 @@
 # benchmark), stopped after a few training steps. Nothing it writes is under results/: no campaign reads or scores it.
 
 
-def planned_rehearsal_job(wildcards):
-    """The rehearsal's plan (or a job that only fails: `planned_or_failing`)."""
-    return planned_or_failing(
-        lambda: PLAN.rehearsal_job(wildcards.benchmark, int(wildcards.steps)),
-        wildcards.benchmark,
-    )
-
-
-def rehearsal_slurm_extra(wildcards, attempt):
-    """The train jobs' sbatch flags, and none of the nodes the rehearsal's own node check named (read for a retry)."""
-    return PLAN.train_slurm_extra(wildcards.benchmark, rehearsal=True)
-
-
 rule rehearse:
     input:
         unpack(train_inputs),
     output:
         done=touch("rehearsal/{benchmark}/{steps}-steps.done"),
     log:
-        "rehearsal/{benchmark}/job.log",
+        "rehearsal/{benchmark}/{steps}-steps.log",
     wildcard_constraints:
         steps=r"\d+",
     conda:

@@ -104,9 +104,14 @@ def rank_records(folder: Path) -> list[dict]:
     return sorted(records, key=lambda record: (record.get("rank", -1), record.get("node", "")))
 
 
-def read(folder: Path) -> Found:
-    """``rehearsal/<benchmark>``'s records, log and MLLOG file."""
-    log = folder / "job.log"
+def job_log(folder: Path, steps: int) -> Path:
+    """The log of a rehearsal's job of ``steps`` steps in ``rehearsal/<benchmark>`` (rule ``rehearse``)."""
+    return folder / f"{steps}-steps.log"
+
+
+def read(folder: Path, steps: int) -> Found:
+    """``rehearsal/<benchmark>``'s records, job log and MLLOG file."""
+    log = job_log(folder, steps)
     result = folder / "run" / "result.txt"
     return Found(rank_records(folder / "run"), log.read_text(errors="replace") if log.exists() else "", result if result.is_file() else None)
 
@@ -309,14 +314,14 @@ def rehearse(benchmarks: list[str], steps: int, profile: str | None, configfiles
         print(geometry_line(planned), flush=True)
         # an earlier rehearsal's records must not pass for this one's, where its job does not start
         shutil.rmtree(root / REHEARSAL_ROOT / name / "run", ignore_errors=True)
-        (root / REHEARSAL_ROOT / name / "job.log").unlink(missing_ok=True)
+        job_log(root / REHEARSAL_ROOT / name, steps).unlink(missing_ok=True)
     argv = snakemake_argv(root, list(expected), steps, profile, configfiles, overrides, extra)
     print(f"mlperf-wf rehearse: {shlex.join(argv[1:])}", flush=True)
     ran = subprocess.run(argv, check=False)
     failed = ran.returncode != 0
     for name, planned in expected.items():
-        judged = verdicts(read(root / REHEARSAL_ROOT / name), planned)
-        print(f"\nrehearsal of {name} (job log: {REHEARSAL_ROOT}/{name}/job.log; Snakemake exited {ran.returncode}):")
+        judged = verdicts(read(root / REHEARSAL_ROOT / name, steps), planned)
+        print(f"\nrehearsal of {name} (job log: {job_log(Path(REHEARSAL_ROOT) / name, steps)}; Snakemake exited {ran.returncode}):")
         for verdict in judged:
             print(verdict.line())
         failed = failed or any(verdict.outcome == FAILED for verdict in judged)
