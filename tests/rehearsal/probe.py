@@ -418,7 +418,8 @@ def take_over(ctx: ProbeContext) -> None:
         except ProbeFailure as error:
             status, problem = status or PROBLEM_FOUND, "\n".join(filter(None, [problem, str(error)]))
     _write_rank(ctx, world, status, problem)
-    if status == 0 and os.environ.get(REHEARSAL_STEPS_VARIABLE):
+    if status == 0 and ctx.world_from_launcher and os.environ.get(REHEARSAL_STEPS_VARIABLE):
+        # a torch rank (not bert's TensorFlow process, nor qwen's Ray driver): its training loop's steps
         status = _train_until_stopped()
     sys.stdout.flush()
     sys.stderr.flush()
