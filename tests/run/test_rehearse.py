@@ -139,3 +139,33 @@ def test_a_rehearsal_s_retry_excludes_the_nodes_its_node_check_named_and_the_cam
     (workdir / "results" / "excluded-nodes.txt").write_text("n2\tdata: missing\n")
     assert plan.train_slurm_extra("flux1", rehearsal=True).endswith("--exclude=n2,n7")
     assert plan.train_slurm_extra("flux1").endswith("--exclude=n2")
+
+
+def test_the_command_runs_the_campaign_s_profile_and_config_for_the_rehearsal_targets_and_passes_the_rest_on(tmp_path):
+    from mlperf_wf.cli import build_parser
+
+    args = build_parser().parse_args(
+        ["rehearse", "gpt3", "flux1", "--steps", "2", "--profile", "slurm", "--config", "launcher=pyxis", "--snakemake=--latency-wait 5"]
+    )
+    assert (args.benchmark, args.steps, args.profile, args.config, args.snakemake) == (
+        ["gpt3", "flux1"],
+        2,
+        "slurm",
+        ["launcher=pyxis"],
+        "--latency-wait 5",
+    )
+    argv = rehearse.snakemake_argv(tmp_path, ["gpt3", "flux1"], 2, "slurm", [tmp_path / "c.yaml"], ["launcher=pyxis"], ["--latency-wait", "5"])
+    assert argv[argv.index("-d") + 1 :] == [
+        str(tmp_path), "rehearsal/gpt3/2-steps.done", "rehearsal/flux1/2-steps.done", "--forcerun", "rehearse", "--profile", "slurm",
+        "--configfile", str(tmp_path / "c.yaml"), "--latency-wait", "5", "--config", "scale=full", "launcher=pyxis",
+    ]  # fmt: skip
+
+
+def test_an_unknown_benchmark_or_zero_steps_is_one_line(tmp_path, capsys):
+    from mlperf_wf.cli import main
+
+    (tmp_path / "config").symlink_to(Path(__file__).resolve().parents[2] / "config")
+    assert main(["--root", str(tmp_path), "rehearse", "gtp3"]) == 2
+    assert capsys.readouterr().err.startswith("mlperf-wf: error: rehearse: benchmark 'gtp3' does not exist; known: bert, ")
+    assert main(["--root", str(tmp_path), "rehearse", "gpt3", "--steps", "0"]) == 2
+    assert "rehearse --steps: 0 is not allowed; give a whole number of training steps >= 1" in capsys.readouterr().err

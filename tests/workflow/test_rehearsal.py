@@ -302,7 +302,7 @@ def rehearse_command(box, pyxis_campaign) -> dict:
     env["PATH"] = f"{workdir / 'box-bin'}{os.pathsep}{env['PATH']}"
     argv = [sys.executable, "-m", "mlperf_wf", "--root", str(workdir), "rehearse", *REHEARSED, "--steps", str(REHEARSED_STEPS)]
     argv += ["--profile", str(spec.ROOT / "profiles" / "slurm"), "--configfile", str(workdir / "rehearsal-pyxis.yaml")]
-    argv += ["--", "--slurm-status-command", "squeue", "--slurm-init-seconds-before-status-checks", "3", "--latency-wait", "5"]
+    argv += ["--snakemake=--slurm-status-command squeue --slurm-init-seconds-before-status-checks 3 --latency-wait 5"]
     proc = subprocess.run(argv, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=1200, start_new_session=True, check=False)
     return {"proc": proc, "workdir": workdir, "results_before": results, "results_after": _tree(workdir / "results")}
 

@@ -335,17 +335,18 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="before a campaign: the benchmark's full-scale job on 2 nodes (1 for one-node benchmarks) for a few steps, with a verdict per check",
         description="Submits through the campaign's profile the benchmark's full-scale train job (its image, mounts, launcher and "
         "node check) on two nodes, stops it after --steps training steps and prints one verdict per check. Writes only under "
-        "rehearsal/<benchmark>/. Words after -- go to snakemake.",
+        "rehearsal/<benchmark>/.",
     )
     p.add_argument("benchmark", nargs="+", help="the benchmark(s) to rehearse (several: one job each, at once)")
     p.add_argument("--steps", type=int, default=DEFAULT_STEPS, help=f"training steps before the run is stopped (default {DEFAULT_STEPS})")
     p.add_argument("--profile", help="the campaign's Snakemake profile (e.g. slurm)")
     p.add_argument("--configfile", type=Path, action="append", default=[], help="the campaign's --configfile (repeatable)")
     p.add_argument("--config", nargs="*", default=[], metavar="KEY=VALUE", help="the campaign's --config values (e.g. launcher=pyxis)")
-    p.add_argument("snakemake", nargs=argparse.REMAINDER, help="-- then more snakemake arguments")
+    p.add_argument(
+        "--snakemake", default="", metavar="ARGUMENTS", help="more snakemake arguments, in one quoted string after = (e.g. --snakemake='--latency-wait 60')"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     """``mlperf-wf rehearse``."""
-    extra = args.snakemake[1:] if args.snakemake[:1] == ["--"] else args.snakemake
-    return rehearse(args.benchmark, args.steps, args.profile, args.configfile, args.config, extra)
+    return rehearse(args.benchmark, args.steps, args.profile, args.configfile, args.config, shlex.split(args.snakemake))
