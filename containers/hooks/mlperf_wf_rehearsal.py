@@ -158,7 +158,29 @@ def _after_step(optimizer: Any, args: Any, kwargs: Any) -> None:
 
 
 def _count_steps(optimizer_module: Any) -> None:
-    optimizer_module.register_optimizer_step_post_hook(_after_step)
+    """torch's global post-step hook (torch 2.0 and later); before it (rgat's torch 1.13), each optimizer's ``step``
+    wrapped as it is made (a bound method still, as torch's learning-rate schedulers expect of it)."""
+    if hasattr(optimizer_module, "register_optimizer_step_post_hook"):
+        optimizer_module.register_optimizer_step_post_hook(_after_step)
+        return
+    import functools
+    import types
+
+    original_init = optimizer_module.Optimizer.__init__
+
+    @functools.wraps(original_init)
+    def init(self: Any, *args: Any, **kwargs: Any) -> None:
+        original_init(self, *args, **kwargs)
+        step = self.step
+
+        def counted(optimizer: Any, *step_args: Any, **step_kwargs: Any) -> Any:
+            result = step(*step_args, **step_kwargs)
+            _after_step(optimizer, step_args, step_kwargs)
+            return result
+
+        self.step = types.MethodType(counted, self)
+
+    optimizer_module.Optimizer.__init__ = init
 
 
 def _at_exit() -> None:

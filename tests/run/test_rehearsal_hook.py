@@ -76,3 +76,37 @@ def test_a_rank_that_fails_before_its_steps_records_the_error(tmp_path):
 def test_without_the_variable_the_hook_is_not_loaded(tmp_path):
     proc, records = _train(tmp_path, "", iterations=2)
     assert proc.returncode == 7 and "training ended by itself" in proc.stdout and records == []
+
+
+OLD_TORCH = """
+import sys, types
+import torch
+optimizer_module = types.ModuleType("torch.optim.optimizer")  # torch 1.13's: no global step hooks
+
+
+class Optimizer:
+    def __init__(self, params, defaults):
+        self.param_groups = [{"params": list(params)}]
+
+    def step(self, closure=None):
+        return "stepped"
+
+
+optimizer_module.Optimizer = Optimizer
+sys.modules["torch.optim.optimizer"] = optimizer_module
+import mlperf_wf_rehearsal
+mlperf_wf_rehearsal._count_steps(optimizer_module)
+optimizer = Optimizer([torch.zeros(1)], {})
+assert optimizer.step.__self__ is optimizer  # what torch 1.13's learning-rate scheduler wraps
+for _ in range(10):
+    assert optimizer.step() == "stepped"
+sys.exit(7)
+"""
+
+
+def test_before_torch_s_global_step_hooks_each_optimizer_s_step_is_counted(tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(HOOKS), "MLPERF_WF_REHEARSAL_STEPS": "4", "MLPERF_WF_REHEARSAL_RANKS": str(tmp_path)}
+    proc = subprocess.run([sys.executable, "-c", OLD_TORCH], env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    [record] = [json.loads(path.read_text()) for path in tmp_path.glob("rank-*.json")]
+    assert record["steps"] == 4 and record["how"] == "stopped after 4 training steps"
