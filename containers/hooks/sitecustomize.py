@@ -93,7 +93,7 @@ def _load_hooks() -> None:
 
 
 REHEARSAL_STEPS_VARIABLE = "MLPERF_WF_REHEARSAL_STEPS"
-"""Set by ``mlperf-wf rehearse``'s job: stop the run after that many training steps (``mlperf_wf_rehearsal``)."""
+"""Set by ``mlperf-wf rehearse``'s job: stop the run after that many training steps (``mlperf_wf_rehearsal_steps``)."""
 
 
 def _load_rehearsal_hook() -> None:
@@ -102,7 +102,7 @@ def _load_rehearsal_hook() -> None:
     if not os.environ.get(REHEARSAL_STEPS_VARIABLE):
         return
     try:
-        importlib.import_module("mlperf_wf_rehearsal")
+        importlib.import_module("mlperf_wf_rehearsal_steps")
     except Exception as err:
         sys.stderr.write(f"mlperf-wf hooks: {REHEARSAL_STEPS_VARIABLE} is set, but the rehearsal hook cannot be imported: {err!r}\n")
         sys.stderr.flush()

@@ -1,4 +1,4 @@
-"""The rehearsal hook (``containers/hooks/mlperf_wf_rehearsal.py``): a real Python process started with the images'
+"""The rehearsal hook (``containers/hooks/mlperf_wf_rehearsal_steps.py``): a real Python process started with the images'
 start-up hooks on ``PYTHONPATH``, training a small torch model on CPU."""
 
 from __future__ import annotations
@@ -94,8 +94,8 @@ class Optimizer:
 
 optimizer_module.Optimizer = Optimizer
 sys.modules["torch.optim.optimizer"] = optimizer_module
-import mlperf_wf_rehearsal
-mlperf_wf_rehearsal._count_steps(optimizer_module)
+import mlperf_wf_rehearsal_steps
+mlperf_wf_rehearsal_steps._count_steps(optimizer_module)
 optimizer = Optimizer([torch.zeros(1)], {})
 assert optimizer.step.__self__ is optimizer  # what torch 1.13's learning-rate scheduler wraps
 for _ in range(10):

@@ -307,9 +307,24 @@ def rehearse_command(box, pyxis_campaign) -> dict:
     return {"proc": proc, "workdir": workdir, "results_before": results, "results_after": _tree(workdir / "results")}
 
 
+def _rehearsal_explained(workdir: Path, name: str) -> str:
+    """A rehearsal's job log and the probe's problems in its job (its records' folder of the rehearsal's seed)."""
+    from mlperf_wf.run import rehearse
+
+    job_log = rehearse.job_log(workdir / "rehearsal" / name, REHEARSED_STEPS)
+    problems = [
+        f"rank {record.get('rank')} on {record.get('host')}: {record['problem'][-1500:]}"
+        for path in sorted((workdir / "rehearsal" / name).glob(f"seed-{campaign.SEED_BASE - 1}/rank-*.json"))
+        for record in [json.loads(path.read_text())]
+        if record.get("problem")
+    ]
+    return f"--- {name}: probe problems:\n" + "\n".join(problems) + f"\n--- job log:\n{job_log.read_text()[-3000:] if job_log.exists() else ''}"
+
+
 def test_rehearse_passes_and_writes_nothing_into_the_campaign_s_results(rehearse_command):
     proc = rehearse_command["proc"]
-    assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-3000:]
+    explained = "\n".join(_rehearsal_explained(rehearse_command["workdir"], name) for name in REHEARSED)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-1500:] + explained
     assert rehearse_command["results_after"] == rehearse_command["results_before"], "the rehearsal changed the campaign's results"
 
 

@@ -54,7 +54,7 @@ REHEARSAL_ROOT = "rehearsal"
 REHEARSAL_NODES = 2
 """Nodes of a rehearsal at most: enough to form a world across nodes (one-node benchmarks keep one)."""
 REHEARSAL_STEPS_VARIABLE = "MLPERF_WF_REHEARSAL_STEPS"
-"""Training steps after which the rehearsal hook stops every rank (``containers/hooks/mlperf_wf_rehearsal.py``)."""
+"""Training steps after which the rehearsal hook stops every rank (``containers/hooks/mlperf_wf_rehearsal_steps.py``)."""
 REHEARSAL_RANKS_VARIABLE = "MLPERF_WF_REHEARSAL_RANKS"
 """The folder, as the job sees it, where the rehearsal hook writes one record per rank."""
 REHEARSAL_INPUTS_VARIABLE = "MLPERF_WF_REHEARSAL_INPUTS"
@@ -705,7 +705,7 @@ class Plan:
     @cache  # noqa: B019 - one Plan per workflow; the rule asks for several fields of the same job
     def rehearsal_job(self, name: str, steps: int) -> TrainJob:
         """The benchmark's full-scale train job on :meth:`rehearsal_geometry`, stopped after ``steps`` training steps by
-        the images' rehearsal hook (``containers/hooks/mlperf_wf_rehearsal.py``), which records every rank in the run
+        the images' rehearsal hook (``containers/hooks/mlperf_wf_rehearsal_steps.py``), which records every rank in the run
         folder's ``rehearsal-ranks``; its run folder, node checks and excluded nodes are :meth:`rehearsal_dir`'s."""
         if steps < 1:
             raise ConfigError(f"rehearsal steps: {steps} is not allowed; give a whole number of training steps >= 1")
