@@ -339,7 +339,7 @@ def test_rehearse_runs_the_full_scale_job_stops_it_after_its_steps_and_says_each
     assert f"rehearsal of {name} (job log" in proc.stdout, proc.stdout[-3000:] + proc.stderr[-3000:]
     block = proc.stdout.split(f"rehearsal of {name} (job log")[1].split("\nrehearsal of ")[0]
     lines = block.strip().splitlines()[1:]
-    outcomes = [line.split("  ")[0].strip() for line in lines]
+    outcomes = [line.strip().split("  ")[0] for line in lines]
     # no GPU in the box: the kernels' check is not reached, the rest holds
     assert outcomes == ["passed", "passed", "not reached", "passed", "passed", "passed"], f"{block}\n--- job log:\n{log}"
     ranks = rehearsal.nodes * rehearsal.gpus_per_node
