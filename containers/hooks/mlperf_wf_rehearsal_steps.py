@@ -9,7 +9,7 @@ rank's record and ends the process with status 0, on every rank at the same step
 optimizer's (bert's TensorFlow) is not counted: such a run is not stopped, and its ranks' records say so at exit.
 
 A rank's record (``MLPERF_WF_REHEARSAL_RANKS/rank-<host>-<pid>.json``): rank, local rank, node, world size, rendezvous
-address, the files opened under each input folder (Python's ``open`` audit events: ``MLPERF_WF_REHEARSAL_INPUTS``,
+address, the files opened for reading under each input folder (Python's ``open`` audit events: ``MLPERF_WF_REHEARSAL_INPUTS``,
 ``role=folder,...``), the time of each step, whether CUDA was present and the peak GPU memory
 (``torch.cuda.max_memory_allocated``), and the exit status. A process records itself where it took a step or joined
 a ``torch.distributed`` world (a launcher process does neither).
@@ -27,6 +27,7 @@ from typing import Any, Dict, List, Optional
 STEPS_VARIABLE = "MLPERF_WF_REHEARSAL_STEPS"
 RANKS_VARIABLE = "MLPERF_WF_REHEARSAL_RANKS"
 INPUTS_VARIABLE = "MLPERF_WF_REHEARSAL_INPUTS"
+WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
 FILES_KEPT = 200
 """Opened files named per input in a record (every one is counted)."""
 
@@ -56,9 +57,11 @@ def _audit_opens(inputs: Dict[str, str]) -> None:
     def hook(event: str, args: Any) -> None:
         if event != "open" or _done:
             return
-        path = args[0]
+        path, mode, flags = args
         if not isinstance(path, (str, bytes)):
             return  # a file descriptor
+        if any(letter in mode for letter in "wax+") if isinstance(mode, str) else flags & WRITE_FLAGS:
+            return  # a write (or a rank's check that a mount is read-only) is no input read
         try:
             path = os.path.abspath(os.fsdecode(path))
             for role, folder in inputs.items():

@@ -15,6 +15,7 @@ TRAINING = """
 import sys, torch
 for name in ("a.bin", "b.bin"):
     open(sys.argv[1] + "/" + name, "rb").read()
+open(sys.argv[1] + "/written.bin", "wb").close()  # a write is no input read
 model = torch.nn.Linear(4, 1)
 first, second = torch.optim.SGD(model.parameters(), lr=0.1), torch.optim.SGD(model.parameters(), lr=0.1)
 for step in range(int(sys.argv[2])):
