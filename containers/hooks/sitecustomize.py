@@ -92,6 +92,23 @@ def _load_hooks() -> None:
             os._exit(3)  # SystemExit here would add Python's own start-up traceback
 
 
+REHEARSAL_STEPS_VARIABLE = "MLPERF_WF_REHEARSAL_STEPS"
+"""Set by ``mlperf-wf rehearse``'s job: stop the run after that many training steps (``mlperf_wf_rehearsal_steps``)."""
+
+
+def _load_rehearsal_hook() -> None:
+    """In a rehearsal, for every benchmark and before the round patches: the hook that stops the run and records each
+    rank (its audit of opened inputs starts before the reference's code runs)."""
+    if not os.environ.get(REHEARSAL_STEPS_VARIABLE):
+        return
+    try:
+        importlib.import_module("mlperf_wf_rehearsal_steps")
+    except Exception as err:
+        sys.stderr.write(f"mlperf-wf hooks: {REHEARSAL_STEPS_VARIABLE} is set, but the rehearsal hook cannot be imported: {err!r}\n")
+        sys.stderr.flush()
+        os._exit(3)  # a rehearsal that is never stopped would run until its time limit
+
+
 def _log_cache_clear_as_launched() -> None:
     """Where the launch line says whether it dropped the page cache, mlperf-logging's ``cache_clear`` says the same,
     for every benchmark (the references log a hard-coded true)."""
@@ -116,4 +133,5 @@ sys.meta_path.insert(0, _AfterImportFinder())
 _chain_next_sitecustomize()
 _log_cache_clear_as_launched()
 _guard_result_file_handlers()
+_load_rehearsal_hook()
 _load_hooks()

@@ -418,9 +418,37 @@ def take_over(ctx: ProbeContext) -> None:
         except ProbeFailure as error:
             status, problem = status or PROBLEM_FOUND, "\n".join(filter(None, [problem, str(error)]))
     _write_rank(ctx, world, status, problem)
+    if status == 0 and ctx.world_from_launcher and os.environ.get(REHEARSAL_STEPS_VARIABLE):
+        # a torch rank (not bert's TensorFlow process, nor qwen's Ray driver): its training loop's steps
+        status = _train_until_stopped()
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(status)
+
+
+REHEARSAL_STEPS_VARIABLE = "MLPERF_WF_REHEARSAL_STEPS"
+"""Set by ``mlperf-wf rehearse``'s job: the images' rehearsal hook stops the run after that many training steps."""
+STAND_IN_STEPS_AT_MOST = 1000
+
+
+def _train_until_stopped() -> int:
+    """In ``mlperf-wf rehearse``'s job, the box's stand-in for the reference's training loop past its first GPU step: a
+    small model's data-parallel steps on CPU (gradients all-reduced over the formed world, then torch's optimizer step)
+    until the images' rehearsal hook stops the process; PROBLEM_FOUND where it never does."""
+    import torch
+    import torch.distributed as dist
+
+    model = torch.nn.Linear(16, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    for _ in range(STAND_IN_STEPS_AT_MOST):
+        model(torch.ones(8, 16)).sum().backward()
+        if dist.is_available() and dist.is_initialized():
+            for parameter in model.parameters():
+                dist.all_reduce(parameter.grad)
+        optimizer.step()
+        optimizer.zero_grad()
+    print(f"rehearsal probe: {STAND_IN_STEPS_AT_MOST} steps and the rehearsal hook did not stop the run", file=sys.stderr, flush=True)
+    return PROBLEM_FOUND
 
 
 def _every_rank(ctx: ProbeContext, stage: str) -> None:

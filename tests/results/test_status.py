@@ -389,3 +389,31 @@ def test_the_nodes_a_node_check_excluded_are_shown_with_why(campaign, plan):
     finally:
         excluded.unlink()
     assert "excluded nodes" not in status.render(status.campaign_status(campaign, {}, [LORA], runs_given=True, plan=plan))
+
+
+def test_a_rehearsal_is_no_run_of_the_campaign_and_is_scored_nowhere(campaign, plan):
+    """``mlperf-wf rehearse`` writes only under ``rehearsal/<benchmark>/``: a finished rehearsal (a converged log, its
+    rank records) and one Snakemake is running are no run of the campaign, at either scale, for the status (runs,
+    verdicts, forecast, score) or the report's inputs."""
+    from mlperf_wf.plan.plan import REHEARSAL_ROOT
+
+    scales = {scale: status.load_config(campaign, ["runs=5", f"scale={scale}"]) for scale in ("tiny", "full")}
+    now = time.time()
+    # the benchmark's runs, verdicts, forecast and score (the Snakemake process's own counts include the rehearsal's job)
+    before = {
+        scale: status.to_json(status.campaign_status(campaign, config, [LORA], runs_given=True, now=now))["benchmarks"] for scale, config in scales.items()
+    }
+    folder = campaign / REHEARSAL_ROOT / LORA
+    write_lora_log(folder / "run" / "result.txt", seed=1233, minutes=1.0, evals=[(1024, 1.2), (2048, 0.91)], start_ms=T0)
+    (folder / "run" / "rehearsal-ranks").mkdir()
+    (folder / "run" / "rehearsal-ranks" / "rank-n1-1.json").write_text(json.dumps({"rank": 0, "status": 0, "steps": 3}))
+    (folder / "job.log").write_text("mlperf-wf: page cache dropped on every node of the run (1)\n")
+    target = f"{REHEARSAL_ROOT}/{LORA}/3-steps.done"
+    mark_started(campaign, target)
+    lock = campaign / ".snakemake/locks/0.output.lock"
+    lock.write_text(lock.read_text() + target + "\n")
+    after = {
+        scale: status.to_json(status.campaign_status(campaign, config, [LORA], runs_given=True, now=now))["benchmarks"] for scale, config in scales.items()
+    }
+    assert after == before
+    assert not [path for path in (*plan.run_files(LORA, "result.txt"), plan.report(LORA)) if REHEARSAL_ROOT in Path(path).parts]

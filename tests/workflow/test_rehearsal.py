@@ -275,6 +275,81 @@ def test_bad_nodes_are_named_the_job_fails_and_the_retry_runs_without_them(bad_n
     assert ranks and {r["host"] for r in ranks} == set(retry["hosts"]), ranks
 
 
+REHEARSED = tuple(name for name in ("llama2_70b_lora", "retinanet", "flux1", "gpt3") if name in REHEARSALS)
+"""Benchmarks ``mlperf-wf rehearse`` runs on the box, in one invocation: one-node launches (accelerate, torchrun) and
+two-node ones (torchrun per node, srun per GPU). The probe's stand-in for the training loop takes torch optimizer
+steps on CPU (``probe._train_until_stopped``), which the images' rehearsal hook counts and stops."""
+REHEARSED_STEPS = 2
+
+
+def _tree(folder: Path) -> dict[str, int]:
+    return {str(path): path.lstat().st_mtime_ns for path in sorted(folder.rglob("*"))}
+
+
+@pytest.fixture(scope="module")
+def rehearse_command(box, pyxis_campaign) -> dict:
+    """``mlperf-wf rehearse`` of :data:`REHEARSED` in the pyxis campaign's folder (its data prepared, its images built),
+    through the SLURM profile as the campaign ran."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.rehearsal import enroot
+
+    workdir = pyxis_campaign.workdir
+    results = _tree(workdir / "results")
+    env = campaign.snakemake_env({**box.env, enroot.IMAGES_VARIABLE: str(workdir / "box-images")})
+    env["PATH"] = f"{workdir / 'box-bin'}{os.pathsep}{env['PATH']}"
+    argv = [sys.executable, "-m", "mlperf_wf", "--root", str(workdir), "rehearse", *REHEARSED, "--steps", str(REHEARSED_STEPS)]
+    argv += ["--profile", str(spec.ROOT / "profiles" / "slurm"), "--configfile", str(workdir / "rehearsal-pyxis.yaml")]
+    argv += ["--snakemake=--slurm-status-command squeue --slurm-init-seconds-before-status-checks 3 --latency-wait 5"]
+    proc = subprocess.run(argv, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=1200, start_new_session=True, check=False)
+    return {"proc": proc, "workdir": workdir, "results_before": results, "results_after": _tree(workdir / "results")}
+
+
+def _rehearsal_explained(workdir: Path, name: str) -> str:
+    """A rehearsal's job log and the probe's problems in its job (its records' folder of the rehearsal's seed)."""
+    from mlperf_wf.results import rehearse
+
+    job_log = rehearse.job_log(workdir / "rehearsal" / name, REHEARSED_STEPS)
+    problems = [
+        f"rank {record.get('rank')} on {record.get('host')}: {record['problem'][-1500:]}"
+        for path in sorted((workdir / "rehearsal" / name).glob(f"seed-{campaign.SEED_BASE - 1}/rank-*.json"))
+        for record in [json.loads(path.read_text())]
+        if record.get("problem")
+    ]
+    return f"--- {name}: probe problems:\n" + "\n".join(problems) + f"\n--- job log:\n{job_log.read_text()[-3000:] if job_log.exists() else ''}"
+
+
+def test_rehearse_passes_and_writes_nothing_into_the_campaign_s_results(rehearse_command):
+    proc = rehearse_command["proc"]
+    explained = "\n".join(_rehearsal_explained(rehearse_command["workdir"], name) for name in REHEARSED)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-1500:] + explained
+    assert rehearse_command["results_after"] == rehearse_command["results_before"], "the rehearsal changed the campaign's results"
+
+
+@pytest.mark.parametrize("name", REHEARSED)
+def test_rehearse_runs_the_full_scale_job_stops_it_after_its_steps_and_says_each_check(rehearse_command, name):
+    from mlperf_wf.results import rehearse
+
+    proc, workdir = rehearse_command["proc"], rehearse_command["workdir"]
+    rehearsal = REHEARSALS[name]
+    job_log = rehearse.job_log(workdir / "rehearsal" / name, REHEARSED_STEPS)
+    log = job_log.read_text(errors="replace")[-3000:] if job_log.exists() else ""
+    assert f"rehearsal of {name} (job log" in proc.stdout, proc.stdout[-3000:] + proc.stderr[-3000:]
+    block = proc.stdout.split(f"rehearsal of {name} (job log")[1].split("\nrehearsal of ")[0]
+    lines = block.strip().splitlines()[1:]
+    outcomes = [line.strip().split("  ")[0] for line in lines]
+    # no GPU in the box: the kernels' check is not reached, the rest holds
+    assert outcomes == ["passed", "passed", "not reached", "passed", "passed", "passed"], f"{block}\n--- job log:\n{log}"
+    ranks = rehearsal.nodes * rehearsal.gpus_per_node
+    assert f"{ranks} ranks on {rehearsal.nodes} node(s)" in lines[0] and "peak GPU memory: not reached (no CUDA)" in lines[3]
+    assert lines[5].endswith(f"all {ranks} ranks exited 0 after {REHEARSED_STEPS} steps")
+    records = rehearse.rank_records(workdir / "rehearsal" / name / "run")
+    assert [(r["steps"], r["status"], r["how"]) for r in records] == [(REHEARSED_STEPS, 0, f"stopped after {REHEARSED_STEPS} training steps")] * ranks
+    assert f"{rehearsal.nodes} node(s) x {rehearsal.gpus_per_node} GPUs = {ranks} ranks, {REHEARSED_STEPS} training steps" in proc.stdout
+
+
 BUNDLED = tuple(name for name in ("retinanet", "bert") if name in REHEARSALS)
 """Benchmarks rehearsed from an offline bundle: a two-node and a one-node one."""
 

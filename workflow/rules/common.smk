@@ -375,6 +375,22 @@ def train_resource(name):
     return job_resource(planned_train_job, name)
 
 
+# ---- the rehearsal of a benchmark's full-scale job (rules/rehearse.smk) ----
+
+
+def planned_rehearsal_job(wildcards):
+    """The rehearsal's plan (or a job that only fails: `planned_or_failing`)."""
+    return planned_or_failing(
+        lambda: PLAN.rehearsal_job(wildcards.benchmark, int(wildcards.steps)),
+        wildcards.benchmark,
+    )
+
+
+def rehearsal_slurm_extra(wildcards, attempt):
+    """The train jobs' sbatch flags, and none of the nodes the rehearsal's own node check named (read for a retry)."""
+    return PLAN.train_slurm_extra(wildcards.benchmark, rehearsal=True)
+
+
 # ---- inputs a benchmark's own image makes (full.made_in_image) ----
 
 # The datasets make_in_image makes at this scale (none at tiny scale: a regex that matches nothing).

@@ -51,6 +51,18 @@ TINY_RUN_RESOURCES = {"runtime": 30, "mem_mb": 4000}
 """A tiny run: minutes on a CPU core, a few GB."""
 FETCHED_DIR = "resources/full/fetched"
 """Where a fiftyone-protocol dataset's fetch (the reference's own script) writes, one folder per dataset id."""
+REHEARSAL_ROOT = "rehearsal"
+"""Where ``mlperf-wf rehearse`` runs a benchmark's full-scale job (one folder per benchmark): no campaign result."""
+REHEARSAL_NODES = 2
+"""Nodes of a rehearsal at most: enough to form a world across nodes (one-node benchmarks keep one)."""
+REHEARSAL_STEPS_VARIABLE = "MLPERF_WF_REHEARSAL_STEPS"
+"""Training steps after which the rehearsal hook stops every rank (``containers/hooks/mlperf_wf_rehearsal_steps.py``)."""
+REHEARSAL_RANKS_VARIABLE = "MLPERF_WF_REHEARSAL_RANKS"
+"""The folder, as the job sees it, where the rehearsal hook writes one record per rank."""
+REHEARSAL_INPUTS_VARIABLE = "MLPERF_WF_REHEARSAL_INPUTS"
+"""``role=folder,...``: the input folders, as the job sees them, whose opened files the hook records."""
+REHEARSAL_RANKS = "rehearsal-ranks"
+"""The rank records' folder in a rehearsal's run folder."""
 NODE_CHECK_SUFFIX = "-node-check"
 """Beside a one-off job's folder (``made_in_image_dir``), the folder of its node checks, one per attempt."""
 
@@ -713,6 +725,57 @@ class Plan:
         )
         return spec.model_copy(update={"steps": steps, "resources": resources})
 
+    # ---- the rehearsal of a benchmark's full-scale job (``mlperf-wf rehearse``) ----
+
+    def rehearsal_dir(self, name: str) -> str:
+        """The rehearsal's own folder: its run folder, node checks and job log; never under the campaign's results."""
+        return f"{REHEARSAL_ROOT}/{name}"
+
+    def rehearsal_geometry(self, name: str) -> tuple[int, int]:
+        """(nodes, GPUs per node) of a rehearsal: two nodes of the runs' GPUs per node (one for a one-node benchmark), or
+        the fewest nodes above that which hold whole model replicas (``full.sizing.model_parallel``, e.g. gpt3's 64 GPUs
+        of tensor x pipeline parallelism): a smaller data-parallel world, never more nodes than the runs'."""
+        nodes, gpus_per_node = self.run_geometry(name)
+        sizing_def = self.bench(name).full.sizing
+        parallel = sizing_def.model_parallel if sizing_def is not None else 1
+        chosen = min(nodes, REHEARSAL_NODES)
+        while chosen < nodes and (chosen * gpus_per_node) % parallel:
+            chosen += 1
+        return chosen, gpus_per_node
+
+    def rehearsal_inputs(self, name: str, settings: launch.Launch, paths: launch.RunPaths) -> dict[str, str]:
+        """Input role (``prepared`` and each role the runs read) -> the folder the job sees it at: the container's mount,
+        or the host folder where the reference runs on the host (``local``)."""
+        if settings.launcher == "local":
+            return {"prepared": str(paths.prepared.resolve()), **{role: str(folder.resolve()) for role, folder in paths.inputs.items()}}
+        mounts = self.bench(name).full.mounts
+        return {"prepared": mounts["prepared"], **{role: mounts[role] for role in paths.inputs}}
+
+    @cache  # noqa: B019 - one Plan per workflow; the rule asks for several fields of the same job
+    def rehearsal_job(self, name: str, steps: int) -> TrainJob:
+        """The benchmark's full-scale train job on :meth:`rehearsal_geometry`, stopped after ``steps`` training steps by
+        the images' rehearsal hook (``containers/hooks/mlperf_wf_rehearsal_steps.py``), which records every rank in the run
+        folder's ``rehearsal-ranks``; its run folder, node checks and excluded nodes are :meth:`rehearsal_dir`'s."""
+        if steps < 1:
+            raise ConfigError(f"rehearsal steps: {steps} is not allowed; give a whole number of training steps >= 1")
+        nodes, gpus_per_node = self.rehearsal_geometry(name)
+        settings = dataclasses.replace(self.launch_settings(name), nodes=nodes, gpus_per_node=gpus_per_node)
+        if self.scale == Scale.FULL:
+            settings = dataclasses.replace(settings, batch=self.planned_batch(name, nodes, gpus_per_node))
+        folder = Path(self.rehearsal_dir(name))
+        paths = dataclasses.replace(self.run_paths(name, 0), result_file=folder / "run" / "result.txt")
+        inside = paths.result_file.resolve().parent if settings.launcher == "local" else Path(self.bench(name).full.mounts["results"])
+        inputs = self.rehearsal_inputs(name, settings, paths)
+        env = {
+            REHEARSAL_STEPS_VARIABLE: str(steps),
+            REHEARSAL_RANKS_VARIABLE: str(inside / REHEARSAL_RANKS),
+            REHEARSAL_INPUTS_VARIABLE: ",".join(f"{role}={where}" for role, where in sorted(inputs.items())),
+        }
+        settings = dataclasses.replace(settings, env=tuple(sorted({**dict(settings.env), **env}.items())))
+        bench = self.bench(name)
+        check = self.node_check_step(bench, 0, settings, paths, attempts=str(folder / "node-check"), excluded=str(folder / node_check.EXCLUDED_FILE))
+        return train_job_of(self._full_scale_spec(bench, 0, self.image_job_seed(), paths, settings, node_check_step=check, sampled=False))
+
     # ---- inputs a benchmark's own image makes (full.made_in_image) ----
 
     @functools.cached_property
@@ -772,10 +835,17 @@ class Plan:
         return self.made_in_image[dataset_id]
 
     def node_check_step(
-        self, bench: BenchmarkDef, run: int, settings: launch.Launch | None = None, paths: launch.RunPaths | None = None, attempts: str | None = None
+        self,
+        bench: BenchmarkDef,
+        run: int,
+        settings: launch.Launch | None = None,
+        paths: launch.RunPaths | None = None,
+        attempts: str | None = None,
+        excluded: str | None = None,
     ) -> job_spec.NodeCheck | None:
         """The node check of a full-scale job (``node_check``), or None when it is off: every input the job reads but the
-        ones it writes (``paths.writable``), its attempts recorded in ``attempts`` (default: run ``run``'s)."""
+        ones it writes (``paths.writable``), its attempts recorded in ``attempts`` (default: run ``run``'s), the bad
+        nodes it names in ``excluded`` (default: the campaign's :meth:`excluded_nodes_file`)."""
         check = self.settings.node_check
         if not check.enabled:
             return None
@@ -784,8 +854,8 @@ class Plan:
         records = {role: Path(self.verified_record(dataset_id)) for role, dataset_id in bench.roles_for("train").items()}
         inputs = {role: (folder, records[role]) for role, folder in paths.inputs.items() if role not in paths.writable}
         expect = node_check.default_matmul_expectation(published.peak_tflops(published.family_of(self._accelerator_model_name)))
-        folder, excluded = Path(attempts or self.node_check_dir(name, run)), Path(self.excluded_nodes_file())
-        return launch.node_check_step(folder, excluded, paths.prepared, inputs, check, expect)
+        folder, bad_nodes = Path(attempts or self.node_check_dir(name, run)), Path(excluded or self.excluded_nodes_file())
+        return launch.node_check_step(folder, bad_nodes, paths.prepared, inputs, check, expect)
 
     def node_check_line(
         self, name: str, run: int, settings: launch.Launch | None = None, paths: launch.RunPaths | None = None, attempts: str | None = None
@@ -839,12 +909,15 @@ class Plan:
         can no longer be valid (:mod:`mlperf_wf.results.doom`); '' when the option is off."""
         return launchers.campaign_gate(self.train_spec(name, run))
 
-    def train_slurm_extra(self, name: str) -> str:
+    def train_slurm_extra(self, name: str, rehearsal: bool = False) -> str:
         """A full-scale job's extra ``sbatch`` flags for ``name``'s image: whole nodes (as NVIDIA's run.sub,
         ``--exclusive``), whole NVLink-domain segments where its runs need them (``--segment``, as the reference's
         SBATCH_SEGMENT), and none of the nodes a node check named (``--exclude``), read when a job is submitted or
-        resubmitted."""
+        resubmitted; ``rehearsal``: those a rehearsal's node check of ``name`` named too (its own file, which no
+        campaign job reads)."""
         excluded = node_check.excluded_nodes(self.workdir / self.excluded_nodes_file())
+        if rehearsal:
+            excluded = sorted({*excluded, *node_check.excluded_nodes(self.workdir / self.rehearsal_dir(name) / node_check.EXCLUDED_FILE)})
         segment = self.segment_nodes(name)
         return "--exclusive" + (f" --segment={segment}" if segment else "") + (f" --exclude={','.join(excluded)}" if excluded else "")
 

@@ -440,5 +440,28 @@ PACKAGE = Command(
     run=_package,
 )
 
-COMMANDS = (PREFLIGHT, SIZE, STATUS, SCORE, COMPLIANCE, BUNDLE, CAMPAIGN_GATE, REPORT, PLOT, OVERVIEW, SUMMARY, PACKAGE)
+
+def _rehearse(args: argparse.Namespace) -> int:
+    from mlperf_wf.results import rehearse
+
+    return rehearse.run(args)
+
+
+def _rehearse_arguments(parser: argparse.ArgumentParser) -> None:
+    from mlperf_wf.results import rehearse
+
+    rehearse.add_arguments(parser)
+
+
+REHEARSE = Command(
+    "rehearse",
+    "before a campaign: the benchmark's full-scale job on 2 nodes (1 for one-node benchmarks) for a few steps, with a verdict per check",
+    _rehearse_arguments,
+    _rehearse,
+    people=True,
+    description="Submits through the campaign's profile the benchmark's full-scale train job (its image, mounts, launcher and node check) on "
+    "two nodes, stops it after --steps training steps and prints one verdict per check. Writes only under rehearsal/<benchmark>/.",
+)
+
+COMMANDS = (REHEARSE, PREFLIGHT, SIZE, STATUS, SCORE, COMPLIANCE, BUNDLE, CAMPAIGN_GATE, REPORT, PLOT, OVERVIEW, SUMMARY, PACKAGE)
 """The plan's and results' subcommands, in the order the help lists them."""

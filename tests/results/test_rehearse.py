@@ -1,0 +1,171 @@
+"""``mlperf-wf rehearse``: the rehearsal job the plan makes, and the verdicts read from what a job left."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from mlperf_wf.plan import plan as planning
+from mlperf_wf.results import rehearse
+from tests.plan.test_plan import make_plan, workdir  # noqa: F401 - the fixture
+
+PINNED = {"image": "registry.example:5000/mlperf/gpt3:ref-1", "digest": "sha256:" + "ab" * 32}
+
+
+def test_the_rehearsal_job_is_the_full_scale_job_on_two_nodes_outside_the_results(workdir):  # noqa: F811
+    plan = make_plan(workdir, scale="full", launcher="pyxis", full_container={"flux1": PINNED})
+    campaign_nodes, gpus = plan.run_geometry("flux1")
+    assert campaign_nodes > 2
+    job = plan.rehearsal_job("flux1", 3)
+    run = plan.train_job("flux1", 0)
+    assert (job.resources.nodes, job.resources.gres) == (2, f"gpu:{gpus}") and job.image == run.image
+    for variable in ("MLPERF_WF_REHEARSAL_STEPS=3", "MLPERF_WF_REHEARSAL_RANKS=/logdir/rehearsal-ranks", "MLPERF_WF_REHEARSAL_INPUTS=prepared=/dataset"):
+        assert f"export {variable}" in job.command
+    assert (
+        f"{workdir}/rehearsal/flux1/run:/logdir:rw" in job.command
+        and "--parallelism.data_parallel_replicate_degree=2" in job.command
+        and "--out rehearsal/flux1/node-check" not in job.command
+    )
+    assert "rehearsal/flux1/node-check/" in job.command and "--excluded rehearsal/flux1/excluded-nodes" in job.command
+    assert not re.search(r"(?<![\w/])results/", job.command), "the rehearsal writes nothing under the campaign's results"
+    assert "--container-image=" in job.command and "mlperf-wf node-check probe" in job.command  # the run's launcher and node check
+    # the run's own reference command, on the rehearsal's geometry
+    entry = "--nproc_per_node 8 --local-ranks-filter 0 --role rank --tee 3 -m torchtitan.experiments.flux.train --job.config_file"
+    assert entry in run.command and entry in job.command and "torchrun --nnodes 2 " in job.command
+
+
+def test_a_benchmark_whose_model_spans_more_than_two_nodes_is_rehearsed_on_the_fewest_that_hold_one_replica(workdir):  # noqa: F811
+    plan = make_plan(workdir, scale="full", launcher="pyxis")
+    assert plan.run_geometry("llama31_405b") == (288, 8) and plan.rehearsal_geometry("llama31_405b") == (16, 8)  # 128 GPUs a replica
+    assert plan.rehearsal_geometry("stable_diffusion") == (2, 8)
+
+
+def test_a_one_node_benchmark_is_rehearsed_on_one_node(workdir):  # noqa: F811
+    plan = make_plan(workdir, scale="full", launcher="docker", full_container={"retinanet": {**PINNED, "image": "r/retinanet:1"}})
+    assert plan.run_geometry("retinanet")[0] == 1 and plan.rehearsal_job("retinanet", 2).resources.nodes == 1
+
+
+def test_zero_steps_is_refused_in_one_line(workdir):  # noqa: F811
+    plan = make_plan(workdir, scale="full", launcher="pyxis", full_container={"gpt3": PINNED})
+    with pytest.raises(planning.ConfigError, match=r"rehearsal steps: 0 is not allowed; give a whole number of training steps >= 1"):
+        plan.rehearsal_job("gpt3", 0)
+
+
+EXPECTED = rehearse.Expected("gpt3", nodes=2, gpus_per_node=2, steps=3, inputs=("checkpoint", "prepared"), campaign_nodes=8)
+
+
+def _rank(rank: int, **changes) -> dict:
+    record = {
+        "rank": rank, "local_rank": rank % 2, "node": f"n{rank // 2 + 1}", "pid": 100 + rank, "world_size": 4,
+        "rendezvous": "n1:29500", "steps_wanted": 3, "steps": 3, "step_seconds": [5.0 + rank, 0.5, 0.25],
+        "opened": {"prepared": {"count": 2, "files": []}, "checkpoint": {"count": rank, "files": []}},
+        "status": 0, "how": "stopped after 3 training steps", "cuda": True, "peak_gpu_memory_bytes": (rank + 1) * 2**30,
+    }  # fmt: skip
+    return {**record, **changes}
+
+
+def _found(tmp_path: Path, ranks: list[dict], log: str = "", mllog: str | None = None) -> rehearse.Found:
+    folder = tmp_path / "rehearsal" / "gpt3"
+    (folder / "run" / "rehearsal-ranks").mkdir(parents=True)
+    for record in ranks:
+        (folder / "run" / "rehearsal-ranks" / f"rank-{record['node']}-{record['pid']}.json").write_text(json.dumps(record))
+    (folder / "3-steps.log").write_text(log)
+    if mllog is not None:
+        (folder / "run" / "result.txt").write_text(mllog)
+    return rehearse.read(folder, 3)
+
+
+START = "".join(
+    f':::MLLOG {{"key": "{key}", "value": true, "time_ms": 1, "event_type": "POINT_IN_TIME"}}\n' for key in ("cache_clear", "submission_org", "init_start")
+)
+
+
+def test_a_good_rehearsal_passes_every_check_with_its_figures(tmp_path):
+    judged = rehearse.verdicts(_found(tmp_path, [_rank(r) for r in range(4)], log="step 1\n", mllog=START), EXPECTED)
+    assert [v.outcome for v in judged] == [rehearse.PASSED] * 6, [v.line() for v in judged]
+    world, inputs, _jit, steps, mllog, exits = judged
+    assert world.detail == "4 ranks on 2 node(s) (n1, n2), local ranks 0-1 on each, rendezvous n1:29500"
+    assert inputs.detail == "opened by the ranks: checkpoint 6 file(s), prepared 8 file(s)"
+    assert steps.detail == "steps (slowest rank; the first from the process's start): 8.00 s, 0.50 s, 0.25 s; peak GPU memory 4.00 GiB (largest rank)"
+    assert "cache_clear, init_start once each" in mllog.detail and exits.detail == "all 4 ranks exited 0 after 3 steps"
+
+
+def test_each_problem_is_its_check_s_failure_with_what_was_found(tmp_path):
+    ranks = [_rank(0), _rank(1, rendezvous="n2:29500"), _rank(2, local_rank=1, opened={}), _rank(3, status=1, steps=1, how="ended after 1 of 3 training steps")]
+    ranks[1]["opened"]["checkpoint"]["count"] = 0
+    for record in ranks:
+        record["opened"].setdefault("checkpoint", {"count": 0})
+        record["opened"]["checkpoint"]["count"] = 0
+    log = "W: CUDA kernels will be jit-compiled from PTX, which could take 30 minutes or longer.\n"
+    judged = rehearse.verdicts(_found(tmp_path, ranks, log=log, mllog=START + START.splitlines()[-1] + "\n"), EXPECTED)
+    assert [v.outcome for v in judged] == [rehearse.FAILED] * 6, [v.line() for v in judged]
+    world, inputs, jit, steps, mllog, exits = judged
+    assert "2 rendezvous addresses: n1:29500, n2:29500" in world.detail and "n2 has local ranks 1, 1, expected 0-1" in world.detail
+    assert inputs.detail.startswith("no rank opened a file of checkpoint")
+    assert "jit-compiled from PTX" in jit.detail and steps.detail.startswith("ranks 3 took fewer than 3 steps")
+    assert mllog.detail == "written more than once: init_start x2"
+    assert exits.detail == "rank 3 on n2: 1 (ended after 1 of 3 training steps)"
+
+
+def test_a_job_that_never_started_fails_or_is_not_reached_check_by_check(tmp_path):
+    judged = rehearse.verdicts(_found(tmp_path, []), EXPECTED)
+    assert [v.outcome for v in judged] == [rehearse.FAILED, rehearse.NOT_REACHED, rehearse.NOT_REACHED, rehearse.NOT_REACHED, rehearse.FAILED, rehearse.FAILED]
+    assert judged[-1].detail == "4 rank(s) left no record (killed, or never started)"
+
+
+def test_without_a_gpu_the_kernel_check_and_memory_are_not_reached(tmp_path):
+    ranks = [_rank(r, cuda=False, peak_gpu_memory_bytes=None) for r in range(4)]
+    judged = rehearse.verdicts(_found(tmp_path, ranks, mllog=START), EXPECTED)
+    assert judged[2].outcome == rehearse.NOT_REACHED and judged[2].detail == "no rank ran on a CUDA GPU"
+    assert judged[3].outcome == rehearse.PASSED and judged[3].detail.endswith("peak GPU memory: not reached (no CUDA)")
+
+
+def test_the_geometry_line_says_the_smaller_data_parallel_world():
+    assert rehearse.geometry_line(EXPECTED) == (
+        "rehearsal of gpt3: 2 node(s) x 2 GPUs = 4 ranks, 3 training steps (the campaign's runs: 8 nodes = 16 ranks; the rehearsal's "
+        "data-parallel size is smaller, its batch planned for 4 ranks)"
+    )
+
+
+def test_a_rehearsal_s_retry_excludes_the_nodes_its_node_check_named_and_the_campaign_does_not(workdir):  # noqa: F811
+    plan = make_plan(workdir, scale="full", launcher="pyxis", full_container={"flux1": PINNED})
+    named = workdir / "rehearsal" / "flux1" / "excluded-nodes.txt"
+    named.parent.mkdir(parents=True)
+    named.write_text("n7\tmatmul: 3.1 TFLOPS is below the expected 400\n")
+    (workdir / "results").mkdir()
+    (workdir / "results" / "excluded-nodes.txt").write_text("n2\tdata: missing\n")
+    assert plan.train_slurm_extra("flux1", rehearsal=True).endswith("--exclude=n2,n7")
+    assert plan.train_slurm_extra("flux1").endswith("--exclude=n2")
+
+
+def test_the_command_runs_the_campaign_s_profile_and_config_for_the_rehearsal_targets_and_passes_the_rest_on(tmp_path):
+    from mlperf_wf.cli import build_parser
+
+    args = build_parser().parse_args(
+        ["rehearse", "gpt3", "flux1", "--steps", "2", "--profile", "slurm", "--config", "launcher=pyxis", "--snakemake=--latency-wait 5"]
+    )
+    assert (args.benchmark, args.steps, args.profile, args.config, args.snakemake) == (
+        ["gpt3", "flux1"],
+        2,
+        "slurm",
+        ["launcher=pyxis"],
+        "--latency-wait 5",
+    )
+    argv = rehearse.snakemake_argv(tmp_path, ["gpt3", "flux1"], 2, "slurm", [tmp_path / "c.yaml"], ["launcher=pyxis"], ["--latency-wait", "5"])
+    assert argv[argv.index("-d") + 1 :] == [
+        str(tmp_path), "rehearsal/gpt3/2-steps.done", "rehearsal/flux1/2-steps.done", "--forcerun", "rehearse", "--profile", "slurm",
+        "--configfile", str(tmp_path / "c.yaml"), "--latency-wait", "5", "--config", "scale=full", "launcher=pyxis",
+    ]  # fmt: skip
+
+
+def test_an_unknown_benchmark_or_zero_steps_is_one_line(tmp_path, capsys):
+    from mlperf_wf.cli import main
+
+    (tmp_path / "config").symlink_to(Path(__file__).resolve().parents[2] / "config")
+    assert main(["--root", str(tmp_path), "rehearse", "gtp3"]) == 2
+    assert capsys.readouterr().err.startswith("mlperf-wf: error: rehearse: benchmark 'gtp3' does not exist; known: bert, ")
+    assert main(["--root", str(tmp_path), "rehearse", "gpt3", "--steps", "0"]) == 2
+    assert "rehearse --steps: 0 is not allowed; give a whole number of training steps >= 1" in capsys.readouterr().err
