@@ -116,7 +116,9 @@ def test_the_plan_facts_the_probe_checks_are_the_job_line_s_mounts_and_modes(lau
 
     from tests.rehearsal import campaign
 
-    command = json.loads((Path(__file__).resolve().parents[1] / "golden" / "plan" / "gpt3.json").read_text())["full"][f"run_3/{launcher}/1_node"]["command"]
+    command = json.loads((Path(__file__).resolve().parents[1] / "benchmarks" / "gpt3" / "golden" / "gpt3.json").read_text())["full"][
+        f"run_3/{launcher}/1_node"
+    ]["command"]
     facts = campaign.plan_facts(command)
     assert facts["container_writable"] is True
     assert ["/data", "ro"] in facts["mounts"] and ["/results", "rw"] in facts["mounts"] and ["/index_maps", "rw"] in facts["mounts"], facts
