@@ -12,7 +12,6 @@ import os
 import re
 import shutil
 import sys
-from dataclasses import asdict
 from pathlib import Path
 
 import pytest
@@ -82,7 +81,7 @@ def rendered(name: str, workdir: Path, specs: dict | None = None) -> dict:
 def planned_run(plan: planning.Plan, name: str, specs: dict, key: str) -> dict:
     """Run 3 of ``name``'s train job as the rules read it (or the one line refusing it); its spec goes to ``specs[key]``."""
     try:
-        job = asdict(plan.train_job(name, 3))
+        job = plan.train_job(name, 3).as_dict()
     except ConfigError as err:
         return {"refused": str(err)}
     specs[key] = plan.job_spec(plan.bench(name), 3).model_dump(mode="json")
@@ -97,7 +96,7 @@ def image_jobs(plan: planning.Plan, name: str, key: str, specs: dict | None = No
     specs = {} if specs is None else specs
     for dataset_id in (dataset for dataset, (maker, _) in plan.made_in_image.items() if maker == name):
         try:
-            out[f"image_job/{dataset_id}/{key}"] = {**asdict(plan.image_job(dataset_id)), "inputs": plan.image_job_inputs(dataset_id)}
+            out[f"image_job/{dataset_id}/{key}"] = {**plan.image_job(dataset_id).as_dict(), "inputs": plan.image_job_inputs(dataset_id)}
         except ConfigError as err:
             out[f"image_job/{dataset_id}/{key}"] = {"refused": str(err)}
             continue

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import asdict
 from pathlib import Path
 
 import pytest
@@ -48,7 +47,7 @@ def test_every_launcher_renders_the_golden_jobs_from_the_golden_specs(workdir): 
             for key in keys:
                 expected = expected[key]
             expected = {key: value for key, value in expected.items() if key != "inputs"}  # an image job's inputs
-            got = portable(asdict(planning.train_job_of(on_this_machine(spec, workdir))), workdir)
+            got = portable(planning.train_job_of(on_this_machine(spec, workdir)).as_dict(), workdir)
             assert got == expected, f"{path.name}: {'/'.join(keys)}"
             rendered.add((spec["scale"], spec["launcher"]))
     assert rendered == {("tiny", "local"), ("tiny", "docker"), *(("full", name) for name in ("local", "docker", "apptainer", "pyxis"))}

@@ -68,28 +68,6 @@ NODE_CHECK_SUFFIX = "-node-check"
 
 
 @dataclass(frozen=True)
-class TrainResources:
-    """Scheduler resources of one run (Snakemake resource names; the SLURM executor maps them to sbatch)."""
-
-    runtime: int
-    """Walltime in minutes."""
-    mem_mb: int = 0
-    """Host memory per node; 0 leaves it to the profile and partition (full-scale jobs take whole nodes)."""
-    nodes: int = 1
-    """Nodes."""
-    gres: str = ""
-    """``gpu:N`` per node at full scale."""
-    tasks: int = 1
-    """Tasks of the job (several when the job's own srun places launchers or ranks)."""
-    tasks_per_gpu: int = 0
-    """0: never let SLURM start one task per GPU (the launcher starts the GPU processes)."""
-    cpus_per_gpu: int = 0
-    """Host cores per GPU."""
-    mpi: str | None = None
-    """``srun`` when the job starts several tasks, so the SLURM jobstep does not wrap it in ``srun -n1``."""
-
-
-@dataclass(frozen=True)
 class TrainJob:
     """Everything the train rule needs for one run."""
 
@@ -101,8 +79,12 @@ class TrainJob:
     """Container image ('' for a run on the host)."""
     threads: int
     """CPU threads it occupies on the job's host."""
-    resources: TrainResources
-    """Scheduler request."""
+    resources: job_spec.Resources
+    """Scheduler request (the spec's)."""
+
+    def as_dict(self) -> dict:
+        """The job as plain data (the golden plans' form)."""
+        return {**{name: getattr(self, name) for name in ("command", "launcher", "image", "threads")}, "resources": self.resources.model_dump()}
 
 
 def train_job_of(spec: JobSpec) -> TrainJob:
@@ -114,7 +96,7 @@ def train_job_of(spec: JobSpec) -> TrainJob:
         launcher=spec.launcher,
         image=image,
         threads=spec.threads,
-        resources=TrainResources(**spec.resources.model_dump()),
+        resources=spec.resources,
     )
 
 
