@@ -187,13 +187,22 @@ def _count_steps(optimizer_module: Any) -> None:
 
 
 def _at_exit() -> None:
-    """A process that ends another way than after its N steps: recorded where it is a rank (stepped or in a world)."""
-    if _done or not (_step_ends or _distributed() is not None):
+    """A process that ends another way than after its N steps: recorded where it is a rank (stepped or in a world),
+    or as no rank (``rank`` None) where it read inputs: an entry process that loads the data and spawns its ranks
+    (rgat's), whose reads no rank's record holds."""
+    if _done:
         return
-    how = f"ended after {len(_step_ends)} of {os.environ.get(STEPS_VARIABLE)} training steps"
-    if _exit_status.get("error"):
-        how += " ({})".format(_exit_status["error"])
-    write(record(_exit_status.get("status"), how))
+    if _step_ends or _distributed() is not None:
+        how = f"ended after {len(_step_ends)} of {os.environ.get(STEPS_VARIABLE)} training steps"
+        if _exit_status.get("error"):
+            how += " ({})".format(_exit_status["error"])
+        write(record(_exit_status.get("status"), how))
+    elif any(seen["count"] for seen in _opened.values()):
+        status = _exit_status.get("status", 0)
+        how = f"no rank: read the inputs and ended with status {status}"
+        if _exit_status.get("error"):
+            how += " ({})".format(_exit_status["error"])
+        write(dict(record(status, how), rank=None, local_rank=None, world_size=None))
 
 
 _exit_status: Dict[str, Any] = {}
@@ -206,6 +215,13 @@ def _note_exception(kind: Any, value: Any, trace: Any) -> None:
 
 
 _previous_excepthook = sys.excepthook
+_previous_exit = sys.exit
+
+
+def _note_exit(code: Any = None) -> None:
+    """``sys.exit``, its status kept for the record written at exit."""
+    _exit_status["status"] = code if isinstance(code, int) else (0 if code is None else 1)
+    _previous_exit(code)
 
 
 def install() -> None:
@@ -218,6 +234,7 @@ def install() -> None:
     after_import("torch.optim.optimizer", _count_steps)
     atexit.register(_at_exit)
     sys.excepthook = _note_exception
+    sys.exit = _note_exit
 
 
 if os.environ.get(STEPS_VARIABLE):

@@ -483,6 +483,14 @@ def spawn_world(ctx: ProbeContext, nprocs: int, world_size: int, first_rank: int
     except Exception:  # a child's error spawn re-raises here
         traceback.print_exc()
         status = PROBLEM_FOUND
+    # the reference's entry process returns from its spawn and ends as a script does: its exit handlers run (the
+    # rehearsal hook records what this process read), then it ends with the children's status
+    hook = sys.modules.get("mlperf_wf_rehearsal_steps")
+    if hook is not None:
+        hook._exit_status["status"] = status
+    import atexit
+
+    atexit._run_exitfuncs()
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(status)

@@ -93,6 +93,20 @@ def test_a_good_rehearsal_passes_every_check_with_its_figures(tmp_path):
     assert "cache_clear, init_start once each" in mllog.detail and exits.detail == "all 4 ranks exited 0 after 3 steps"
 
 
+def test_the_inputs_an_entry_process_read_before_spawning_its_ranks_count_and_it_is_no_rank(tmp_path):
+    ranks = [_rank(r, opened={"prepared": {"count": 0, "files": []}}) for r in range(4)]
+    entry = {**_rank(0, node="n1", pid=99, steps=0, step_seconds=[]), "rank": None, "local_rank": None, "world_size": None}
+    entry["how"] = "no rank: read the inputs and ended with status 0"
+    entry["opened"] = {"prepared": {"count": 5, "files": []}, "checkpoint": {"count": 1, "files": []}}
+    found = _found(tmp_path, [*ranks, entry], log="step 1\n", mllog=START)
+    assert [record["rank"] for record in found.ranks] == [0, 1, 2, 3] and [record["pid"] for record in found.entries] == [99]
+    judged = rehearse.verdicts(found, EXPECTED)
+    assert [v.outcome for v in judged] == [rehearse.PASSED] * 6, [v.line() for v in judged]
+    assert judged[1].detail == "opened by the ranks and their entry process: checkpoint 1 file(s), prepared 5 file(s)"
+    without_entry = rehearse.verdicts(rehearse.Found(found.ranks, [], found.log, found.result_file), EXPECTED)
+    assert without_entry[1].outcome == rehearse.FAILED, "the ranks alone opened nothing"
+
+
 def test_each_problem_is_its_check_s_failure_with_what_was_found(tmp_path):
     ranks = [_rank(0), _rank(1, rendezvous="n2:29500"), _rank(2, local_rank=1, opened={}), _rank(3, status=1, steps=1, how="ended after 1 of 3 training steps")]
     ranks[1]["opened"]["checkpoint"]["count"] = 0
@@ -104,7 +118,7 @@ def test_each_problem_is_its_check_s_failure_with_what_was_found(tmp_path):
     assert [v.outcome for v in judged] == [rehearse.FAILED] * 6, [v.line() for v in judged]
     world, inputs, jit, steps, mllog, exits = judged
     assert "2 rendezvous addresses: n1:29500, n2:29500" in world.detail and "n2 has local ranks 1, 1, expected 0-1" in world.detail
-    assert inputs.detail.startswith("no rank opened a file of checkpoint")
+    assert inputs.detail.startswith("no process of the job opened a file of checkpoint")
     assert "jit-compiled from PTX" in jit.detail and steps.detail.startswith("ranks 3 took fewer than 3 steps")
     assert mllog.detail == "written more than once: init_start x2"
     assert exits.detail == "rank 3 on n2: 1 (ended after 1 of 3 training steps)"

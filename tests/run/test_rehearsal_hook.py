@@ -111,3 +111,48 @@ def test_before_torch_s_global_step_hooks_each_optimizer_s_step_is_counted(tmp_p
     assert proc.returncode == 0, proc.stderr
     [record] = [json.loads(path.read_text()) for path in tmp_path.glob("rank-*.json")]
     assert record["steps"] == 4 and record["how"] == "stopped after 4 training steps"
+
+
+SPAWNING = """
+import sys, torch.multiprocessing as mp
+
+
+def rank(local_rank):
+    import torch
+    model = torch.nn.Linear(4, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for _ in range(100):
+        model(torch.ones(2, 4)).sum().backward()
+        optimizer.step()
+
+
+if __name__ == "__main__":
+    for name in ("a.bin", "b.bin"):
+        open(sys.argv[1] + "/" + name, "rb").read()  # the entry process loads the data, as rgat's does before its spawn
+    mp.spawn(rank, nprocs=2, join=True)
+"""
+
+
+def test_an_entry_process_that_reads_the_inputs_and_spawns_its_ranks_is_recorded_as_no_rank(tmp_path):
+    data, ranks = tmp_path / "data", tmp_path / "ranks"
+    data.mkdir()
+    for name in ("a.bin", "b.bin"):
+        (data / name).write_bytes(b"x")
+    script = tmp_path / "train.py"
+    script.write_text(SPAWNING)
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(HOOKS),
+        "MLPERF_WF_REHEARSAL_STEPS": "2",
+        "MLPERF_WF_REHEARSAL_RANKS": str(ranks),
+        "MLPERF_WF_REHEARSAL_INPUTS": f"prepared={data}",
+    }
+    proc = subprocess.run([sys.executable, str(script), str(data)], env=env, capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stderr
+    records = [json.loads(path.read_text()) for path in sorted(ranks.glob("*.json"))]
+    stepped = [record for record in records if record["rank"] is not None]
+    [entry] = [record for record in records if record["rank"] is None]
+    assert [(record["steps"], record["status"]) for record in stepped] == [(2, 0), (2, 0)]
+    assert all(record["opened"]["prepared"]["count"] == 0 for record in stepped)
+    assert entry["opened"]["prepared"]["count"] == 2 and entry["steps"] == 0 and entry["status"] == 0
+    assert entry["how"] == "no rank: read the inputs and ended with status 0"

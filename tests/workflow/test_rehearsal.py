@@ -327,9 +327,12 @@ def _rehearsal_explained(workdir: Path, name: str) -> str:
 
 
 def test_rehearse_passes_and_writes_nothing_into_the_campaign_s_results(rehearse_command):
+    from mlperf_wf.results import rehearse
+
     proc = rehearse_command["proc"]
     explained = "\n".join(_rehearsal_explained(rehearse_command["workdir"], name) for name in REHEARSED)
-    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-1500:] + explained
+    failed = "\n".join(line for line in proc.stdout.splitlines() if line.startswith("rehearsal of ") or line.strip().startswith(rehearse.FAILED))
+    assert proc.returncode == 0, failed + "\n---\n" + proc.stdout[-3000:] + proc.stderr[-1500:] + explained
     assert rehearse_command["results_after"] == rehearse_command["results_before"], "the rehearsal changed the campaign's results"
 
 

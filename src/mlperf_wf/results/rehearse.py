@@ -85,14 +85,15 @@ class Found:
 
     ranks: list[dict] = field(default_factory=list)
     """Each rank's record (the hook's)."""
+    entries: list[dict] = field(default_factory=list)
+    """The records of processes that read inputs but are no rank (an entry process that spawns its ranks)."""
     log: str = ""
     """The job's log."""
     result_file: Path | None = None
     """The run's merged MLLOG file, where it exists."""
 
 
-def rank_records(folder: Path) -> list[dict]:
-    """The hook's records in a rehearsal's run folder, ordered by rank."""
+def _records(folder: Path) -> list[dict]:
     from mlperf_wf.plan.plan import REHEARSAL_RANKS
 
     records = []
@@ -101,7 +102,18 @@ def rank_records(folder: Path) -> list[dict]:
             records.append(json.loads(path.read_text()))
         except (OSError, ValueError):
             continue  # a rank ended mid-write: it counts as missing
-    return sorted(records, key=lambda record: (record.get("rank", -1), record.get("node", "")))
+    return records
+
+
+def rank_records(folder: Path) -> list[dict]:
+    """The hook's records of ranks in a rehearsal's run folder, ordered by rank."""
+    ranks = [record for record in _records(folder) if record.get("rank") is not None]
+    return sorted(ranks, key=lambda record: (record["rank"], record.get("node", "")))
+
+
+def entry_records(folder: Path) -> list[dict]:
+    """The hook's records of processes that are no rank but read inputs (``rank`` None)."""
+    return [record for record in _records(folder) if record.get("rank", -1) is None]
 
 
 def job_log(folder: Path, steps: int) -> Path:
@@ -113,14 +125,15 @@ def read(folder: Path, steps: int) -> Found:
     """``rehearsal/<benchmark>``'s records, job log and MLLOG file."""
     log = job_log(folder, steps)
     result = folder / "run" / "result.txt"
-    return Found(rank_records(folder / "run"), log.read_text(errors="replace") if log.exists() else "", result if result.is_file() else None)
+    text = log.read_text(errors="replace") if log.exists() else ""
+    return Found(rank_records(folder / "run"), entry_records(folder / "run"), text, result if result.is_file() else None)
 
 
 def verdicts(found: Found, expected: Expected) -> list[Verdict]:
     """One verdict per check of the rehearsal (see the module docstring)."""
     return [
         _world(found.ranks, expected),
-        _inputs(found.ranks, expected),
+        _inputs(found.ranks + found.entries, expected),
         _jit(found, expected),
         _steps(found.ranks, expected),
         _mllog(found.result_file),
@@ -160,16 +173,18 @@ def _ranges(numbers: list[int]) -> str:
     return ", ".join(map(str, numbers)) if numbers else "none"
 
 
-def _inputs(ranks: list[dict], expected: Expected) -> Verdict:
+def _inputs(processes: list[dict], expected: Expected) -> Verdict:
+    """Over the ranks' records and those of entry processes that read the inputs before spawning their ranks."""
     check = "every input opened"
-    if not ranks:
+    if not processes:
         return Verdict(check, NOT_REACHED, "no rank recorded itself")
-    counts = {role: sum(record.get("opened", {}).get(role, {}).get("count", 0) for record in ranks) for role in expected.inputs}
+    counts = {role: sum(record.get("opened", {}).get(role, {}).get("count", 0) for record in processes) for role in expected.inputs}
     never = [role for role, count in counts.items() if count == 0]
     said = ", ".join(f"{role} {count} file(s)" for role, count in counts.items())
+    who = "the ranks" + (" and their entry process" if any(record.get("rank") is None for record in processes) else "")
     if never:
-        return Verdict(check, FAILED, f"no rank opened a file of {', '.join(never)} (opened: {said}; files Python's open reads)")
-    return Verdict(check, PASSED, f"opened by the ranks: {said}")
+        return Verdict(check, FAILED, f"no process of the job opened a file of {', '.join(never)} (opened: {said}; files Python's open reads)")
+    return Verdict(check, PASSED, f"opened by {who}: {said}")
 
 
 def _jit(found: Found, expected: Expected) -> Verdict:
