@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from mlperf_wf.kinds import Scale
 from mlperf_wf.plan import plan as planning
 from mlperf_wf.run import job
 from mlperf_wf.run.job_spec import JobSpec, Process, Provenance, Resources, Steps
@@ -51,7 +52,9 @@ def test_the_job_exits_with_its_launchs_status_and_records_nothing_after_a_failu
 
 
 def test_a_job_the_config_cannot_plan_is_refused_with_status_2_and_its_reason(tmp_path):
-    refused = job_run(planning.unplannable_spec("gpt3: 2 nodes need the pyxis launcher"), tmp_path)
+    spec = planning.unplannable_spec("gpt3: 2 nodes need the pyxis launcher", Scale.FULL)
+    assert spec.scale == "full", "a full-scale campaign's refused job says its scale"
+    refused = job_run(spec, tmp_path)
     assert refused.returncode == 2
     assert refused.stderr.strip() == "gpt3: 2 nodes need the pyxis launcher"
 

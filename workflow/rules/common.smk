@@ -323,7 +323,7 @@ def planned_or_failing(plan_job, benchmark, failing=planning.unplannable_job):
         if PREFLIGHT is None:
             raise WorkflowError(str(err)) from None
         PREFLIGHT.saw_benchmark(benchmark)
-        return failing(str(err))
+        return failing(str(err), PLAN.scale)
 
 
 def planned_train_job(wildcards):

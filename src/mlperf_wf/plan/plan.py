@@ -904,15 +904,16 @@ class Plan:
         return "--exclusive" + (f" --segment={segment}" if segment else "") + (f" --exclude={','.join(excluded)}" if excluded else "")
 
 
-def unplannable_job(problem: str) -> TrainJob:
-    """The train job of a run the config cannot plan (``problem``, one line): the DAG still renders, so that a dry run
-    shows the whole plan and the preflight lists this problem with every other one; run, it fails with the line."""
-    return train_job_of(unplannable_spec(problem))
+def unplannable_job(problem: str, scale: Scale) -> TrainJob:
+    """The train job of a run the config cannot plan (``problem``, one line) at ``scale``: the DAG still renders, so
+    that a dry run shows the whole plan and the preflight lists this problem with every other one; run, it fails with
+    the line."""
+    return train_job_of(unplannable_spec(problem, scale))
 
 
-def unplannable_spec(problem: str) -> JobSpec:
-    """The spec of a job that only refuses with ``problem`` (status 2)."""
-    return JobSpec(scale="tiny", launcher="none", resources=job_spec.Resources(runtime=1), refused=problem)
+def unplannable_spec(problem: str, scale: Scale) -> JobSpec:
+    """The spec of a job of the campaign's ``scale`` that only refuses with ``problem`` (status 2)."""
+    return JobSpec(scale=str(scale), launcher="none", resources=job_spec.Resources(runtime=1), refused=problem)
 
 
 def load(config: dict | WorkflowConfig, project_root: Path, workdir: Path | None = None, check_definitions: bool = True) -> Plan:
