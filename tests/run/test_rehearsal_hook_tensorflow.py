@@ -32,6 +32,8 @@ tf.logging.set_verbosity(tf.logging.ERROR)
 def count_step():
     with open(folder + "/steps.txt", "a") as steps:
         steps.write("step\\n")
+    if kind == "failing":
+        raise RuntimeError("the reference fails at its first step")
     return np.int64(0)
 
 
@@ -66,6 +68,8 @@ else:  # the API's v1 Estimator (the reference's), or the v2 one, a subclass of 
 estimator.evaluate(input_fn=input_fn, steps=5)
 for _, _ in zip(range(5), estimator.predict(input_fn=input_fn)):
     pass
+if kind == "evaluation":  # bert's evaluation process: evaluate only
+    sys.exit(7)
 print("training starts", flush=True)
 estimator.train(input_fn=input_fn, max_steps=max_steps)
 print("training ended by itself", flush=True)
@@ -86,6 +90,7 @@ def _tensorflow_python() -> Path:
 
 def _train(tmp_path: Path, kind: str, steps: str, extra_env: dict[str, str] | None = None) -> tuple[subprocess.CompletedProcess, list[dict], int]:
     python = _tensorflow_python()
+    tmp_path.mkdir(parents=True, exist_ok=True)
     ranks = tmp_path / "ranks"
     env = {key: value for key, value in os.environ.items() if not key.startswith(("SLURM_", "MLPERF_WF_", "TF_CONFIG"))}
     env = {key: value for key, value in env.items() if key not in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")}
@@ -128,6 +133,16 @@ def test_a_tensorflow_process_is_its_node_s_rank_under_slurm(tmp_path):
     assert proc.returncode == 0, proc.stderr[-4000:]
     [record] = records
     assert (record["rank"], record["local_rank"], record["world_size"], record["steps"], taken) == (1, 0, 2, 2, 2)
+
+
+def test_an_evaluation_process_is_no_rank_and_a_training_that_fails_at_its_first_step_is_one(tmp_path):
+    proc, records, taken = _train(tmp_path / "evaluation", "evaluation", "3")
+    assert proc.returncode == 7 and records == [] and taken == 0, proc.stderr[-4000:]
+    proc, records, taken = _train(tmp_path / "failing", "failing", "3")
+    assert proc.returncode == 1 and taken == 1, proc.stderr[-4000:]
+    [record] = records
+    assert record["framework"] == "tensorflow" and record["status"] == 1 and record["steps"] == 0
+    assert record["how"].startswith("ended after 0 of 3 training steps (") and "the reference fails at its first step" in record["how"]
 
 
 def test_without_the_variable_the_estimator_trains_all_its_steps(tmp_path):
