@@ -163,9 +163,12 @@ def record(status: Optional[int], how: str) -> Dict[str, Any]:
     rank = dist.get_rank() if dist is not None else int(env.get("RANK", env.get("SLURM_PROCID", "0")))
     world = dist.get_world_size() if dist is not None else int(env.get("WORLD_SIZE", env.get("SLURM_NTASKS", "1")))
     rendezvous = "{}:{}".format(env.get("MASTER_ADDR", ""), env.get("MASTER_PORT", ""))
-    tensorflow_world = _tensorflow_world() if _framework["name"] == "tensorflow" else None
-    if tensorflow_world is not None:
-        rank, world, rendezvous = tensorflow_world["rank"], tensorflow_world["world_size"], tensorflow_world["rendezvous"]
+    if _framework["name"] == "tensorflow":
+        # the launch line's MASTER_ADDR is torch's; a TensorFlow process joins a world only through TF_CONFIG
+        tensorflow_world = _tensorflow_world()
+        rendezvous = ""
+        if tensorflow_world is not None:
+            rank, world, rendezvous = tensorflow_world["rank"], tensorflow_world["world_size"], tensorflow_world["rendezvous"]
     times, previous = [], _started
     for end in _step_ends:
         times.append(round(end - previous, 6))

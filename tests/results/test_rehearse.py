@@ -203,3 +203,11 @@ def test_an_unknown_benchmark_or_zero_steps_is_one_line(tmp_path, capsys):
     assert capsys.readouterr().err.startswith("mlperf-wf: error: rehearse: benchmark 'gtp3' does not exist; known: bert, ")
     assert main(["--root", str(tmp_path), "rehearse", "gpt3", "--steps", "0"]) == 2
     assert "rehearse --steps: 0 is not allowed; give a whole number of training steps >= 1" in capsys.readouterr().err
+
+
+def test_the_command_expects_the_ranks_the_plan_launches(tmp_path):
+    """bert's one TensorFlow process per node (its launcher's one task a node) against flux1's torchrun rank per GPU."""
+    (tmp_path / "config").symlink_to(Path(__file__).resolve().parents[2] / "config")
+    settings = rehearse.load_settings(tmp_path, [], ["launcher=pyxis"])
+    bert, flux1 = (rehearse.expected_of(tmp_path, settings, name, 3) for name in ("bert", "flux1"))
+    assert (bert.nodes, bert.gpus_per_node, bert.ranks) == (1, 8, 1) and (flux1.nodes, flux1.gpus_per_node, flux1.ranks) == (2, 8, 16)

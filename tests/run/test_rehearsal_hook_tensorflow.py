@@ -129,10 +129,12 @@ def test_the_hook_stops_an_estimator_s_training_after_n_steps(tmp_path, kind):
 
 def test_a_tensorflow_process_is_its_node_s_rank_under_slurm(tmp_path):
     """Two nodes of one task each (bert's launch: one process per node): the second node's process is rank 1 of 2."""
-    proc, records, taken = _train(tmp_path, "estimator_v2", "2", {"SLURM_PROCID": "1", "SLURM_LOCALID": "0", "SLURM_NTASKS": "2"})
+    slurm = {"SLURM_PROCID": "1", "SLURM_LOCALID": "0", "SLURM_NTASKS": "2", "MASTER_ADDR": "node-a", "MASTER_PORT": "29500"}
+    proc, records, taken = _train(tmp_path, "estimator_v2", "2", slurm)
     assert proc.returncode == 0, proc.stderr[-4000:]
     [record] = records
     assert (record["rank"], record["local_rank"], record["world_size"], record["steps"], taken) == (1, 0, 2, 2, 2)
+    assert record["rendezvous"] == ""  # the launch line's MASTER_ADDR is torch's: TensorFlow joins a world through TF_CONFIG only
 
 
 def test_an_evaluation_process_is_no_rank_and_a_training_that_fails_at_its_first_step_is_one(tmp_path):

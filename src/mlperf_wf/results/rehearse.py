@@ -158,11 +158,13 @@ def _world(ranks: list[dict], expected: Expected) -> Verdict:
             problems.append(f"{node} has local ranks {_ranges(local)}, expected 0-{expected.per_node - 1}")
     addresses = sorted({record["rendezvous"] for record in ranks})
     if len(addresses) != 1:
-        problems.append(f"{len(addresses)} rendezvous addresses: {', '.join(addresses)}")
+        problems.append(f"{len(addresses)} rendezvous addresses: {', '.join(address or 'none' for address in addresses)}")
     if problems:
         return Verdict(check, FAILED, "; ".join(problems))
     nodes = ", ".join(sorted(per_node))
-    rendezvous = f"rendezvous {addresses[0]}" if addresses[0].strip(":") else "no rendezvous (a world of one process)"
+    rendezvous = f"rendezvous {addresses[0]}"
+    if not addresses[0].strip(":"):
+        rendezvous = "no rendezvous (a world of one process)" if expected.ranks == 1 else "no rendezvous address recorded"
     local = f"local ranks 0-{expected.per_node - 1}" if expected.per_node > 1 else "local rank 0"
     detail = f"{expected.ranks} ranks on {expected.nodes} node(s) ({nodes}), {local} on each, {rendezvous}"
     return Verdict(check, PASSED, detail)
