@@ -52,6 +52,16 @@ $(REFERENCE_VENV)/bin/activate: tests/reference-requirements.txt
 	  && SETUPTOOLS_SCM_PRETEND_VERSION=0.0.0+34259bd $(REFERENCE_VENV)/bin/pip install --quiet --no-deps $$copy && rm -rf $$copy; fi
 	touch $@
 
+# TensorFlow with its Estimator API, for the contract test of the rehearsal hook's TensorFlow path (bert's reference
+# trains with tf.estimator): tests/run/test_rehearsal_hook_tensorflow.py. Its own venv: TensorFlow 2.15 needs numpy<2.
+# tensorflow-cpu 2.15 publishes wheels for CPython 3.9 to 3.11.
+TENSORFLOW_VENV := .venv-tensorflow
+
+$(TENSORFLOW_VENV)/bin/activate: tests/tensorflow-requirements.txt
+	$(PYTHON) -m venv $(TENSORFLOW_VENV)
+	$(TENSORFLOW_VENV)/bin/pip install --quiet -r tests/tensorflow-requirements.txt
+	touch $@
+
 # megatron-core as the llama31 references' images hold it, for their rehearsals' real data stage (tests/benchmarks/
 # llama31_*/rehearsal.py put it first on the image's PYTHONPATH): llama31_8b's Dockerfile.h200 builds core_r0.11.0 (PyPI 0.11.0);
 # llama31_405b's base image nvcr.io/nvidia/nemo:24.12-rc0 holds the release its mcore.patch was made on (the patch's
@@ -87,7 +97,7 @@ report: $(BIN)/activate
 # TEST_WORKERS xdist workers (tests/conftest.py keeps a module's tests together and each engine's tests on one worker):
 # three on two cores, as the cluster in a box's worker mostly waits; TEST_WORKERS=0 runs them in this process.
 TEST_WORKERS ?= 3
-test: $(BIN)/activate $(REFERENCE_VENV)/bin/activate $(MCORE_FOLDERS)
+test: $(BIN)/activate $(REFERENCE_VENV)/bin/activate $(TENSORFLOW_VENV)/bin/activate $(MCORE_FOLDERS)
 	MLPERF_WF_REQUIRE_REFERENCE=1 $(BIN)/python -m pytest -q --durations=25 -n $(TEST_WORKERS)
 
 lint: $(BIN)/activate

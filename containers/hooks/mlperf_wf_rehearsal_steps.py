@@ -1,22 +1,38 @@
 """The rehearsal hook: stops a run after a few training steps and records each rank (``mlperf-wf rehearse``).
 
 ``sitecustomize`` imports this module in every process of a run where ``MLPERF_WF_REHEARSAL_STEPS`` is set (the
-rehearsal's train job sets it, for every benchmark). It counts training steps as the calls of ``step`` of every
-``torch.optim.Optimizer`` (torch's global post-step hook, which the fused and distributed optimizers of Apex,
-Transformer Engine, Megatron and TorchRec subclass): a training step is the most steps one optimizer object took, so a
-step that steps several optimizers (a chained or per-group optimizer) counts once. After ``N`` steps it writes this
-rank's record and ends the process with status 0, on every rank at the same step. A framework step that is not a torch
-optimizer's (bert's TensorFlow) is not counted: such a run is not stopped, and its ranks' records say so at exit.
+rehearsal's train job sets it, for every benchmark). It counts training steps of either framework a reference trains
+with:
 
-A rank's record (``MLPERF_WF_REHEARSAL_RANKS/rank-<host>-<pid>.json``): rank, local rank, node, world size, rendezvous
-address, the files opened for reading under each input folder (Python's ``open`` audit events: ``MLPERF_WF_REHEARSAL_INPUTS``,
-``role=folder,...``), the time of each step, whether CUDA was present and the peak GPU memory
-(``torch.cuda.max_memory_allocated``), and the exit status. A process records itself where it took a step or joined
-a ``torch.distributed`` world (a launcher process does neither).
+- torch: the calls of ``step`` of every ``torch.optim.Optimizer`` (torch's global post-step hook, which the fused and
+  distributed optimizers of Apex, Transformer Engine, Megatron and TorchRec subclass): a training step is the most
+  steps one optimizer object took, so a step that steps several optimizers (a chained or per-group optimizer) counts
+  once.
+- TensorFlow's Estimator API (bert's ``run_pretraining.py``): once ``tensorflow_estimator``'s estimator module is
+  imported, ``Estimator.train`` (which ``TPUEstimator.train`` calls too, and ``train_and_evaluate``) gets one more
+  ``SessionRunHook``, and a training step is one session run of its training loop (one step on CPUs and GPUs, where
+  ``MirroredStrategy`` runs a step of every replica in one session run). ``evaluate`` and ``predict`` are never
+  counted.
 
-Runs down to Python 3.6 (see ``sitecustomize``); audit events need 3.8 (older: no files recorded).
+After ``N`` steps it writes this rank's record and ends the process with status 0, on every rank at the same step.
+
+A rank's record (``MLPERF_WF_REHEARSAL_RANKS/rank-<host>-<pid>.json``): the framework that stepped, rank, local rank,
+node, world size, rendezvous address, the files opened for reading under each input folder (Python's ``open`` audit
+events: ``MLPERF_WF_REHEARSAL_INPUTS``, ``role=folder,...``), the time of each step, whether a CUDA GPU was present
+and the peak GPU memory (``torch.cuda.max_memory_allocated``; for TensorFlow the largest peak of the process's GPUs,
+``tf.config.experimental.get_memory_info``, which TensorFlow 2.5 and later have), and the exit status. The rank and
+world come from ``torch.distributed`` where a world is formed, from ``TF_CONFIG`` where TensorFlow's multi-worker
+world is described, else from the launcher's variables (``RANK``/``LOCAL_RANK``/``WORLD_SIZE``, then SLURM's task
+variables): a TensorFlow process that drives all its node's GPUs is its node's one task, so its rank is the node's
+task rank and its world the job's tasks. A process records itself where it took a step, joined a ``torch.distributed``
+world or entered ``Estimator.train`` (a launcher process, or an evaluation process, does none of these).
+
+Runs down to Python 3.6 (see ``sitecustomize``) and in every image, with or without torch or TensorFlow (nothing of
+either is imported here); audit events need 3.8 (older: no files recorded).
 """
 
+import functools
+import importlib
 import json
 import os
 import socket
@@ -27,6 +43,8 @@ from typing import Any, Dict, List, Optional
 STEPS_VARIABLE = "MLPERF_WF_REHEARSAL_STEPS"
 RANKS_VARIABLE = "MLPERF_WF_REHEARSAL_RANKS"
 INPUTS_VARIABLE = "MLPERF_WF_REHEARSAL_INPUTS"
+ESTIMATOR_MODULE = "tensorflow_estimator.python.estimator.estimator"
+"""The module of TensorFlow's ``Estimator`` (TensorFlow 1.13 and later, and 2.x)."""
 WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
 FILES_KEPT = 200
 """Opened files named per input in a record (every one is counted)."""
@@ -35,6 +53,10 @@ _started = time.time()
 _steps_of: Dict[int, int] = {}
 """Optimizer object id -> its steps so far."""
 _step_ends: List[float] = []
+_framework: Dict[str, Any] = {"name": None, "in_training": False}
+"""The framework whose training steps were counted, and whether ``Estimator.train`` was entered."""
+_TENSORFLOW_STEPS = object()
+"""The key of TensorFlow's session runs in ``_steps_of`` (one counter for every ``Estimator.train`` of the process)."""
 _opened: Dict[str, Dict[str, Any]] = {}
 _done = False
 
@@ -88,6 +110,8 @@ def _distributed() -> Optional[Any]:
 
 
 def _gpu() -> Dict[str, Any]:
+    if _framework["name"] == "tensorflow":
+        return _tensorflow_gpu()
     torch = sys.modules.get("torch")
     try:
         if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
@@ -97,23 +121,66 @@ def _gpu() -> Dict[str, Any]:
     return {"cuda": False, "peak_gpu_memory_bytes": None}
 
 
+def _tensorflow_gpu() -> Dict[str, Any]:
+    """Whether the TensorFlow process has GPUs, and the largest peak of their memory (None before TensorFlow 2.5)."""
+    tf = sys.modules.get("tensorflow")
+    try:
+        config = tf.config if tf is not None else None
+        listed = getattr(config, "list_physical_devices", None) or config.experimental.list_physical_devices
+        gpus = listed("GPU")
+    except Exception:
+        return {"cuda": False, "peak_gpu_memory_bytes": None}
+    if not gpus:
+        return {"cuda": False, "peak_gpu_memory_bytes": None}
+    peaks = []
+    memory_info = getattr(config.experimental, "get_memory_info", None)
+    for index in range(len(gpus)) if memory_info is not None else ():
+        try:
+            peaks.append(int(memory_info(f"GPU:{index}")["peak"]))
+        except Exception:  # a GPU this process never placed anything on
+            continue
+    return {"cuda": True, "peak_gpu_memory_bytes": max(peaks) if peaks else None}
+
+
+def _tensorflow_world() -> Optional[Dict[str, Any]]:
+    """Rank, world size and rendezvous of TensorFlow's multi-worker world (``TF_CONFIG``), where one is described."""
+    try:
+        described = json.loads(os.environ.get("TF_CONFIG", "") or "{}")
+        cluster, task = described.get("cluster") or {}, described.get("task") or {}
+        members = [(kind, index) for kind in ("chief", "worker") for index in range(len(cluster.get(kind) or ()))]
+        if not members or (task.get("type"), int(task.get("index", 0))) not in members:
+            return None
+        first = cluster[members[0][0]][0]
+        return {"rank": members.index((task["type"], int(task.get("index", 0)))), "world_size": len(members), "rendezvous": first}
+    except Exception:
+        return None
+
+
 def record(status: Optional[int], how: str) -> Dict[str, Any]:
     """This rank's record (see the module docstring)."""
     env = os.environ
     dist = _distributed()
     rank = dist.get_rank() if dist is not None else int(env.get("RANK", env.get("SLURM_PROCID", "0")))
     world = dist.get_world_size() if dist is not None else int(env.get("WORLD_SIZE", env.get("SLURM_NTASKS", "1")))
+    rendezvous = "{}:{}".format(env.get("MASTER_ADDR", ""), env.get("MASTER_PORT", ""))
+    if _framework["name"] == "tensorflow":
+        # the launch line's MASTER_ADDR is torch's; a TensorFlow process joins a world only through TF_CONFIG
+        tensorflow_world = _tensorflow_world()
+        rendezvous = ""
+        if tensorflow_world is not None:
+            rank, world, rendezvous = tensorflow_world["rank"], tensorflow_world["world_size"], tensorflow_world["rendezvous"]
     times, previous = [], _started
     for end in _step_ends:
         times.append(round(end - previous, 6))
         previous = end
     found = {
+        "framework": _framework["name"] or ("torch" if dist is not None else None),
         "rank": rank,
         "local_rank": int(env.get("LOCAL_RANK", env.get("SLURM_LOCALID", "0"))),
         "node": socket.gethostname(),
         "pid": os.getpid(),
         "world_size": world,
-        "rendezvous": "{}:{}".format(env.get("MASTER_ADDR", ""), env.get("MASTER_PORT", "")),
+        "rendezvous": rendezvous,
         "steps_wanted": int(env.get(STEPS_VARIABLE, "0") or 0),
         "steps": max(_steps_of.values()) if _steps_of else 0,
         "step_seconds": times,
@@ -152,6 +219,8 @@ def _stop() -> None:
 
 
 def _after_step(optimizer: Any, args: Any, kwargs: Any) -> None:
+    if _framework["name"] is None:
+        _framework["name"] = "torch"
     key = id(optimizer)
     _steps_of[key] = _steps_of.get(key, 0) + 1
     if _steps_of[key] > len(_step_ends):
@@ -186,13 +255,35 @@ def _count_steps(optimizer_module: Any) -> None:
     optimizer_module.Optimizer.__init__ = init
 
 
+def _count_tensorflow_steps(estimator_module: Any) -> None:
+    """Every ``Estimator.train`` of the process (``TPUEstimator.train`` calls it) gets one more ``SessionRunHook``, which
+    counts each session run of the training loop as a step; ``evaluate`` and ``predict`` never call ``train``."""
+    session_run_hook = importlib.import_module("tensorflow.python.training.session_run_hook")
+
+    class StepCounter(session_run_hook.SessionRunHook):
+        """Counts the training loop's session runs (the rehearsal hook's)."""
+
+        def after_run(self, run_context: Any, run_values: Any) -> None:
+            _after_step(_TENSORFLOW_STEPS, None, None)
+
+    original_train = estimator_module.Estimator.train
+
+    @functools.wraps(original_train)
+    def train(self: Any, input_fn: Any, hooks: Any = None, *args: Any, **kwargs: Any) -> Any:
+        _framework["name"] = "tensorflow"
+        _framework["in_training"] = True
+        return original_train(self, input_fn, [*(hooks or ()), StepCounter()], *args, **kwargs)
+
+    estimator_module.Estimator.train = train
+
+
 def _at_exit() -> None:
-    """A process that ends another way than after its N steps: recorded where it is a rank (stepped or in a world),
-    or as no rank (``rank`` None) where it read inputs: an entry process that loads the data and spawns its ranks
-    (rgat's), whose reads no rank's record holds."""
+    """A process that ends another way than after its N steps: recorded where it is a rank (stepped, in a world, or
+    in an Estimator's training), or as no rank (``rank`` None) where it read inputs: an entry process that loads the
+    data and spawns its ranks (rgat's), whose reads no rank's record holds."""
     if _done:
         return
-    if _step_ends or _distributed() is not None:
+    if _step_ends or _framework["in_training"] or _distributed() is not None:
         how = f"ended after {len(_step_ends)} of {os.environ.get(STEPS_VARIABLE)} training steps"
         if _exit_status.get("error"):
             how += " ({})".format(_exit_status["error"])
@@ -232,6 +323,7 @@ def install() -> None:
 
     _audit_opens(_inputs())
     after_import("torch.optim.optimizer", _count_steps)
+    after_import(ESTIMATOR_MODULE, _count_tensorflow_steps)
     atexit.register(_at_exit)
     sys.excepthook = _note_exception
     sys.exit = _note_exit

@@ -114,6 +114,17 @@ def test_unknown_command_placeholder_is_rejected(tmp_path):
         parse_benchmark_file(edited_definition(tmp_path, "llama2_70b_lora", edit), "llama2_70b_lora")
 
 
+def test_one_process_driving_a_node_s_gpus_needs_a_per_node_launch(tmp_path):
+    def per_gpu(entry):
+        entry["full"]["process_model"] = "per_gpu"
+
+    with pytest.raises(
+        ConfigError, match=r"full\.gpus_per_process: node \(one process drives every GPU of its node\) needs full\.process_model per_node, not per_gpu"
+    ):
+        parse_benchmark_file(edited_definition(tmp_path, "bert", per_gpu), "bert")
+    assert load_benchmark("bert").full.gpus_per_process == "node" and load_benchmark("flux1").full.gpus_per_process == "one"
+
+
 def test_a_benchmark_names_only_roles_it_declares(tmp_path):
     def uses_checkpoint(entry):
         entry["full"]["command"] = [*entry["full"]["command"], "--model_path", "{checkpoint}"]

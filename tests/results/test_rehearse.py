@@ -48,6 +48,14 @@ def test_a_one_node_benchmark_is_rehearsed_on_one_node(workdir):  # noqa: F811
     assert plan.run_geometry("retinanet")[0] == 1 and plan.rehearsal_job("retinanet", 2).resources.nodes == 1
 
 
+def test_a_benchmark_whose_one_process_drives_its_node_s_gpus_expects_a_rank_per_launcher_task(workdir):  # noqa: F811
+    plan = make_plan(workdir, scale="full", launcher="pyxis", full_container={"bert": {**PINNED, "image": "r/bert:1"}, "flux1": PINNED})
+    assert plan.rehearsal_geometry("bert") == (1, 8) and plan.rehearsal_job("bert", 3).resources.tasks == 1
+    assert plan.rehearsal_ranks_per_node("bert", 3) == 1  # TensorFlow's MirroredStrategy: one process drives the 8 GPUs
+    assert plan.rehearsal_ranks_per_node("flux1", 3) == 8  # torchrun, one task a node, starts a rank per GPU
+    assert plan.rehearsal_ranks_per_node("stable_diffusion", 3) == 8  # srun's per_gpu tasks are the ranks
+
+
 def test_zero_steps_is_refused_in_one_line(workdir):  # noqa: F811
     plan = make_plan(workdir, scale="full", launcher="pyxis", full_container={"gpt3": PINNED})
     with pytest.raises(planning.ConfigError, match=r"rehearsal steps: 0 is not allowed; give a whole number of training steps >= 1"):
@@ -137,6 +145,32 @@ def test_without_a_gpu_the_kernel_check_and_memory_are_not_reached(tmp_path):
     assert judged[3].outcome == rehearse.PASSED and judged[3].detail.endswith("peak GPU memory: not reached (no CUDA)")
 
 
+BERT = rehearse.Expected("bert", nodes=1, gpus_per_node=8, steps=3, inputs=("checkpoint", "prepared"), campaign_nodes=1, ranks_per_node=1)
+
+
+def _tensorflow_process(**changes) -> dict:
+    """What the hook records of bert's training process: one process on its node, no torch.distributed world."""
+    opened = {"prepared": {"count": 2, "files": []}, "checkpoint": {"count": 3, "files": []}}
+    return _rank(0, framework="tensorflow", node="n1", world_size=1, rendezvous=":", opened=opened, **changes)
+
+
+def test_bert_s_one_tensorflow_process_a_node_is_its_whole_world(tmp_path):
+    judged = rehearse.verdicts(_found(tmp_path, [_tensorflow_process()], mllog=START), BERT)
+    assert [v.outcome for v in judged] == [rehearse.PASSED] * 6, [v.line() for v in judged]
+    world, _inputs, _jit, steps, _mllog, exits = judged
+    assert world.detail == "1 ranks on 1 node(s) (n1), local rank 0 on each, no rendezvous (a world of one process)"
+    assert steps.detail.endswith("peak GPU memory 1.00 GiB (largest rank)") and exits.detail == "all 1 ranks exited 0 after 3 steps"
+    assert rehearse.geometry_line(BERT) == "rehearsal of bert: 1 node(s) x 8 GPUs, one process per node driving all its GPUs = 1 ranks, 3 training steps"
+
+
+def test_a_gpu_process_without_a_peak_memory_figure_says_so(tmp_path):
+    judged = rehearse.verdicts(_found(tmp_path, [_tensorflow_process(peak_gpu_memory_bytes=None)], mllog=START), BERT)
+    assert judged[2].outcome == rehearse.PASSED and judged[3].outcome == rehearse.PASSED
+    assert judged[3].detail.endswith("peak GPU memory: not recorded (the framework reports none: TensorFlow before 2.5 has no get_memory_info)")
+    without_gpu = rehearse.verdicts(_found(tmp_path / "cpu", [_tensorflow_process(cuda=False, peak_gpu_memory_bytes=None)], mllog=START), BERT)
+    assert without_gpu[2].outcome == rehearse.NOT_REACHED and without_gpu[3].detail.endswith("peak GPU memory: not reached (no CUDA)")
+
+
 def test_the_geometry_line_says_the_smaller_data_parallel_world():
     assert rehearse.geometry_line(EXPECTED) == (
         "rehearsal of gpt3: 2 node(s) x 2 GPUs = 4 ranks, 3 training steps (the campaign's runs: 8 nodes = 16 ranks; the rehearsal's "
@@ -183,3 +217,11 @@ def test_an_unknown_benchmark_or_zero_steps_is_one_line(tmp_path, capsys):
     assert capsys.readouterr().err.startswith("mlperf-wf: error: rehearse: benchmark 'gtp3' does not exist; known: bert, ")
     assert main(["--root", str(tmp_path), "rehearse", "gpt3", "--steps", "0"]) == 2
     assert "rehearse --steps: 0 is not allowed; give a whole number of training steps >= 1" in capsys.readouterr().err
+
+
+def test_the_command_expects_the_ranks_the_plan_launches(tmp_path):
+    """bert's one TensorFlow process per node (its launcher's one task a node) against flux1's torchrun rank per GPU."""
+    (tmp_path / "config").symlink_to(Path(__file__).resolve().parents[2] / "config")
+    settings = rehearse.load_settings(tmp_path, [], ["launcher=pyxis"])
+    bert, flux1 = (rehearse.expected_of(tmp_path, settings, name, 3) for name in ("bert", "flux1"))
+    assert (bert.nodes, bert.gpus_per_node, bert.ranks) == (1, 8, 1) and (flux1.nodes, flux1.gpus_per_node, flux1.ranks) == (2, 8, 16)

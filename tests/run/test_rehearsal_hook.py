@@ -156,3 +156,25 @@ def test_an_entry_process_that_reads_the_inputs_and_spawns_its_ranks_is_recorded
     assert all(record["opened"]["prepared"]["count"] == 0 for record in stepped)
     assert entry["opened"]["prepared"]["count"] == 2 and entry["steps"] == 0 and entry["status"] == 0
     assert entry["how"] == "no rank: read the inputs and ended with status 0"
+
+
+def test_a_tensorflow_process_of_a_tf_config_world_records_its_place_in_it(monkeypatch):
+    """TensorFlow's multi-worker world (``TF_CONFIG``: the chief first, then the workers) gives the rank, the world size
+    and the rendezvous (the first member's address); without it a TensorFlow process forms no world of its own."""
+    monkeypatch.syspath_prepend(str(HOOKS))
+    monkeypatch.delenv("MLPERF_WF_REHEARSAL_STEPS", raising=False)
+    import mlperf_wf_rehearsal_steps as hook
+
+    monkeypatch.setitem(hook._framework, "name", "tensorflow")
+    cluster = {"chief": ["n1:2222"], "worker": ["n2:2222", "n3:2222"]}
+    monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": cluster, "task": {"type": "worker", "index": 1}}))
+    monkeypatch.setenv("MASTER_ADDR", "n9")
+    record = hook.record(0, "stopped")
+    assert (record["framework"], record["rank"], record["world_size"], record["rendezvous"]) == ("tensorflow", 2, 3, "n1:2222")
+    monkeypatch.delenv("TF_CONFIG")
+    monkeypatch.setenv("SLURM_PROCID", "0")
+    monkeypatch.setenv("SLURM_NTASKS", "1")
+    for variable in ("RANK", "WORLD_SIZE"):
+        monkeypatch.delenv(variable, raising=False)
+    record = hook.record(0, "stopped")
+    assert (record["rank"], record["world_size"], record["rendezvous"], record["cuda"]) == (0, 1, "", False)

@@ -61,11 +61,11 @@ def checkout_copy(dest: Path) -> Path:
         elif source.is_symlink():
             (dest / name).parent.mkdir(parents=True, exist_ok=True)
             (dest / name).symlink_to(os.readlink(source))
-    for venv in (".venv", ".venv-reference"):
+    for venv in (".venv", ".venv-reference", ".venv-tensorflow"):
         if (ROOT / venv / "bin" / "activate").exists():
             (dest / venv).symlink_to(ROOT / venv)
     built = (ROOT / ".venv" / "bin" / "activate").stat().st_mtime - 60
-    for requirement in ("requirements.txt", "requirements-dev.txt", "pyproject.toml", "tests/reference-requirements.txt"):
+    for requirement in ("requirements.txt", "requirements-dev.txt", "pyproject.toml", "tests/reference-requirements.txt", "tests/tensorflow-requirements.txt"):
         os.utime(dest / requirement, (built, built))
     return dest
 

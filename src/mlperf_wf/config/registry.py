@@ -569,6 +569,10 @@ class FullScale(_Strict):
     (``{master_addr}``, ``{master_port}``, ``{node_rank}`` become the allocation's values)."""
     process_model: Literal["per_node", "per_gpu"] = "per_node"
     """per_node: the command is a launcher (accelerate, torchrun) started once per node; per_gpu: one process per GPU, ranks from SLURM."""
+    gpus_per_process: Literal["one", "node"] = "one"
+    """How many of its node's GPUs one training process drives, which makes the ranks a rehearsal expects: ``one``, a
+    process (rank) per GPU, which the per_node launcher starts or srun's per_gpu tasks are; ``node``, one process drives
+    every GPU of its node (TensorFlow's ``MirroredStrategy``): a rank per launcher task, one per node (per_node only)."""
     ulimits: dict[Literal["nofile"], int] = Field(default_factory=dict)
     """Soft resource limits the reference's launch raises for its processes (``nofile``: open files, as qwen35's
     run.sub ``ulimit -Sn 65535``): the launch line raises each before it starts the run (srun, apptainer and the local
@@ -759,6 +763,15 @@ class BenchmarkDef(_Strict):
                     f"tiny.open_rules_not_met: {key!r} is not a key the {ruleset} open rules of {self.submission_benchmark} check; "
                     f"allowed: {', '.join(sorted(checked))}"
                 )
+        return self
+
+    @model_validator(mode="after")
+    def _one_process_a_node_is_launched_per_node(self) -> BenchmarkDef:
+        if self.full.gpus_per_process == "node" and self.full.process_model != "per_node":
+            raise ValueError(
+                f"full.gpus_per_process: node (one process drives every GPU of its node) needs full.process_model per_node, not {self.full.process_model};"
+                " allowed with per_gpu: one"
+            )
         return self
 
     @model_validator(mode="after")

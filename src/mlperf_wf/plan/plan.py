@@ -725,6 +725,15 @@ class Plan:
             chosen += 1
         return chosen, gpus_per_node
 
+    def rehearsal_ranks_per_node(self, name: str, steps: int) -> int:
+        """The ranks each node of the rehearsal job runs, which its hook records: one per GPU, or, where one process
+        drives every GPU of its node (``full.gpus_per_process: node``, TensorFlow's ``MirroredStrategy``), the
+        launcher's tasks per node of :meth:`rehearsal_job`."""
+        nodes, gpus_per_node = self.rehearsal_geometry(name)
+        if self.bench(name).full.gpus_per_process == "one":
+            return gpus_per_node
+        return self.rehearsal_spec(name, steps).geometry.tasks // nodes
+
     def rehearsal_inputs(self, name: str, settings: launch.Launch, paths: launch.RunPaths) -> dict[str, str]:
         """Input role (``prepared`` and each role the runs read) -> the folder the job sees it at: the container's mount,
         or the host folder where the reference runs on the host (``local``)."""
@@ -738,6 +747,11 @@ class Plan:
         """The benchmark's full-scale train job on :meth:`rehearsal_geometry`, stopped after ``steps`` training steps by
         the images' rehearsal hook (``containers/hooks/mlperf_wf_rehearsal_steps.py``), which records every rank in the run
         folder's ``rehearsal-ranks``; its run folder, node checks and excluded nodes are :meth:`rehearsal_dir`'s."""
+        return train_job_of(self.rehearsal_spec(name, steps))
+
+    @cache  # noqa: B019 - one Plan per workflow; the job and the expected ranks read the same spec
+    def rehearsal_spec(self, name: str, steps: int) -> JobSpec:
+        """The spec of :meth:`rehearsal_job`."""
         if steps < 1:
             raise ConfigError(f"rehearsal steps: {steps} is not allowed; give a whole number of training steps >= 1")
         nodes, gpus_per_node = self.rehearsal_geometry(name)
@@ -756,7 +770,7 @@ class Plan:
         settings = dataclasses.replace(settings, env=tuple(sorted({**dict(settings.env), **env}.items())))
         bench = self.bench(name)
         check = self.node_check_step(bench, 0, settings, paths, attempts=str(folder / "node-check"), excluded=str(folder / node_check.EXCLUDED_FILE))
-        return train_job_of(self._full_scale_spec(bench, 0, self.image_job_seed(), paths, settings, node_check_step=check, sampled=False))
+        return self._full_scale_spec(bench, 0, self.image_job_seed(), paths, settings, node_check_step=check, sampled=False)
 
     # ---- inputs a benchmark's own image makes (full.made_in_image) ----
 

@@ -50,18 +50,26 @@ class Expected:
     nodes: int
     """Nodes of the rehearsal."""
     gpus_per_node: int
-    """GPUs per node (a rank each)."""
+    """GPUs per node."""
     steps: int
     """Training steps each rank takes before the hook stops it."""
     inputs: tuple[str, ...]
     """Input roles the job mounts (``prepared`` and each role its runs read)."""
     campaign_nodes: int = 0
     """Nodes of the campaign's runs (for the geometry line)."""
+    ranks_per_node: int = 0
+    """Training processes (ranks) each node runs: 0 for one per GPU; fewer where one process drives several GPUs (bert's
+    TensorFlow process drives all its node's GPUs: one)."""
+
+    @property
+    def per_node(self) -> int:
+        """Ranks on each node."""
+        return self.ranks_per_node or self.gpus_per_node
 
     @property
     def ranks(self) -> int:
-        """Ranks of the world: one per GPU."""
-        return self.nodes * self.gpus_per_node
+        """Ranks of the world."""
+        return self.nodes * self.per_node
 
 
 @dataclass(frozen=True)
@@ -144,7 +152,9 @@ def verdicts(found: Found, expected: Expected) -> list[Verdict]:
 def _world(ranks: list[dict], expected: Expected) -> Verdict:
     check = "world formed (ranks, nodes, local ranks, one rendezvous)"
     if not ranks:
-        return Verdict(check, FAILED, "no rank recorded itself: no process took a training step or joined a torch.distributed world")
+        return Verdict(
+            check, FAILED, "no rank recorded itself: no process took a training step, joined a torch.distributed world or entered an Estimator's train"
+        )
     problems = []
     numbers = sorted(record["rank"] for record in ranks)
     if numbers != list(range(expected.ranks)):
@@ -157,15 +167,19 @@ def _world(ranks: list[dict], expected: Expected) -> Verdict:
         problems.append(f"{len(per_node)} nodes ({', '.join(sorted(per_node))}), expected {expected.nodes}")
     for node in sorted(per_node):
         local = sorted(record["local_rank"] for record in ranks if record["node"] == node)
-        if local != list(range(expected.gpus_per_node)):
-            problems.append(f"{node} has local ranks {_ranges(local)}, expected 0-{expected.gpus_per_node - 1}")
+        if local != list(range(expected.per_node)):
+            problems.append(f"{node} has local ranks {_ranges(local)}, expected 0-{expected.per_node - 1}")
     addresses = sorted({record["rendezvous"] for record in ranks})
     if len(addresses) != 1:
-        problems.append(f"{len(addresses)} rendezvous addresses: {', '.join(addresses)}")
+        problems.append(f"{len(addresses)} rendezvous addresses: {', '.join(address or 'none' for address in addresses)}")
     if problems:
         return Verdict(check, FAILED, "; ".join(problems))
     nodes = ", ".join(sorted(per_node))
-    detail = f"{expected.ranks} ranks on {expected.nodes} node(s) ({nodes}), local ranks 0-{expected.gpus_per_node - 1} on each, rendezvous {addresses[0]}"
+    rendezvous = f"rendezvous {addresses[0]}"
+    if not addresses[0].strip(":"):
+        rendezvous = "no rendezvous (a world of one process)" if expected.ranks == 1 else "no rendezvous address recorded"
+    local = f"local ranks 0-{expected.per_node - 1}" if expected.per_node > 1 else "local rank 0"
+    detail = f"{expected.ranks} ranks on {expected.nodes} node(s) ({nodes}), {local} on each, {rendezvous}"
     return Verdict(check, PASSED, detail)
 
 
@@ -205,7 +219,12 @@ def _steps(ranks: list[dict], expected: Expected) -> Verdict:
     slowest = [max(times) for times in zip(*(record["step_seconds"] for record in stepped), strict=False)]
     times = ", ".join(f"{seconds:.2f} s" for seconds in slowest)
     peaks = [record["peak_gpu_memory_bytes"] for record in stepped if record.get("peak_gpu_memory_bytes") is not None]
-    memory = f"peak GPU memory {max(peaks) / 2**30:.2f} GiB (largest rank)" if peaks else "peak GPU memory: not reached (no CUDA)"
+    if peaks:
+        memory = f"peak GPU memory {max(peaks) / 2**30:.2f} GiB (largest rank)"
+    elif any(record.get("cuda") for record in stepped):
+        memory = "peak GPU memory: not recorded (the framework reports none: TensorFlow before 2.5 has no get_memory_info)"
+    else:
+        memory = "peak GPU memory: not reached (no CUDA)"
     short = [record["rank"] for record in ranks if record.get("steps", 0) < expected.steps]
     detail = f"steps (slowest rank; the first from the process's start): {times}; {memory}"
     if short:
@@ -246,11 +265,15 @@ def _exits(ranks: list[dict], expected: Expected) -> Verdict:
 
 def geometry_line(expected: Expected) -> str:
     """How the rehearsal's geometry differs from the campaign's (a smaller data-parallel world)."""
+    processes = ""
+    if expected.per_node != expected.gpus_per_node:
+        processes = ", one process per node driving all its GPUs" if expected.per_node == 1 else f", {expected.per_node} processes per node"
     line = (
-        f"rehearsal of {expected.benchmark}: {expected.nodes} node(s) x {expected.gpus_per_node} GPUs = {expected.ranks} ranks, {expected.steps} training steps"
+        f"rehearsal of {expected.benchmark}: {expected.nodes} node(s) x {expected.gpus_per_node} GPUs{processes} = {expected.ranks} ranks,"
+        f" {expected.steps} training steps"
     )
     if expected.campaign_nodes and expected.campaign_nodes != expected.nodes:
-        campaign = expected.campaign_nodes * expected.gpus_per_node
+        campaign = expected.campaign_nodes * expected.per_node
         line += (
             f" (the campaign's runs: {expected.campaign_nodes} nodes = {campaign} ranks; the rehearsal's data-parallel size is smaller,"
             f" its batch planned for {expected.ranks} ranks)"
@@ -295,7 +318,15 @@ def expected_of(root: Path, settings: dict, benchmark: str, steps: int) -> Expec
     settings_of = planned.launch_settings(benchmark)
     paths = launch.RunPaths(prepared=Path(planned.prepared_dataset(benchmark)), result_file=Path("result.txt"), inputs=planned.run_paths(benchmark, 0).inputs)
     inputs = tuple(sorted(planned.rehearsal_inputs(benchmark, settings_of, paths)))
-    return Expected(benchmark, nodes, gpus_per_node, steps, inputs, campaign_nodes=planned.run_geometry(benchmark)[0])
+    return Expected(
+        benchmark,
+        nodes,
+        gpus_per_node,
+        steps,
+        inputs,
+        campaign_nodes=planned.run_geometry(benchmark)[0],
+        ranks_per_node=planned.rehearsal_ranks_per_node(benchmark, steps),
+    )
 
 
 def snakemake_argv(
