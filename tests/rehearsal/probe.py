@@ -418,9 +418,14 @@ def take_over(ctx: ProbeContext) -> None:
         except ProbeFailure as error:
             status, problem = status or PROBLEM_FOUND, "\n".join(filter(None, [problem, str(error)]))
     _write_rank(ctx, world, status, problem)
-    if status == 0 and ctx.world_from_launcher and os.environ.get(REHEARSAL_STEPS_VARIABLE):
-        # a torch rank (not bert's TensorFlow process, nor qwen's Ray driver): its training loop's steps
-        status = _train_until_stopped()
+    if status == 0 and os.environ.get(REHEARSAL_STEPS_VARIABLE):
+        # the training loop's steps: the benchmark's own stand-in where its framework is not torch's ranks (bert's
+        # TensorFlow process), else a torch rank's (not qwen's Ray driver)
+        stand_in = getattr(importlib.import_module(f"tests.benchmarks.{ctx.benchmark}.rehearsal"), "train_until_stopped", None)
+        if stand_in is not None:
+            status = stand_in(ctx)
+        elif ctx.world_from_launcher:
+            status = _train_until_stopped()
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(status)

@@ -115,6 +115,17 @@ def test_the_inputs_an_entry_process_read_before_spawning_its_ranks_count_and_it
     assert without_entry[1].outcome == rehearse.FAILED, "the ranks alone opened nothing"
 
 
+def test_a_tensorflow_process_s_reads_are_not_seen_and_its_input_check_is_not_reached(tmp_path):
+    tensorflow = [_rank(r, framework="tensorflow", opened={"prepared": {"count": 0, "files": []}, "checkpoint": {"count": 0, "files": []}}) for r in range(4)]
+    inputs = rehearse.verdicts(_found(tmp_path, tensorflow, mllog=START), EXPECTED)[1]
+    assert (inputs.outcome, inputs.detail) == (
+        rehearse.NOT_REACHED,
+        "TensorFlow reads its inputs through its own file system, which Python's open audit does not see",
+    )
+    torch = [{**record, "framework": "torch"} for record in tensorflow]
+    assert rehearse.verdicts(_found(tmp_path / "torch", torch, mllog=START), EXPECTED)[1].outcome == rehearse.FAILED
+
+
 def test_each_problem_is_its_check_s_failure_with_what_was_found(tmp_path):
     ranks = [_rank(0), _rank(1, rendezvous="n2:29500"), _rank(2, local_rank=1, opened={}), _rank(3, status=1, steps=1, how="ended after 1 of 3 training steps")]
     ranks[1]["opened"]["checkpoint"]["count"] = 0

@@ -276,7 +276,6 @@ def test_bad_nodes_are_named_the_job_fails_and_the_retry_runs_without_them(bad_n
 
 
 NOT_REHEARSED = {
-    "bert": "its TensorFlow process takes no torch optimizer step, the probe's stand-in loop's",
     "qwen35_397b_grpo": "its ranks are Ray actors of one driver, which the probe's stand-in does not step",
 }
 """Benchmarks whose rehearsal job the box does not stop through the probe's stand-in training loop, and why."""
@@ -348,14 +347,21 @@ def test_rehearse_runs_the_full_scale_job_stops_it_after_its_steps_and_says_each
     block = proc.stdout.split(f"rehearsal of {name} (job log")[1].split("\nrehearsal of ")[0]
     lines = block.strip().splitlines()[1:]
     outcomes = [line.strip().split("  ")[0] for line in lines]
+    from mlperf_wf.config import registry
+
+    # one TensorFlow process per node (bert): its reads go through TensorFlow's own file system, unseen by Python's audit
+    tensorflow = registry.load_benchmark(name).full.gpus_per_process == "node"
     # no GPU in the box: the kernels' check is not reached, the rest holds
-    assert outcomes == ["passed", "passed", "not reached", "passed", "passed", "passed"], f"{block}\n--- job log:\n{log}"
-    ranks = rehearsal.nodes * rehearsal.gpus_per_node
+    inputs = "not reached" if tensorflow else "passed"
+    assert outcomes == ["passed", inputs, "not reached", "passed", "passed", "passed"], f"{block}\n--- job log:\n{log}"
+    per_node = 1 if tensorflow else rehearsal.gpus_per_node
+    ranks = rehearsal.nodes * per_node
     assert f"{ranks} ranks on {rehearsal.nodes} node(s)" in lines[0] and "peak GPU memory: not reached (no CUDA)" in lines[3]
     assert lines[5].endswith(f"all {ranks} ranks exited 0 after {REHEARSED_STEPS} steps")
     records = rehearse.rank_records(workdir / "rehearsal" / name / "run")
     assert [(r["steps"], r["status"], r["how"]) for r in records] == [(REHEARSED_STEPS, 0, f"stopped after {REHEARSED_STEPS} training steps")] * ranks
-    assert f"{rehearsal.nodes} node(s) x {rehearsal.gpus_per_node} GPUs = {ranks} ranks, {REHEARSED_STEPS} training steps" in proc.stdout
+    assert f"rehearsal of {name}: {rehearsal.nodes} node(s) x {rehearsal.gpus_per_node} GPUs" in proc.stdout
+    assert f" = {ranks} ranks, {REHEARSED_STEPS} training steps" in proc.stdout.split(f"rehearsal of {name}: ")[1].splitlines()[0]
 
 
 BUNDLED = tuple(name for name in ("retinanet", "bert") if name in REHEARSALS)

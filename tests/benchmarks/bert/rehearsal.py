@@ -292,6 +292,59 @@ def _memory_growth(ctx, role: str) -> None:
     )
 
 
+_TRAINING_OUTPUT: list[Path] = []
+"""The training process's --output_dir, where :func:`train_until_stopped` trains (the evaluation process: none)."""
+TENSORFLOW_PYTHON = Path(__file__).resolve().parents[3] / ".venv-tensorflow" / "bin" / "python"
+"""The real TensorFlow with its Estimator API (``make .venv-tensorflow/bin/activate``): the box's stand-in for the image's."""
+STAND_IN_STEPS_AT_MOST = 1000
+ESTIMATOR_TRAINING = """
+import sys
+import numpy as np
+import tensorflow.compat.v1 as tf  # as run_pretraining.py imports it
+
+tf.logging.set_verbosity(tf.logging.ERROR)
+
+
+def model_fn(features, labels, mode, params):
+    loss = tf.reduce_mean(tf.square(tf.layers.dense(features, 1) - labels))
+    train_op = tf.train.GradientDescentOptimizer(0.01).minimize(loss, tf.train.get_global_step())
+    return tf.estimator.EstimatorSpec(mode=mode, loss=loss, train_op=train_op)
+
+
+def input_fn():
+    x = np.ones((64, 16), np.float32)
+    return tf.data.Dataset.from_tensor_slices((x, x[:, :1])).repeat().batch(8)
+
+
+tf.estimator.Estimator(model_fn, model_dir=sys.argv[1]).train(input_fn, max_steps=int(sys.argv[2]))
+print("rehearsal probe (bert): the Estimator trained every step: the rehearsal hook did not stop it", file=sys.stderr)
+sys.exit(3)
+"""
+"""The box's stand-in for run_pretraining.py's ``estimator.train`` past its checks: a small Estimator's training steps
+on CPU, in ``--output_dir`` as the reference's, until the images' rehearsal hook stops the process."""
+
+
+def train_until_stopped(ctx) -> int:
+    """In ``mlperf-wf rehearse``'s job, the training process's stand-in for its TensorFlow training loop: the real
+    Estimator API (``TENSORFLOW_PYTHON``) trains in a process of the job's environment, with the images' start-up hooks
+    but not the probe's, until the rehearsal hook ends it after its steps (status 0). The evaluation process has no
+    training loop: 0."""
+    import subprocess
+    import sys
+
+    from tests.rehearsal import probe as probing
+
+    if not _TRAINING_OUTPUT:
+        return 0
+    if not TENSORFLOW_PYTHON.exists():
+        print(f"rehearsal probe (bert): {TENSORFLOW_PYTHON} is missing: make .venv-tensorflow/bin/activate", file=sys.stderr, flush=True)
+        return probing.PROBLEM_FOUND
+    env = dict(os.environ)
+    env["MLPERF_WF_HOOKS"] = ",".join(hook for hook in env.get("MLPERF_WF_HOOKS", "").split(",") if hook and hook != "mlperf_wf_rehearsal")
+    argv = [str(TENSORFLOW_PYTHON), "-c", ESTIMATOR_TRAINING, str(_TRAINING_OUTPUT[0]), str(STAND_IN_STEPS_AT_MOST)]
+    return subprocess.run(argv, env=env, check=False).returncode
+
+
 def probe(ctx) -> None:
     from tests.rehearsal import probe as probing
 
@@ -352,6 +405,11 @@ def probe(ctx) -> None:
         if failing:
             os.environ[probing.FAIL_VARIABLE] = f"{probing.seed()}:0"  # the probe's take-over fails rank 0, this process
             write_checkpoint(output, flags["save_checkpoints_steps"])  # died after its first checkpoint
+            return
+        if os.environ.get(probing.REHEARSAL_STEPS_VARIABLE):
+            # in mlperf-wf rehearse's job the training is stopped after its steps (train_until_stopped, below): no
+            # last checkpoint, so the evaluation loop is still waiting when the launch line ends it
+            _TRAINING_OUTPUT.append(output)
             return
         write_checkpoint(output, flags["num_train_steps"])
         ctx.record("emulated", f"checkpoint model.ckpt-{flags['num_train_steps']}", "estimator.train's last checkpoint", True)
