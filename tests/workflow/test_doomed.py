@@ -7,6 +7,7 @@ a pending job cancelled: ``tests/workflow/test_slurm.py``."""
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import shlex
@@ -102,7 +103,11 @@ def test_a_campaign_that_can_no_longer_pass_stops_before_its_last_run_and_says_w
     reason = made["valid_submission_reasons"][0]
     assert reason.startswith("the required set can no longer pass: the olympic rule's allowance is used up: runs ")
     assert f"stop_when_doomed: 1 run ({left}) not started, 0 GPU-hours not spent" in reason
-    # status and score give the report's verdict
+    # status and score give the report's verdict, and the summary and the package carry it
+    (row,) = [row for row in csv.DictReader((workdir / "results/tiny/summary.csv").open()) if row["benchmark"] == LORA]
+    assert row["valid_submission"] == "False" and row["time_to_train_minutes"] == "" and reason in row["reasons"], row
+    (check,) = sorted((workdir / "results/tiny/submission").glob("*/package_check.json"))
+    assert f"{LORA}: {reason}" in json.loads(check.read_text())["not_valid_because"]
     text = status_text(workdir, "runs=3", *DOOMED)
     assert text.splitlines()[1].startswith(f"DOOMED {LORA}: can no longer pass: "), text
     assert "report.json: time to train " in text and f", 3 runs, 1 of them not started, not a valid submission: {reason}" in text, text
