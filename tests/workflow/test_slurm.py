@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -182,6 +183,21 @@ def test_a_doomed_campaign_cancels_its_pending_train_job_through_slurm(slurm, tm
     not_started = ", ".join(str(i) for i in sorted(stopped))
     assert text.splitlines()[1].startswith(f"DOOMED {LORA}: can no longer pass: the olympic rule's allowance is used up"), text
     assert f"stop_when_doomed: 2 runs ({not_started}) not started, 0 GPU-hours not spent" in text, text
+    # the invocation named the command that writes the report (itself again); that one submits no train job
+    command = shlex.join(["snakemake", *argv[3:]])
+    said = f"Its report (results/tiny/{LORA}/report.json) is written from the finished runs by the next invocation"
+    assert f"{said}, which starts none of the runs not started: {command}" in output, output[-4000:]
+    logs = {run: (workdir / f"logs/tiny/train/{LORA}/{run}.log").read_bytes() for run in stopped}
+    proc = subprocess.run(argv, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=900, start_new_session=True, check=False)
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 0, output[-4000:]
+    assert stopped_and_finished(workdir, 4) == (stopped, finished)
+    assert {run: (workdir / f"logs/tiny/train/{LORA}/{run}.log").read_bytes() for run in stopped} == logs, "no train job ran again"
+    report = json.loads((workdir / f"results/tiny/{LORA}/report.json").read_text())
+    assert [run["index"] for run in report["runs"]] == finished and report["doomed"]["runs_not_started"] == sorted(stopped)
+    assert report["score"]["time_to_train_minutes"] is None
+    assert report["valid_submission_reasons"][0].startswith("the required set can no longer pass: "), report["valid_submission_reasons"]
+    assert f"2 of them not started, not a valid submission: {report['valid_submission_reasons'][0]}" in status_text(workdir, *config)
 
 
 # Stand-in for the pyxis SPANK plugin (tests only): this SLURM has no enroot, so the container options are

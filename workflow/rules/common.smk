@@ -25,6 +25,7 @@ from mlperf_wf.results import package as submission_package  # noqa: E402
 from mlperf_wf.results import invocation  # noqa: E402
 from mlperf_wf.results import report as benchmark_report  # noqa: E402
 from mlperf_wf.results import front_page  # noqa: E402
+from mlperf_wf.results import doom  # noqa: E402
 from mlperf_wf.run import identity as campaign_identity  # noqa: E402
 
 # A second Snakemake (a dry run too) in a folder where one runs fails on the first one's unfinished outputs; say why.
@@ -127,6 +128,12 @@ if workflow.is_main_process:
                 else "packaging again"
             )
             print(f"mlperf-wf: {_package_changed}: {_would}", file=sys.stderr)
+
+# With stop_when_doomed, a benchmark whose set can no longer be valid (the verdict of status and the train jobs' gate):
+# none of its runs not started is made, and its report is written from its finished runs.
+STOPPED = doom.stopped_sets(PLAN, Path.cwd()) if workflow.is_main_process else {}
+for _name, _doomed in STOPPED.items():
+    print(f"mlperf-wf: {doom.stopped_note(PLAN, _name, _doomed)}", file=sys.stderr)
 
 # The report's front page (report/workflow.rst) says each benchmark's round and division as its runs are checked, not
 # the config's "latest" and a division the tiny tier may not use.
@@ -493,9 +500,31 @@ def run_files(file):
 
     @signature_once
     def files(wildcards):
-        return PLAN.run_files(wildcards.benchmark, file)
+        return made_run_files(wildcards.benchmark, file)
 
     return files
+
+
+def made_run_files(name, file):
+    """`file` of every run of benchmark `name` the workflow makes (a doomed set's runs not started are not made)."""
+    return [
+        PLAN.run_file(name, run, file) for run in doom.runs_to_make(PLAN, name, STOPPED)
+    ]
+
+
+@signature_once
+def doomed_args(wildcards):
+    """`--doomed RECORD` for the report of a set that can no longer be valid, whose runs not started were not made."""
+    return doom.report_args(wildcards.benchmark, STOPPED)
+
+
+def say_doomed_reports():
+    """`onerror`: for a set the train jobs' gate stopped, the command that writes its report."""
+    if PLAN.settings.stop_when_doomed and workflow.is_main_process:
+        for line in doom.report_next_lines(
+            PLAN, Path.cwd(), sys.argv, command_line_targets()
+        ):
+            print(line, file=sys.stderr)
 
 
 def existing(path):
@@ -604,6 +633,6 @@ def all_targets():
                 "plots/convergence.png",
             ],
         )
-        targets += PLAN.run_files(name, "result.txt")
-        targets += PLAN.run_files(name, "compliance.json")
+        targets += made_run_files(name, "result.txt")
+        targets += made_run_files(name, "compliance.json")
     return targets

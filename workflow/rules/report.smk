@@ -45,12 +45,13 @@ rule report:
         scale=SCALE,
         platform=config["submission"]["platform"],
         runs=report_args,
+        doomed=doomed_args,
     message:
         PLAN.job_message("report")
     shell:
         "mlperf-wf report --benchmark {params.benchmark} --ruleset {params.ruleset}"
         " --division {params.division} --scale {params.scale}"
-        " --platform {params.platform:q} {params.runs}"
+        " --platform {params.platform:q} {params.runs} {params.doomed}"
         " --identity {input.identity} --out {output.report} > {log} 2>&1"
 
 

@@ -273,7 +273,9 @@ class WorkflowConfig(_Section):
     or non-converged runs used up by the finished runs' verdicts, or the forecast below `doomed_below`): each train
     job asks first and, doomed, does not start (its log says `not started: campaign can no longer pass`, it is never
     scored), SLURM jobs of the benchmark still pending are cancelled, finished runs stay as they are, and `mlperf-wf
-    status` gives the GPU-hours not spent. Off: `mlperf-wf status` still says a benchmark is doomed, and why."""
+    status` gives the GPU-hours not spent. The next invocation makes none of the runs not started and writes the report
+    from the finished runs: why, the runs not started, the GPU-hours not spent, no score (docs/status.md). Off:
+    `mlperf-wf status` still says a benchmark is doomed, and why."""
     doomed_below: Annotated[float, Field(ge=0, lt=1)] = 0.0
     """A benchmark is doomed too when the forecast's probability of a valid set that passes the RCP check (valid alone
     in the open division) falls below this, e.g. `0.05`; `0` keeps to the olympic rule alone."""

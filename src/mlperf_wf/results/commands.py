@@ -338,6 +338,11 @@ def _report_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--compliance", type=Path, action="append", default=[])
     p.add_argument("--provenance", type=Path, action="append", default=[], help="provenance.json of each run (optional)")
     p.add_argument("--identity", type=Path, help="the campaign identity the runs must share (identity.json, written by the workflow)")
+    p.add_argument(
+        "--doomed",
+        help="JSON: the set can no longer be valid and its runs not started were not made (the doomed record of mlperf-wf status --json); "
+        "--result gives its finished runs",
+    )
     p.add_argument("--out", type=Path, required=True)
 
 
@@ -345,7 +350,17 @@ def _report(args: argparse.Namespace) -> None:
     from mlperf_wf.results import report
 
     made = report.write_benchmark_report(
-        args.benchmark, args.ruleset, args.division, args.scale, args.platform, args.result, args.compliance, args.provenance, args.out, args.identity
+        args.benchmark,
+        args.ruleset,
+        args.division,
+        args.scale,
+        args.platform,
+        args.result,
+        args.compliance,
+        args.provenance,
+        args.out,
+        args.identity,
+        args.doomed,
     )
     log.info("%s: time to train %s min over runs %s", args.benchmark, made.score["time_to_train_minutes"], made.score["counted_runs"])
 

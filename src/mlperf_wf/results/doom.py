@@ -12,6 +12,11 @@ A benchmark's campaign is *doomed* when no outcome of the runs left can make its
 campaign's job prints :data:`NOT_STARTED` as its log's last line and ends with :data:`EXIT_NOT_STARTED`, without
 training, so that the run is neither scored nor counted as failed; the benchmark's train jobs still pending in SLURM are
 cancelled. Nothing of a finished run is touched.
+
+The stopped jobs fail, so the invocation that stopped them ends without the benchmark's report. The next invocation
+asks :func:`stopped_sets` while it builds its DAG: a doomed set's runs not started are not made (no train job is
+scheduled for them), and its report is written from the finished runs with the :class:`Doom` record
+(``report.json``'s ``doomed``, :func:`report_reason`): no score, why, the runs not started and the GPU-hours not spent.
 """
 
 from __future__ import annotations
@@ -74,8 +79,33 @@ class Doom:
         return f"{why}. stop_when_doomed is off: the {runs} left would spend {gpu_hours} {how}"
 
     def summary(self) -> dict:
-        """As ``mlperf-wf status --json`` gives it."""
+        """As ``mlperf-wf status --json`` and ``report.json``'s ``doomed`` give it."""
         return {**asdict(self), "reasons": list(self.reasons), "runs_not_started": list(self.runs_not_started), "text": self.text()}
+
+    @classmethod
+    def from_summary(cls, data: object, source: str) -> Doom:
+        """The record :meth:`summary` wrote (read back from ``source``, named in the one-line error when it is not one)."""
+        from mlperf_wf.errors import ConfigError
+
+        names = ("reasons", "stopping", "runs_not_started", "gpus_per_run", "hours_per_run", "hours_from", "gpu_hours")
+        try:
+            if not isinstance(data, dict):
+                raise TypeError(f"a {type(data).__name__}")
+            missing = [name for name in names if name not in data]
+            if missing:
+                raise KeyError(", ".join(missing))
+            hours = data["hours_per_run"]
+            return cls(
+                reasons=tuple(str(reason) for reason in data["reasons"]),
+                stopping=bool(data["stopping"]),
+                runs_not_started=tuple(int(run) for run in data["runs_not_started"]),
+                gpus_per_run=int(data["gpus_per_run"]),
+                hours_per_run=None if hours is None else float(hours),
+                hours_from=str(data["hours_from"]),
+                gpu_hours=float(data["gpu_hours"]),
+            )
+        except (TypeError, ValueError, KeyError) as err:
+            raise ConfigError(f"{source}: not a doomed-set record ({err}); it needs {', '.join(names)}, as mlperf-wf status --json gives them") from None
 
 
 def verdict_states(runs: list[RunStatus]) -> list[str]:
@@ -152,3 +182,92 @@ def record_config(config: dict, path: str | Path) -> Path:
     partial.write_text(json.dumps(config, indent=1, sort_keys=True) + "\n")
     partial.replace(path)
     return path
+
+
+def stopped_sets(plan: Plan, root: Path) -> dict[str, Doom]:
+    """With ``stop_when_doomed``: each configured benchmark of ``plan`` whose required set can no longer be valid in the
+    campaign folder ``root`` (the verdict ``mlperf-wf status`` and the gate give), with its record; the workflow makes
+    none of its runs not started and reports its finished runs. Empty when the option is off."""
+    from mlperf_wf.results import status
+
+    if not plan.settings.stop_when_doomed:
+        return {}
+    names = list(plan.settings.benchmarks)
+    found = status.campaign_status(root, plan.settings.filled(), names, runs_given=True, plan=plan).benchmarks
+    return {bench.benchmark: Doom.from_summary(bench.doomed, f"{bench.benchmark}'s status") for bench in found if bench.doomed}
+
+
+def runs_to_make(plan: Plan, name: str, stopped: dict[str, Doom]) -> list[int]:
+    """The runs of benchmark ``name`` the workflow makes: every run, less a doomed set's runs not started."""
+    left = set(stopped[name].runs_not_started) if name in stopped else set()
+    return [run for run in range(plan.run_count(name)) if run not in left]
+
+
+def report_args(name: str, stopped: dict[str, Doom]) -> str:
+    """``--doomed RECORD`` (quoted for the shell) for the report of benchmark ``name`` where its set is in ``stopped``,
+    else ''."""
+    import shlex
+
+    return f"--doomed {shlex.quote(json.dumps(stopped[name].summary(), sort_keys=True))}" if name in stopped else ""
+
+
+def report_reason(text: str) -> str:
+    """The first reason a doomed set's report (and ``mlperf-wf score`` of its folder) gives for being no valid
+    submission and having no score, from its record's ``text`` (:meth:`Doom.text`)."""
+    return f"the required set {text}"
+
+
+def stopped_note(plan: Plan, name: str, doom: Doom) -> str:
+    """What an invocation that builds its DAG says of a doomed set whose runs not started it does not make."""
+    made = [run for run in range(plan.run_count(name)) if run not in doom.runs_not_started]
+    runs = ", ".join(str(run) for run in doom.runs_not_started) or "none"
+    return f"{name} {doom.text()}: making none of runs {runs}; {plan.report(name)} is written from the finished runs {', '.join(map(str, made)) or '(none)'}"
+
+
+def next_command(argv: list[str], targets: list[str], reports: list[str]) -> str:
+    """The command that writes ``reports``: the invocation ``argv`` again (its own targets, when it named any, replaced
+    by the reports), as ``snakemake ...``."""
+    import shlex
+
+    args = list(argv[1:])
+    if targets:
+        named = set(targets)
+        args = [arg for arg in args if arg not in named] + reports
+    return shlex.join(["snakemake", *args])
+
+
+def report_next_lines(plan: Plan, root: Path, argv: list[str], targets: list[str]) -> list[str]:
+    """At the end of an invocation that failed (its ``onerror``): for each doomed set without its report of the runs
+    not started now, that the next invocation writes it, and the command, exactly."""
+    stopped = stopped_sets(plan, root)
+    reports = {
+        name: plan.report(name)
+        for name, doom in stopped.items()
+        if (recorded_in_report(Path(root) / plan.report(name)) or {}).get("runs_not_started") != list(doom.runs_not_started)
+    }
+    if not reports:
+        return []
+    command = next_command(argv, targets, list(reports.values()))
+    return [
+        f"mlperf-wf: {name} {stopped[name].text()}. Its report ({report}) is written from the finished runs by the next "
+        f"invocation, which starts none of the runs not started: {command}"
+        for name, report in reports.items()
+    ]
+
+
+def recorded_in_report(report_file: Path, result_files: list[str] | None = None) -> dict | None:
+    """The ``doomed`` record of the workflow's ``report_file`` (None without one, or where the report cannot be read);
+    with ``result_files`` (the logs a reader scores), only where they are the report's runs, so that a set made since
+    is not judged by the record of its runs not started (a run by its ``runs/<i>/result.txt``: the report names them
+    from the campaign folder)."""
+    try:
+        report = json.loads(Path(report_file).read_text())
+        doomed = report.get("doomed")
+        recorded = {Path(run["result_file"]).parts[-3:] for run in report.get("runs", [])}
+    except (OSError, ValueError, AttributeError, KeyError, TypeError):
+        return None
+    if not isinstance(doomed, dict) or not doomed.get("text"):
+        return None
+    if result_files is not None and {Path(file).parts[-3:] for file in result_files} != recorded:
+        return None
+    return doomed

@@ -28,6 +28,8 @@ def _plain(text: object) -> str:
 def _score(report: dict) -> str:
     score = report["score"]
     minutes = score["time_to_train_minutes"]
+    if report.get("doomed"):
+        return "Score: **none**: the required set can no longer be valid, and its runs not started were not made"
     if minutes is None:
         return "Score: **none**"
     return f"Score: **{units.duration(minutes)}** (olympic mean of {units.runs_in_words(score['counted_runs'])}, scaling factor {score['scaling_factor']:.4g})"

@@ -39,6 +39,8 @@ def _cell(value: object, css: str = "") -> str:
 
 def _score(report: dict) -> list[str]:
     score = report["score"]
+    if report.get("doomed"):
+        return ["<p><b>No score: the required set can no longer be valid.</b></p>", *doomed_lines(report["doomed"])]
     if score["time_to_train_minutes"] is None:
         return ["<p><b>No score.</b></p>"]
     counted = score["counted_runs"]
@@ -48,6 +50,22 @@ def _score(report: dict) -> list[str]:
     if score.get("energy_joules"):
         lines.append(f"; energy to train {_number(score['energy_joules'])} J")
     return ["".join(lines) + "</p>"]
+
+
+def doomed_lines(doomed: dict) -> list[str]:
+    """A set stopped as it could no longer be valid: why, the runs not started and the GPU-hours not spent, with how
+    they were counted (``report.json``'s ``doomed``)."""
+    runs = doomed["runs_not_started"]
+    hours = "?" if doomed["hours_per_run"] is None else f"{doomed['hours_per_run']:.3g} h"
+    how = f"{len(runs)} runs x {doomed['gpus_per_run']} GPUs x {hours} ({doomed['hours_from']})"
+    spent = "not spent" if doomed["stopping"] else "the runs left would spend"
+    return [
+        "<ul>",
+        *(f"<li>{html.escape(reason)}</li>" for reason in doomed["reasons"]),
+        f"<li>Runs not started: {html.escape(', '.join(map(str, runs)) or 'none')}</li>",
+        f"<li>GPU-hours {spent}: <b>{doomed['gpu_hours']:.4g}</b> = {html.escape(how)}</li>",
+        "</ul>",
+    ]
 
 
 NOT_AT_TINY = "does not apply at tiny scale: reference convergence points describe the benchmark's own model and data, not the tiny tier's"

@@ -7,13 +7,17 @@ non-converged run may be the dropped slowest, more than one means no score),
 times the RCP scaling factor. When more runs were made than the rules require
 (M > N), the N consecutive runs (in launch order) whose olympic score is
 closest to the median of all windows are scored, as the rules require.
+
+A set that can no longer be valid, stopped with ``stop_when_doomed`` (:mod:`mlperf_wf.results.doom`), is reported from
+its finished runs: ``doomed`` says why, the runs not started and the GPU-hours not spent (and how they were counted),
+and no score is given.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from mlperf_wf.acquire.manifest import first_change
@@ -22,6 +26,7 @@ from mlperf_wf.kinds import Scale, Verdict
 from mlperf_wf.results import scoring
 from mlperf_wf.results import verdict as run_verdicts
 from mlperf_wf.results.compliance import RunIdentity, file_sha256
+from mlperf_wf.results.doom import Doom, report_reason
 from mlperf_wf.run import identity
 
 RCP_MIN_RUNS = 3
@@ -98,6 +103,11 @@ class Report:
     forecast: dict | None = None
     """How likely the required set is to be valid and pass the RCP check from the scored runs
     (:func:`mlperf_wf.results.forecast.forecast_of_files`): with every run there, the summarizer's and the checker's verdicts."""
+    doomed: dict | None = None
+    """Where the set can no longer be valid and ``stop_when_doomed`` stopped it (:class:`mlperf_wf.results.doom.Doom`):
+    ``reasons``, ``runs_not_started``, ``gpu_hours`` not spent = runs not started x ``gpus_per_run`` x ``hours_per_run``
+    (``hours_from`` says where that comes from), ``text``; ``runs`` are then the finished runs only, and there is no
+    score. None for a set that can still be valid."""
 
 
 def _finite(values: list[float]) -> list[float | None]:
@@ -121,6 +131,7 @@ def build(
     provenance_files: list[Path] | None = None,
     expected_identity: identity.CampaignIdentity | None = None,
     identity_source: str = identity.IDENTITY_FILE,
+    doomed: Doom | None = None,
 ) -> Report:
     """Score the runs (``results[i]`` is run ``i``) and assemble the report.
 
@@ -130,7 +141,10 @@ def build(
     ``extra_problems``: per run, other reasons to refuse it (one line each);
     ``provenance_files``: where ``provenance`` was read (the runs' folders, named in identity problems);
     ``expected_identity``: the set's identity as the workflow makes it (``identity_source``, its file): a run made
-    with another is scored as failed and the set is not valid (:mod:`mlperf_wf.run.identity`)."""
+    with another is scored as failed and the set is not valid (:mod:`mlperf_wf.run.identity`).
+    ``doomed``: the set can no longer be valid and its runs not started were not made: ``results`` are its finished
+    runs (the runs not in ``doomed.runs_not_started``, in order); no score is given, the report says why."""
+    numbers = doomed_run_numbers(results, doomed)
     for path, record in zip(results, provenance or [], strict=False):
         if record.get("scale", scale) != scale:
             raise ConfigError(f"{path}: made at {record['scale']} scale, but this is a {scale}-scale report; scales never share a report")
@@ -151,7 +165,7 @@ def build(
         for run, file in zip(runs, files, strict=True):
             refused[run.file] = by_file[file]
             identity.refuse(run, by_file[file])
-    index_of = {run.file: i for i, run in enumerate(runs)}
+    index_of = {run.file: numbers[i] for i, run in enumerate(runs)}
     checked = verdicts if verdicts is not None else [judged_run.compliance or "" for judged_run in judged]
     verdict_of = {run.file: str(verdict) for run, verdict in zip(runs, checked, strict=True)}
     selection = None
@@ -171,8 +185,10 @@ def build(
             "median_minutes": None if math.isinf(chosen.median) else chosen.median,
             "note": f"{chosen.runs_made} runs made, {required} required: scored the {required} consecutive runs closest to the median window",
         }
-    rcp = scoring.check_rcp_of_files([r.file for r in window], ruleset) if division == "closed" and len(window) >= RCP_MIN_RUNS else None
-    if division != "closed":
+    rcp = scoring.check_rcp_of_files([r.file for r in window], ruleset) if division == "closed" and len(window) >= RCP_MIN_RUNS and not doomed else None
+    if doomed:
+        rcp_not_checked = "the required set can no longer be valid: no score, so no RCP check"
+    elif division != "closed":
         rcp_not_checked = f"the {division} division has no RCP check (mlperf-logging checks closed results only)"
     elif rcp is None:
         rcp_not_checked = f"the RCP check needs at least {RCP_MIN_RUNS} scored runs; {len(window)} here"
@@ -189,6 +205,8 @@ def build(
     reasons = list(scored.reasons)
     if scale != Scale.FULL:
         reasons.insert(0, f"scale is {scale!r}: tiny-scale runs use generated data and a tiny model, not the benchmark's")
+    if doomed:
+        reasons.insert(0, report_reason(doomed.text()))
     refused_power = [judged_of[run.file] for run in window if run.dropped is None and judged_of[run.file].power_refused]
     if refused_power:
         named = " | ".join(f"{v.result_file}: {'; '.join(v.power_problems)}" for v in refused_power)
@@ -205,7 +223,7 @@ def build(
         )
     entries = [
         RunEntry(
-            index=i,
+            index=numbers[i],
             seed=run.seed,
             minutes=run.minutes,
             samples_to_converge=run.samples_to_converge,
@@ -227,12 +245,14 @@ def build(
         )
         for i, run in enumerate(runs)
     ]
+    if doomed:  # no score for a set that can no longer be valid, whatever its finished runs would give
+        scored = replace(scored, time_to_train=None, olympic_minutes=None, energy_joules=None, energy_reasons=[])
     score = {
         "time_to_train_minutes": scored.time_to_train,
         "olympic_minutes": scored.olympic_minutes,
         "scaling_factor": scored.scaling_factor,
         "scaling_source": scored.scaling_source,
-        "counted_runs": sorted(index_of[r.file] for r in window if r.dropped is None),
+        "counted_runs": [] if doomed else sorted(index_of[r.file] for r in window if r.dropped is None),
         "energy_joules": scored.energy_joules,
         "energy_reasons": scored.energy_reasons,
     }
@@ -254,7 +274,27 @@ def build(
         identity_notes=identity.notes(dict(zip(map(str, range(len(runs))), provenance, strict=True))) if provenance else [],
         convergence_unit=next((run.progress_key for run in runs if run.progress_key), None),
         forecast=_forecast(window, submission_benchmark, ruleset, division, required),
+        doomed=doomed.summary() if doomed else None,
     )
+
+
+def doomed_run_numbers(results: list[Path], doomed: Doom | None) -> list[int]:
+    """The run numbers of a report's finished runs ``results``: 0, 1, ... for a set that can still be valid; for a
+    doomed set, the runs not among its runs not started (a workflow run's folder, ``runs/<i>/``, must be its number)."""
+    if doomed is None:
+        return list(range(len(results)))
+    left = set(doomed.runs_not_started)
+    numbers = [run for run in range(len(results) + len(left)) if run not in left]
+    folders = [Path(path).parent.name for path in results]
+    wrong = next(
+        (f"{path} is run {number}" for path, number, folder in zip(results, numbers, folders, strict=False) if folder.isdigit() and int(folder) != number), None
+    )
+    if len(numbers) != len(results) or wrong:
+        raise ConfigError(
+            f"--doomed: runs not started {sorted(left)} do not fit the {len(results)} finished runs given with --result"
+            f"{f' ({wrong} then)' if wrong else ''}; give every run of the set, finished or not started, once"
+        )
+    return numbers
 
 
 def power_logs_of(result_file: str) -> dict[str, str]:
@@ -313,6 +353,15 @@ def _summary(record: dict) -> dict:
     return {**{k: record.get(k) for k in keys}, "workflow_git": record.get("workflow_git"), "packages": record.get("packages")}
 
 
+def read_doomed(text: str) -> Doom:
+    """The ``--doomed`` record (JSON, as :meth:`mlperf_wf.results.doom.Doom.summary` gives it)."""
+    try:
+        data = json.loads(text)
+    except ValueError as err:
+        raise ConfigError(f"--doomed: {text[:60]!r} is not JSON ({err}); give the set's doomed record as mlperf-wf status --json gives it") from None
+    return Doom.from_summary(data, "--doomed")
+
+
 def write(report: Report, out: Path) -> None:
     """Write the report as JSON."""
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -349,10 +398,12 @@ def write_benchmark_report(
     provenance: list[Path],
     out: Path,
     expected_identity: Path | None = None,
+    doomed: str | None = None,
 ) -> Report:
     """Write the time-to-train report of ``benchmark`` from its runs (``results`` i is run i, ``verdict_files`` i its
     compliance verdict); with ``expected_identity`` (``identity.json``), a run made with another campaign identity is
-    refused by name."""
+    refused by name; ``doomed``: the set's :class:`mlperf_wf.results.doom.Doom` record as JSON, where it can no longer be
+    valid and ``results`` are its finished runs."""
     from mlperf_wf.config import mlperf_rules as rules
     from mlperf_wf.config.registry import declared_open_rules, load_benchmark
 
@@ -374,6 +425,7 @@ def write_benchmark_report(
         provenance_files=provenance or None,
         expected_identity=identity.read_expected(expected_identity) if expected_identity is not None else None,
         identity_source=str(expected_identity or identity.IDENTITY_FILE),
+        doomed=read_doomed(doomed) if doomed else None,
     )
     write(report, out)
     return report

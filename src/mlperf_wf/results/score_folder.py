@@ -9,7 +9,7 @@ from pathlib import Path
 
 from mlperf_wf.errors import ConfigError, UserError
 from mlperf_wf.kinds import Outcome, Verdict
-from mlperf_wf.results import scoring, verdict
+from mlperf_wf.results import doom, scoring, verdict
 
 
 def recorded_ruleset(path: Path) -> tuple[str, Path]:
@@ -49,6 +49,11 @@ def score_folder(
                 continue  # a name mlperf-logging does not know: the checker says so for each run
             raise UserError(f"--ruleset {ruleset}: {folder.benchmark} ({folder.folder}) is not part of that round; its rounds: {rounds}")
     scores = scoring.score_paths(path, ruleset, verdict.judged_score, jobs=jobs, rcp_bypass=rcp_bypass)
+    for score in scores:  # a workflow's set that can no longer be valid: as its report says it, no score
+        doomed = doom.recorded_in_report(Path(score.folder) / "report.json", [run.file for run in score.runs])
+        if doomed:
+            score.time_to_train, score.olympic_minutes, score.energy_joules, score.rcp, score.valid = None, None, None, None, False
+            score.reasons.insert(0, doom.report_reason(doomed["text"]))
     if json_out:
         json_out.parent.mkdir(parents=True, exist_ok=True)
         json_out.write_text(json.dumps(scoring.to_json(scores), indent=2) + "\n")

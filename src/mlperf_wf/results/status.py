@@ -478,9 +478,12 @@ def _report_summary(path: Path) -> dict | None:
         report = json.loads(path.read_text())
     except (OSError, ValueError):
         return None
+    doomed = report.get("doomed") or {}
     return {
         "time_to_train_minutes": report.get("score", {}).get("time_to_train_minutes"),
-        "runs": len(report.get("runs", [])),
+        "runs": len(report.get("runs", [])) + len(doomed.get("runs_not_started", [])),
+        "indices": [run.get("index", i) for i, run in enumerate(report.get("runs", []))],
+        "runs_not_started": list(doomed.get("runs_not_started", [])),
         "compliance": [run.get("compliance") for run in report.get("runs", [])],
         "verdicts": [run.get("verdict") for run in report.get("runs", [])],
         "minutes": [run.get("minutes") for run in report.get("runs", [])],
@@ -493,10 +496,11 @@ def _with_staleness(report: dict | None, runs: list[RunStatus]) -> dict | None:
     """The report's summary with ``stale``: the finished runs whose verdict now is not the one report.json recorded."""
     if report is None:
         return None
+    recorded_of = dict(zip(report["indices"], report["verdicts"], strict=True))
     stale = [
-        f"run {run.index} is {run.state} now, report.json says {recorded}"
-        for run, recorded in zip(runs, report["verdicts"], strict=False)
-        if recorded and RunState(run.state).finished and run.state != recorded
+        f"run {run.index} is {run.state} now, report.json says {recorded_of[run.index]}"
+        for run in runs
+        if recorded_of.get(run.index) and RunState(run.state).finished and run.state != recorded_of[run.index]
     ]
     return {**report, "stale": stale}
 
@@ -765,6 +769,7 @@ def render(status: CampaignStatus) -> str:
         if bench.report:
             lines.append(
                 f"  report.json: time to train {_minutes(bench.report['time_to_train_minutes'])}, {bench.report['runs']} runs, "
+                + (f"{len(bench.report['runs_not_started'])} of them not started, " if bench.report.get("runs_not_started") else "")
                 + ("valid submission" if bench.report["valid_submission"] else "not a valid submission: " + "; ".join(bench.report["valid_submission_reasons"]))
             )
             if bench.report.get("stale"):
