@@ -26,6 +26,7 @@ from mlperf_wf.results import invocation  # noqa: E402
 from mlperf_wf.results import report as benchmark_report  # noqa: E402
 from mlperf_wf.results import front_page  # noqa: E402
 from mlperf_wf.results import doom  # noqa: E402
+from mlperf_wf.results import doomed_sets  # noqa: E402
 from mlperf_wf.run import identity as campaign_identity  # noqa: E402
 
 # A second Snakemake (a dry run too) in a folder where one runs fails on the first one's unfinished outputs; say why.
@@ -131,7 +132,7 @@ if workflow.is_main_process:
 
 # With stop_when_doomed, a benchmark whose set can no longer be valid (the verdict of status and the train jobs' gate):
 # none of its runs not started is made, and its report is written from its finished runs.
-STOPPED = doom.stopped_sets(PLAN, Path.cwd()) if workflow.is_main_process else {}
+STOPPED = doomed_sets.stopped_sets(PLAN, Path.cwd()) if workflow.is_main_process else {}
 for _name, _doomed in STOPPED.items():
     print(f"mlperf-wf: {doom.stopped_note(PLAN, _name, _doomed)}", file=sys.stderr)
 
@@ -521,7 +522,7 @@ def doomed_args(wildcards):
 def say_doomed_reports():
     """`onerror`: for a set the train jobs' gate stopped, the command that writes its report."""
     if PLAN.settings.stop_when_doomed and workflow.is_main_process:
-        for line in doom.report_next_lines(
+        for line in doomed_sets.report_next_lines(
             PLAN, Path.cwd(), sys.argv, command_line_targets()
         ):
             print(line, file=sys.stderr)

@@ -14,7 +14,7 @@ training, so that the run is neither scored nor counted as failed; the benchmark
 cancelled. Nothing of a finished run is touched.
 
 The stopped jobs fail, so the invocation that stopped them ends without the benchmark's report. The next invocation
-asks :func:`stopped_sets` while it builds its DAG: a doomed set's runs not started are not made (no train job is
+asks :func:`mlperf_wf.results.doomed_sets.stopped_sets` while it builds its DAG: a doomed set's runs not started are not made (no train job is
 scheduled for them), and its report is written from the finished runs with the :class:`Doom` record
 (``report.json``'s ``doomed``, :func:`report_reason`): no score, why, the runs not started and the GPU-hours not spent.
 """
@@ -184,19 +184,6 @@ def record_config(config: dict, path: str | Path) -> Path:
     return path
 
 
-def stopped_sets(plan: Plan, root: Path) -> dict[str, Doom]:
-    """With ``stop_when_doomed``: each configured benchmark of ``plan`` whose required set can no longer be valid in the
-    campaign folder ``root`` (the verdict ``mlperf-wf status`` and the gate give), with its record; the workflow makes
-    none of its runs not started and reports its finished runs. Empty when the option is off."""
-    from mlperf_wf.results import status
-
-    if not plan.settings.stop_when_doomed:
-        return {}
-    names = list(plan.settings.benchmarks)
-    found = status.campaign_status(root, plan.settings.filled(), names, runs_given=True, plan=plan).benchmarks
-    return {bench.benchmark: Doom.from_summary(bench.doomed, f"{bench.benchmark}'s status") for bench in found if bench.doomed}
-
-
 def runs_to_make(plan: Plan, name: str, stopped: dict[str, Doom]) -> list[int]:
     """The runs of benchmark ``name`` the workflow makes: every run, less a doomed set's runs not started."""
     left = set(stopped[name].runs_not_started) if name in stopped else set()
@@ -234,25 +221,6 @@ def next_command(argv: list[str], targets: list[str], reports: list[str]) -> str
         named = set(targets)
         args = [arg for arg in args if arg not in named] + reports
     return shlex.join(["snakemake", *args])
-
-
-def report_next_lines(plan: Plan, root: Path, argv: list[str], targets: list[str]) -> list[str]:
-    """At the end of an invocation that failed (its ``onerror``): for each doomed set without its report of the runs
-    not started now, that the next invocation writes it, and the command, exactly."""
-    stopped = stopped_sets(plan, root)
-    reports = {
-        name: plan.report(name)
-        for name, doom in stopped.items()
-        if (recorded_in_report(Path(root) / plan.report(name)) or {}).get("runs_not_started") != list(doom.runs_not_started)
-    }
-    if not reports:
-        return []
-    command = next_command(argv, targets, list(reports.values()))
-    return [
-        f"mlperf-wf: {name} {stopped[name].text()}. Its report ({report}) is written from the finished runs by the next "
-        f"invocation, which starts none of the runs not started: {command}"
-        for name, report in reports.items()
-    ]
 
 
 def recorded_in_report(report_file: Path, result_files: list[str] | None = None) -> dict | None:
