@@ -8,6 +8,12 @@ step that steps several optimizers (a chained or per-group optimizer) counts onc
 rank's record and ends the process with status 0, on every rank at the same step. A framework step that is not a torch
 optimizer's (bert's TensorFlow) is not counted: such a run is not stopped, and its ranks' records say so at exit.
 
+Where the framework must end the run itself (``MLPERF_WF_REHEARSAL_STOP=framework``: the rehearsal job set its own step
+limit to ``N``, as qwen35_397b_grpo's NeMo-RL, whose driver fails when one of its Ray actors ends), the hook only counts:
+it writes the rank's record after every step (status 0) and never ends the process, so the record stands when the
+driver kills its actors at shutdown (``ray.kill``: no ``atexit``). A process there that is no rank but opened inputs
+(the driver, which reads the data) writes ``opened-<host>-<pid>.json`` at exit: its inputs only.
+
 A rank's record (``MLPERF_WF_REHEARSAL_RANKS/rank-<host>-<pid>.json``): rank, local rank, node, world size, rendezvous
 address, the files opened for reading under each input folder (Python's ``open`` audit events: ``MLPERF_WF_REHEARSAL_INPUTS``,
 ``role=folder,...``), the time of each step, whether CUDA was present and the peak GPU memory
@@ -27,6 +33,9 @@ from typing import Any, Dict, List, Optional
 STEPS_VARIABLE = "MLPERF_WF_REHEARSAL_STEPS"
 RANKS_VARIABLE = "MLPERF_WF_REHEARSAL_RANKS"
 INPUTS_VARIABLE = "MLPERF_WF_REHEARSAL_INPUTS"
+STOP_VARIABLE = "MLPERF_WF_REHEARSAL_STOP"
+FRAMEWORK_STOP = "framework"
+"""``STOP_VARIABLE``'s value where the framework's own step limit ends the run (the hook counts and records only)."""
 WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
 FILES_KEPT = 200
 """Opened files named per input in a record (every one is counted)."""
@@ -125,13 +134,14 @@ def record(status: Optional[int], how: str) -> Dict[str, Any]:
     return found
 
 
-def write(found: Dict[str, Any]) -> None:
+def write(found: Dict[str, Any], kind: str = "rank") -> None:
+    """The record as ``<kind>-<host>-<pid>.json``, whole or not at all (written beside it, then renamed)."""
     folder = os.environ.get(RANKS_VARIABLE)
     if not folder:
         return
     os.makedirs(folder, exist_ok=True)
-    path = os.path.join(folder, "rank-{}-{}.json".format(found["node"], found["pid"]))
-    partial = os.path.join(folder, ".rank-{}-{}.partial".format(found["node"], found["pid"]))
+    path = os.path.join(folder, "{}-{}-{}.json".format(kind, found["node"], found["pid"]))
+    partial = os.path.join(folder, ".{}-{}-{}.partial".format(kind, found["node"], found["pid"]))
     with open(partial, "w") as stream:
         json.dump(found, stream, indent=1)
     os.replace(partial, path)
@@ -156,8 +166,32 @@ def _after_step(optimizer: Any, args: Any, kwargs: Any) -> None:
     _steps_of[key] = _steps_of.get(key, 0) + 1
     if _steps_of[key] > len(_step_ends):
         _step_ends.append(time.time())
-        if len(_step_ends) >= int(os.environ.get(STEPS_VARIABLE, "0") or 0):
+        if _framework_stops():
+            _record_step()
+        elif len(_step_ends) >= int(os.environ.get(STEPS_VARIABLE, "0") or 0):
             _stop()
+
+
+def _framework_stops() -> bool:
+    return os.environ.get(STOP_VARIABLE) == FRAMEWORK_STOP
+
+
+def _record_step() -> None:
+    """The framework ends the run: this rank's record after each step, the process left running."""
+    write(record(0, f"took {len(_step_ends)} training steps; the run is ended by the framework's own step limit"))
+
+
+def _at_exit_framework() -> None:
+    """Where the framework ends the run: a rank's error is recorded over its last step's record; a process that is no
+    rank but opened inputs records those."""
+    if _step_ends:
+        if _exit_status.get("error"):
+            how = "ended after {} training steps ({})".format(len(_step_ends), _exit_status["error"])
+            write(record(_exit_status.get("status"), how))
+        return
+    if any(seen["count"] for seen in _opened.values()):
+        found = record(None, "no rank: opened inputs")
+        write({key: found[key] for key in ("node", "pid", "opened", "how")}, kind="opened")
 
 
 def _count_steps(optimizer_module: Any) -> None:
@@ -188,6 +222,9 @@ def _count_steps(optimizer_module: Any) -> None:
 
 def _at_exit() -> None:
     """A process that ends another way than after its N steps: recorded where it is a rank (stepped or in a world)."""
+    if _framework_stops():
+        _at_exit_framework()
+        return
     if _done or not (_step_ends or _distributed() is not None):
         return
     how = f"ended after {len(_step_ends)} of {os.environ.get(STEPS_VARIABLE)} training steps"
