@@ -57,11 +57,24 @@ class Expected:
     """Input roles the job mounts (``prepared`` and each role its runs read)."""
     campaign_nodes: int = 0
     """Nodes of the campaign's runs (for the geometry line)."""
+    rank_nodes: int = 0
+    """Nodes whose GPUs are the ranks that take training steps (the training role's where the nodes split into roles,
+    ``full.geometry.node_split``); 0: every node."""
+    stopped_by: str = ""
+    """The word by which the framework's own step limit ends the run (``full.rehearsal_stop``, rendered); empty: the
+    hook ends every rank after its steps."""
+    step: str = ""
+    """What one training step is, where the definition says (``full.rehearsal_stop.step``)."""
+
+    @property
+    def ranked_nodes(self) -> int:
+        """Nodes whose GPUs are the world's ranks."""
+        return self.rank_nodes or self.nodes
 
     @property
     def ranks(self) -> int:
-        """Ranks of the world: one per GPU."""
-        return self.nodes * self.gpus_per_node
+        """Ranks of the world: one per GPU of :attr:`ranked_nodes`."""
+        return self.ranked_nodes * self.gpus_per_node
 
 
 @dataclass(frozen=True)
@@ -89,6 +102,9 @@ class Found:
     """The job's log."""
     result_file: Path | None = None
     """The run's merged MLLOG file, where it exists."""
+    opened: list[dict] = field(default_factory=list)
+    """The inputs opened by processes that are no rank (the driver of a framework-stopped run: the hook's
+    ``opened-*.json``)."""
 
 
 def rank_records(folder: Path) -> list[dict]:
@@ -113,18 +129,33 @@ def read(folder: Path, steps: int) -> Found:
     """``rehearsal/<benchmark>``'s records, job log and MLLOG file."""
     log = job_log(folder, steps)
     result = folder / "run" / "result.txt"
-    return Found(rank_records(folder / "run"), log.read_text(errors="replace") if log.exists() else "", result if result.is_file() else None)
+    found = Found(rank_records(folder / "run"), log.read_text(errors="replace") if log.exists() else "", result if result.is_file() else None)
+    found.opened = _opened_records(folder / "run")
+    return found
+
+
+def _opened_records(folder: Path) -> list[dict]:
+    """The hook's records of the inputs opened by processes that are no rank (framework-stopped runs)."""
+    from mlperf_wf.plan.plan import REHEARSAL_RANKS
+
+    records = []
+    for path in sorted((folder / REHEARSAL_RANKS).glob("opened-*.json")):
+        try:
+            records.append(json.loads(path.read_text()))
+        except (OSError, ValueError):
+            continue
+    return records
 
 
 def verdicts(found: Found, expected: Expected) -> list[Verdict]:
     """One verdict per check of the rehearsal (see the module docstring)."""
     return [
         _world(found.ranks, expected),
-        _inputs(found.ranks, expected),
+        _inputs([*found.ranks, *found.opened] if found.ranks else [], expected),
         _jit(found, expected),
         _steps(found.ranks, expected),
         _mllog(found.result_file),
-        _exits(found.ranks, expected),
+        _framework_exits(found.ranks, expected) if expected.stopped_by else _exits(found.ranks, expected),
     ]
 
 
@@ -140,8 +171,8 @@ def _world(ranks: list[dict], expected: Expected) -> Verdict:
     if sizes != [expected.ranks]:
         problems.append(f"world size {', '.join(map(str, sizes))}, expected {expected.ranks}")
     per_node = Counter(record["node"] for record in ranks)
-    if len(per_node) != expected.nodes:
-        problems.append(f"{len(per_node)} nodes ({', '.join(sorted(per_node))}), expected {expected.nodes}")
+    if len(per_node) != expected.ranked_nodes:
+        problems.append(f"{len(per_node)} nodes ({', '.join(sorted(per_node))}), expected {expected.ranked_nodes}")
     for node in sorted(per_node):
         local = sorted(record["local_rank"] for record in ranks if record["node"] == node)
         if local != list(range(expected.gpus_per_node)):
@@ -152,7 +183,9 @@ def _world(ranks: list[dict], expected: Expected) -> Verdict:
     if problems:
         return Verdict(check, FAILED, "; ".join(problems))
     nodes = ", ".join(sorted(per_node))
-    detail = f"{expected.ranks} ranks on {expected.nodes} node(s) ({nodes}), local ranks 0-{expected.gpus_per_node - 1} on each, rendezvous {addresses[0]}"
+    detail = (
+        f"{expected.ranks} ranks on {expected.ranked_nodes} node(s) ({nodes}), local ranks 0-{expected.gpus_per_node - 1} on each, rendezvous {addresses[0]}"
+    )
     return Verdict(check, PASSED, detail)
 
 
@@ -229,8 +262,31 @@ def _exits(ranks: list[dict], expected: Expected) -> Verdict:
     return Verdict(check, PASSED, f"all {len(ranks)} ranks exited 0 after {expected.steps} steps")
 
 
+def _framework_exits(ranks: list[dict], expected: Expected) -> Verdict:
+    """Where the framework's own step limit ends the run, its driver ends the ranks (no rank's exit status is its
+    own): every expected rank recorded its steps, and the driver's status is the job's, which Snakemake reports."""
+    check = "every rank's exit status"
+    short = [
+        f"rank {record['rank']} on {record['node']} recorded {record.get('steps', 0)} of {expected.steps} steps ({record['how']})"
+        for record in ranks
+        if record.get("status") != 0 or record.get("steps", 0) < expected.steps
+    ]
+    missing = expected.ranks - len(ranks)
+    if short or missing > 0:
+        lost = [f"{missing} rank(s) left no record (killed before a step, or never started)"] if missing > 0 else []
+        return Verdict(check, FAILED, "; ".join(short + lost))
+    return Verdict(
+        check,
+        PASSED,
+        f"all {len(ranks)} training ranks recorded {expected.steps} steps, then the framework's own step limit ({expected.stopped_by}) ended the run:"
+        " its ranks are ended by its driver, whose exit status is the job's (Snakemake's, above)",
+    )
+
+
 def geometry_line(expected: Expected) -> str:
     """How the rehearsal's geometry differs from the campaign's (a smaller data-parallel world)."""
+    if expected.rank_nodes:
+        return _split_geometry_line(expected)
     line = (
         f"rehearsal of {expected.benchmark}: {expected.nodes} node(s) x {expected.gpus_per_node} GPUs = {expected.ranks} ranks, {expected.steps} training steps"
     )
@@ -240,6 +296,23 @@ def geometry_line(expected: Expected) -> str:
             f" (the campaign's runs: {expected.campaign_nodes} nodes = {campaign} ranks; the rehearsal's data-parallel size is smaller,"
             f" its batch planned for {expected.ranks} ranks)"
         )
+    return line
+
+
+def _split_geometry_line(expected: Expected) -> str:
+    """:func:`geometry_line` where only the training role's nodes take training steps, and what a step is where the
+    framework's own step limit ends the run."""
+    line = (
+        f"rehearsal of {expected.benchmark}: {expected.nodes} node(s) x {expected.gpus_per_node} GPUs, of which the {expected.rank_nodes} training node(s)'"
+        f" {expected.ranks} ranks take training steps, {expected.steps} training steps"
+    )
+    if expected.campaign_nodes and expected.campaign_nodes != expected.nodes:
+        line += (
+            f" (the campaign's runs: {expected.campaign_nodes} nodes = {expected.campaign_nodes * expected.gpus_per_node} GPUs; the rehearsal's"
+            f" data-parallel size is smaller, its batch planned for {expected.nodes * expected.gpus_per_node} GPUs)"
+        )
+    if expected.stopped_by:
+        line += f"; a training step is {expected.step or 'one step of the framework'}, ended by the framework's own step limit ({expected.stopped_by})"
     return line
 
 
@@ -280,7 +353,18 @@ def expected_of(root: Path, settings: dict, benchmark: str, steps: int) -> Expec
     settings_of = planned.launch_settings(benchmark)
     paths = launch.RunPaths(prepared=Path(planned.prepared_dataset(benchmark)), result_file=Path("result.txt"), inputs=planned.run_paths(benchmark, 0).inputs)
     inputs = tuple(sorted(planned.rehearsal_inputs(benchmark, settings_of, paths)))
-    return Expected(benchmark, nodes, gpus_per_node, steps, inputs, campaign_nodes=planned.run_geometry(benchmark)[0])
+    stop = planned.bench(benchmark).full.rehearsal_stop
+    return Expected(
+        benchmark,
+        nodes,
+        gpus_per_node,
+        steps,
+        inputs,
+        campaign_nodes=planned.run_geometry(benchmark)[0],
+        rank_nodes=planned.rehearsal_rank_nodes(benchmark) if planned.bench(benchmark).full.geometry.node_split else 0,
+        stopped_by=planned.rehearsal_stop(benchmark, steps),
+        step=stop.step if stop is not None else "",
+    )
 
 
 def snakemake_argv(
