@@ -4,9 +4,10 @@ The command runs Snakemake with the campaign's profile (so the same executor sub
 ``rehearsal/<benchmark>/<N>-steps.done`` (rule ``rehearse``, :meth:`mlperf_wf.plan.plan.Plan.rehearsal_job`): the
 benchmark's full-scale train job with its real image, mounts, launcher and node check, on two nodes (one for a
 one-node benchmark) of the runs' GPUs per node, which the rehearsal hook (``containers/hooks/mlperf_wf_rehearsal_steps.py``)
-stops after ``N`` training steps. It then reads what the job left in ``rehearsal/<benchmark>/`` (each rank's record,
-the job's log, the run's merged MLLOG file) and prints one verdict per check (:func:`verdicts`). Nothing goes under
-``results/``: no campaign's status, score or report reads a rehearsal.
+stops after ``N`` training steps (where the definition says the framework ends the run itself, ``full.rehearsal_stop``,
+the job appends the framework's step limit and the hook only records each rank). It then reads what the job left in
+``rehearsal/<benchmark>/`` (each rank's record, the job's log, the run's merged MLLOG file) and prints one verdict per
+check (:func:`verdicts`). Nothing goes under ``results/``: no campaign's status, score or report reads a rehearsal.
 """
 
 from __future__ import annotations
