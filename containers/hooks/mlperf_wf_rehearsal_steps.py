@@ -14,6 +14,11 @@ with:
   ``MirroredStrategy`` runs a step of every replica in one session run). ``evaluate`` and ``predict`` are never
   counted.
 
+Where the framework must end the run itself (``MLPERF_WF_REHEARSAL_STOP=framework``: the rehearsal job set its own step
+limit to ``N``, as qwen35_397b_grpo's NeMo-RL, whose driver fails when one of its Ray actors ends), the hook only counts:
+it writes the rank's record after every step (status 0) and never ends the process, so the record stands when the
+driver kills its actors at shutdown (``ray.kill``: no ``atexit``).
+
 After ``N`` steps it writes this rank's record and ends the process with status 0, on every rank at the same step.
 
 A rank's record (``MLPERF_WF_REHEARSAL_RANKS/rank-<host>-<pid>.json``): the framework that stepped, rank, local rank,
@@ -45,6 +50,9 @@ RANKS_VARIABLE = "MLPERF_WF_REHEARSAL_RANKS"
 INPUTS_VARIABLE = "MLPERF_WF_REHEARSAL_INPUTS"
 ESTIMATOR_MODULE = "tensorflow_estimator.python.estimator.estimator"
 """The module of TensorFlow's ``Estimator`` (TensorFlow 1.13 and later, and 2.x)."""
+STOP_VARIABLE = "MLPERF_WF_REHEARSAL_STOP"
+FRAMEWORK_STOP = "framework"
+"""``STOP_VARIABLE``'s value where the framework's own step limit ends the run (the hook counts and records only)."""
 WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
 FILES_KEPT = 200
 """Opened files named per input in a record (every one is counted)."""
@@ -193,6 +201,7 @@ def record(status: Optional[int], how: str) -> Dict[str, Any]:
 
 
 def write(found: Dict[str, Any]) -> None:
+    """The record as ``rank-<host>-<pid>.json``, whole or not at all (written beside it, then renamed)."""
     folder = os.environ.get(RANKS_VARIABLE)
     if not folder:
         return
@@ -225,8 +234,19 @@ def _after_step(optimizer: Any, args: Any, kwargs: Any) -> None:
     _steps_of[key] = _steps_of.get(key, 0) + 1
     if _steps_of[key] > len(_step_ends):
         _step_ends.append(time.time())
-        if len(_step_ends) >= int(os.environ.get(STEPS_VARIABLE, "0") or 0):
+        if _framework_stops():
+            _record_step()
+        elif len(_step_ends) >= int(os.environ.get(STEPS_VARIABLE, "0") or 0):
             _stop()
+
+
+def _framework_stops() -> bool:
+    return os.environ.get(STOP_VARIABLE) == FRAMEWORK_STOP
+
+
+def _record_step() -> None:
+    """The framework ends the run: this rank's record after each step, the process left running."""
+    write(record(0, f"took {len(_step_ends)} training steps; the run is ended by the framework's own step limit"))
 
 
 def _count_steps(optimizer_module: Any) -> None:
@@ -280,10 +300,18 @@ def _count_tensorflow_steps(estimator_module: Any) -> None:
 def _at_exit() -> None:
     """A process that ends another way than after its N steps: recorded where it is a rank (stepped, in a world, or
     in an Estimator's training), or as no rank (``rank`` None) where it read inputs: an entry process that loads the
-    data and spawns its ranks (rgat's), whose reads no rank's record holds."""
+    data and spawns its ranks (rgat's), or a framework-stopped run's driver, whose reads no rank's record holds."""
     if _done:
         return
-    if _step_ends or _framework["in_training"] or _distributed() is not None:
+    if _framework_stops():
+        # a rank's record of its last step stands (its driver kills it, or its error replaces it below); a process of
+        # the run's world that took no step (a generation worker) is no training rank
+        is_rank = bool(_step_ends) and bool(_exit_status.get("error"))
+        if _step_ends and not is_rank:
+            return
+    else:
+        is_rank = bool(_step_ends or _framework["in_training"] or _distributed() is not None)
+    if is_rank:
         how = f"ended after {len(_step_ends)} of {os.environ.get(STEPS_VARIABLE)} training steps"
         if _exit_status.get("error"):
             how += " ({})".format(_exit_status["error"])

@@ -62,6 +62,37 @@ def test_zero_steps_is_refused_in_one_line(workdir):  # noqa: F811
         plan.rehearsal_job("gpt3", 0)
 
 
+QWEN = "qwen35_397b_grpo"
+QWEN_ON_TWO_NODES = {"nodes": 2, "gpus_per_node": 4, "nvlink_segments": False, "rehearsal": True}
+"""A two-node geometry of qwen35_397b_grpo: one policy-training node and one generation node."""
+
+
+def test_a_framework_stopped_benchmark_s_rehearsal_appends_its_step_limit_and_the_campaign_s_runs_do_not(workdir):  # noqa: F811
+    pinned = {QWEN: {**PINNED, "image": "r/qwen:1"}, "flux1": PINNED}
+    plan = make_plan(workdir, scale="full", launcher="pyxis", full_geometry={QWEN: QWEN_ON_TWO_NODES}, full_container=pinned)
+    job, run = plan.rehearsal_job(QWEN, 3), plan.train_job(QWEN, 0)
+    # appended after the reference's own value, which NeMo-RL's Hydra overrides apply in order: the last one holds
+    assert re.search(r" \+\+grpo\.max_num_steps=30 .* \+\+grpo\.max_num_steps=3'", job.command), job.command[-600:]
+    assert "export MLPERF_WF_REHEARSAL_STOP=framework" in job.command and "export MLPERF_WF_REHEARSAL_STEPS=3" in job.command
+    assert "max_num_steps=3'" not in run.command and "MLPERF_WF_REHEARSAL" not in run.command
+    # the policy-training node's GPUs are the ranks that step; the generation node's take no optimizer step
+    assert plan.rehearsal_rank_nodes(QWEN) == 1 and plan.rehearsal_stop(QWEN, 3) == "++grpo.max_num_steps=3"
+    # a benchmark the hook stops keeps the default mode, every node's GPUs its ranks
+    torch_job = plan.rehearsal_job("flux1", 3)
+    assert "MLPERF_WF_REHEARSAL_STOP" not in torch_job.command and plan.rehearsal_stop("flux1", 3) == ""
+    assert plan.rehearsal_rank_nodes("flux1") == 2
+
+
+def test_a_rehearsal_stop_without_its_steps_is_refused_in_one_line():
+    from mlperf_wf.config.registry import load_benchmark
+
+    full = load_benchmark(QWEN).full
+    assert full.rehearsal_stop is not None and full.rehearsal_stop.override == "++grpo.max_num_steps={steps}"
+    stop = {**full.rehearsal_stop.model_dump(), "override": "++grpo.max_num_steps=3"}
+    with pytest.raises(ValueError, match=r"full.rehearsal_stop.override: '\+\+grpo.max_num_steps=3' must hold \{steps\} once and no other placeholder"):
+        type(full).model_validate({**full.model_dump(), "rehearsal_stop": stop})
+
+
 EXPECTED = rehearse.Expected("gpt3", nodes=2, gpus_per_node=2, steps=3, inputs=("checkpoint", "prepared"), campaign_nodes=8)
 
 
@@ -236,3 +267,53 @@ def test_the_command_expects_the_ranks_the_plan_launches(tmp_path):
     settings = rehearse.load_settings(tmp_path, [], ["launcher=pyxis"])
     bert, flux1 = (rehearse.expected_of(tmp_path, settings, name, 3) for name in ("bert", "flux1"))
     assert (bert.nodes, bert.gpus_per_node, bert.ranks) == (1, 8, 1) and (flux1.nodes, flux1.gpus_per_node, flux1.ranks) == (2, 8, 16)
+
+
+GRPO = rehearse.Expected(
+    QWEN, nodes=2, gpus_per_node=2, steps=3, inputs=("checkpoint", "prepared"), campaign_nodes=64, rank_nodes=1,
+    stopped_by="++grpo.max_num_steps=3", step="one GRPO step (generation, then one policy update)",
+)  # fmt: skip
+FRAMEWORK_HOW = "took 3 training steps; the run is ended by the framework's own step limit"
+
+
+def _policy_rank(rank: int, **changes) -> dict:
+    return _rank(rank, node="n1", local_rank=rank, world_size=2, how=FRAMEWORK_HOW, **changes)
+
+
+def _framework_found(tmp_path: Path, ranks: list[dict], mllog: str | None = START) -> rehearse.Found:
+    _found(tmp_path, ranks, mllog=mllog)
+    driver = {**_rank(0, pid=7, steps=0, step_seconds=[], how="no rank: read the inputs and ended with status 0"), "rank": None, "world_size": None}
+    driver["opened"] = {"prepared": {"count": 2, "files": []}}
+    (tmp_path / "rehearsal" / "gpt3" / "run" / "rehearsal-ranks" / "rank-n1-7.json").write_text(json.dumps(driver))
+    return rehearse.read(tmp_path / "rehearsal" / "gpt3", 3)
+
+
+def test_where_the_framework_stops_the_run_its_policy_ranks_are_the_world_and_their_steps_the_exit_check(tmp_path):
+    judged = rehearse.verdicts(_framework_found(tmp_path, [_policy_rank(0), _policy_rank(1)]), GRPO)
+    assert [v.outcome for v in judged] == [rehearse.PASSED] * 6, [v.line() for v in judged]
+    world, inputs, _jit, _steps, _mllog, exits = judged
+    assert world.detail == "2 ranks on 1 node(s) (n1), local ranks 0-1 on each, rendezvous n1:29500"
+    # the driver, no rank, read the prepared data: its opens count
+    assert inputs.detail == "opened by the ranks and their entry process: checkpoint 1 file(s), prepared 6 file(s)"
+    assert exits.detail == (
+        "all 2 training ranks recorded 3 steps, then the framework's own step limit (++grpo.max_num_steps=3) ended the run:"
+        " its ranks are ended by its driver, whose exit status is the job's (Snakemake's, above)"
+    )
+
+
+def test_where_the_framework_stops_the_run_a_rank_short_of_its_steps_or_missing_fails_the_exit_check(tmp_path):
+    short = rehearse.verdicts(_framework_found(tmp_path, [_policy_rank(0), _policy_rank(1, steps=2)]), GRPO)[-1]
+    assert (
+        short.outcome == rehearse.FAILED
+        and short.detail == "rank 1 on n1 recorded 2 of 3 steps (took 3 training steps; the run is ended by the framework's own step limit)"
+    )
+    missing = rehearse.verdicts(_framework_found(tmp_path / "again", [_policy_rank(0)]), GRPO)[-1]
+    assert missing.outcome == rehearse.FAILED and missing.detail == "1 rank(s) left no record (killed before a step, or never started)"
+
+
+def test_the_geometry_line_of_a_framework_stopped_rehearsal_says_which_nodes_step_and_what_a_step_is():
+    assert rehearse.geometry_line(GRPO) == (
+        f"rehearsal of {QWEN}: 2 node(s) x 2 GPUs, of which the 1 training node(s)' 2 ranks take training steps, 3 training steps"
+        " (the campaign's runs: 64 nodes = 128 GPUs; the rehearsal's data-parallel size is smaller, its batch planned for 4 GPUs);"
+        " a training step is one GRPO step (generation, then one policy update), ended by the framework's own step limit (++grpo.max_num_steps=3)"
+    )

@@ -178,3 +178,75 @@ def test_a_tensorflow_process_of_a_tf_config_world_records_its_place_in_it(monke
         monkeypatch.delenv(variable, raising=False)
     record = hook.record(0, "stopped")
     assert (record["rank"], record["world_size"], record["rendezvous"], record["cuda"]) == (0, 1, "", False)
+
+
+FRAMEWORK_TRAINING = """
+import os, signal, sys, torch
+for name in ("a.bin",):
+    open(sys.argv[1] + "/" + name, "rb").read()
+model = torch.nn.Linear(4, 1)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+for step in range(int(sys.argv[2])):
+    model(torch.ones(2, 4)).sum().backward()
+    optimizer.step()
+print("training went on past the hook's count", flush=True)
+os.kill(os.getpid(), signal.SIGKILL)  # as a driver's ray.kill ends its actors: no atexit, no teardown
+"""
+
+
+def _framework(tmp_path: Path, script: str, steps: str, *args: str) -> tuple[subprocess.CompletedProcess, list[dict], list[dict]]:
+    data = tmp_path / "data"
+    data.mkdir(exist_ok=True)
+    (data / "a.bin").write_bytes(b"x")
+    ranks = tmp_path / "ranks"
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(HOOKS),
+        "MLPERF_WF_REHEARSAL_STEPS": steps,
+        "MLPERF_WF_REHEARSAL_STOP": "framework",
+        "MLPERF_WF_REHEARSAL_RANKS": str(ranks),
+        "MLPERF_WF_REHEARSAL_INPUTS": f"prepared={data}",
+        "RANK": "1",
+        "LOCAL_RANK": "1",
+        "WORLD_SIZE": "4",
+        "MASTER_ADDR": "node-a",
+        "MASTER_PORT": "29500",
+    }
+    proc = subprocess.run([sys.executable, "-c", script, str(data), *args], env=env, capture_output=True, text=True, timeout=120)
+
+    def read(pattern: str) -> list[dict]:
+        return [json.loads(path.read_text()) for path in sorted(ranks.glob(pattern))] if ranks.is_dir() else []
+
+    records = read("rank-*.json")
+    return proc, [record for record in records if record["rank"] is not None], [record for record in records if record["rank"] is None]
+
+
+def test_where_the_framework_stops_the_run_the_hook_only_counts_and_the_record_survives_a_sigkill(tmp_path):
+    proc, records, _ = _framework(tmp_path, FRAMEWORK_TRAINING, "3", "3")
+    assert proc.returncode == -9 and "training went on past the hook's count" in proc.stdout, proc.stderr
+    [record] = records
+    assert (record["rank"], record["local_rank"], record["world_size"], record["rendezvous"]) == (1, 1, 4, "node-a:29500")
+    assert record["steps"] == 3 and len(record["step_seconds"]) == 3 and record["status"] == 0
+    assert record["how"] == "took 3 training steps; the run is ended by the framework's own step limit"
+    assert record["opened"]["prepared"]["count"] == 1
+
+
+def test_where_the_framework_stops_the_run_a_rank_past_its_steps_is_recorded_at_each_step(tmp_path):
+    proc, records, _ = _framework(tmp_path, FRAMEWORK_TRAINING, "2", "5")
+    assert proc.returncode == -9 and "training went on past the hook's count" in proc.stdout, proc.stderr
+    [record] = records
+    assert record["steps"] == 5 and record["status"] == 0 and record["how"].startswith("took 5 training steps;")
+
+
+DRIVER = """
+import sys
+open(sys.argv[1] + "/a.bin", "rb").read()
+print("the driver ends by itself")
+"""
+
+
+def test_where_the_framework_stops_the_run_a_process_that_is_no_rank_records_only_the_inputs_it_opened(tmp_path):
+    proc, records, opened = _framework(tmp_path, DRIVER, "2")
+    assert proc.returncode == 0 and records == [], proc.stderr
+    [record] = opened
+    assert record["opened"]["prepared"]["count"] == 1 and record["pid"] > 0 and record["node"]

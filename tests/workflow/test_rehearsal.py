@@ -275,14 +275,13 @@ def test_bad_nodes_are_named_the_job_fails_and_the_retry_runs_without_them(bad_n
     assert ranks and {r["host"] for r in ranks} == set(retry["hosts"]), ranks
 
 
-NOT_REHEARSED = {
-    "qwen35_397b_grpo": "its ranks are Ray actors of one driver, which the probe's stand-in does not step",
-}
-"""Benchmarks whose rehearsal job the box does not stop through the probe's stand-in training loop, and why."""
-REHEARSED = tuple(name for name in NAMES if name not in NOT_REHEARSED)
+REHEARSED = tuple(NAMES)
 """Benchmarks ``mlperf-wf rehearse`` runs on the box, in one invocation: one-node launches (accelerate, torchrun) and
-two-node ones (torchrun per node, srun per GPU, NeMo-Run). The probe's stand-in for the training loop takes torch
-optimizer steps on CPU (``probe._train_until_stopped``), which the images' rehearsal hook counts and stops."""
+two-node ones (torchrun per node, srun per GPU, NeMo-Run, qwen35_397b_grpo's Ray cluster). The probe's stand-in for the
+training loop takes torch optimizer steps on CPU (``probe._train_until_stopped``; bert's: a small Estimator's steps
+with the real TensorFlow), which the images' rehearsal hook counts and stops; where the framework's own step limit
+ends the run (``full.rehearsal_stop``: qwen35_397b_grpo's ``grpo.max_num_steps``), the benchmark's probe takes that
+many steps on its training ranks and the hook only counts and records them."""
 REHEARSED_STEPS = 2
 
 
@@ -354,6 +353,9 @@ def test_rehearse_runs_the_full_scale_job_stops_it_after_its_steps_and_says_each
     # no GPU in the box: the kernels' check is not reached, the rest holds
     inputs = "not reached" if tensorflow else "passed"
     assert outcomes == ["passed", inputs, "not reached", "passed", "passed", "passed"], f"{block}\n--- job log:\n{log}"
+    if registry.load_benchmark(name).full.rehearsal_stop is not None:
+        check_stopped_by_the_framework(proc.stdout, lines, job_log.read_text(errors="replace"), workdir, name)
+        return
     per_node = 1 if tensorflow else rehearsal.gpus_per_node
     ranks = rehearsal.nodes * per_node
     assert f"{ranks} ranks on {rehearsal.nodes} node(s)" in lines[0] and "peak GPU memory: not reached (no CUDA)" in lines[3]
@@ -362,6 +364,31 @@ def test_rehearse_runs_the_full_scale_job_stops_it_after_its_steps_and_says_each
     assert [(r["steps"], r["status"], r["how"]) for r in records] == [(REHEARSED_STEPS, 0, f"stopped after {REHEARSED_STEPS} training steps")] * ranks
     assert f"rehearsal of {name}: {rehearsal.nodes} node(s) x {rehearsal.gpus_per_node} GPUs" in proc.stdout
     assert f" = {ranks} ranks, {REHEARSED_STEPS} training steps" in proc.stdout.split(f"rehearsal of {name}: ")[1].splitlines()[0]
+
+
+def check_stopped_by_the_framework(stdout: str, lines: list[str], log: str, workdir: Path, name: str) -> None:
+    """A rehearsal the framework's own step limit ends: its training role's ranks (not the generation nodes') each
+    recorded the steps, the appended limit reached the framework, and the job exited 0 through its driver."""
+    from mlperf_wf.plan import node_roles
+    from mlperf_wf.results import rehearse
+
+    rehearsal, stop = REHEARSALS[name], registry.load_benchmark(name).full.rehearsal_stop
+    split = registry.load_benchmark(name).full.geometry.node_split
+    train_nodes = node_roles.split_nodes(name, split, rehearsal.nodes, None, rehearsal=True).train if split else rehearsal.nodes
+    ranks, limit = train_nodes * rehearsal.gpus_per_node, stop.override.format(steps=REHEARSED_STEPS)
+    assert train_nodes < rehearsal.nodes or not split, "a generation node takes no training step"
+    assert f"{ranks} ranks on {train_nodes} node(s)" in lines[0] and "peak GPU memory: not reached (no CUDA)" in lines[3]
+    assert lines[5].endswith(
+        f"all {ranks} training ranks recorded {REHEARSED_STEPS} steps, then the framework's own step limit ({limit}) ended the run:"
+        " its ranks are ended by its driver, whose exit status is the job's (Snakemake's, above)"
+    ), lines[5]
+    records = rehearse.rank_records(workdir / "rehearsal" / name / "run")
+    how = f"took {REHEARSED_STEPS} training steps; the run is ended by the framework's own step limit"
+    assert [(r["steps"], r["status"], r["how"]) for r in records] == [(REHEARSED_STEPS, 0, how)] * ranks
+    # the driver read the appended limit through the framework's own config loader, and its training ranks took it
+    assert f"took {[REHEARSED_STEPS] * ranks} steps ({limit.lstrip('+')})" in log, log[-3000:]
+    geometry = f"{rehearsal.nodes} node(s) x {rehearsal.gpus_per_node} GPUs, of which the {train_nodes} training node(s)' {ranks} ranks take training steps"
+    assert f"{geometry}, {REHEARSED_STEPS} training steps" in stdout and f"a training step is {stop.step}" in stdout
 
 
 BUNDLED = tuple(name for name in ("retinanet", "bert") if name in REHEARSALS)

@@ -549,6 +549,31 @@ class MadeInImage(_Strict):
     """What the reference does at this point and where it says so (the source, file and line)."""
 
 
+class RehearsalStop(_Strict):
+    """How ``mlperf-wf rehearse`` stops a run whose ranks the rehearsal hook must not end: processes a driver waits on
+    (qwen35_397b_grpo's Ray actors), where a rank ending itself fails the driver and so the job. The rehearsal job
+    appends ``override`` to the reference command, so the framework ends the run after the rehearsal's steps by its
+    own step limit, and the hook only counts each rank's steps and records the rank after every one."""
+
+    override: str = Field(min_length=1)
+    """A word appended to ``full.command`` whose ``{steps}`` becomes the rehearsal's training steps, e.g. the Hydra
+    override ``++grpo.max_num_steps={steps}`` (the reference applies its overrides in order: it wins over the
+    command's own value)."""
+    step: str = Field(min_length=1)
+    """What one training step of the rehearsal is, in words (the rehearsal's first line says it)."""
+    source: str = Field(min_length=1)
+    """Where the reference reads the override and ends the run (file and line)."""
+
+    @field_validator("override")
+    @classmethod
+    def _holds_the_steps(cls, value: str) -> str:
+        if placeholders(value) != ["steps"]:
+            raise ValueError(
+                f"full.rehearsal_stop.override: {value!r} must hold {{steps}} once and no other placeholder (e.g. '++grpo.max_num_steps={{steps}}')"
+            )
+        return value
+
+
 class FullScale(_Strict):
     """How the reference implementation runs at full scale."""
 
@@ -594,6 +619,9 @@ class FullScale(_Strict):
     made_in_image: dict[str, MadeInImage] = Field(default_factory=dict)
     """Input role (``used_by: [train]``, its dataset of protocol ``made_in_image``) -> how a one-off job of this image
     makes it once before the runs (``MadeInImage``)."""
+    rehearsal_stop: RehearsalStop | None = None
+    """How ``mlperf-wf rehearse`` stops a run whose ranks the rehearsal hook must not end (the framework's own step
+    limit, ``RehearsalStop``); None: the hook ends every rank after the rehearsal's steps."""
     devices: list[str] = Field(default_factory=list)
     """Host devices the container must see besides the GPUs (``/dev/...``), e.g. ``/dev/fuse`` where the reference
     starts Apptainer sandboxes inside its container: docker ``--device=DEV``, apptainer ``--bind DEV``, pyxis

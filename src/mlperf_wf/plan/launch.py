@@ -139,6 +139,8 @@ class Launch:
     domains span it): the command's ``{segment_nodes}`` and the job's ``sbatch --segment``; None: none."""
     rehearsal: bool = False
     """Whether the geometry is a rehearsal's (``full_geometry.<name>.rehearsal``): roles split below the reference's ratio."""
+    appended_words: tuple[str, ...] = ()
+    """Words appended to the reference command (``mlperf-wf rehearse``'s step limit, ``full.rehearsal_stop``)."""
 
 
 class Minutes(int):
@@ -215,7 +217,7 @@ def reference_command(bench: BenchmarkDef, run: int, seed: int, paths: RunPaths,
         values["quality_target"] = quality_target_text(bench, launch)
     replaced = dict(launch.replaced_words)  # the definition checks that each is a word of its command
     command = [replaced.get(part, part).format(**values) for part in bench.full.command]
-    command = override_arguments(bench, command, launch.arguments)
+    command = [*override_arguments(bench, command, launch.arguments), *launch.appended_words]
     if launch.nodes > 1:
         command = _insert_after_launcher(command, [a.format(**values) for a in bench.full.multi_node_args])
     return command

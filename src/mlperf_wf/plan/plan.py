@@ -60,6 +60,9 @@ REHEARSAL_STEPS_VARIABLE = "MLPERF_WF_REHEARSAL_STEPS"
 REHEARSAL_RANKS_VARIABLE = "MLPERF_WF_REHEARSAL_RANKS"
 """The folder, as the job sees it, where the rehearsal hook writes one record per rank."""
 REHEARSAL_INPUTS_VARIABLE = "MLPERF_WF_REHEARSAL_INPUTS"
+REHEARSAL_STOP_VARIABLE = "MLPERF_WF_REHEARSAL_STOP"
+"""``framework`` where the framework's own step limit ends the rehearsal (``full.rehearsal_stop``): the hook only
+counts and records each rank."""
 """``role=folder,...``: the input folders, as the job sees them, whose opened files the hook records."""
 REHEARSAL_RANKS = "rehearsal-ranks"
 """The rank records' folder in a rehearsal's run folder."""
@@ -742,11 +745,33 @@ class Plan:
         mounts = self.bench(name).full.mounts
         return {"prepared": mounts["prepared"], **{role: mounts[role] for role in paths.inputs}}
 
+    def rehearsal_launch(self, name: str) -> launch.Launch:
+        """The runs' launch settings on :meth:`rehearsal_geometry`, the batch planned for it (full scale)."""
+        nodes, gpus_per_node = self.rehearsal_geometry(name)
+        settings = dataclasses.replace(self.launch_settings(name), nodes=nodes, gpus_per_node=gpus_per_node)
+        if self.scale == Scale.FULL:
+            settings = dataclasses.replace(settings, batch=self.planned_batch(name, nodes, gpus_per_node))
+        return settings
+
+    def rehearsal_rank_nodes(self, name: str) -> int:
+        """Nodes of the rehearsal whose GPUs are the ranks that take training steps: the training role's where the
+        nodes split into roles (``full.geometry.node_split``: generation workers take no optimizer step), else all."""
+        roles = launch.node_split(self.bench(name), self.rehearsal_launch(name))
+        return roles.train if roles is not None else self.rehearsal_geometry(name)[0]
+
+    def rehearsal_stop(self, name: str, steps: int) -> str:
+        """The word a rehearsal of ``steps`` steps appends to the command so the framework ends the run itself
+        (``full.rehearsal_stop``); empty where the hook ends every rank."""
+        stop = self.bench(name).full.rehearsal_stop
+        return stop.override.format(steps=steps) if stop is not None else ""
+
     @cache  # noqa: B019 - one Plan per workflow; the rule asks for several fields of the same job
     def rehearsal_job(self, name: str, steps: int) -> TrainJob:
         """The benchmark's full-scale train job on :meth:`rehearsal_geometry`, stopped after ``steps`` training steps by
         the images' rehearsal hook (``containers/hooks/mlperf_wf_rehearsal_steps.py``), which records every rank in the run
-        folder's ``rehearsal-ranks``; its run folder, node checks and excluded nodes are :meth:`rehearsal_dir`'s."""
+        folder's ``rehearsal-ranks``, or, where the definition says so (``full.rehearsal_stop``), by the framework's own
+        step limit appended to the command, the hook then only counting and recording; its run folder, node checks and
+        excluded nodes are :meth:`rehearsal_dir`'s."""
         return train_job_of(self.rehearsal_spec(name, steps))
 
     @cache  # noqa: B019 - one Plan per workflow; the job and the expected ranks read the same spec
@@ -754,10 +779,7 @@ class Plan:
         """The spec of :meth:`rehearsal_job`."""
         if steps < 1:
             raise ConfigError(f"rehearsal steps: {steps} is not allowed; give a whole number of training steps >= 1")
-        nodes, gpus_per_node = self.rehearsal_geometry(name)
-        settings = dataclasses.replace(self.launch_settings(name), nodes=nodes, gpus_per_node=gpus_per_node)
-        if self.scale == Scale.FULL:
-            settings = dataclasses.replace(settings, batch=self.planned_batch(name, nodes, gpus_per_node))
+        settings = self.rehearsal_launch(name)
         folder = Path(self.rehearsal_dir(name))
         paths = dataclasses.replace(self.run_paths(name, 0), result_file=folder / "run" / "result.txt")
         inside = paths.result_file.resolve().parent if settings.launcher == "local" else Path(self.bench(name).full.mounts["results"])
@@ -767,6 +789,10 @@ class Plan:
             REHEARSAL_RANKS_VARIABLE: str(inside / REHEARSAL_RANKS),
             REHEARSAL_INPUTS_VARIABLE: ",".join(f"{role}={where}" for role, where in sorted(inputs.items())),
         }
+        stop = self.rehearsal_stop(name, steps)
+        if stop:  # the framework's own step limit ends the run; the hook counts and records only
+            env[REHEARSAL_STOP_VARIABLE] = "framework"
+            settings = dataclasses.replace(settings, appended_words=(stop,))
         settings = dataclasses.replace(settings, env=tuple(sorted({**dict(settings.env), **env}.items())))
         bench = self.bench(name)
         check = self.node_check_step(bench, 0, settings, paths, attempts=str(folder / "node-check"), excluded=str(folder / node_check.EXCLUDED_FILE))

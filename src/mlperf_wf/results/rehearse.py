@@ -4,9 +4,10 @@ The command runs Snakemake with the campaign's profile (so the same executor sub
 ``rehearsal/<benchmark>/<N>-steps.done`` (rule ``rehearse``, :meth:`mlperf_wf.plan.plan.Plan.rehearsal_job`): the
 benchmark's full-scale train job with its real image, mounts, launcher and node check, on two nodes (one for a
 one-node benchmark) of the runs' GPUs per node, which the rehearsal hook (``containers/hooks/mlperf_wf_rehearsal_steps.py``)
-stops after ``N`` training steps. It then reads what the job left in ``rehearsal/<benchmark>/`` (each rank's record,
-the job's log, the run's merged MLLOG file) and prints one verdict per check (:func:`verdicts`). Nothing goes under
-``results/``: no campaign's status, score or report reads a rehearsal.
+stops after ``N`` training steps (where the definition says the framework ends the run itself, ``full.rehearsal_stop``,
+the job appends the framework's step limit and the hook only records each rank). It then reads what the job left in
+``rehearsal/<benchmark>/`` (each rank's record, the job's log, the run's merged MLLOG file) and prints one verdict per
+check (:func:`verdicts`). Nothing goes under ``results/``: no campaign's status, score or report reads a rehearsal.
 """
 
 from __future__ import annotations
@@ -60,16 +61,29 @@ class Expected:
     ranks_per_node: int = 0
     """Training processes (ranks) each node runs: 0 for one per GPU; fewer where one process drives several GPUs (bert's
     TensorFlow process drives all its node's GPUs: one)."""
+    rank_nodes: int = 0
+    """Nodes whose GPUs are the ranks that take training steps (the training role's where the nodes split into roles,
+    ``full.geometry.node_split``); 0: every node."""
+    stopped_by: str = ""
+    """The word by which the framework's own step limit ends the run (``full.rehearsal_stop``, rendered); empty: the
+    hook ends every rank after its steps."""
+    step: str = ""
+    """What one training step is, where the definition says (``full.rehearsal_stop.step``)."""
 
     @property
     def per_node(self) -> int:
-        """Ranks on each node."""
+        """Ranks on each node that takes training steps."""
         return self.ranks_per_node or self.gpus_per_node
+
+    @property
+    def ranked_nodes(self) -> int:
+        """Nodes whose processes are the world's ranks."""
+        return self.rank_nodes or self.nodes
 
     @property
     def ranks(self) -> int:
         """Ranks of the world."""
-        return self.nodes * self.per_node
+        return self.ranked_nodes * self.per_node
 
 
 @dataclass(frozen=True)
@@ -94,7 +108,8 @@ class Found:
     ranks: list[dict] = field(default_factory=list)
     """Each rank's record (the hook's)."""
     entries: list[dict] = field(default_factory=list)
-    """The records of processes that read inputs but are no rank (an entry process that spawns its ranks)."""
+    """The records of processes that read inputs but are no rank (an entry process that spawns its ranks, a
+    framework-stopped run's driver)."""
     log: str = ""
     """The job's log."""
     result_file: Path | None = None
@@ -145,7 +160,7 @@ def verdicts(found: Found, expected: Expected) -> list[Verdict]:
         _jit(found, expected),
         _steps(found.ranks, expected),
         _mllog(found.result_file),
-        _exits(found.ranks, expected),
+        _framework_exits(found.ranks, expected) if expected.stopped_by else _exits(found.ranks, expected),
     ]
 
 
@@ -163,8 +178,8 @@ def _world(ranks: list[dict], expected: Expected) -> Verdict:
     if sizes != [expected.ranks]:
         problems.append(f"world size {', '.join(map(str, sizes))}, expected {expected.ranks}")
     per_node = Counter(record["node"] for record in ranks)
-    if len(per_node) != expected.nodes:
-        problems.append(f"{len(per_node)} nodes ({', '.join(sorted(per_node))}), expected {expected.nodes}")
+    if len(per_node) != expected.ranked_nodes:
+        problems.append(f"{len(per_node)} nodes ({', '.join(sorted(per_node))}), expected {expected.ranked_nodes}")
     for node in sorted(per_node):
         local = sorted(record["local_rank"] for record in ranks if record["node"] == node)
         if local != list(range(expected.per_node)):
@@ -179,7 +194,7 @@ def _world(ranks: list[dict], expected: Expected) -> Verdict:
     if not addresses[0].strip(":"):
         rendezvous = "no rendezvous (a world of one process)" if expected.ranks == 1 else "no rendezvous address recorded"
     local = f"local ranks 0-{expected.per_node - 1}" if expected.per_node > 1 else "local rank 0"
-    detail = f"{expected.ranks} ranks on {expected.nodes} node(s) ({nodes}), {local} on each, {rendezvous}"
+    detail = f"{expected.ranks} ranks on {expected.ranked_nodes} node(s) ({nodes}), {local} on each, {rendezvous}"
     return Verdict(check, PASSED, detail)
 
 
@@ -266,8 +281,31 @@ def _exits(ranks: list[dict], expected: Expected) -> Verdict:
     return Verdict(check, PASSED, f"all {len(ranks)} ranks exited 0 after {expected.steps} steps")
 
 
+def _framework_exits(ranks: list[dict], expected: Expected) -> Verdict:
+    """Where the framework's own step limit ends the run, its driver ends the ranks (no rank's exit status is its
+    own): every expected rank recorded its steps, and the driver's status is the job's, which Snakemake reports."""
+    check = "every rank's exit status"
+    short = [
+        f"rank {record['rank']} on {record['node']} recorded {record.get('steps', 0)} of {expected.steps} steps ({record['how']})"
+        for record in ranks
+        if record.get("status") != 0 or record.get("steps", 0) < expected.steps
+    ]
+    missing = expected.ranks - len(ranks)
+    if short or missing > 0:
+        lost = [f"{missing} rank(s) left no record (killed before a step, or never started)"] if missing > 0 else []
+        return Verdict(check, FAILED, "; ".join(short + lost))
+    return Verdict(
+        check,
+        PASSED,
+        f"all {len(ranks)} training ranks recorded {expected.steps} steps, then the framework's own step limit ({expected.stopped_by}) ended the run:"
+        " its ranks are ended by its driver, whose exit status is the job's (Snakemake's, above)",
+    )
+
+
 def geometry_line(expected: Expected) -> str:
     """How the rehearsal's geometry differs from the campaign's (a smaller data-parallel world)."""
+    if expected.rank_nodes:
+        return _split_geometry_line(expected)
     processes = ""
     if expected.per_node != expected.gpus_per_node:
         processes = ", one process per node driving all its GPUs" if expected.per_node == 1 else f", {expected.per_node} processes per node"
@@ -281,6 +319,23 @@ def geometry_line(expected: Expected) -> str:
             f" (the campaign's runs: {expected.campaign_nodes} nodes = {campaign} ranks; the rehearsal's data-parallel size is smaller,"
             f" its batch planned for {expected.ranks} ranks)"
         )
+    return line
+
+
+def _split_geometry_line(expected: Expected) -> str:
+    """:func:`geometry_line` where only the training role's nodes take training steps, and what a step is where the
+    framework's own step limit ends the run."""
+    line = (
+        f"rehearsal of {expected.benchmark}: {expected.nodes} node(s) x {expected.gpus_per_node} GPUs, of which the {expected.rank_nodes} training node(s)'"
+        f" {expected.ranks} ranks take training steps, {expected.steps} training steps"
+    )
+    if expected.campaign_nodes and expected.campaign_nodes != expected.nodes:
+        line += (
+            f" (the campaign's runs: {expected.campaign_nodes} nodes = {expected.campaign_nodes * expected.gpus_per_node} GPUs; the rehearsal's"
+            f" data-parallel size is smaller, its batch planned for {expected.nodes * expected.gpus_per_node} GPUs)"
+        )
+    if expected.stopped_by:
+        line += f"; a training step is {expected.step or 'one step of the framework'}, ended by the framework's own step limit ({expected.stopped_by})"
     return line
 
 
@@ -321,6 +376,7 @@ def expected_of(root: Path, settings: dict, benchmark: str, steps: int) -> Expec
     settings_of = planned.launch_settings(benchmark)
     paths = launch.RunPaths(prepared=Path(planned.prepared_dataset(benchmark)), result_file=Path("result.txt"), inputs=planned.run_paths(benchmark, 0).inputs)
     inputs = tuple(sorted(planned.rehearsal_inputs(benchmark, settings_of, paths)))
+    stop = planned.bench(benchmark).full.rehearsal_stop
     return Expected(
         benchmark,
         nodes,
@@ -329,6 +385,9 @@ def expected_of(root: Path, settings: dict, benchmark: str, steps: int) -> Expec
         inputs,
         campaign_nodes=planned.run_geometry(benchmark)[0],
         ranks_per_node=planned.rehearsal_ranks_per_node(benchmark, steps),
+        rank_nodes=planned.rehearsal_rank_nodes(benchmark) if planned.bench(benchmark).full.geometry.node_split else 0,
+        stopped_by=planned.rehearsal_stop(benchmark, steps),
+        step=stop.step if stop is not None else "",
     )
 
 

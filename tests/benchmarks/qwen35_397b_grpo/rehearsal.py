@@ -26,6 +26,14 @@ Then the world as NeMo-RL forms it: one Ray actor per GPU of the Ray cluster (``
 groups are placed), ranked by node, each joining a gloo world and writing its rank record (the driver's checks
 with it). The driver exits 0 when every actor did; a rank failing on purpose fails the driver, hence the head's
 task, hence the job.
+
+In ``mlperf-wf rehearse``'s job (``MLPERF_WF_REHEARSAL_STEPS`` set, with the framework's step limit appended to the
+command: ``full.rehearsal_stop``), the driver checks that NeMo-RL's own loader read ``grpo.max_num_steps`` as the
+rehearsal's steps; then the actors of the policy-training nodes (the nodes the generation leaves, as grpo.py:683-686
+splits them) form the policy's world and take that many steps of a tiny model on CPU (gradients all-reduced, then
+torch's optimizer step, which the images' rehearsal hook counts and records without ending the actor) and return;
+the generation actors take none. The driver then shuts Ray down, which kills the actors as NeMo-RL's shutdown
+does, and ends as a Python process returning from ``main`` (its ``atexit`` functions run).
 """
 
 from __future__ import annotations
@@ -173,7 +181,7 @@ def probe(ctx) -> None:
         ctx.fail(f"run_grpo_nemo_gym.py:137 OmegaConf.to_container(resolve=True) of {args.config}: {type(error).__name__}: {error}")
     # Every later check runs even when one fails, so one rehearsal shows every problem; the driver fails at the end.
     problems = []
-    for stage in (_inputs, _megatron_checkpoint, _geometry, _log_init_start, _dev_fuse, _launch_environment):
+    for stage in (_inputs, _megatron_checkpoint, _geometry, _log_init_start, _dev_fuse, _launch_environment, _rehearsal_step_limit):
         try:
             stage(ctx, config)
         except ProbeFailure as error:
@@ -202,6 +210,7 @@ def _inputs(ctx, config: dict) -> None:
         ctx.record("path", " | ".join(candidates), f"the SIF of {split} task {instance_id} (container_formatter, first match)", bool(found))
         if not found:
             ctx.fail(f"no SIF for {split} task {instance_id} under {sif_dir}: tried {candidates}")
+        ctx.opens(found[0], f"the SIF of {split} task {instance_id} is readable (Apptainer reads it to start the task's sandbox)")
 
 
 def _geometry(ctx, config: dict) -> None:
@@ -247,7 +256,7 @@ def _megatron_checkpoint(ctx, config: dict) -> None:
         _convert_as_nemo_rl_does(Path(root) / subdir)
         return
     for name in megatron_checkpoint.REQUIRED_FILES:
-        ctx.path(converted / name, f"the converted Megatron checkpoint NeMo-RL loads instead of converting (setup.py:416-419, 450): {name}", kind="file")
+        ctx.opens(converted / name, f"the converted Megatron checkpoint NeMo-RL loads instead of converting (setup.py:416-419, 450): {name}")
     ctx.record("mount", root, "the Megatron checkpoint is a shared, read-only input (not a per-run scratch)", not writable)
     if writable:
         ctx.fail(f"NRL_MEGATRON_CHECKPOINT_DIR={root} is writable in the run: a per-run scratch, not the shared converted checkpoint")
@@ -349,6 +358,18 @@ def _launch_environment(ctx, config: dict) -> None:
         ctx.record("value", "the open-files soft limit", f"{wanted_limit[1]} ulimit -Sn", True, f"hard limit {hard} < {wanted_limit[0]}: left at {soft}")
 
 
+def _rehearsal_step_limit(ctx, config: dict) -> None:
+    """In ``mlperf-wf rehearse``'s job, the step limit it appended reached NeMo-RL's config: the framework ends the run."""
+    wanted = os.environ.get(REHEARSAL_STEPS_VARIABLE)
+    if wanted:
+        ctx.equal("grpo.max_num_steps", config["grpo"]["max_num_steps"], int(wanted), f"the rehearsal's step limit ({REHEARSAL_STEPS_VARIABLE}={wanted})")
+
+
+REHEARSAL_STEPS_VARIABLE = "MLPERF_WF_REHEARSAL_STEPS"
+POLICY_PORT = 29513
+"""The policy world's rendezvous port in a rehearsal (the whole world's is 29512)."""
+
+
 class _Rank:
     """One rank of the world NeMo-RL's worker groups form: a Ray actor holding one GPU."""
 
@@ -385,6 +406,29 @@ class _Rank:
             os._exit(status)
         return status
 
+    def train(self, rank: int, local_rank: int, world_size: int, master: str, steps: int) -> int:
+        """A policy worker's training steps in a rehearsal: the policy's own world (its ranks only), a tiny model's
+        data-parallel steps on CPU, each ending in torch's optimizer step; returns the steps taken."""
+        import datetime
+
+        import torch
+        import torch.distributed as dist
+
+        if dist.is_initialized():
+            dist.destroy_process_group()
+        os.environ.update({"RANK": str(rank), "LOCAL_RANK": str(local_rank), "WORLD_SIZE": str(world_size)})
+        os.environ.update({"MASTER_ADDR": master, "MASTER_PORT": str(POLICY_PORT)})
+        dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=120))
+        model = torch.nn.Linear(16, 1)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+        for _ in range(steps):
+            model(torch.ones(8, 16)).sum().backward()
+            for parameter in model.parameters():
+                dist.all_reduce(parameter.grad)
+            optimizer.step()
+            optimizer.zero_grad()
+        return steps
+
 
 def _form_world_with_ray(ctx, config: dict, problems: list[str]) -> None:
     """Connect to the Ray cluster the launcher built (init_ray), check it holds every node and GPU, and form the
@@ -414,10 +458,38 @@ def _form_world_with_ray(ctx, config: dict, problems: list[str]) -> None:
             statuses.append(FAILED_ON_PURPOSE if on_purpose else PROBLEM_FOUND)
     worst = max(statuses)
     print(f"rehearsal driver: ranks ended {statuses}", flush=True)
+    rehearsed = bool(os.environ.get(REHEARSAL_STEPS_VARIABLE))
+    if rehearsed and not worst and not problems:
+        worst = _train_policy(config, [ranks[i] for i in order], [places[i] for i in order])
     for problem in problems:
         print(f"rehearsal probe (qwen35_397b_grpo driver): {problem}", file=sys.stderr, flush=True)
     if problems and not worst:
         worst = PROBLEM_FOUND
-    ray.shutdown()
+    ray.shutdown()  # the actors are killed, as NeMo-RL's shutdown ray.kills its workers: no atexit of theirs runs
     sys.stdout.flush()
+    if rehearsed:
+        import atexit
+
+        atexit._run_exitfuncs()  # the driver's own end, as run_grpo_nemo_gym.py's return from main (the hook records its inputs)
     os._exit(worst)
+
+
+def _train_policy(config: dict, ranks: list, places: list) -> int:
+    """The policy-training nodes' actors (the first hosts, by name: the nodes the generation leaves) take
+    ``grpo.max_num_steps`` steps in their own world; 0 when each returned them, else PROBLEM_FOUND."""
+    cluster_config = config["cluster"]
+    train_nodes = cluster_config["num_nodes"] - config["policy"]["generation"]["colocated"]["resources"]["num_nodes"]
+    hosts = sorted({place[0] for place in places})[:train_nodes]
+    policy = [(rank, place) for rank, place in zip(ranks, places, strict=True) if place[0] in hosts]
+    steps = config["grpo"]["max_num_steps"]
+    master = policy[0][1][2]
+    futures = [rank.train.remote(r, place[1], len(policy), master, steps) for r, (rank, place) in enumerate(policy)]
+    import ray
+
+    try:
+        taken = ray.get(futures)
+    except Exception as error:  # a policy actor died or raised
+        print(f"rehearsal driver: the policy's training steps failed: {type(error).__name__}: {error}", file=sys.stderr, flush=True)
+        return PROBLEM_FOUND
+    print(f"rehearsal driver: {len(policy)} policy ranks on {', '.join(hosts)} took {taken} steps (grpo.max_num_steps={steps})", flush=True)
+    return 0 if taken == [steps] * len(policy) else PROBLEM_FOUND
