@@ -43,6 +43,17 @@ def test_a_benchmark_whose_model_spans_more_than_two_nodes_is_rehearsed_on_the_f
     assert plan.rehearsal_geometry("stable_diffusion") == (2, 8)
 
 
+def test_a_benchmark_whose_nodes_split_into_roles_in_nvlink_segments_is_rehearsed_on_two_nodes_one_role_each(workdir):  # noqa: F811
+    """qwen35_397b_grpo's runs split 1:3 in whole 8-node segments; its rehearsal on 2 nodes is a rehearsal geometry
+    (one node a role) inside one segment, with the config as the campaign's (no rehearsal flag, segments on)."""
+    plan = make_plan(workdir, scale="full", launcher="pyxis")
+    name = "qwen35_397b_grpo"
+    assert plan.segment_nodes(name) == 8 and f"--segment={plan.segment_nodes(name)}" in plan.train_slurm_extra(name)
+    job = plan.rehearsal_job(name, 3)
+    assert job.resources.nodes == 2 and "++cluster.segment_size=null" in job.command and "++grpo.max_num_steps=3" in job.command
+    assert plan.rehearsal_rank_nodes(name) == 1 and "--segment" not in plan.train_slurm_extra(name, rehearsal=True)
+
+
 def test_a_one_node_benchmark_is_rehearsed_on_one_node(workdir):  # noqa: F811
     plan = make_plan(workdir, scale="full", launcher="docker", full_container={"retinanet": {**PINNED, "image": "r/retinanet:1"}})
     assert plan.run_geometry("retinanet")[0] == 1 and plan.rehearsal_job("retinanet", 2).resources.nodes == 1

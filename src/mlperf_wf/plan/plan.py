@@ -746,9 +746,14 @@ class Plan:
         return {"prepared": mounts["prepared"], **{role: mounts[role] for role in paths.inputs}}
 
     def rehearsal_launch(self, name: str) -> launch.Launch:
-        """The runs' launch settings on :meth:`rehearsal_geometry`, the batch planned for it (full scale)."""
+        """The runs' launch settings on :meth:`rehearsal_geometry`, the batch planned for it (full scale). On fewer
+        nodes than the runs' the geometry is a rehearsal's (roles split below the reference's ratio, each at least one
+        node), and inside one NVLink segment where the runs' segment is larger than the rehearsal."""
         nodes, gpus_per_node = self.rehearsal_geometry(name)
         settings = dataclasses.replace(self.launch_settings(name), nodes=nodes, gpus_per_node=gpus_per_node)
+        if nodes < self.run_geometry(name)[0]:
+            segment = settings.segment_nodes if settings.segment_nodes and settings.segment_nodes <= nodes else None
+            settings = dataclasses.replace(settings, rehearsal=True, segment_nodes=segment)
         if self.scale == Scale.FULL:
             settings = dataclasses.replace(settings, batch=self.planned_batch(name, nodes, gpus_per_node))
         return settings
@@ -940,7 +945,7 @@ class Plan:
         excluded = node_check.excluded_nodes(self.workdir / self.excluded_nodes_file())
         if rehearsal:
             excluded = sorted({*excluded, *node_check.excluded_nodes(self.workdir / self.rehearsal_dir(name) / node_check.EXCLUDED_FILE)})
-        segment = self.segment_nodes(name)
+        segment = self.rehearsal_launch(name).segment_nodes if rehearsal else self.segment_nodes(name)
         return "--exclusive" + (f" --segment={segment}" if segment else "") + (f" --exclude={','.join(excluded)}" if excluded else "")
 
 
