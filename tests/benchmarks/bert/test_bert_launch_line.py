@@ -58,26 +58,28 @@ def _end(job: subprocess.Popen) -> None:
     job.wait(timeout=30)
 
 
-def test_in_a_rehearsal_the_job_ends_with_its_stopped_training_and_stops_the_evaluation(workdir, tmp_path):  # noqa: F811
-    started = time.monotonic()
-    job = _launch(workdir, tmp_path, {"MLPERF_WF_REHEARSAL_STEPS": "3", "TRAINING_STATUS": "0"})
+def _finished(folder: Path, tmp_path: Path, env: dict[str, str]) -> tuple[int, str]:
+    """The launch line's exit status and output, within 30 s."""
+    job = _launch(folder, tmp_path, env)
     try:
         output, _ = job.communicate(timeout=30)
     finally:
         _end(job)
-    assert job.returncode == 0, output
+    return job.returncode, output
+
+
+def test_in_a_rehearsal_the_job_ends_with_its_stopped_training_and_stops_the_evaluation(workdir, tmp_path):  # noqa: F811
+    started = time.monotonic()
+    status, output = _finished(workdir, tmp_path, {"MLPERF_WF_REHEARSAL_STEPS": "3", "TRAINING_STATUS": "0"})
+    assert status == 0, output
     assert time.monotonic() - started < 15  # the shell looks every 5 s
     assert (tmp_path / "results" / "evaluation-stopped").exists(), "the evaluation process was not stopped"
     assert not list((tmp_path / "results").glob("run_0/model.ckpt-*")), "the rehearsal's checkpoints are left behind"
 
 
 def test_a_rehearsal_whose_training_fails_fails(workdir, tmp_path):  # noqa: F811
-    job = _launch(workdir, tmp_path, {"MLPERF_WF_REHEARSAL_STEPS": "3", "TRAINING_STATUS": "3"})
-    try:
-        output, _ = job.communicate(timeout=30)
-    finally:
-        _end(job)
-    assert job.returncode == 3, output
+    status, output = _finished(workdir, tmp_path, {"MLPERF_WF_REHEARSAL_STEPS": "3", "TRAINING_STATUS": "3"})
+    assert status == 3, output
 
 
 def test_in_a_campaign_run_the_job_waits_for_the_evaluation_after_training(workdir, tmp_path):  # noqa: F811
