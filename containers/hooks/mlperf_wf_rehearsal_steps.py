@@ -84,28 +84,58 @@ def _audit_opens(inputs: Dict[str, str]) -> None:
     for role in inputs:
         _opened[role] = {"count": 0, "files": []}
 
+    def count(path: str) -> None:
+        for role, folder in inputs.items():
+            if path.startswith(folder) or path + "/" == folder:
+                seen = _opened[role]
+                if path not in seen["files"]:
+                    seen["count"] += 1
+                    if len(seen["files"]) < FILES_KEPT:
+                        seen["files"].append(path)
+                break
+
     def hook(event: str, args: Any) -> None:
-        if event != "open" or _done:
+        if _done:
             return
-        path, mode, flags = args
-        if not isinstance(path, (str, bytes)):
-            return  # a file descriptor
-        if any(letter in mode for letter in "wax+") if isinstance(mode, str) else flags & WRITE_FLAGS:
-            return  # a write (or a rank's check that a mount is read-only) is no input read
         try:
-            path = os.path.abspath(os.fsdecode(path))
-            for role, folder in inputs.items():
-                if path.startswith(folder) or path + "/" == folder:
-                    seen = _opened[role]
-                    if path not in seen["files"]:
-                        seen["count"] += 1
-                        if len(seen["files"]) < FILES_KEPT:
-                            seen["files"].append(path)
-                    break
-        except Exception:  # the audit never fails the reference's own open
+            if event == "open":
+                path, mode, flags = args
+                if not isinstance(path, (str, bytes)):
+                    return  # a file descriptor
+                if any(letter in mode for letter in "wax+") if isinstance(mode, str) else flags & WRITE_FLAGS:
+                    return  # a write (or a rank's check that a mount is read-only) is no input read
+                count(os.path.abspath(os.fsdecode(path)))
+            elif event == "subprocess.Popen":
+                # a file handed to a program the process starts (NeMo-Gym's task SIFs to apptainer) is read by it
+                for path in _paths_in(args[1]):
+                    count(path)
+        except Exception:  # the audit never fails the reference's own open or program
             pass
 
     sys.addaudithook(hook)
+
+
+def _paths_in(argv: Any) -> List[str]:
+    """The absolute paths among a program's arguments (each word of each, as a shell's ``-c`` line holds several):
+    the word, a ``--flag=value``'s value, and the parts of a ``host:container`` or comma-separated list (a bind's)."""
+    found = []
+    for argument in [argv] if isinstance(argv, (str, bytes)) else list(argv or ()):
+        try:
+            text = os.fsdecode(argument)
+        except TypeError:
+            continue
+        found += _paths_in_words(text.split())  # a shell's command line (sh -c '...') is one argument
+    return found
+
+
+def _paths_in_words(words: List[str]) -> List[str]:
+    found = []
+    for word in words:
+        for part in word.partition("=")[2].split(",") + word.split(",") if "=" in word else word.split(","):
+            for piece in part.split(":"):
+                if piece.startswith("/"):
+                    found.append(os.path.abspath(piece))
+    return found
 
 
 def _distributed() -> Optional[Any]:

@@ -250,3 +250,35 @@ def test_where_the_framework_stops_the_run_a_process_that_is_no_rank_records_onl
     assert proc.returncode == 0 and records == [], proc.stderr
     [record] = opened
     assert record["opened"]["prepared"]["count"] == 1 and record["pid"] > 0 and record["node"]
+
+
+PROGRAMS = """
+import subprocess, sys, torch
+subprocess.run(["cat", sys.argv[1] + "/task.sif"], stdout=subprocess.DEVNULL, check=True)  # as NeMo-Gym hands apptainer its SIF
+subprocess.run(["true", "--bind=" + sys.argv[1] + "/a.bin:/inside/a.bin,/elsewhere:/x"], check=True)
+subprocess.run("true " + sys.argv[1] + "/b.bin", shell=True, check=True)
+model = torch.nn.Linear(4, 1)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+for _ in range(100):
+    model(torch.ones(2, 4)).sum().backward()
+    optimizer.step()
+"""
+
+
+def test_a_file_under_an_input_handed_to_a_program_the_rank_starts_counts_as_read(tmp_path):
+    data, ranks = tmp_path / "data", tmp_path / "ranks"
+    data.mkdir()
+    for name in ("task.sif", "a.bin", "b.bin"):
+        (data / name).write_bytes(b"x")
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(HOOKS),
+        "MLPERF_WF_REHEARSAL_STEPS": "2",
+        "MLPERF_WF_REHEARSAL_RANKS": str(ranks),
+        "MLPERF_WF_REHEARSAL_INPUTS": f"task_images={data}",
+    }
+    proc = subprocess.run([sys.executable, "-c", PROGRAMS, str(data)], env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    [record] = [json.loads(path.read_text()) for path in ranks.glob("rank-*.json")]
+    assert record["steps"] == 2 and record["opened"]["task_images"]["count"] == 3
+    assert sorted(Path(path).name for path in record["opened"]["task_images"]["files"]) == ["a.bin", "b.bin", "task.sif"]
