@@ -40,6 +40,7 @@ import functools
 import importlib
 import json
 import os
+import re
 import socket
 import sys
 import time
@@ -121,20 +122,12 @@ def _paths_in(argv: Any) -> List[str]:
     found = []
     for argument in [argv] if isinstance(argv, (str, bytes)) else list(argv or ()):
         try:
-            text = os.fsdecode(argument)
+            words = os.fsdecode(argument).split()  # a shell's command line (sh -c '...') is one argument
         except TypeError:
             continue
-        found += _paths_in_words(text.split())  # a shell's command line (sh -c '...') is one argument
-    return found
-
-
-def _paths_in_words(words: List[str]) -> List[str]:
-    found = []
-    for word in words:
-        for part in word.partition("=")[2].split(",") + word.split(",") if "=" in word else word.split(","):
-            for piece in part.split(":"):
-                if piece.startswith("/"):
-                    found.append(os.path.abspath(piece))
+        for word in words:
+            pieces = re.split("[,:]", word) + (re.split("[,:]", word.partition("=")[2]) if "=" in word else [])
+            found += [os.path.abspath(piece) for piece in pieces if piece.startswith("/")]
     return found
 
 
@@ -334,24 +327,17 @@ def _at_exit() -> None:
     if _done:
         return
     if _framework_stops():
-        # a rank's record of its last step stands (its driver kills it, or its error replaces it below); a process of
-        # the run's world that took no step (a generation worker) is no training rank
-        is_rank = bool(_step_ends) and bool(_exit_status.get("error"))
-        if _step_ends and not is_rank:
-            return
+        if _step_ends and not _exit_status.get("error"):
+            return  # the record of its last step stands (its driver ends it)
+        is_rank = bool(_step_ends)  # a process of the world that took no step (a generation worker) is no training rank
     else:
         is_rank = bool(_step_ends or _framework["in_training"] or _distributed() is not None)
+    error = " ({})".format(_exit_status["error"]) if _exit_status.get("error") else ""
     if is_rank:
-        how = f"ended after {len(_step_ends)} of {os.environ.get(STEPS_VARIABLE)} training steps"
-        if _exit_status.get("error"):
-            how += " ({})".format(_exit_status["error"])
-        write(record(_exit_status.get("status"), how))
+        write(record(_exit_status.get("status"), f"ended after {len(_step_ends)} of {os.environ.get(STEPS_VARIABLE)} training steps{error}"))
     elif any(seen["count"] for seen in _opened.values()):
         status = _exit_status.get("status", 0)
-        how = f"no rank: read the inputs and ended with status {status}"
-        if _exit_status.get("error"):
-            how += " ({})".format(_exit_status["error"])
-        write(dict(record(status, how), rank=None, local_rank=None, world_size=None))
+        write(dict(record(status, f"no rank: read the inputs and ended with status {status}{error}"), rank=None, local_rank=None, world_size=None))
 
 
 _exit_status: Dict[str, Any] = {}

@@ -128,15 +128,14 @@ def _records(folder: Path) -> list[dict]:
     return records
 
 
-def rank_records(folder: Path) -> list[dict]:
-    """The hook's records of ranks in a rehearsal's run folder, ordered by rank."""
-    ranks = [record for record in _records(folder) if record.get("rank") is not None]
+def _ranks_of(records: list[dict]) -> list[dict]:
+    ranks = [record for record in records if record.get("rank") is not None]
     return sorted(ranks, key=lambda record: (record["rank"], record.get("node", "")))
 
 
-def entry_records(folder: Path) -> list[dict]:
-    """The hook's records of processes that are no rank but read inputs (``rank`` None)."""
-    return [record for record in _records(folder) if record.get("rank", -1) is None]
+def rank_records(folder: Path) -> list[dict]:
+    """The hook's records of ranks in a rehearsal's run folder, ordered by rank."""
+    return _ranks_of(_records(folder))
 
 
 def job_log(folder: Path, steps: int) -> Path:
@@ -149,7 +148,10 @@ def read(folder: Path, steps: int) -> Found:
     log = job_log(folder, steps)
     result = folder / "run" / "result.txt"
     text = log.read_text(errors="replace") if log.exists() else ""
-    return Found(rank_records(folder / "run"), entry_records(folder / "run"), text, result if result.is_file() else None)
+    records = _records(folder / "run")
+    # a record of no rank (``rank`` None): a process that read inputs but took no step (an entry process, a driver)
+    entries = [record for record in records if "rank" in record and record["rank"] is None]
+    return Found(_ranks_of(records), entries, text, result if result.is_file() else None)
 
 
 def verdicts(found: Found, expected: Expected) -> list[Verdict]:
