@@ -24,6 +24,7 @@ from mlperf_wf.plan import launch
 from mlperf_wf.run.harness import TinyRun
 from tests.conftest import REFERENCE_COMMIT, reference_source
 from tests.mllogs import tiny_run_spec
+from tests.plan import launch_line
 
 ROOT = Path(__file__).resolve().parents[2]
 BENCHMARKS = registry.benchmark_names()
@@ -99,9 +100,9 @@ def test_full_scale_plan_renders_for_every_launcher(name, launcher, tmp_path):
     split = bench.full.geometry.node_split
     if split and launcher != "pyxis":  # roles that never share a node: more than one node, which only pyxis launches
         with pytest.raises(ConfigError, match="nodes need the pyxis launcher"):
-            launch.full_scale(bench, 0, 1234, paths, launch.Launch(launcher, nodes=split.train + split.generation))
+            launch_line.full_scale(bench, 0, 1234, paths, launch.Launch(launcher, nodes=split.train + split.generation))
         return
-    line = launch.full_scale(bench, 0, 1234, paths, launch.Launch(launcher, nodes=split.train + split.generation if split else 1))
+    line = launch_line.full_scale(bench, 0, 1234, paths, launch.Launch(launcher, nodes=split.train + split.generation if split else 1))
     assert "1234" in line and "{" + "seed}" not in line
 
 

@@ -5,7 +5,7 @@ commit from ``../shared/reference-src``) is either set by the plan or named in t
 
 What counts as an item is the rule of ``tests/config/launch_scripts.py`` (exported or passed names, ``ulimit`` letters,
 launcher flags; a script variable never exported is no item). What the plan sets is read from what it really renders,
-the run's launch line (``launch.full_scale``) for the ``pyxis`` launcher at the definition's geometry and for
+the run's launch line (``tests.plan.launch_line.full_scale``) for the ``pyxis`` launcher at the definition's geometry and for
 ``docker`` on one node, parsed by the same rule, plus the job's scheduler request:
 
 - an environment variable or a ``ulimit``: set in both launch lines (the run gets it whichever launcher starts it),
@@ -35,9 +35,9 @@ import yaml
 
 from mlperf_wf.config import registry
 from mlperf_wf.config.workflow_config import WorkflowConfig
-from mlperf_wf.plan import launch
 from mlperf_wf.plan import plan as planning
 from tests.config import launch_scripts
+from tests.plan.launch_line import full_scale
 from tests.rehearsal.spec import REFERENCE_SOURCES, ROOT
 
 SECTION = "### Launch environment"
@@ -95,7 +95,7 @@ def make_plan(workdir: Path, name: str, launcher: str, nodes: int | None = None)
 
 def launch_line(plan: planning.Plan, name: str) -> str:
     """The run's launch line as the plan renders it (run 1)."""
-    return launch.full_scale(plan.bench(name), 1, plan.seed(1), plan.run_paths(name, 1), plan.launch_settings(name), image=plan.container(name))
+    return full_scale(plan.bench(name), 1, plan.seed(1), plan.run_paths(name, 1), plan.launch_settings(name), image=plan.container(name))
 
 
 def built_from(bench: registry.BenchmarkDef, declared: str) -> bool:

@@ -147,7 +147,8 @@ def test_a_benchmark_names_only_roles_it_declares(tmp_path):
 
 def test_any_role_a_run_reads_is_mounted_and_named(tmp_path):
     """A new role (a tokenizer) needs only the definition: mount, placeholder and run spec follow."""
-    from mlperf_wf.plan.launch import Launch, RunPaths, full_scale
+    from mlperf_wf.plan.launch import Launch, RunPaths
+    from tests.plan.launch_line import full_scale
 
     def add_tokenizer(entry):
         entry["inputs"]["tokenizer"] = {"dataset": "llama31_8b_tokenizer", "used_by": ["train"]}

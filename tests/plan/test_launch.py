@@ -8,8 +8,9 @@ import pytest
 
 from mlperf_wf.config.registry import Container, load_benchmark
 from mlperf_wf.errors import ConfigError
-from mlperf_wf.plan.launch import HostHooks, Launch, RunPaths, drop_page_cache, full_scale, raise_limits, tiny_command
+from mlperf_wf.plan.launch import HostHooks, Launch, RunPaths, drop_page_cache, raise_limits, tiny_command
 from tests.conftest import ROOT
+from tests.plan.launch_line import full_scale
 
 IMAGE = "mlperf-workflow/llama2_70b_lora:ref-aa344c7-pytorch24.01-patches1"
 DIGEST = "sha256:" + "ab" * 32

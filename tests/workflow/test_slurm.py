@@ -216,14 +216,24 @@ def test_a_pyxis_job_starts_its_own_srun_in_the_allocation(slurm, tmp_path):
     wraps the job in `srun -n1`, and the job's own srun must still get its step (--overlap; without it, it waits
     for what that step holds, "step creation temporarily disabled", until the 2-minute walltime) and a MASTER_ADDR
     (the jobstep clears SLURM_JOB_NODELIST)."""
-    from mlperf_wf.plan import launch
     from mlperf_wf.plan import plan as planning
+    from mlperf_wf.run import job_spec, launchers
 
     config = {**__import__("yaml").safe_load((ROOT / "config/config.yaml").read_text()), "scale": "full", "launcher": "pyxis"}
-    job = planning.Plan(WorkflowConfig.parse(config), ROOT, workdir=tmp_path).train_job("llama2_70b_lora", 0)
-    bench = planning.registry.load_benchmark("llama2_70b_lora")
-    one_gpu = launch.Launch("pyxis", nodes=1, gpus_per_node=1)
-    script = launch.pyxis_script(bench, "registry#image:tag", [(str(tmp_path), "/results", "rw")], {}, (), ["printenv", "MASTER_ADDR"], one_gpu, "/")
+    plan = planning.Plan(WorkflowConfig.parse(config), ROOT, workdir=tmp_path)
+    job = plan.train_job("llama2_70b_lora", 0)
+    # the plan's own spec on one node and one GPU, its command the MASTER_ADDR the job's srun sees
+    spec = plan.train_spec("llama2_70b_lora", 0)
+    spec = spec.model_copy(
+        update={
+            "image": job_spec.Image(reference="registry#image:tag", launched="registry#image:tag"),
+            "mounts": (job_spec.Mount(host=str(tmp_path), container="/results", mode="rw"),),
+            "process": spec.process.model_copy(update={"command": ("printenv", "MASTER_ADDR"), "workdir": "/", "env": {}, "passthrough": ()}),
+            "geometry": spec.geometry.model_copy(update={"nodes": 1, "gpus_per_node": 1}),
+            "resources": spec.resources.model_copy(update={"nodes": 1, "tasks": 1}),
+        }
+    )
+    script = launchers.Pyxis().command(spec)
     stand_in = tmp_path / "bin"
     stand_in.mkdir()
     (stand_in / "srun").write_text(PYXIS_STAND_IN)

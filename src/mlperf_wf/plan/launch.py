@@ -4,7 +4,7 @@ Each run is a job spec (``mlperf_wf.run.job_spec.JobSpec``): :func:`full_scale_s
 process (the command with its folder, environment and devices), image, mounts and geometry from the benchmark's
 definition and the config, and the plan (``Plan.job_spec``) adds the steps around the launch and the scheduler request.
 The train rule writes the spec and runs it with ``mlperf-wf job run``, where the launcher's class
-(``mlperf_wf.run.launchers``) renders the command; :func:`full_scale` renders a launch here. Which launcher is
+(``mlperf_wf.run.launchers``) renders the command. Which launcher is
 chosen by the ``launcher`` config key:
 
 - ``local``: the tiny trainer directly, or under ``torchrun --standalone`` with
@@ -425,52 +425,6 @@ def full_scale_spec(bench: BenchmarkDef, run: int, seed: int, paths: RunPaths, l
         steps=job_spec.Steps(drop_page_cache=True, make_folders=tuple(str(folder) for folder in folders)),
         **spec,
     )
-
-
-def full_scale(bench: BenchmarkDef, run: int, seed: int, paths: RunPaths, launch: Launch, image: Container | None = None) -> str:
-    """The shell command of one full-scale run with the chosen backend (``image``: default the definition's): the
-    page-cache drop, the raised limits, the folders the container binds and the launch (:func:`full_scale_spec`)."""
-    return launchers.job_line(full_scale_spec(bench, run, seed, paths, launch, image))
-
-
-def pyxis_script(
-    bench: BenchmarkDef,
-    image: str,
-    mounts: list[tuple[str, str, str]],
-    env: dict[str, str],
-    passthrough: tuple[str, ...],
-    command: list[str],
-    launch: Launch,
-    workdir: str,
-) -> str:
-    """The srun line (with MASTER_ADDR/PORT from the allocation) that runs ``command`` in ``image`` through pyxis."""
-    per_gpu = bench.full.process_model == "per_gpu"
-    spec = JobSpec(
-        scale="full",
-        launcher="pyxis",
-        image=job_spec.Image(reference=image, launched=image),
-        mounts=tuple(job_spec.Mount(host=host, container=container, mode=mode) for host, container, mode in mounts),
-        process=job_spec.Process(
-            command=tuple(command),
-            workdir=workdir,
-            env=env,
-            passthrough=passthrough,
-            accelerator=bench.full.accelerator,
-            devices=tuple(bench.full.devices),
-            srun_mpi=bench.full.srun_mpi,
-        ),
-        geometry=job_spec.Geometry(nodes=launch.nodes, gpus_per_node=launch.gpus_per_node, process_model=bench.full.process_model),
-        resources=job_spec.Resources(runtime=launch.walltime_minutes, tasks=launch.nodes * (launch.gpus_per_node if per_gpu else 1)),
-    )
-    return launchers.Pyxis().command(spec)
-
-
-def node_check_script(
-    nodes: int, srun: bool, attempts: Path, excluded: Path, prepared: Path, inputs: dict[str, tuple[Path, Path]], check, gpu_tflops: float | None
-) -> str:
-    """Shell that checks every node of the run before it starts (``mlperf_wf.run.node_check``): the node-check step
-    (:func:`mlperf_wf.run.launchers.node_check_script`) of these folders."""
-    return launchers.node_check_script(nodes, srun, node_check_step(attempts, excluded, prepared, inputs, check, gpu_tflops))
 
 
 def node_check_step(
