@@ -47,7 +47,8 @@ def full_dry_run(name: str, base: Path) -> FullDryRun:
     def make(folder: Path) -> None:
         new_workdir(folder)
         proc = snakemake(folder, "-n", f"results/{name}/report.json", "--config", "scale=full")
-        (folder / DRY_RUN_OUTPUT).write_text(proc.stdout)
+        # the jobs (stdout), then the workflow's review of the plan and its preflight (stderr)
+        (folder / DRY_RUN_OUTPUT).write_text(f"{proc.stdout}\n{proc.stderr}")
 
     folder = made_once(base, f"full-{name}", make)
     output = (folder / DRY_RUN_OUTPUT).read_text()

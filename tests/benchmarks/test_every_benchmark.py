@@ -4,10 +4,14 @@ benchmark's own ``test_<name>_plan.py`` adds the words of its command."""
 from __future__ import annotations
 
 import pytest
+import yaml
 
 from mlperf_wf.config import mlperf_rules, registry
+from mlperf_wf.config.workflow_config import WorkflowConfig
 from mlperf_wf.plan import plan as planning
+from mlperf_wf.run import launchers
 from tests.benchmarks import scaffold
+from tests.conftest import ROOT
 from tests.plan.test_plan import workdir  # noqa: F401 - a fixture
 
 NAMES = registry.benchmark_names()
@@ -29,6 +33,19 @@ def test_the_full_scale_dry_run_plans_every_required_run_from_the_published_sour
             assert f"--uri {source.uri}" in ran.output, f"{dataset_id}: the download job fetches the published {source.uri}"
         elif source.protocol == "huggingface":
             assert f"--revision {source.revision}" in ran.output, f"{dataset_id}: the download job pins {source.revision}"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_full_scale_dry_run_shows_the_launch_its_launcher_starts(full_dry_runs, name, monkeypatch):
+    """After the jobs (whose shell command writes the run's spec), the dry run prints the launch a site reviews: run 0's
+    command as its launcher renders it from the plan's spec."""
+    ran = full_dry_runs(name)
+    monkeypatch.chdir(ran.folder)  # where Snakemake planned it (-d): the mounts are its folders
+    config = {**yaml.safe_load((ran.folder / "config" / "config.yaml").read_text()), "scale": "full"}
+    spec = planning.Plan(WorkflowConfig.parse(config), ROOT, workdir=ran.folder).train_spec(name, 0)
+    shown = ran.output.split("\nlaunch of the full-scale runs", 1)[-1].splitlines()
+    assert f"  {launchers.launcher_for(spec).command(spec)}" in shown, ran.output[-3000:]
+    assert any(line.startswith(f"{name} ({spec.launcher}, ") for line in shown)
 
 
 @pytest.mark.parametrize("name", MULTI_NODE)

@@ -229,6 +229,7 @@ def warn_preflight_problems():
     for table in (
         preflight.batch_tables(PLAN, planned),
         preflight.time_tables(PLAN, planned),
+        preflight.launch_tables(PLAN, planned),
     ):
         if table:
             print(f"\n{table}", file=sys.stderr)

@@ -50,6 +50,7 @@ from mlperf_wf.kinds import Scale
 from mlperf_wf.plan import launch, published, sizing
 from mlperf_wf.plan.plan import FETCHED_DIR, TINY_PLATFORM, Plan
 from mlperf_wf.plan.shell_wrap import filled
+from mlperf_wf.run import launchers
 
 R2_CREDENTIALS = (("MLPERF_WF_CF_ACCESS_CLIENT_ID", "MLPERF_WF_CF_ACCESS_CLIENT_SECRET"), ("MLPERF_WF_CF_ACCESS_TOKEN",))
 """Either set of variables gives R2 access (``download.AUTH_ENV``: a service token, or an access token)."""
@@ -366,6 +367,21 @@ def walltime_problems(plan: Plan, name: str) -> list[Problem]:
             f"every run would end aborted; set full_geometry: {{{name}: {{walltime_minutes: {expected.needed_walltime}}}}} or more nodes",
         )
     ]
+
+
+def launch_tables(plan: Plan, benchmarks: Iterable[str]) -> str:
+    """The dry run's launch of each planned benchmark's runs, as its launcher renders it from run 0's spec (the line a
+    site reviews: ``srun ... --container-image ...``, ``docker run ...``); ``mlperf-wf job run`` runs it between the
+    steps around it (the preflight, the node check, the page-cache drop, the MLLOG merge)."""
+    lines = []
+    for name in benchmarks:
+        try:
+            spec = plan.train_spec(name, 0)
+        except ConfigError:
+            continue  # a preflight problem says why
+        where = f"{spec.geometry.nodes} node{'s' if spec.geometry.nodes > 1 else ''} x {spec.geometry.gpus_per_node} GPUs"
+        lines += [f"{name} ({spec.launcher}, {where}; the other runs differ in seed and run folder):", f"  {launchers.launcher_for(spec).command(spec)}"]
+    return "\n".join(["launch of the full-scale runs (mlperf-wf job run starts it from each run's spec):", *lines]) if lines else ""
 
 
 def time_tables(plan: Plan, benchmarks: Iterable[str]) -> str:
