@@ -3,10 +3,10 @@
     MLPERF_WF_TEST_CPU=/tmp/costs.jsonl make test
     python bench/test_costs.py /tmp/costs.jsonl [--top 30]
 
-Each line of the file is one test's CPU (its pytest process and the children it waited for; a session or module
-fixture's set-up counts in the first test that uses it) and wall seconds, written by ``tests/conftest.py``. Processes
-that are not the test's children (the cluster in a box's jobs under slurmd, the Docker engine's containers) are not
-counted: the machine's own total (``/proc/stat``) is printed beside it when ``--machine`` names a sampled file.
+Each line of the file is one test's CPU and wall seconds, written by ``tests/conftest.py`` (a session or module
+fixture's set-up counts in the first test that uses it). As root, each pytest process counts through a cgroup of its
+own: every process it started, the cluster in a box's jobs under slurmd included (the Docker engine's containers,
+which runc puts in the engine's cgroups, are not); elsewhere, its process and the children it waited for.
 """
 
 from __future__ import annotations
@@ -30,7 +30,8 @@ def main() -> None:
         entry[1] += test["wall"]
         entry[2] += 1
     total_cpu, total_wall = sum(t["cpu"] for t in tests), sum(t["wall"] for t in tests)
-    print(f"{len(tests)} tests: {total_cpu:.0f} CPU s, {total_wall:.0f} wall s summed over the workers")
+    counted = sorted({test.get("counted", "children") for test in tests})
+    print(f"{len(tests)} tests: {total_cpu:.0f} CPU s ({', '.join(counted)}), {total_wall:.0f} wall s summed over the workers")
     print(f"{'CPU s':>8} {'share':>6} {'wall s':>8} {'tests':>5}  module")
     for module, (cpu, wall, count) in sorted(by_module.items(), key=lambda item: -item[1][0])[: args.top]:
         print(f"{cpu:8.0f} {cpu / total_cpu:6.1%} {wall:8.0f} {count:5d}  {module}")

@@ -102,19 +102,56 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)  # the generator it started too
         proc.wait()
+    for group in filter(None, _CPU_CGROUP):
+        try:  # back to the hierarchy's root, then the process's own cgroup goes (unless a process it started still runs)
+            (group.parent.parent / "cgroup.procs").write_text(str(os.getpid()))
+            group.rmdir()
+        except OSError:
+            pass
 
 
 CPU_COSTS = os.environ.get("MLPERF_WF_TEST_CPU")
-"""A file to which each test appends its CPU seconds (its process and the children it waited for, its fixtures'
-set-up and tear-down included) and wall seconds, one JSON line: what ``make test`` costs, apart from how loaded the
-machine was (``bench/test_costs.py`` sums it)."""
+"""A file to which each test appends its CPU seconds (its fixtures' set-up and tear-down included) and wall seconds, one
+JSON line: what ``make test`` costs, apart from how loaded the machine was (``bench/test_costs.py`` sums it). Where
+the process may make a cgroup (root, cgroup v1's cpuacct or v2), each pytest process moves into one of its own at its
+start: every process it starts stays there, the cluster in a box's daemons and their jobs included (``counted``:
+``cgroup``); elsewhere, its process and the children it waited for (``counted``: ``children``)."""
+CPU_CGROUP_PARENT = "mlperf-wf-tests"
 
 
-def _cpu_seconds() -> float:
+def _own_cpu_cgroup() -> Path | None:
+    """A new cgroup of this process (``<v1 cpuacct or v2 root>/mlperf-wf-tests/<pid>``), this process moved into it;
+    None where none can be made."""
+    for root, usage in ((Path("/sys/fs/cgroup/cpuacct"), "cpuacct.usage"), (Path("/sys/fs/cgroup"), "cpu.stat")):
+        if not (root / usage).exists() and not (root / "cgroup.controllers").exists():
+            continue
+        group = root / CPU_CGROUP_PARENT / str(os.getpid())
+        try:
+            group.mkdir(parents=True, exist_ok=True)
+            (group / "cgroup.procs").write_text(str(os.getpid()))
+            return group
+        except OSError:
+            return None
+    return None
+
+
+_CPU_CGROUP: list[Path | None] = []
+"""This process's cgroup (:func:`_own_cpu_cgroup`), made at its first test."""
+
+
+def _cpu_seconds() -> tuple[float, str]:
     import resource
 
+    if not _CPU_CGROUP:
+        _CPU_CGROUP.append(_own_cpu_cgroup())
+    group = _CPU_CGROUP[0]
+    if group is not None:
+        if (group / "cpuacct.usage").exists():
+            return int((group / "cpuacct.usage").read_text()) / 1e9, "cgroup"
+        stat = dict(line.split() for line in (group / "cpu.stat").read_text().splitlines())
+        return int(stat["usage_usec"]) / 1e6, "cgroup"
     own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime, "children"
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -124,9 +161,10 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem):
         return
     import json
 
-    cpu, wall, started = _cpu_seconds(), time.monotonic(), time.time()
+    (cpu, _), wall, started = _cpu_seconds(), time.monotonic(), time.time()
     yield
-    cost = {"test": item.nodeid, "cpu": round(_cpu_seconds() - cpu, 2), "wall": round(time.monotonic() - wall, 2)}
+    spent, counted = _cpu_seconds()
+    cost = {"test": item.nodeid, "cpu": round(spent - cpu, 2), "wall": round(time.monotonic() - wall, 2), "counted": counted}
     cost.update(worker=os.environ.get("PYTEST_XDIST_WORKER", "main"), started=round(started, 1))
     with open(CPU_COSTS, "a") as log:
         log.write(json.dumps(cost) + "\n")
