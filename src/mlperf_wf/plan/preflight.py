@@ -49,7 +49,7 @@ from mlperf_wf.errors import ConfigError
 from mlperf_wf.kinds import Scale
 from mlperf_wf.plan import launch, published, sizing
 from mlperf_wf.plan.plan import FETCHED_DIR, TINY_PLATFORM, Plan
-from mlperf_wf.plan.shell_wrap import filled
+from mlperf_wf.plan.shell_wrap import filled, wrap
 from mlperf_wf.run import launchers
 
 R2_CREDENTIALS = (("MLPERF_WF_CF_ACCESS_CLIENT_ID", "MLPERF_WF_CF_ACCESS_CLIENT_SECRET"), ("MLPERF_WF_CF_ACCESS_TOKEN",))
@@ -380,7 +380,9 @@ def launch_tables(plan: Plan, benchmarks: Iterable[str]) -> str:
         except ConfigError:
             continue  # a preflight problem says why
         where = f"{spec.geometry.nodes} node{'s' if spec.geometry.nodes > 1 else ''} x {spec.geometry.gpus_per_node} GPUs"
-        lines += [f"{name} ({spec.launcher}, {where}; the other runs differ in seed and run folder):", f"  {launchers.launcher_for(spec).command(spec)}"]
+        # wrapped as Snakemake's printed commands are (mlperf_wf.plan.shell_wrap: the shell reads the same command)
+        command = wrap(launchers.launcher_for(spec).command(spec), first=2)
+        lines += [f"{name} ({spec.launcher}, {where}; the other runs differ in seed and run folder):", f"  {command}"]
     return "\n".join(["launch of the full-scale runs (mlperf-wf job run starts it from each run's spec):", *lines]) if lines else ""
 
 
