@@ -126,6 +126,13 @@ def _own_cpu_cgroup() -> Path | None:
         if not (root / usage).exists() and not (root / "cgroup.controllers").exists():
             continue
         group = root / CPU_CGROUP_PARENT / str(os.getpid())
+        for left in (root / CPU_CGROUP_PARENT).glob("[0-9]*"):
+            if Path("/proc", left.name).exists():
+                continue  # its pytest process runs (another worker of this session)
+            try:  # an earlier session's, empty once what it started ended (rmdir refuses a cgroup with a process)
+                left.rmdir()
+            except OSError:
+                pass
         try:
             group.mkdir(parents=True, exist_ok=True)
             (group / "cgroup.procs").write_text(str(os.getpid()))
