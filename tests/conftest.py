@@ -122,8 +122,9 @@ CPU_CGROUP_PARENT = "mlperf-wf-tests"
 def _own_cpu_cgroup() -> Path | None:
     """A new cgroup of this process (``<v1 cpuacct or v2 root>/mlperf-wf-tests/<pid>``), this process moved into it;
     None where none can be made."""
-    for root, usage in ((Path("/sys/fs/cgroup/cpuacct"), "cpuacct.usage"), (Path("/sys/fs/cgroup"), "cpu.stat")):
-        if not (root / usage).exists() and not (root / "cgroup.controllers").exists():
+    # v1's cpuacct hierarchy (its cpuacct.usage), else v2's unified one (its cgroup.controllers): what _cpu_seconds reads
+    for root, marker in ((Path("/sys/fs/cgroup/cpuacct"), "cpuacct.usage"), (Path("/sys/fs/cgroup"), "cgroup.controllers")):
+        if not (root / marker).exists():
             continue
         group = root / CPU_CGROUP_PARENT / str(os.getpid())
         for left in (root / CPU_CGROUP_PARENT).glob("[0-9]*"):
