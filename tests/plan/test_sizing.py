@@ -233,6 +233,23 @@ def test_closed_rules_on_planned_values_are_the_checker_s_expressions():
     assert [(c.key, c.held) for c in checks] == [("global_batch_size", False), ("opt_base_learning_rate", False)]
 
 
+def test_closed_rules_run_through_the_checker_with_the_state_its_post_code_derives():
+    """dlrmv4's learning-rate band is set by the ``POST`` of global_batch_size (6.1.0's closed_dlrmv4.yaml): only the
+    checker's own run of the rule files (BEGIN, POST, CHECK in log order) can evaluate it on the planned values."""
+    reference = 1e-6 * 16384 / 8192
+    for lr, held in ((reference, True), (reference * 1.4, True), (reference * 1.6, False), (reference * 0.4, False)):
+        checks = sizing.rule_checks("dlrmv4", "6.1.0", {"global_batch_size": 16384, "opt_base_learning_rate": lr})
+        assert [(c.key, c.held) for c in checks] == [("global_batch_size", True), ("opt_base_learning_rate", held)], lr
+    # the log the checker read: the keys it picks its rule files by, then the batch its POST derives from
+    keys = [json.loads(line.split(":::MLLOG ", 1)[1])["key"] for line in sizing.planned_log("dlrmv4", {"opt_base_learning_rate": 1e-6, "global_batch_size": 8})]
+    assert keys == ["submission_division", "submission_benchmark", "global_batch_size", "opt_base_learning_rate"]
+
+
+def test_a_benchmark_rule_replaces_the_common_rule_of_its_key_as_in_the_checker():
+    for key in ("global_batch_size", "opt_base_learning_rate"):
+        assert [rule["NAME"] for rule in sizing._effective_key_rules("dlrmv4", "6.1.0")].count(key) == 1
+
+
 @pytest.mark.slow
 def test_the_dry_run_prints_the_table_with_the_deviation(tmp_path):
     workdir = tmp_path / "project"

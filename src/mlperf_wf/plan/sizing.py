@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import importlib
 import json
 import logging
 import math
@@ -23,6 +24,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from functools import cache, cached_property
 from pathlib import Path
+
+from mlperf_logging.compliance_checker import mlp_compliance
 
 from mlperf_wf.config import mlperf_rules, registry
 from mlperf_wf.errors import ConfigError
@@ -391,26 +394,80 @@ class RuleCheck:
 
 
 def rule_checks(benchmark: str, ruleset: str, values: Mapping[str, object]) -> list[RuleCheck]:
-    """The round's closed ``CHECK`` of each key in ``values``, evaluated as the compliance checker evaluates it
-    (``v['value']``, and ``s`` holding the plan's other values, e.g. ``s['global_batch_size']``)."""
+    """The round's closed ``CHECK`` of each key in ``values``, from mlperf-logging's compliance checker run on a log of
+    the planned values (:func:`planned_log`): the checker picks the rule files as for a run's log (``common.yaml``, then
+    the closed division's and the benchmark's, the benchmark's replacing a common rule of the same key), runs their
+    ``BEGIN`` and ``POST`` code and evaluates each ``CHECK`` on the logged value. An expression the checker could not
+    evaluate on these values alone (it needs what only the run logs) is ``held=None``."""
+    failed, unevaluated = _checker_messages(benchmark, ruleset, values)
     checks = []
-    state = dict(values)
-    for key in mlperf_rules.key_rules(benchmark, ruleset, "closed"):
+    for key in _effective_key_rules(benchmark, ruleset):
         name = key.get("NAME")
         if name not in values or "CHECK" not in key:
             continue
-        expressions = key["CHECK"] if isinstance(key["CHECK"], list) else [key["CHECK"]]
-        for expression in expressions:
-            checks.append(RuleCheck(name, values[name], " ".join(str(expression).split()), _evaluate(str(expression), values[name], state)))
+        for expression in key["CHECK"] if isinstance(key["CHECK"], list) else [key["CHECK"]]:
+            rule = " ".join(str(expression).split())
+            held = None if (name, rule) in unevaluated else (name, rule) not in failed
+            checks.append(RuleCheck(name, values[name], rule, held))
     return checks
 
 
-def _evaluate(expression: str, value: object, state: dict) -> bool | None:
-    scope = {"v": {"value": value, "metadata": {}}, "s": state, "math": math, "is_integer": lambda x: float(x).is_integer(), "ll": {}}
-    try:
-        return bool(eval(expression, {"__builtins__": {"abs": abs, "min": min, "max": max, "round": round, "int": int, "float": float, "len": len}}, scope))
-    except Exception:
-        return None
+def _effective_key_rules(benchmark: str, ruleset: str) -> list[dict]:
+    """The closed KEY rules the checker applies to ``benchmark``'s log: a later file's rule of a key replaces an
+    earlier file's (the checker drops the earlier file's messages of that key)."""
+    rules: dict[str, dict] = {}
+    for key in mlperf_rules.key_rules(benchmark, ruleset, "closed"):
+        if key.get("NAME"):
+            rules.pop(key["NAME"], None)
+            rules[key["NAME"]] = key
+    return list(rules.values())
+
+
+def planned_log(benchmark: str, values: Mapping[str, object]) -> list[str]:
+    """The MLLOG lines a run of ``benchmark`` logs for ``values`` in the closed division: the submission keys the
+    checker picks its rule files by, then ``global_batch_size`` (the rules derive others from it in its ``POST``), then
+    the other values."""
+    planned = {key: values[key] for key in sorted(values, key=lambda key: key != "global_batch_size")}
+    ordered = {"submission_division": "closed", "submission_benchmark": benchmark, **planned}
+    return [
+        ":::MLLOG " + json.dumps({"namespace": "", "time_ms": index, "event_type": "POINT_IN_TIME", "key": key, "value": value, "metadata": {}})
+        for index, (key, value) in enumerate(ordered.items())
+    ]
+
+
+def _checker_messages(benchmark: str, ruleset: str, values: Mapping[str, object]) -> tuple[set[tuple[str, str]], set[tuple[str, str]]]:
+    """(key, expression) pairs the checker found false, and those it could not evaluate, on :func:`planned_log`."""
+    parser = importlib.import_module(f"mlperf_logging.compliance_checker.mlp_parser.ruleset_{ruleset.replace('.', '')}")
+    loglines, errors = parser.parse_generator(planned_log(benchmark, values))
+    if errors:
+        raise ValueError(f"the planned values of {benchmark} make log lines the checker cannot parse: {errors[0]}")
+    checker = _EveryMessage(ruleset)
+    mlp_compliance.enqueued_configs.clear()
+    with quiet():
+        checker.check_loglines(loglines, f"{USAGE}_{ruleset}/common.yaml")
+    failed, unevaluated = set(), set()
+    for key, message in checker.messages:
+        if message.startswith("CHECK for ") and "\nfailed test: " in message:
+            failed.add((key, " ".join(message.split("\nfailed test: ", 1)[1].split("\ncurrent context", 1)[0].split())))
+        elif message.startswith("Failed executing CHECK code:"):
+            unevaluated.add((key, " ".join(message.split("\n", 2)[1].split())))
+    return failed, unevaluated
+
+
+class _EveryMessage(mlp_compliance.ComplianceChecker):
+    """mlperf-logging's compliance checker keeping every message it puts (its own keeps the last of each key, so a key
+    with two false expressions would report one); it still drops a key's messages where a later rule file replaces
+    that key's rule."""
+
+    def __init__(self, ruleset: str) -> None:
+        super().__init__(USAGE, ruleset, quiet=True, werror=False)
+        self.messages: list[tuple[str | None, str]] = []
+
+    def put_message(self, msg, key=None):
+        self.messages.append((key, msg))
+
+    def overwrite_messages(self, keys):
+        self.messages = [(key, msg) for key, msg in self.messages if key not in keys]
 
 
 # ---- the forecast of a campaign ----
