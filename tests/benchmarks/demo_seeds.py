@@ -92,7 +92,7 @@ def run_seed(workdir: Path, name: str, seed: int, env: dict[str, str] | None = N
     """Run 0's train command of ``name`` in ``workdir`` (its inputs made: :func:`train_inputs`, or a finished
     campaign) at ``seed``, with ``env`` added, into ``demo-seeds/<name>/<seed>.txt``."""
     plan = Plan(WorkflowConfig(benchmarks=[name], runs=1), ROOT, workdir)
-    command = shlex.split(plan.train_job(name, 0).command)
+    command = shlex.split(plan.of(name).train_job(0).command)
     result = workdir / "demo-seeds" / name / f"{seed}.txt"  # beside the campaign's results, which other tests read
     result.parent.mkdir(parents=True, exist_ok=True)
     result.unlink(missing_ok=True)

@@ -42,7 +42,7 @@ def test_the_full_scale_dry_run_shows_the_launch_its_launcher_starts(full_dry_ru
     ran = full_dry_runs(name)
     monkeypatch.chdir(ran.folder)  # where Snakemake planned it (-d): the mounts are its folders
     config = {**yaml.safe_load((ran.folder / "config" / "config.yaml").read_text()), "scale": "full"}
-    spec = planning.Plan(WorkflowConfig.parse(config), ROOT, workdir=ran.folder).train_spec(name, 0)
+    spec = planning.Plan(WorkflowConfig.parse(config), ROOT, workdir=ran.folder).of(name).train_spec(0)
     shown = ran.output.split("\nlaunch of the full-scale runs", 1)[-1].splitlines()
     assert f"  {launchers.launcher_for(spec).command(spec)}" in shown, ran.output[-3000:]
     assert any(line.startswith(f"{name} ({spec.launcher}, ") for line in shown)

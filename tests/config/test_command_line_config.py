@@ -58,7 +58,7 @@ def test_every_key_means_the_same_from_config_and_configfile(entry):
 def test_a_batch_size_from_the_command_line_plans_like_one_from_a_file():
     config = status.load_config(ROOT, ["scale=full", "benchmarks=[llama31_8b]", "full_hyperparameters={llama31_8b: {global_batch_size: 64}}"])
     assert config["full_hyperparameters"]["llama31_8b"]["global_batch_size"] == 64
-    line = planning.load(config, project_root=ROOT).train_job("llama31_8b", 0).command
+    line = planning.load(config, project_root=ROOT).of("llama31_8b").train_job(0).command
     assert "--gbs 64 --mbs 2" in line
 
 

@@ -95,7 +95,7 @@ def make_plan(workdir: Path, name: str, launcher: str, nodes: int | None = None)
 
 def launch_line(plan: planning.Plan, name: str) -> str:
     """The run's launch line as the plan renders it (run 1)."""
-    return full_scale(plan.bench(name), 1, plan.seed(1), plan.run_paths(name, 1), plan.launch_settings(name), image=plan.container(name))
+    return full_scale(plan.bench(name), 1, plan.seed(1), plan.of(name).run_paths(1), plan.of(name).launch_settings(), image=plan.of(name).container())
 
 
 def built_from(bench: registry.BenchmarkDef, declared: str) -> bool:
@@ -127,7 +127,7 @@ def set_by_plan(bench: registry.BenchmarkDef, files: dict[str, Path], workdir: P
     launchers = ("srun ", "salloc ", "torchrun ", "accelerate launch ", "mpirun ", "docker run ", "sbatch ")
     both = {item for item in pyxis if item in docker and not item.startswith(launchers)}
     found = both | {item for item in pyxis if item.startswith(launchers[:5])} | {item for item in docker if item.startswith("docker run ")}
-    resources = pyxis_plan.train_job(name, 1).resources
+    resources = pyxis_plan.of(name).train_job(1).resources
     found |= {f"sbatch {flag}" for flag, resource in SBATCH_FROM_RESOURCES.items() if getattr(resources, resource)}
     ours = ROOT / "src/mlperf_wf/benchmarks" / name / "container" / "Dockerfile"
     if ours.is_file():

@@ -269,7 +269,7 @@ def test_a_site_argument_replacing_a_value_the_plan_derives_from_the_batch_is_a_
     arguments = {"--learning_rate": "1.5e-4", "--eval_steps": "10", "--max_seq_len": "512"}
     config = {**defaults, "scale": "full", "full_arguments": {"llama2_70b_lora": arguments}}
     plan = planning.Plan(WorkflowConfig.parse(config), project_root=ROOT, workdir=tmp_path)
-    assert "--learning_rate 1.5e-4 " in plan.train_job("llama2_70b_lora", 0).command
+    assert "--learning_rate 1.5e-4 " in plan.of("llama2_70b_lora").train_job(0).command
     table = preflight.batch_tables(plan, ["llama2_70b_lora"])
     assert (
         "  --learning_rate 1.5e-4  DEVIATION: full_arguments replaces the plan's {hp[opt_base_learning_rate]} "

@@ -92,7 +92,7 @@ def test_under_pyxis_one_srun_task_per_node_drops_it_and_one_failing_node_makes_
 
 def full_job(workdir: Path, name: str, launcher: str, nodes: int = 1) -> str:
     config = {**DEFAULTS, "scale": "full", "launcher": launcher, "full_geometry": {name: {"nodes": nodes}}}
-    return planning.Plan(WorkflowConfig.parse(config), ROOT, workdir=workdir).train_job(name, 0).command
+    return planning.Plan(WorkflowConfig.parse(config), ROOT, workdir=workdir).of(name).train_job(0).command
 
 
 def test_a_two_node_pyxis_run_drops_the_cache_on_each_node_before_its_training_step(tmp_path):

@@ -55,18 +55,18 @@ def rendered(name: str, workdir: Path, specs: dict | None = None) -> dict:
     tiny = make_plan(workdir)
     specs["tiny"] = {"run_3": {}}
     out["tiny"] = {
-        "preprocess_inputs": tiny.preprocess_inputs(name, tiny.shard_names(name)[0]),
-        "preprocess_args": tiny.preprocess_args(name, tiny.shard_names(name)[0]),
-        "shards": tiny.shard_names(name),
-        "train_inputs": tiny.train_inputs(name),
+        "preprocess_inputs": tiny.of(name).preprocess_inputs(tiny.of(name).shard_names()[0]),
+        "preprocess_args": tiny.of(name).preprocess_args(tiny.of(name).shard_names()[0]),
+        "shards": tiny.of(name).shard_names(),
+        "train_inputs": tiny.of(name).train_inputs(),
         "run_3": {launcher: planned_run(make_plan(workdir, launcher=launcher), name, specs["tiny"]["run_3"], launcher) for launcher in ("local", "docker")},
     }
     full = make_plan(workdir, scale="full")
     out["full"] = {
         "download": {dataset: full.download_source_args(dataset) for dataset in sorted(set(full.bench(name).roles_for("prepare").values()))},
-        "shards": full.shard_names(name),
-        "shard_resources": {shard: full.shard_resources(name, shard) for shard in full.shard_names(name)},
-        "train_inputs": full.train_inputs(name),
+        "shards": full.of(name).shard_names(),
+        "shard_resources": {shard: full.of(name).shard_resources(shard) for shard in full.of(name).shard_names()},
+        "train_inputs": full.of(name).train_inputs(),
     }
     specs["full"] = {}
     pinned = {name: {"image": f"registry.example:5000/mlperf/{name}:ref-1", "digest": "sha256:" + "ab" * 32}}
@@ -81,10 +81,10 @@ def rendered(name: str, workdir: Path, specs: dict | None = None) -> dict:
 def planned_run(plan: planning.Plan, name: str, specs: dict, key: str) -> dict:
     """Run 3 of ``name``'s train job as the rules read it (or the one line refusing it); its spec goes to ``specs[key]``."""
     try:
-        job = plan.train_job(name, 3).as_dict()
+        job = plan.of(name).train_job(3).as_dict()
     except ConfigError as err:
         return {"refused": str(err)}
-    specs[key] = plan.job_spec(plan.bench(name), 3).model_dump(mode="json")
+    specs[key] = plan.of(name).job_spec(3).model_dump(mode="json")
     return job
 
 
@@ -155,14 +155,14 @@ def test_full_plan_mounts_every_role_the_runs_read_and_requests_the_geometry(nam
     bench = plan.bench(name)
     if bench.full.geometry.node_split:  # training and generation never share a node: one node cannot split
         with pytest.raises(ConfigError, match=f"^{name}: 1 node cannot split"):
-            plan.train_job(name, 0)
+            plan.of(name).train_job(0)
         return
-    job = plan.train_job(name, 0)
+    job = plan.of(name).train_job(0)
     for role, dataset_id in bench.roles_for("train").items():
         assert f"{tmp_path}/resources/full/datasets/{dataset_id}:{bench.full.mounts[role]}:ro" in job.command
     assert f"{tmp_path}/resources/full/prepared/{name}:{bench.full.mounts['prepared']}:ro" in job.command
     preflight = f"mlperf-wf preflight --benchmark {name} --image {bench.full.container.reference} --platform cpu-tiny || exit 2; "
-    preflight += f"mlperf-wf fresh-run-folder results/{name}/runs/0 || exit 2; {plan.node_check_line(name, 0)}; "
+    preflight += f"mlperf-wf fresh-run-folder results/{name}/runs/0 || exit 2; {plan.of(name).node_check_line(0)}; "
     scratch = [f"{tmp_path}/results/{name}/runs/0/scratch/{area}" for area in bench.full.scratch]
     # per-run scratch is removed once the run succeeded: the launch is then a subshell followed by the removal
     removal = f") && rm -rf results/{name}/runs/0/scratch || exit $?" if scratch else ""
@@ -181,18 +181,18 @@ def test_full_plan_mounts_every_role_the_runs_read_and_requests_the_geometry(nam
 
 def test_tiny_and_full_results_never_share_a_folder(tmp_path):
     tiny, full = make_plan(tmp_path), make_plan(tmp_path, scale="full")
-    assert tiny.report("llama2_70b_lora") == "results/tiny/llama2_70b_lora/report.json"
-    assert full.report("llama2_70b_lora") == "results/llama2_70b_lora/report.json"
+    assert tiny.of("llama2_70b_lora").report() == "results/tiny/llama2_70b_lora/report.json"
+    assert full.of("llama2_70b_lora").report() == "results/llama2_70b_lora/report.json"
     assert tiny.logs_root == "logs/tiny" and full.logs_root == "logs/full"
-    assert tiny.run_file("rgat", 2, "result.txt") == "results/tiny/rgat/runs/2/result.txt"
+    assert tiny.of("rgat").run_file(2, "result.txt") == "results/tiny/rgat/runs/2/result.txt"
 
 
 def test_tiny_run_reads_its_roles_and_overrides(tmp_path):
     plan = make_plan(tmp_path, tiny_hyperparameters={"llama2_70b_lora": {"learning_rate": "1e-3"}})
-    job = plan.train_job("llama2_70b_lora", 0)
+    job = plan.of("llama2_70b_lora").train_job(0)
     assert "--input checkpoint=resources/tiny/datasets/llama2_70b_fused_qkv" in job.command
     assert '--hyperparameters \'{"learning_rate": "1e-3"}\'' in job.command
-    assert plan.hyperparameters("llama2_70b_lora").learning_rate == 1e-3, "YAML reads 1e-3 as text; the typed model makes it a number"
+    assert plan.of("llama2_70b_lora").hyperparameters().learning_rate == 1e-3, "YAML reads 1e-3 as text; the typed model makes it a number"
 
 
 @pytest.mark.parametrize(
@@ -227,10 +227,10 @@ def test_site_image_pins_the_run(workdir):
     tmp_path = workdir
     digest = "sha256:" + "ab" * 32
     plan = make_plan(tmp_path, scale="full", full_container={"rgat": {"image": "registry.example/rgat:ref", "digest": digest}})
-    job = plan.train_job("rgat", 0)
+    job = plan.of("rgat").train_job(0)
     assert job.image == f"registry.example/rgat:ref@{digest}"
     assert f"--image registry.example/rgat:ref@{digest} --platform cpu-tiny || exit 2; " in job.command
-    assert f"/runs/0 || exit 2; {plan.node_check_line('rgat', 0)}; run_status=0; ({launch.drop_page_cache()}; docker run" in job.command
+    assert f"/runs/0 || exit 2; {plan.of('rgat').node_check_line(0)}; run_status=0; ({launch.drop_page_cache()}; docker run" in job.command
 
 
 def test_pyxis_srun_overlaps_the_jobstep_on_one_node_and_runs_straight_from_the_job_on_several(workdir):
@@ -238,25 +238,25 @@ def test_pyxis_srun_overlaps_the_jobstep_on_one_node_and_runs_straight_from_the_
     must overlap that step (else "step creation temporarily disabled" until walltime; tests/workflow/test_slurm.py runs it).
     Several tasks: `mpi` makes the jobstep run the job's shell directly."""
     for nodes, mpi in ((1, None), (2, "srun")):
-        job = make_plan(workdir, scale="full", launcher="pyxis", full_geometry={"llama2_70b_lora": {"nodes": nodes}}).train_job("llama2_70b_lora", 0)
+        job = make_plan(workdir, scale="full", launcher="pyxis", full_geometry={"llama2_70b_lora": {"nodes": nodes}}).of("llama2_70b_lora").train_job(0)
         assert job.resources.mpi == mpi and job.resources.tasks == nodes
         assert f" srun --nodes={nodes} --ntasks-per-node=1 --mpi=none --kill-on-bad-exit=1 --overlap " in job.command
         assert 'scontrol show hostnames "${SLURM_JOB_NODELIST:-$(squeue -h -j "$SLURM_JOB_ID" -o %N)}"' in job.command
 
 
 def test_declared_host_memory_reaches_the_scheduler(workdir):
-    rgat = make_plan(workdir, scale="full").train_job("rgat", 0)
+    rgat = make_plan(workdir, scale="full").of("rgat").train_job(0)
     assert rgat.resources.mem_mb == registry.load_benchmark("rgat").full.geometry.host_memory_gb * 1024 >= 1100 * 1024
-    site = make_plan(workdir, scale="full", full_geometry={"rgat": {"host_memory_gb": "1500"}}).train_job("rgat", 0)
+    site = make_plan(workdir, scale="full", full_geometry={"rgat": {"host_memory_gb": "1500"}}).of("rgat").train_job(0)
     assert site.resources.mem_mb == 1500 * 1024
-    assert make_plan(workdir, scale="full").train_job("llama2_70b_lora", 0).resources.mem_mb == 0  # not declared: the partition's
+    assert make_plan(workdir, scale="full").of("llama2_70b_lora").train_job(0).resources.mem_mb == 0  # not declared: the partition's
 
 
 def test_full_scale_runs_get_the_configured_submission_values_and_refuse_the_tiny_platform(workdir, capsys):
     from mlperf_wf.cli import main
 
     plan = make_plan(workdir, scale="full", submission={"org": "acme", "platform": "dgx-h100", "status": "onprem"})
-    job = plan.train_job("rgat", 0)
+    job = plan.of("rgat").train_job(0)
     assert "-e MLPERF_SUBMISSION_ORG=acme -e MLPERF_SUBMISSION_PLATFORM=dgx-h100 -e MLPERF_SUBMISSION_STATUS=onprem" in job.command
     assert "-e MLPERF_SUBMISSION_BENCHMARK=rgat -e MLPERF_SUBMISSION_DIVISION=closed" in job.command
     assert "--platform dgx-h100 ||" in job.command
@@ -293,7 +293,7 @@ def test_the_folder_rgat_creates_before_reading_its_path_is_the_read_only_mount_
     script = Path(bench.full.workdir) / "train_rgnn_multi_gpu.py"
     created = str(script.parent.parent.parent / "data" / "igbh")
     assert created == bench.full.mounts["prepared"]
-    job = make_plan(workdir, scale="full").train_job("rgat", 0)
+    job = make_plan(workdir, scale="full").of("rgat").train_job(0)
     assert f"/prepared/rgat:{created}:ro" in job.command and f"--path {created}/dataset" in job.command
 
 
@@ -303,26 +303,25 @@ def test_common_smk_holds_no_branch_on_scale():
         assert needle not in text, needle
 
 
-def _open_tiny(plan: planning.Plan, name: str) -> None:
-    bench = plan.bench(name)
+def _open_tiny(monkeypatch, name: str) -> None:
+    """Plans made after this take ``name``'s tiny tier as open."""
+    load = registry.load_benchmark
     tiny = registry.TinyTier(division="open", closed_rules_not_met=["max_sequence_length 8192: the tiny model trains on 128"])
-    plan.benchmarks[name] = bench.model_copy(update={"tiny": tiny})
+    monkeypatch.setattr(registry, "load_benchmark", lambda wanted: load(wanted).model_copy(update={"tiny": tiny}) if wanted == name else load(wanted))
 
 
-def test_a_benchmark_whose_closed_rules_cannot_hold_at_tiny_size_runs_its_tiny_tier_open(workdir):
+def test_a_benchmark_whose_closed_rules_cannot_hold_at_tiny_size_runs_its_tiny_tier_open(workdir, monkeypatch):
+    _open_tiny(monkeypatch, "rgat")
     tiny = make_plan(workdir, benchmarks=["llama2_70b_lora", "rgat"])
-    _open_tiny(tiny, "rgat")
-    assert (tiny.division("rgat"), tiny.division("llama2_70b_lora")) == ("open", "closed")
-    assert " --division open " in tiny.train_job("rgat", 0).command
-    assert " --division closed " in tiny.train_job("llama2_70b_lora", 0).command
+    assert (tiny.of("rgat").division(), tiny.of("llama2_70b_lora").division()) == ("open", "closed")
+    assert " --division open " in tiny.of("rgat").train_job(0).command
+    assert " --division closed " in tiny.of("llama2_70b_lora").train_job(0).command
     assert list(tiny.package_groups()) == ["5.1.0-open", "6.1.0-closed"]  # a package per round and division
     alone = make_plan(workdir, benchmarks=["rgat"])
-    _open_tiny(alone, "rgat")
     assert list(alone.package_groups()) == ["5.1.0-open"]
     full = make_plan(workdir, scale="full")
-    _open_tiny(full, "rgat")
-    assert full.division("rgat") == "closed" and "-e MLPERF_SUBMISSION_DIVISION=closed" in full.train_job("rgat", 0).command
-    assert make_plan(workdir, division="open").division("llama2_70b_lora") == "open"
+    assert full.of("rgat").division() == "closed" and "-e MLPERF_SUBMISSION_DIVISION=closed" in full.of("rgat").train_job(0).command
+    assert make_plan(workdir, division="open").of("llama2_70b_lora").division() == "open"
 
 
 @pytest.mark.parametrize(
@@ -395,7 +394,7 @@ def test_the_submission_variables_the_plan_sets_are_the_ones_the_round_patches_r
     spec = importlib.util.spec_from_file_location("hooks_submission", ROOT / "containers" / "hooks" / "mlperf_wf_submission.py")
     hooks = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(hooks)
-    assert set(make_plan(workdir, scale="full").submission_env("rgat")) == set(hooks.VARIABLES.values())
+    assert set(make_plan(workdir, scale="full").of("rgat").submission_env()) == set(hooks.VARIABLES.values())
 
 
 @pytest.mark.parametrize("succeeds", [True, False])
@@ -407,7 +406,7 @@ def test_per_run_scratch_goes_once_the_run_succeeded_and_stays_after_a_failure(w
 
     settings = {"full_container": {}, "submission": {**DEFAULTS["submission"], "platform": "cpu-tiny"}, "node_check": {"enabled": False}}
     plan = make_plan(workdir, scale="full", launcher="local", **settings)
-    command = plan.train_job("llama31_8b", 0).command
+    command = plan.of("llama31_8b").train_job(0).command
     scratch = workdir / "results/llama31_8b/runs/0/scratch"
     assert f"&& rm -rf {Path('results/llama31_8b/runs/0/scratch')}" in command
     launcher = command[command.index("(cd ") : command.rindex(") && rm -rf")]
@@ -456,9 +455,9 @@ def test_the_quality_target_a_reference_reads_is_the_rules_for_the_run_s_round_a
 
     monkeypatch.setattr(mlperf_rules, "quality_target", other_rules)
     plan = make_plan(workdir, scale="full", benchmarks=[name], division="open")
-    command = plan.train_job(name, 0).command
+    command = plan.of(name).train_job(0).command
     assert where.format("0.5") in command.replace('"', "").replace("'", "")
-    assert asked == [(name, plan.ruleset(name), "open")]
+    assert asked == [(name, plan.of(name).ruleset(), "open")]
 
 
 def test_the_package_reads_the_system_description_by_a_path_that_moves_with_the_campaign(workdir):

@@ -249,10 +249,10 @@ def test_a_train_job_that_still_fails_says_why_in_its_own_log(tmp_path):
     for dataset_id in dict.fromkeys(datasets):
         (workdir / plan.verified_record(dataset_id)).parent.mkdir(parents=True, exist_ok=True)
         (workdir / plan.verified_record(dataset_id)).write_text("{}")
-    for shard in plan.shard_dirs(name):
+    for shard in plan.of(name).shard_dirs():
         (workdir / shard).mkdir(parents=True)
-    (workdir / plan.prepared_dataset(name)).mkdir(parents=True)
-    target = plan.run_file(name, 0, "result.txt")
+    (workdir / plan.of(name).prepared_dataset()).mkdir(parents=True)
+    target = plan.of(name).run_file(0, "result.txt")
     proc = snakemake_without_credentials(
         workdir, "--cores", "1", "--no-hooks", target, "--config", "scale=full", "--allowed-rules", "train"
     )  # fmt: skip

@@ -184,24 +184,24 @@ def test_the_three_plans_run_the_rcp_s_hyperparameters_and_an_override_is_a_list
         "dlrm_dcnv2": ("6.0.0", "dlrm_dcnv2_ref_65536", {"opt_base_learning_rate": 0.004}),
     }
     for name, (ruleset, record, values) in expected.items():
-        batch = plan.launch_settings(name).batch
+        batch = plan.of(name).launch_settings().batch
         rcp = shipped_rcps(plan.bench(name).submission_benchmark, ruleset)[record]
         assert batch.split.gbs == rcp["BS"] and not batch.deviations
         for key, value in values.items():
             assert batch.values[key] == rcp["Hyperparams"][key] == value
-    line = " ".join(plan.train_job("llama31_8b", 0).command.split())
+    line = " ".join(plan.of("llama31_8b").train_job(0).command.split())
     assert "--max_lr 0.0008" in line and "--warmup_steps 128" in line and "--gbs 32 --mbs 2" in line  # 4096 samples / 32
-    assert "--optimizer.lr=0.0002" in plan.train_job("flux1", 0).command and "--lr_scheduler.warmup_steps=1600" in plan.train_job("flux1", 0).command
-    assert "--learning_rate 0.004 " in plan.train_job("dlrm_dcnv2", 0).command
+    assert "--optimizer.lr=0.0002" in plan.of("flux1").train_job(0).command and "--lr_scheduler.warmup_steps=1600" in plan.of("flux1").train_job(0).command
+    assert "--learning_rate 0.004 " in plan.of("dlrm_dcnv2").train_job(0).command
     table = preflight.batch_tables(plan, ["llama31_8b"])
     assert "DEVIATION" not in table and "opt_base_learning_rate            0.0008  the RCP's" in table
 
     deviating = status.load_config(ROOT, ["scale=full", "benchmarks=[llama31_8b]", "full_hyperparameters={llama31_8b: {opt_base_learning_rate: 0.0001}}"])
     plan = planning.load(deviating, project_root=ROOT)
-    assert "--max_lr 0.0001" in plan.train_job("llama31_8b", 0).command
+    assert "--max_lr 0.0001" in plan.of("llama31_8b").train_job(0).command
     assert "opt_base_learning_rate            0.0001 (RCP: 0.0008)  DEVIATION from the RCP" in preflight.batch_tables(plan, ["llama31_8b"])
     moved = status.load_config(ROOT, ["scale=full", "benchmarks=[llama31_8b]", "full_hyperparameters={llama31_8b: {global_batch_size: 64}}"])
-    line = planning.load(moved, project_root=ROOT).train_job("llama31_8b", 0).command
+    line = planning.load(moved, project_root=ROOT).of("llama31_8b").train_job(0).command
     assert "--gbs 64 --mbs 2" in line and "--warmup_steps 96" in line and "GBS=64" in line  # 6144 samples / 64
 
 
@@ -438,12 +438,12 @@ def test_a_node_count_the_definition_s_batch_cannot_fill_plans_an_rcp_batch_with
     table = "\n".join(sizing.describe_batch(batch))
     assert "the definition's GBS 8 cannot be made on 8x8 GPUs" in table
     config = status.load_config(ROOT, ["scale=full", "benchmarks=[llama2_70b_lora]", "full_geometry={llama2_70b_lora: {nodes: 8}}"])
-    line = " ".join(planning.load(config, project_root=ROOT).train_job("llama2_70b_lora", 0).command.split())
+    line = " ".join(planning.load(config, project_root=ROOT).of("llama2_70b_lora").train_job(0).command.split())
     assert "--learning_rate 0.001 " in line and "--per_device_train_batch_size 1 --gradient_accumulation_steps 2" in line
     assert "--eval_steps 3 " in line  # the rules' evaluation every 384 samples, at GBS 128
     # the reference's own geometry runs what it ran
     own = planning.load(status.load_config(ROOT, ["scale=full", "benchmarks=[llama2_70b_lora]"]), project_root=ROOT)
-    line = " ".join(own.train_job("llama2_70b_lora", 0).command.split())
+    line = " ".join(own.of("llama2_70b_lora").train_job(0).command.split())
     assert "--learning_rate 0.0004 " in line and "--eval_steps 48 " in line and "--gradient_accumulation_steps 1 " in line
 
 
@@ -488,16 +488,16 @@ def test_a_command_with_literal_batch_flags_shows_what_a_geometry_makes_of_them(
     make GBS 768, whose RCP trained at lr 0.00013, so the dry run's table names the literal value as a deviation; on
     the reference's own node there is none."""
     own = planning.load(status.load_config(ROOT, ["scale=full", "benchmarks=[retinanet]"]), project_root=ROOT)
-    batch = own.launch_settings("retinanet").batch
+    batch = own.of("retinanet").launch_settings().batch
     assert batch.split.gbs == 256 and not batch.deviations and batch.coverage.kind == "exact"
     config = status.load_config(ROOT, ["scale=full", "benchmarks=[retinanet]", "full_geometry={retinanet: {nodes: 3}}"])
     plan = planning.load(config, project_root=ROOT)
-    batch = plan.launch_settings("retinanet").batch
+    batch = plan.of("retinanet").launch_settings().batch
     assert batch.split.gbs == 768 and [row.key for row in batch.deviations] == ["opt_base_learning_rate"]
     table = preflight.batch_tables(plan, ["retinanet"])
     assert re.search(r"opt_base_learning_rate +0.0001 \(RCP: 0.00013\)  DEVIATION from the RCP \(literal --lr", table), table
     assert "global_batch_size" in table and "the command's literal per-GPU batch 32 x 24 GPUs" in table
-    assert "--lr 0.0001 " in plan.train_job("retinanet", 0).command  # the command itself is the reference's
+    assert "--lr 0.0001 " in plan.of("retinanet").train_job(0).command  # the command itself is the reference's
 
 
 def test_rcps_that_count_tokens_are_those_of_a_definition_that_gives_tokens_per_sample():

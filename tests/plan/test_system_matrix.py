@@ -57,7 +57,7 @@ def cell(plan: planning.Plan, bench: str) -> str:
     if problems:
         return "refused: " + "; ".join(f"{problem.kind}: {problem.message}" for problem in problems)
     try:
-        job = plan.train_job(bench, 0)
+        job = plan.of(bench).train_job(0)
     except ConfigError as err:
         return f"refused: {err}"
     return f"plan: {job.image}"
@@ -84,12 +84,12 @@ def test_every_benchmark_is_a_plan_or_a_one_line_refusal(workdirs, name):
 
 def test_the_plan_takes_the_variant_that_fits(workdirs):
     h100 = system_plan(workdirs["dgx_h100"], "dgx_h100")
-    assert h100.image_variant("rgat") == "h100"
-    assert h100.container("rgat").image == "mlperf-workflow/rgat:ref-aa344c7-glt910cb55-h100"
+    assert h100.of("rgat").image_variant() == "h100"
+    assert h100.of("rgat").container().image == "mlperf-workflow/rgat:ref-aa344c7-glt910cb55-h100"
     assert "rgat: takes image variant h100" in preflight.batch_tables(h100, ["rgat"])
     a100 = system_plan(workdirs["dgx_a100_80gb"], "dgx_a100_80gb")
-    assert a100.image_variant("rgat") is None and a100.container("rgat").dockerfile == "src/mlperf_wf/benchmarks/rgat/container/Dockerfile"
-    assert a100.image_variant("llama31_8b") == "b200"  # the H200 image's TransformerEngine has no sm_80
+    assert a100.of("rgat").image_variant() is None and a100.of("rgat").container().dockerfile == "src/mlperf_wf/benchmarks/rgat/container/Dockerfile"
+    assert a100.of("llama31_8b").image_variant() == "b200"  # the H200 image's TransformerEngine has no sm_80
     (problem,) = [p for p in preflight.system_fit_problems(system_plan(workdirs["dgx_b200"], "dgx_b200"), "rgat") if p.kind == "image"]
     assert "sm_100" in problem.message and "variant h100" in problem.message and "CUDA sm_90 (no PTX)" in problem.message
 
@@ -97,15 +97,15 @@ def test_the_plan_takes_the_variant_that_fits(workdirs):
 def test_an_mi300x_system_takes_llama31_8b_s_rocm_image_with_its_devices_and_its_configuration(workdirs):
     """The reference's Dockerfile.mi325 (gfx942: MI300X and MI325X) beside its H200 and B200 images."""
     mi300x = system_plan(workdirs["mi300x"], "mi300x")
-    assert mi300x.image_variant("llama31_8b") == "mi325"
-    assert mi300x.container("llama31_8b").image == "mlperf-workflow/llama31_8b:ref-aa344c7-rocm6.4-patches1"
-    command = mi300x.train_job("llama31_8b", 0).command
+    assert mi300x.of("llama31_8b").image_variant() == "mi325"
+    assert mi300x.of("llama31_8b").container().image == "mlperf-workflow/llama31_8b:ref-aa344c7-rocm6.4-patches1"
+    command = mi300x.of("llama31_8b").train_job(0).command
     assert "--device=/dev/kfd" in command and " --gpus " not in command, command
     assert "NVTE_FUSED_ATTN_CK=1" in command and "MLPERF_CONFIG_FILENAME=config_MI325X_1x8x1_8b.sh" in command, command
     assert "llama31_8b: takes image variant mi325" in preflight.batch_tables(mi300x, ["llama31_8b"])
     h100 = system_plan(workdirs["dgx_h100"], "dgx_h100")
-    h100_command = h100.train_job("llama31_8b", 0).command
-    assert h100.image_variant("llama31_8b") is None and "/dev/kfd" not in h100_command and "NVTE_FUSED_ATTN_CK" not in h100_command
+    h100_command = h100.of("llama31_8b").train_job(0).command
+    assert h100.of("llama31_8b").image_variant() is None and "/dev/kfd" not in h100_command and "NVTE_FUSED_ATTN_CK" not in h100_command
     assert "MLPERF_CONFIG_FILENAME=config_H200_1x8x1_8b.sh" in h100_command
 
 
@@ -118,8 +118,8 @@ def test_an_mi355x_system_takes_gpt_oss_20b_s_rocm_image_with_the_mi355x_configu
     (tmp_path / "config" / "systems" / "mi355x.yaml").write_text(system.description_text(system.describe(mi355x, "mi355x")))
     config = {**DEFAULTS, "scale": "full", "submission": {**DEFAULTS["submission"], "platform": "mi355x"}}
     plan = planning.Plan(WorkflowConfig.parse(config), project_root=ROOT, workdir=tmp_path)
-    assert plan.image_variant("gpt_oss_20b") == "mi355"
-    command = plan.train_job("gpt_oss_20b", 0).command
+    assert plan.of("gpt_oss_20b").image_variant() == "mi355"
+    command = plan.of("gpt_oss_20b").train_job(0).command
     assert "--device=/dev/kfd" in command and " --gpus " not in command, command
     assert "EXP=/workspace/code/conf/gpt_oss_20B-pretrain.yaml" in command and "PRIMUS_FP8_RECIPE=hybrid" in command, command
     assert "PRIMUS_TURBO_ENABLED" not in command and "PRIMUS_BF16" not in command, command
@@ -166,7 +166,7 @@ def test_a_description_without_hardware_changes_nothing(workdirs, tmp_path):
     plan = planning.Plan(WorkflowConfig.parse(config), project_root=ROOT, workdir=folder)
     assert plan.system_hardware is None
     assert all(preflight.system_fit_problems(plan, bench) == [] for bench in registry.benchmark_names())
-    assert plan.container("rgat") == registry.load_benchmark("rgat").full.container
+    assert plan.of("rgat").container() == registry.load_benchmark("rgat").full.container
 
 
 def image_table() -> str:
@@ -202,11 +202,11 @@ def test_the_preflight_names_the_benchmark_the_images_and_the_system(workdirs):
 def test_the_plan_sizes_the_micro_batch_to_the_system_s_gpu_memory(workdirs):
     """llama31_8b's configuration is the H200's (141 GB, micro batch 2): on 80 GB GPUs the plan takes a micro batch of
     1 and accumulates the rest, as `mlperf-wf size --gpu-memory-gib` does; GPUs of the reference's memory keep its."""
-    a100 = system_plan(workdirs["dgx_a100_80gb"], "dgx_a100_80gb").launch_settings("llama31_8b").batch
+    a100 = system_plan(workdirs["dgx_a100_80gb"], "dgx_a100_80gb").of("llama31_8b").launch_settings().batch
     assert (a100.max_micro_batch, a100.split.micro_batch, a100.split.accumulation) == (1, 1, 4)
     tables = preflight.batch_tables(system_plan(workdirs["dgx_a100_80gb"], "dgx_a100_80gb"), ["llama31_8b"])
     assert "micro batch at most 1: the GPUs' 80.0 GiB against the 141 GiB the reference ran micro batch 2 on" in tables
-    b200 = system_plan(workdirs["dgx_b200"], "dgx_b200").launch_settings("llama31_8b").batch
+    b200 = system_plan(workdirs["dgx_b200"], "dgx_b200").of("llama31_8b").launch_settings().batch
     assert (b200.max_micro_batch, b200.split.micro_batch) == (2, 2)
     # an H200 sold as 141 GB reports 143,771 MiB (140.4 GiB) in nvidia-smi: the reference's own GPU keeps its micro batch
     assert sizing.micro_batch_limit(registry.load_benchmark("llama31_8b").full.sizing, 143_771 / 1024) == 2
@@ -245,7 +245,7 @@ def node_cell(plan: planning.Plan, bench: str) -> tuple[str, str]:
     problems = [p for p in [*preflight.plan_problems(plan, [bench], datasets=[], environ={})] if p.kind in FIT_KINDS]
     if problems:
         return "refused: " + ", ".join(dict.fromkeys(p.kind for p in problems)), "; ".join(str(p) for p in problems)
-    batch = plan.launch_settings(bench).batch
+    batch = plan.of(bench).launch_settings().batch
     if batch is None:
         return "plan (batch of its command)", "plan"
     count = len(batch.deviations)
@@ -272,7 +272,7 @@ def test_every_cell_of_every_node_count_is_a_plan_the_closed_rules_and_rcps_pass
             assert "\n" not in whole and bench in whole and len(whole) > 40, f"{where}: {whole}"
             continue
         plans += 1
-        batch = pinned_plan(tmp_path / f"{node}-{nodes}", node, nodes).launch_settings(bench).batch
+        batch = pinned_plan(tmp_path / f"{node}-{nodes}", node, nodes).of(bench).launch_settings().batch
         if batch is None:
             continue
         # every planned value the round's closed rules check holds: mlperf-logging's checker run on the log of the

@@ -189,7 +189,7 @@ def prepare(
     for rehearsal in rehearsals:
         records = workdir / "rehearsal" / rehearsal.benchmark
         records.mkdir(parents=True, exist_ok=True)
-        (records / probe.PLAN_FILE).write_text(json.dumps(plan_facts(plan.train_job(rehearsal.benchmark, 0).command), indent=1))
+        (records / probe.PLAN_FILE).write_text(json.dumps(plan_facts(plan.of(rehearsal.benchmark).train_job(0).command), indent=1))
     if prepared:
         return configfile
     for rehearsal in rehearsals:
@@ -201,15 +201,15 @@ def prepare(
     for rehearsal in rehearsals:
         written_by_rehearsal = getattr(module(rehearsal.benchmark), "prepared", None)
         if written_by_rehearsal:  # a full preparation that verifies the real content by hash (qwen35_397b_grpo)
-            written_by_rehearsal(workdir / plan.prepared_dir(rehearsal.benchmark))
+            written_by_rehearsal(workdir / plan.of(rehearsal.benchmark).prepared_dir())
         else:
-            targets.append(plan.prepared_dataset(rehearsal.benchmark))
+            targets.append(plan.of(rehearsal.benchmark).prepared_dataset())
         bench = plan.bench(rehearsal.benchmark)
         made = made_in_image(rehearsal.benchmark)
         targets += [plan.verified_record(dataset_id) for dataset_id in bench.roles_for("train").values() if dataset_id not in made]
         if launcher == "pyxis" and site is None:
             records = workdir / "rehearsal" / rehearsal.benchmark
-            reference = plan.container(rehearsal.benchmark).enroot_reference
+            reference = plan.of(rehearsal.benchmark).container().enroot_reference
             images.build_image(rehearsal, reference, workdir / "box-images", records, (fail or {}).get(rehearsal.benchmark, ""))
     (workdir / "box-images" / "mnt").mkdir(parents=True, exist_ok=True)
     # targets before --allowed-rules, which takes every word after it

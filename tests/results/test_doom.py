@@ -152,9 +152,9 @@ def test_a_run_the_gate_stopped_is_not_started_never_failed_and_the_finished_run
 
 def test_the_plan_puts_the_gate_first_only_with_stop_when_doomed():
     config = status.load_config(ROOT, ["runs=2", f"benchmarks=[{LORA}]"])
-    assert planning.load(config, project_root=ROOT).campaign_gate(LORA, 1) == ""
+    assert planning.load(config, project_root=ROOT).of(LORA).campaign_gate(1) == ""
     config = status.load_config(ROOT, ["runs=2", f"benchmarks=[{LORA}]", "stop_when_doomed=true"])
-    line = planning.load(config, project_root=ROOT).campaign_gate(LORA, 1)
+    line = planning.load(config, project_root=ROOT).of(LORA).campaign_gate(1)
     assert line == f"mlperf-wf campaign-gate --benchmark {LORA} --run 1 --config-file logs/tiny/campaign_config.json || exit $?; "
 
 

@@ -17,10 +17,10 @@ PINNED = {"image": "registry.example:5000/mlperf/gpt3:ref-1", "digest": "sha256:
 
 def test_the_rehearsal_job_is_the_full_scale_job_on_two_nodes_outside_the_results(workdir):  # noqa: F811
     plan = make_plan(workdir, scale="full", launcher="pyxis", full_container={"flux1": PINNED})
-    campaign_nodes, gpus = plan.run_geometry("flux1")
+    campaign_nodes, gpus = plan.of("flux1").run_geometry()
     assert campaign_nodes > 2
-    job = plan.rehearsal_job("flux1", 3)
-    run = plan.train_job("flux1", 0)
+    job = plan.of("flux1").rehearsal_job(3)
+    run = plan.of("flux1").train_job(0)
     assert (job.resources.nodes, job.resources.gres) == (2, f"gpu:{gpus}") and job.image == run.image
     for variable in ("MLPERF_WF_REHEARSAL_STEPS=3", "MLPERF_WF_REHEARSAL_RANKS=/logdir/rehearsal-ranks", "MLPERF_WF_REHEARSAL_INPUTS=prepared=/dataset"):
         assert f"export {variable}" in job.command
@@ -39,8 +39,8 @@ def test_the_rehearsal_job_is_the_full_scale_job_on_two_nodes_outside_the_result
 
 def test_a_benchmark_whose_model_spans_more_than_two_nodes_is_rehearsed_on_the_fewest_that_hold_one_replica(workdir):  # noqa: F811
     plan = make_plan(workdir, scale="full", launcher="pyxis")
-    assert plan.run_geometry("llama31_405b") == (288, 8) and plan.rehearsal_geometry("llama31_405b") == (16, 8)  # 128 GPUs a replica
-    assert plan.rehearsal_geometry("stable_diffusion") == (2, 8)
+    assert plan.of("llama31_405b").run_geometry() == (288, 8) and plan.of("llama31_405b").rehearsal_geometry() == (16, 8)  # 128 GPUs a replica
+    assert plan.of("stable_diffusion").rehearsal_geometry() == (2, 8)
 
 
 def test_a_benchmark_whose_nodes_split_into_roles_in_nvlink_segments_is_rehearsed_on_two_nodes_one_role_each(workdir):  # noqa: F811
@@ -48,29 +48,29 @@ def test_a_benchmark_whose_nodes_split_into_roles_in_nvlink_segments_is_rehearse
     (one node a role) inside one segment, with the config as the campaign's (no rehearsal flag, segments on)."""
     plan = make_plan(workdir, scale="full", launcher="pyxis")
     name = "qwen35_397b_grpo"
-    assert plan.segment_nodes(name) == 8 and f"--segment={plan.segment_nodes(name)}" in plan.train_slurm_extra(name)
-    job = plan.rehearsal_job(name, 3)
+    assert plan.of(name).segment_nodes() == 8 and f"--segment={plan.of(name).segment_nodes()}" in plan.of(name).train_slurm_extra()
+    job = plan.of(name).rehearsal_job(3)
     assert job.resources.nodes == 2 and "++cluster.segment_size=null" in job.command and "++grpo.max_num_steps=3" in job.command
-    assert plan.rehearsal_rank_nodes(name) == 1 and "--segment" not in plan.train_slurm_extra(name, rehearsal=True)
+    assert plan.of(name).rehearsal_rank_nodes() == 1 and "--segment" not in plan.of(name).train_slurm_extra(rehearsal=True)
 
 
 def test_a_one_node_benchmark_is_rehearsed_on_one_node(workdir):  # noqa: F811
     plan = make_plan(workdir, scale="full", launcher="docker", full_container={"retinanet": {**PINNED, "image": "r/retinanet:1"}})
-    assert plan.run_geometry("retinanet")[0] == 1 and plan.rehearsal_job("retinanet", 2).resources.nodes == 1
+    assert plan.of("retinanet").run_geometry()[0] == 1 and plan.of("retinanet").rehearsal_job(2).resources.nodes == 1
 
 
 def test_a_benchmark_whose_one_process_drives_its_node_s_gpus_expects_a_rank_per_launcher_task(workdir):  # noqa: F811
     plan = make_plan(workdir, scale="full", launcher="pyxis", full_container={"bert": {**PINNED, "image": "r/bert:1"}, "flux1": PINNED})
-    assert plan.rehearsal_geometry("bert") == (1, 8) and plan.rehearsal_job("bert", 3).resources.tasks == 1
-    assert plan.rehearsal_ranks_per_node("bert", 3) == 1  # TensorFlow's MirroredStrategy: one process drives the 8 GPUs
-    assert plan.rehearsal_ranks_per_node("flux1", 3) == 8  # torchrun, one task a node, starts a rank per GPU
-    assert plan.rehearsal_ranks_per_node("stable_diffusion", 3) == 8  # srun's per_gpu tasks are the ranks
+    assert plan.of("bert").rehearsal_geometry() == (1, 8) and plan.of("bert").rehearsal_job(3).resources.tasks == 1
+    assert plan.of("bert").rehearsal_ranks_per_node(3) == 1  # TensorFlow's MirroredStrategy: one process drives the 8 GPUs
+    assert plan.of("flux1").rehearsal_ranks_per_node(3) == 8  # torchrun, one task a node, starts a rank per GPU
+    assert plan.of("stable_diffusion").rehearsal_ranks_per_node(3) == 8  # srun's per_gpu tasks are the ranks
 
 
 def test_zero_steps_is_refused_in_one_line(workdir):  # noqa: F811
     plan = make_plan(workdir, scale="full", launcher="pyxis", full_container={"gpt3": PINNED})
     with pytest.raises(planning.ConfigError, match=r"rehearsal steps: 0 is not allowed; give a whole number of training steps >= 1"):
-        plan.rehearsal_job("gpt3", 0)
+        plan.of("gpt3").rehearsal_job(0)
 
 
 QWEN = "qwen35_397b_grpo"
@@ -81,17 +81,17 @@ QWEN_ON_TWO_NODES = {"nodes": 2, "gpus_per_node": 4, "nvlink_segments": False, "
 def test_a_framework_stopped_benchmark_s_rehearsal_appends_its_step_limit_and_the_campaign_s_runs_do_not(workdir):  # noqa: F811
     pinned = {QWEN: {**PINNED, "image": "r/qwen:1"}, "flux1": PINNED}
     plan = make_plan(workdir, scale="full", launcher="pyxis", full_geometry={QWEN: QWEN_ON_TWO_NODES}, full_container=pinned)
-    job, run = plan.rehearsal_job(QWEN, 3), plan.train_job(QWEN, 0)
+    job, run = plan.of(QWEN).rehearsal_job(3), plan.of(QWEN).train_job(0)
     # appended after the reference's own value, which NeMo-RL's Hydra overrides apply in order: the last one holds
     assert re.search(r" \+\+grpo\.max_num_steps=30 .* \+\+grpo\.max_num_steps=3'", job.command), job.command[-600:]
     assert "export MLPERF_WF_REHEARSAL_STOP=framework" in job.command and "export MLPERF_WF_REHEARSAL_STEPS=3" in job.command
     assert "max_num_steps=3'" not in run.command and "MLPERF_WF_REHEARSAL" not in run.command
     # the policy-training node's GPUs are the ranks that step; the generation node's take no optimizer step
-    assert plan.rehearsal_rank_nodes(QWEN) == 1 and plan.rehearsal_stop(QWEN, 3) == "++grpo.max_num_steps=3"
+    assert plan.of(QWEN).rehearsal_rank_nodes() == 1 and plan.of(QWEN).rehearsal_stop(3) == "++grpo.max_num_steps=3"
     # a benchmark the hook stops keeps the default mode, every node's GPUs its ranks
-    torch_job = plan.rehearsal_job("flux1", 3)
-    assert "MLPERF_WF_REHEARSAL_STOP" not in torch_job.command and plan.rehearsal_stop("flux1", 3) == ""
-    assert plan.rehearsal_rank_nodes("flux1") == 2
+    torch_job = plan.of("flux1").rehearsal_job(3)
+    assert "MLPERF_WF_REHEARSAL_STOP" not in torch_job.command and plan.of("flux1").rehearsal_stop(3) == ""
+    assert plan.of("flux1").rehearsal_rank_nodes() == 2
 
 
 def test_a_rehearsal_stop_without_its_steps_is_refused_in_one_line():
@@ -238,8 +238,8 @@ def test_a_rehearsal_s_retry_excludes_the_nodes_its_node_check_named_and_the_cam
     named.write_text("n7\tmatmul: 3.1 TFLOPS is below the expected 400\n")
     (workdir / "results").mkdir()
     (workdir / "results" / "excluded-nodes.txt").write_text("n2\tdata: missing\n")
-    assert plan.train_slurm_extra("flux1", rehearsal=True).endswith("--exclude=n2,n7")
-    assert plan.train_slurm_extra("flux1").endswith("--exclude=n2")
+    assert plan.of("flux1").train_slurm_extra(rehearsal=True).endswith("--exclude=n2,n7")
+    assert plan.of("flux1").train_slurm_extra().endswith("--exclude=n2")
 
 
 def test_the_command_runs_the_campaign_s_profile_and_config_for_the_rehearsal_targets_and_passes_the_rest_on(tmp_path):

@@ -416,4 +416,4 @@ def test_a_rehearsal_is_no_run_of_the_campaign_and_is_scored_nowhere(campaign, p
         scale: status.to_json(status.campaign_status(campaign, config, [LORA], runs_given=True, now=now))["benchmarks"] for scale, config in scales.items()
     }
     assert after == before
-    assert not [path for path in (*plan.run_files(LORA, "result.txt"), plan.report(LORA)) if REHEARSAL_ROOT in Path(path).parts]
+    assert not [path for path in (*plan.of(LORA).run_files("result.txt"), plan.of(LORA).report()) if REHEARSAL_ROOT in Path(path).parts]

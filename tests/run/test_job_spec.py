@@ -55,7 +55,7 @@ def test_every_launcher_renders_the_golden_jobs_from_the_golden_specs(workdir): 
 
 def test_a_spec_reads_back_what_was_written_and_refuses_another_version(workdir, tmp_path):  # noqa: F811
     plan = make_plan(workdir, scale="full", launcher="pyxis", full_geometry={"llama2_70b_lora": {"nodes": 2}})
-    spec = plan.job_spec(plan.bench("llama2_70b_lora"), 1)
+    spec = plan.of("llama2_70b_lora").job_spec(1)
     path = tmp_path / "spec.json"
     spec.write(path)
     assert JobSpec.read(path) == spec
@@ -72,7 +72,7 @@ def test_a_spec_reads_back_what_was_written_and_refuses_another_version(workdir,
 
 def test_a_spec_that_cannot_launch_is_refused_in_one_line(workdir, tmp_path):  # noqa: F811
     plan = make_plan(workdir, scale="full", launcher="docker", full_geometry={"llama2_70b_lora": {"nodes": 1}})
-    raw = json.loads(plan.job_spec(plan.bench("llama2_70b_lora"), 1).model_dump_json())
+    raw = json.loads(plan.of("llama2_70b_lora").job_spec(1).model_dump_json())
     path = tmp_path / "spec.json"
     for changes, said in (
         ({"image": None}, "launcher docker needs an 'image'; only local runs on the host"),

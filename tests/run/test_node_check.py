@@ -209,10 +209,10 @@ def test_every_later_train_job_excludes_the_named_nodes(tmp_path):
     from tests.plan.test_plan import make_plan
 
     plan = make_plan(tmp_path, scale="full")
-    assert plan.train_slurm_extra("llama2_70b_lora") == "--exclusive"
+    assert plan.of("llama2_70b_lora").train_slurm_extra() == "--exclusive"
     excluded = tmp_path / plan.excluded_nodes_file()
     node_check.verdict(tmp_path / "attempt", ["n2", "n3"], excluded)
-    assert plan.train_slurm_extra("llama2_70b_lora") == "--exclusive --exclude=n2,n3"
+    assert plan.of("llama2_70b_lora").train_slurm_extra() == "--exclusive --exclude=n2,n3"
 
 
 def test_the_run_line_holds_a_gpu_to_its_system_descriptions_accelerator_unless_the_site_says_otherwise(tmp_path):
@@ -223,11 +223,11 @@ def test_the_run_line_holds_a_gpu_to_its_system_descriptions_accelerator_unless_
     described = (ROOT / "config/systems/cpu-tiny.yaml").read_text()
     described = described.replace("accelerator_model_name: none (CPU only)", "accelerator_model_name: NVIDIA H100-SXM5-80GB")
     (systems / "cpu-tiny.yaml").write_text(described)  # a whole description, as the plan validates it
-    line = make_plan(tmp_path, scale="full").node_check_line("rgat", 0)
+    line = make_plan(tmp_path, scale="full").of("rgat").node_check_line(0)
     assert " --gpu-matmul-tflops 494.5 " in line and "--matmul-tflops" not in line.replace("--gpu-matmul-tflops", "")
-    line = make_plan(tmp_path, scale="full", node_check={"matmul_tflops_per_device": 300}).node_check_line("rgat", 0)
+    line = make_plan(tmp_path, scale="full", node_check={"matmul_tflops_per_device": 300}).of("rgat").node_check_line(0)
     assert " --matmul-tflops 300 " in line and "--gpu-matmul-tflops" not in line
-    assert make_plan(tmp_path, scale="full", node_check={"enabled": False}).node_check_line("rgat", 0) == ""
+    assert make_plan(tmp_path, scale="full", node_check={"enabled": False}).of("rgat").node_check_line(0) == ""
 
 
 def test_in_the_jobs_strict_shell_a_failing_probe_still_reaches_the_verdict(tmp_path):
@@ -237,7 +237,7 @@ def test_in_the_jobs_strict_shell_a_failing_probe_still_reaches_the_verdict(tmp_
 
     from tests.plan.test_plan import make_plan
 
-    line = make_plan(tmp_path, scale="full", launcher="local").node_check_line("rgat", 0)
+    line = make_plan(tmp_path, scale="full", launcher="local").of("rgat").node_check_line(0)
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}", "OMP_NUM_THREADS": "1"}
     done = subprocess.run(["bash", "-c", f"set -euo pipefail; {line}; echo launched"], cwd=tmp_path, capture_output=True, text=True, env=env)
     assert done.returncode == 1 and "launched" not in done.stdout, done.stderr

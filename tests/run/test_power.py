@@ -129,17 +129,17 @@ def test_power_on_plans_match_their_golden_file_and_power_off_plans_have_no_samp
     name = "llama2_70b_lora"
     on = {"enabled": True, "interval_ms": 500, "node_command": "ipmitool dcmi power reading", "conversion_eff": 0.95}
     tiny = make_plan(workdir, power=on)
-    out = {"tiny/run_3/local": tiny.train_job(name, 3).as_dict()}
-    specs = {"tiny/run_3/local": tiny.job_spec(tiny.bench(name), 3).model_dump(mode="json")}
+    out = {"tiny/run_3/local": tiny.of(name).train_job(3).as_dict()}
+    specs = {"tiny/run_3/local": tiny.of(name).job_spec(3).model_dump(mode="json")}
     pinned = {name: {"image": f"registry.example:5000/mlperf/{name}:ref-1", "digest": "sha256:" + "ab" * 32}}
     for launcher in LAUNCHERS:
         for nodes in (1, 2):
             changes = {"scale": "full", "launcher": launcher, "full_geometry": {name: {"nodes": nodes}}, "full_container": pinned}
             with contextlib.suppress(ConfigError):  # docker, apptainer and local run on one node
                 plan = make_plan(workdir, power=on, **changes)
-                out[f"full/run_3/{launcher}/{nodes}_node"] = plan.train_job(name, 3).as_dict()
-                specs[f"full/run_3/{launcher}/{nodes}_node"] = plan.job_spec(plan.bench(name), 3).model_dump(mode="json")
-                off = make_plan(workdir, **changes).train_job(name, 3)
+                out[f"full/run_3/{launcher}/{nodes}_node"] = plan.of(name).train_job(3).as_dict()
+                specs[f"full/run_3/{launcher}/{nodes}_node"] = plan.of(name).job_spec(3).model_dump(mode="json")
+                off = make_plan(workdir, **changes).of(name).train_job(3)
                 assert "power-sample" not in off.command
     got = matches_golden(portable(out, workdir), f"power_{name}", name)
     matches_golden(portable(specs, workdir), f"power_{name}", name, SPEC_GOLDEN)

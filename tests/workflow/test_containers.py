@@ -163,7 +163,7 @@ def test_the_local_launcher_puts_the_benchmark_s_own_patch_folder_on_pythonpath(
     (tmp_path / "config").symlink_to(ROOT / "config")
     monkeypatch.chdir(tmp_path)
     config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
-    hooks = planning.Plan(WorkflowConfig.parse(config), project_root=ROOT, workdir=tmp_path).host_hooks(name)
+    hooks = planning.Plan(WorkflowConfig.parse(config), project_root=ROOT, workdir=tmp_path).of(name).host_hooks()
     patches = container(name) / "patches"
     modules = sorted(path.stem for path in patches.glob("*.py"))
     if not modules:

@@ -53,7 +53,7 @@ def test_a_full_scale_dry_run_prints_no_line_over_200_characters_and_its_wrapped
     lines = planned_train_lines(unwrapped(proc.stdout), "rgat")
     assert len(lines) == 10
     for run in range(10):
-        assert sum(plan.train_job("rgat", run).command in line for line in lines) == 1, run
+        assert sum(plan.of("rgat").train_job(run).command in line for line in lines) == 1, run
 
 
 def test_a_full_scale_dry_run_lists_the_preflight_problems_before_the_jobs(tmp_path):

@@ -221,9 +221,9 @@ def test_a_pyxis_job_starts_its_own_srun_in_the_allocation(slurm, tmp_path):
 
     config = {**__import__("yaml").safe_load((ROOT / "config/config.yaml").read_text()), "scale": "full", "launcher": "pyxis"}
     plan = planning.Plan(WorkflowConfig.parse(config), ROOT, workdir=tmp_path)
-    job = plan.train_job("llama2_70b_lora", 0)
+    job = plan.of("llama2_70b_lora").train_job(0)
     # the plan's own spec on one node and one GPU, its command the MASTER_ADDR the job's srun sees
-    spec = plan.train_spec("llama2_70b_lora", 0)
+    spec = plan.of("llama2_70b_lora").train_spec(0)
     spec = spec.model_copy(
         update={
             "image": job_spec.Image(reference="registry#image:tag", launched="registry#image:tag"),

@@ -104,7 +104,7 @@ if workflow.is_main_process:
     # so that it judges the logs `mlperf-wf score` reads: their digests are written to a record the report rule reads
     # (Snakemake follows its inputs only, and does not remake a missing report whose consumers are up to date).
     for _name in config["benchmarks"]:
-        _report_file = Path(PLAN.workdir) / PLAN.report(_name)
+        _report_file = Path(PLAN.workdir) / PLAN.of(_name).report()
         if DRY_RUN:
             _report_changed = benchmark_report.changed_since_made(_report_file)
         else:
@@ -144,7 +144,7 @@ config["rounds_checked"] = PLAN.rounds_in_words()
 config["results_in_words"] = (
     front_page.rst(
         PLAN.workdir,
-        [PLAN.report(_name) for _name in config["benchmarks"]]
+        [PLAN.of(_name).report() for _name in config["benchmarks"]]
         + PLAN.finished_reports(),
     )
     if workflow.is_main_process
@@ -279,25 +279,25 @@ def download_source_args(wildcards):
 @signature_once
 def preprocess_inputs(wildcards):
     """Every dataset the shard reads, by role, its verification record, and the earlier shards it reads."""
-    return PLAN.preprocess_inputs(wildcards.benchmark, wildcards.shard)
+    return PLAN.of(wildcards.benchmark).preprocess_inputs(wildcards.shard)
 
 
 @signature_once
 def preprocess_role_args(wildcards):
     """`--input role=folder` arguments of the preprocess command, and `--preparation` when not the default."""
-    return PLAN.preprocess_args(wildcards.benchmark, wildcards.shard)
+    return PLAN.of(wildcards.benchmark).preprocess_args(wildcards.shard)
 
 
 @signature_once
 def preparation_args(wildcards):
     """`--preparation NAME` when the config picks a preparation other than the benchmark's default."""
-    return PLAN.preparation_args(wildcards.benchmark)
+    return PLAN.of(wildcards.benchmark).preparation_args()
 
 
 @signature_once
 def preprocess_shards(wildcards):
     """Every shard folder of the benchmark, the inputs of its dataset tree."""
-    return PLAN.shard_dirs(wildcards.benchmark)
+    return PLAN.of(wildcards.benchmark).shard_dirs()
 
 
 def shard_resource(name):
@@ -305,7 +305,7 @@ def shard_resource(name):
 
     @signature_once
     def resource(wildcards):
-        return PLAN.shard_resources(wildcards.benchmark, wildcards.shard)[name]
+        return PLAN.of(wildcards.benchmark).shard_resources(wildcards.shard)[name]
 
     return resource
 
@@ -318,7 +318,7 @@ def train_inputs(wildcards):
     """The prepared tree and every dataset the runs read directly."""
     if PREFLIGHT:
         PREFLIGHT.saw_benchmark(wildcards.benchmark)
-    return PLAN.train_inputs(wildcards.benchmark)
+    return PLAN.of(wildcards.benchmark).train_inputs()
 
 
 def planned_or_failing(plan_job, benchmark, failing=planning.unplannable_job):
@@ -338,7 +338,7 @@ def planned_or_failing(plan_job, benchmark, failing=planning.unplannable_job):
 def planned_train_job(wildcards):
     """The run's plan (or a job that only fails: `planned_or_failing`)."""
     return planned_or_failing(
-        lambda: PLAN.train_job(wildcards.benchmark, int(wildcards.run)),
+        lambda: PLAN.of(wildcards.benchmark).train_job(int(wildcards.run)),
         wildcards.benchmark,
     )
 
@@ -347,7 +347,7 @@ def planned_train_job(wildcards):
 def train_spec(wildcards):
     """The run's job spec (JSON) that the train job writes and runs (or one that only fails: `planned_or_failing`)."""
     spec = planned_or_failing(
-        lambda: PLAN.train_spec(wildcards.benchmark, int(wildcards.run)),
+        lambda: PLAN.of(wildcards.benchmark).train_spec(int(wildcards.run)),
         wildcards.benchmark,
         planning.unplannable_spec,
     )
@@ -390,14 +390,14 @@ def train_resource(name):
 def planned_rehearsal_job(wildcards):
     """The rehearsal's plan (or a job that only fails: `planned_or_failing`)."""
     return planned_or_failing(
-        lambda: PLAN.rehearsal_job(wildcards.benchmark, int(wildcards.steps)),
+        lambda: PLAN.of(wildcards.benchmark).rehearsal_job(int(wildcards.steps)),
         wildcards.benchmark,
     )
 
 
 def rehearsal_slurm_extra(wildcards, attempt):
     """The train jobs' sbatch flags, and none of the nodes the rehearsal's own node check named (read for a retry)."""
-    return PLAN.train_slurm_extra(wildcards.benchmark, rehearsal=True)
+    return PLAN.of(wildcards.benchmark).train_slurm_extra(rehearsal=True)
 
 
 # ---- inputs a benchmark's own image makes (full.made_in_image) ----
@@ -459,7 +459,7 @@ def train_slurm_extra(wildcards, attempt):
         if "benchmark" in wildcards.keys()
         else PLAN.made_in_image_of(wildcards.dataset)[0]
     )
-    return PLAN.train_slurm_extra(name)
+    return PLAN.of(name).train_slurm_extra()
 
 
 def record_campaign_config():
@@ -479,13 +479,13 @@ def expected_identity(wildcards):
 @signature_once
 def wildcard_ruleset(wildcards):
     """Ruleset of the job's benchmark."""
-    return PLAN.ruleset(wildcards.benchmark)
+    return PLAN.of(wildcards.benchmark).ruleset()
 
 
 @signature_once
 def wildcard_division(wildcards):
     """Division of the job's benchmark (its tiny tier may be open)."""
-    return PLAN.division(wildcards.benchmark)
+    return PLAN.of(wildcards.benchmark).division()
 
 
 @signature_once
@@ -510,7 +510,8 @@ def run_files(file):
 def made_run_files(name, file):
     """`file` of every run of benchmark `name` the workflow makes (a doomed set's runs not started are not made)."""
     return [
-        PLAN.run_file(name, run, file) for run in doom.runs_to_make(PLAN, name, STOPPED)
+        PLAN.of(name).run_file(run, file)
+        for run in doom.runs_to_make(PLAN, name, STOPPED)
     ]
 
 
@@ -549,7 +550,8 @@ def package_change_record(wildcards):
 def power_record(wildcards):
     """The digests of the runs' power logs, where the workflow found them changed since the report read them."""
     return existing(
-        Path(PLAN.report(wildcards.benchmark)).parent / benchmark_report.POWER_RECORD
+        Path(PLAN.of(wildcards.benchmark).report()).parent
+        / benchmark_report.POWER_RECORD
     )
 
 
@@ -566,12 +568,12 @@ def report_args(wildcards, input):
 @signature_once
 def reference_logs_args(wildcards):
     """``--reference-logs FOLDER`` where the config's reference_logs names one for the benchmark."""
-    return PLAN.reference_logs_args(wildcards.benchmark)
+    return PLAN.of(wildcards.benchmark).reference_logs_args()
 
 
 def all_reports():
     """Report of every configured benchmark."""
-    return [PLAN.report(name) for name in config["benchmarks"]]
+    return [PLAN.of(name).report() for name in config["benchmarks"]]
 
 
 def package_group(wildcards):

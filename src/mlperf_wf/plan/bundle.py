@@ -90,7 +90,7 @@ def _image_name(repository: str, digest: str) -> str:
 def _export_images(plan, names: list[str], out: Path, squashfs: bool) -> dict[str, BundledImage]:
     by_digest: dict[str, BundledImage] = {}
     for name in names:
-        container = plan.container(name)
+        container = plan.of(name).container()
         if container.digest in by_digest:
             known = by_digest[container.digest]
             by_digest[container.digest] = BundledImage(**{**asdict(known), "benchmarks": (*known.benchmarks, name)})
@@ -126,7 +126,7 @@ def _verified_datasets(plan, root: Path, names: list[str]) -> list[str]:
     """Every dataset the benchmarks read; each must have been verified in ``root``, except one a job of a benchmark's
     image makes (``made_in_image``: a GPU job, which the site runs itself where it was not made here; carried when it
     was)."""
-    dataset_ids = sorted({dataset_id for name in names for dataset_id in plan.datasets_read(name)})
+    dataset_ids = sorted({dataset_id for name in names for dataset_id in plan.of(name).datasets_read()})
     carried = []
     for dataset_id in dataset_ids:
         if (root / plan.verified_record(dataset_id)).is_file():
@@ -202,16 +202,15 @@ def _pinned(plan, names: list[str], scale: str) -> list[str]:
     """The benchmarks whose full-scale image the bundle carries: every one at full scale, where each must be pinned by
     digest; at tiny scale, whose runs start no pinned image (on the host, or in ``tiny_image``, a userland the site
     makes), those pinned, for a site that also plans full-scale jobs; the others are named on stderr."""
-    pinned = [name for name in names if plan.container(name).digest]
+    pinned = [name for name in names if plan.of(name).container().digest]
     for name in names:
         if name in pinned:
             continue
         if scale == "full":
-            raise BundleError(
-                f"full_container.{name}.digest: unset for {plan.container(name).image}; a bundle carries pinned images only (push the image and set its digest)"
-            )
+            image = plan.of(name).container().image
+            raise BundleError(f"full_container.{name}.digest: unset for {image}; a bundle carries pinned images only (push the image and set its digest)")
         print(f"bundle: {name}: no image carried (full_container.{name}.digest unset; tiny runs start none)", file=sys.stderr)
-    if scale == "tiny" and any(plan.launch_settings(name).launcher == "docker" for name in names):
+    if scale == "tiny" and any(plan.of(name).launch_settings().launcher == "docker" for name in names):
         tiny_image = plan.settings.tiny_image
         print(f"bundle: tiny_image {tiny_image} (launcher: docker) is not carried: a userland the site makes (config/config.yaml, tiny_image)", file=sys.stderr)
     return pinned

@@ -2,7 +2,7 @@
 
 Each run is a job spec (``mlperf_wf.run.job_spec.JobSpec``): :func:`full_scale_spec` and :func:`tiny_spec` fill its
 process (the command with its folder, environment and devices), image, mounts and geometry from the benchmark's
-definition and the config, and the plan (``Plan.job_spec``) adds the steps around the launch and the scheduler request.
+definition and the config, and the plan (``BenchmarkPlan.job_spec``) adds the steps around the launch and the scheduler request.
 The train rule writes the spec and runs it with ``mlperf-wf job run``, where the launcher's class
 (``mlperf_wf.run.launchers``) renders the command. Which launcher is
 chosen by the ``launcher`` config key:
@@ -372,7 +372,7 @@ def geometry_problem(bench: BenchmarkDef, launch: Launch) -> str | None:
 def full_scale_spec(bench: BenchmarkDef, run: int, seed: int, paths: RunPaths, launch: Launch, image: Container | None = None) -> JobSpec:
     """The spec of one full-scale run's launch with the chosen backend (``image``: default the definition's): the
     process, image, mounts and geometry, the page-cache drop and the folders the container binds. The plan adds the
-    other steps and the scheduler request (``Plan.job_spec``)."""
+    other steps and the scheduler request (``BenchmarkPlan.job_spec``)."""
     if launch.launcher not in LAUNCHERS:
         raise ConfigError(f"launcher is {launch.launcher!r}; allowed: {', '.join(LAUNCHERS)}")
     problem = geometry_problem(bench, launch)

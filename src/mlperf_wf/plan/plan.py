@@ -1,7 +1,8 @@
 """The plan: what every job of the workflow reads, writes and runs, for a configuration.
 
-``Plan`` turns (benchmark, run, workflow config) into each job's paths, command line,
-scheduler resources, mounts and environment, at either scale. The Snakefile's
+``Plan`` holds what the campaign shares (its settings, scale, datasets, packages); ``Plan.of(name)`` is the
+``BenchmarkPlan`` of one benchmark, its definition looked up once, which turns (run, workflow config) into each job's
+paths, command line, scheduler resources, mounts and environment, at either scale. The Snakefile's
 ``common.smk`` only hands these to the rules, so everything that depends on the scale or
 the launcher is here, typed and tested without Snakemake (``tests/plan/test_plan.py``).
 
@@ -136,6 +137,7 @@ class Plan:
         self.logs_root = f"logs/{settings.scale}"
         self.benchmarks = {name: registry.load_benchmark(name) for name in registry.benchmark_names()}
         self.power = settings.power
+        self._views: dict[str, BenchmarkPlan] = {}
         self._check_settings()
 
     # ---- checks at parse time ----
@@ -167,36 +169,30 @@ class Plan:
             if not Path(folder).is_dir():
                 raise ConfigError(f"config: reference_logs.{name}: {folder!r} is not a folder; give a folder of :::MLLOG logs (searched recursively)")
         for name in s.benchmarks:
-            self.ruleset(name)
+            self.of(name).ruleset()
         for name, way in s.preparation.items():
             prepare.check_preparation(self.bench(name), way, key=f"config: preparation.{name}")
         for name in self.benchmarks:
-            self.scratch_sizes(name)
-            self.container(name)
-            self.hyperparameters(name)
-            self.extra_mounts(name)
-            launch.override_arguments(self.bench(name), self.bench(name).full.command, self.site_arguments(name))
+            self.of(name).scratch_sizes()
+            self.of(name).container()
+            self.of(name).hyperparameters()
+            self.of(name).extra_mounts()
+            launch.override_arguments(self.bench(name), self.bench(name).full.command, self.of(name).site_arguments())
 
     # ---- rules and runs ----
 
     def bench(self, name: str) -> BenchmarkDef:
         return self.benchmarks[name]
 
-    @cache  # noqa: B019 - one Plan per workflow, alive as long as the process
-    def ruleset(self, name: str) -> str:
-        """Ruleset of a benchmark's runs: ``ruleset``, or its newest round when that is ``latest``."""
-        return mlperf_rules.resolve_ruleset(self.bench(name).submission_benchmark, self.settings.ruleset)
-
-    def division(self, name: str) -> str:
-        """Division of a benchmark's runs: the config's, except that a benchmark whose closed rules cannot hold
-        at tiny size runs its tiny tier as open (its definition's ``tiny.division``)."""
-        if self.scale == Scale.TINY and self.bench(name).tiny.division == "open":
-            return "open"
-        return self.settings.division
+    def of(self, name: str) -> BenchmarkPlan:
+        """The plan of benchmark ``name`` (one per benchmark and plan, so that what it caches is computed once)."""
+        if name not in self._views:
+            self._views[name] = BenchmarkPlan(self, self.bench(name))
+        return self._views[name]
 
     def rounds_in_words(self) -> str:
         """Each configured benchmark's round and division as its runs are checked (the report's front page)."""
-        return "; ".join(f"{name}: ruleset {self.ruleset(name)}, {self.division(name)} division" for name in self.settings.benchmarks)
+        return "; ".join(f"{name}: ruleset {self.of(name).ruleset()}, {self.of(name).division()} division" for name in self.settings.benchmarks)
 
     def system_description(self) -> Path:
         """``config/systems/<submission.platform>.yaml``: the package's system JSON is made from it."""
@@ -227,7 +223,7 @@ class Plan:
         theirs is planned again. A report that cannot be read is left out, with a warning."""
         found = {}
         for name in registry.benchmark_names():
-            path = self.workdir / self.report(name)
+            path = self.workdir / self.of(name).report()
             if name in self.settings.benchmarks or not path.is_file():
                 continue
             try:
@@ -239,7 +235,7 @@ class Plan:
 
     def finished_reports(self) -> list[str]:
         """Reports of :attr:`finished_elsewhere`, by name."""
-        return [self.report(name) for name in sorted(self.finished_elsewhere)]
+        return [self.of(name).report() for name in sorted(self.finished_elsewhere)]
 
     def finished_digests(self, reports: Iterable[str]) -> str:
         """``path:sha256`` of each finished report: a parameter of the jobs that read them, so that one made again
@@ -251,9 +247,9 @@ class Plan:
         one round and one division, so benchmarks that differ in ruleset or division have one each."""
         groups: dict[str, tuple[list[str], list[str]]] = {}
         for name in self.settings.benchmarks:
-            groups.setdefault(f"{self.ruleset(name)}-{self.division(name)}", ([], []))[0].append(self.report(name))
+            groups.setdefault(f"{self.of(name).ruleset()}-{self.of(name).division()}", ([], []))[0].append(self.of(name).report())
         for name, (ruleset, division) in sorted(self.finished_elsewhere.items()):
-            groups.setdefault(f"{ruleset}-{division}", ([], []))[1].append(self.report(name))
+            groups.setdefault(f"{ruleset}-{division}", ([], []))[1].append(self.of(name).report())
         return dict(sorted(groups.items()))
 
     def package_group(self, group: str) -> tuple[list[str], list[str]]:
@@ -275,17 +271,9 @@ class Plan:
         """The checkers' verdicts on the package of ``group``."""
         return f"{self.results_root}/submission/{group}/package_check.json"
 
-    def run_count(self, name: str) -> int:
-        """Runs to make: ``runs``, or the count the rules require."""
-        return self.settings.runs or mlperf_rules.required_runs(self.bench(name).submission_benchmark)
-
     def seed(self, run: int) -> int:
         """Seed of run ``run`` (distinct per run)."""
         return self.settings.seed_base + run
-
-    def hyperparameters(self, name: str) -> hyperparameters.TinyHyperparameters:
-        """The tiny hyperparameters with the config's overrides (checked when the workflow is parsed)."""
-        return hyperparameters.resolve(self.bench(name), self.settings.tiny_hyperparameters.get(name))
 
     @functools.cached_property
     def system_hardware(self) -> Hardware | None:
@@ -297,60 +285,11 @@ class Plan:
             return None
         return system.read_system(path).hardware
 
-    def image_variant(self, name: str) -> str | None:
-        """The image variant the runs of ``name`` take on the probed system (``full.container.variants``): the first
-        that fits where the definition's own image does not; None: the definition's image."""
-        hardware = self.system_hardware
-        return None if hardware is None else system.choose_image(self.bench(name).full.container, hardware)[0]
-
-    def run_definition(self, name: str) -> BenchmarkDef:
-        """The definition the full-scale runs of ``name`` launch: its own, or, where they take an image variant
-        (:meth:`image_variant`), with the variant's vendor (its devices) and its environment over ``full.env``."""
-        bench = self.bench(name)
-        variant = self.image_variant(name)
-        if variant is None:
-            return bench
-        chosen = bench.full.container.variants[variant]
-        env = {key: value for key, value in {**bench.full.env, **chosen.env}.items() if value is not None}
-        full = bench.full.model_copy(update={"accelerator": chosen.accelerator, "env": env})
-        return bench.model_copy(update={"full": full})
-
-    def container(self, name: str) -> Container:
-        """The full-scale image: the definition's (or the variant that fits the probed system, :meth:`image_variant`),
-        with the config's ``full_container`` override."""
-        base = self.bench(name).full.container
-        variant = self.image_variant(name)
-        if variant is not None:
-            chosen = base.variants[variant]
-            base = base.model_copy(update={"image": chosen.image, "dockerfile": chosen.dockerfile, "targets": chosen.targets})
-        override = self.settings.full_container.get(name)
-        if not override:
-            return base
-        try:
-            return Container.model_validate({**base.model_dump(), **override.model_dump(exclude_none=True)})
-        except ValidationError as err:
-            raise ConfigError(describe_validation_error(f"config: full_container.{name}", err, separator=".")) from None
-
-    def scratch_sizes(self, name: str) -> dict[str, float]:
-        """GB each scratch area of a run needs: the definition's ``size_gb``, or the config's ``full_scratch``."""
-        areas = self.bench(name).full.scratch
-        override = self.settings.full_scratch.get(name) or {}
-        unknown = sorted(set(override) - set(areas))
-        if unknown:
-            known = ", ".join(areas) or "none"
-            raise ConfigError(f"config: full_scratch.{name}: {unknown} names no scratch area of its definition (full.scratch: {known})")
-        return {area: float(override.get(area, spec.size_gb)) for area, spec in areas.items()}
-
     # ---- paths ----
 
     def dataset_dir(self, dataset_id: str) -> str:
         """Local folder of a downloaded dataset."""
         return f"resources/{self.scale}/datasets/{dataset_id}"
-
-    def datasets_read(self, name: str) -> list[str]:
-        """Every dataset a benchmark's chosen preparation and its runs read, each once (sorted)."""
-        bench = self.bench(name)
-        return sorted({*bench.roles_for("prepare", self.preparation(name)).values(), *bench.roles_for("train").values()})
 
     def verified_record(self, dataset_id: str) -> str:
         """Verification record of a dataset."""
@@ -360,24 +299,6 @@ class Plan:
         """What each file of a dataset looked like when verify last read it (not a declared output: it survives a
         rerun, so verifying again reads only changed files, and a preparation checks the dataset against it)."""
         return f"resources/{self.scale}/verified/{dataset_id}.stamps.json"
-
-    def prepared_dir(self, name: str) -> str:
-        """Prepared data of a benchmark: ``shards/`` (one cached job each) and ``dataset/`` (the tree its runs read)."""
-        return f"resources/{self.scale}/prepared/{name}"
-
-    def prepared_dataset(self, name: str) -> str:
-        return f"{self.prepared_dir(name)}/dataset"
-
-    def run_file(self, name: str, run: int, file: str) -> str:
-        """A file of one run's folder (``result.txt``, ``compliance.json``, ``provenance.json``)."""
-        return f"{self.results_root}/{name}/runs/{run}/{file}"
-
-    def run_files(self, name: str, file: str) -> list[str]:
-        """That file of every run."""
-        return [self.run_file(name, run, file) for run in range(self.run_count(name))]
-
-    def report(self, name: str) -> str:
-        return f"{self.results_root}/{name}/report.json"
 
     def target_problem(self, targets: Iterable[str]) -> str | None:
         """One line for the targets under ``results/`` that this invocation cannot make, where Snakemake would only say
@@ -432,240 +353,7 @@ class Plan:
             return f"--uri {metadata}.uri --md5 {metadata}.md5"
         return f"--uri {source.uri} --md5 {source.md5}" if source.protocol == "r2" else ""
 
-    # ---- preparation ----
-
-    def preparation(self, name: str) -> str:
-        """The preparation a benchmark's data goes through (the config's ``preparation``, else its default)."""
-        return self.settings.preparation.get(name, DEFAULT_PREPARATION)
-
-    def shards_dir(self, name: str) -> str:
-        return f"{self.prepared_dir(name)}/shards"
-
-    def preprocess_inputs(self, name: str, shard: str) -> dict[str, str]:
-        """Every dataset the shard's preparation reads, by role, with its verification record, and the earlier
-        shards it reads."""
-        inputs = {}
-        for role, dataset_id in self.bench(name).roles_for("prepare", self.preparation(name)).items():
-            inputs[role] = self.dataset_dir(dataset_id)
-            inputs[f"{role}_verified"] = self.verified_record(dataset_id)
-        for earlier in prepare.shard_inputs(self.bench(name), shard, self.scale, self.preparation(name)):
-            inputs[f"shard_{earlier}"] = f"{self.shards_dir(name)}/{earlier}"
-        return inputs
-
-    def preprocess_args(self, name: str, shard: str) -> str:
-        """``--input ROLE=FOLDER`` arguments of the preprocess command with each dataset's ``--verified ROLE=STAMPS``
-        (``shards=`` the shards folder for a shard that reads earlier shards), and ``--preparation`` when it is not the
-        default."""
-        way = self.preparation(name)
-        args = []
-        for role, dataset_id in self.bench(name).roles_for("prepare", way).items():
-            args += [f"--input {role}={self.dataset_dir(dataset_id)}", f"--verified {role}={self.verified_stamps(dataset_id)}"]
-        if prepare.shard_inputs(self.bench(name), shard, self.scale, way):
-            args.append(f"--input {SHARDS_ROLE}={self.shards_dir(name)}")
-        if way != DEFAULT_PREPARATION:
-            args.append(self.preparation_args(name))
-        return " ".join(args)
-
-    def preparation_args(self, name: str) -> str:
-        """``--preparation NAME`` for a preparation other than the default (none otherwise)."""
-        way = self.preparation(name)
-        return "" if way == DEFAULT_PREPARATION else f"--preparation {way}"
-
-    def shard_names(self, name: str) -> list[str]:
-        """Shards of a benchmark's preparation at this scale (its prepare module declares them)."""
-        return prepare.shard_names(self.bench(name), self.scale, self.preparation(name))
-
-    def shard_dirs(self, name: str) -> list[str]:
-        return [f"{self.shards_dir(name)}/{shard}" for shard in self.shard_names(name)]
-
-    def shard_resources(self, name: str, shard: str) -> dict[str, int]:
-        return prepare.shard_resources(self.bench(name), shard, self.scale, self.preparation(name))
-
-    # ---- training ----
-
-    def train_inputs(self, name: str) -> dict[str, str]:
-        """The prepared tree, and every dataset the runs read directly (with its verification record)."""
-        inputs = {"prepared": self.prepared_dataset(name)}
-        for role, dataset_id in self.bench(name).roles_for("train").items():
-            inputs[role] = self.dataset_dir(dataset_id)
-            inputs[f"{role}_verified"] = self.verified_record(dataset_id)
-        return inputs
-
-    def extra_mounts(self, name: str) -> tuple[tuple[str, str, str], ...]:
-        """``full_mounts`` of a benchmark as (host, container, mode), host paths absolute."""
-        mounts = []
-        for item in self.settings.full_mounts.get(name, []):
-            parts = str(item).split(":")
-            mode = parts.pop() if len(parts) == 3 else "ro"
-            if len(parts) != 2 or not all(parts) or mode not in ("ro", "rw") or not parts[1].startswith("/"):
-                raise ConfigError(f"config: full_mounts.{name}: {item!r} is not HOST:CONTAINER[:ro|rw] with an absolute container path")
-            mounts.append((str((self.workdir / parts[0]).resolve()), parts[1], mode))
-        return tuple(mounts)
-
-    def reference_logs_args(self, name: str) -> str:
-        """``--reference-logs FOLDER`` of the plot job where the config names reference logs for ``name``."""
-        folder = self.settings.reference_logs.get(name)
-        return f"--reference-logs {shlex.quote(str(Path(folder).resolve()))}" if folder else ""
-
-    def site_arguments(self, name: str) -> tuple[tuple[str, str], ...]:
-        """``full_arguments`` of a benchmark as (flag, value) pairs."""
-        return tuple((str(flag), str(value)) for flag, value in self.settings.full_arguments.get(name, {}).items())
-
-    def host_hooks(self, name: str) -> launch.HostHooks | None:
-        """This checkout's start-up hooks and the benchmark's round patches (``<its folder>/container/patches``)."""
-        patches = self.project_root / "src" / registry.container_folder(name).relative_to(registry.PACKAGE_DIR.parent) / "patches"
-        modules = tuple(sorted(path.stem for path in patches.glob("*.py")))
-        if not modules:
-            return None
-        return launch.HostHooks(folders=(str(self.project_root / "containers" / "hooks"), str(patches)), modules=modules)
-
-    def submission_env(self, name: str) -> dict[str, str]:
-        """``MLPERF_SUBMISSION_*`` of a full-scale run: what the config says, for the round patches to log."""
-        s = self.settings
-        return {
-            "MLPERF_SUBMISSION_BENCHMARK": self.bench(name).submission_benchmark,
-            "MLPERF_SUBMISSION_DIVISION": self.division(name),
-            "MLPERF_SUBMISSION_ORG": s.submission.org,
-            "MLPERF_SUBMISSION_PLATFORM": s.submission.platform,
-            "MLPERF_SUBMISSION_STATUS": s.submission.status,
-        }
-
-    def host_memory_gb(self, name: str) -> int:
-        """Host memory a node of the run needs (definition or ``full_geometry``); 0: not declared."""
-        declared = self.geometry_override(name).host_memory_gb or self.bench(name).full.geometry.host_memory_gb
-        return int(declared or 0)
-
-    def geometry_override(self, name: str) -> GeometryOverride:
-        """The config's ``full_geometry`` of a benchmark (every field None where the definition's holds)."""
-        return self.settings.full_geometry.get(name) or GeometryOverride()
-
-    def run_geometry(self, name: str) -> tuple[int, int]:
-        """(nodes, GPUs per node) of the full-scale runs of ``name``: the config's ``full_geometry``, else the definition's."""
-        geometry, override = self.bench(name).full.geometry, self.geometry_override(name)
-        return override.nodes or geometry.nodes, override.gpus_per_node or geometry.gpus_per_node
-
-    @cache  # noqa: B019 - one Plan per workflow; a run's spec and its campaign identity read the same settings
-    def launch_settings(self, name: str) -> launch.Launch:
-        """Launcher, geometry (definition or ``full_geometry``), environment and site overrides of a benchmark's runs."""
-        geometry = self.bench(name).full.geometry
-        override = self.geometry_override(name)
-        chosen = self.settings.launcher
-        nodes, gpus_per_node = self.run_geometry(name)
-        if chosen == "auto":
-            # docker runs on one node: a run that spans several (gpt3's 8) goes through SLURM and pyxis
-            chosen = "local" if self.scale == Scale.TINY else "docker" if nodes == 1 else "pyxis"
-        return launch.Launch(
-            launcher=chosen,
-            nodes=nodes,
-            gpus_per_node=gpus_per_node,
-            env_passthrough=self.settings.env_passthrough,
-            tiny_processes=self.settings.tiny_processes,
-            env=tuple(sorted(self.submission_env(name).items())),
-            arguments=self.site_arguments(name),
-            workdir=self.settings.full_workdir.get(name),
-            extra_mounts=self.extra_mounts(name),
-            hooks=self.host_hooks(name),
-            walltime_minutes=override.walltime_minutes or geometry.walltime_minutes,
-            batch=self.planned_batch(name, nodes, gpus_per_node) if self.scale == Scale.FULL else None,
-            quality_target=self.launch_quality_target(name),
-            segment_nodes=self.segment_nodes(name),
-            rehearsal=override.rehearsal,
-        )
-
-    def segment_nodes(self, name: str) -> int | None:
-        """The NVLink-domain segment a full-scale run of ``name`` is placed in (``full.geometry.segment_nodes``), where
-        the system's domains span it: a system not probed is taken as the reference's (an NVL72 rack); None where the
-        domains are smaller (the expert groups cross the network anyway) or at tiny scale."""
-        wanted = self.bench(name).full.geometry.segment_nodes
-        hardware = self.system_hardware
-        if self.scale != Scale.FULL or wanted is None or self.geometry_override(name).nvlink_segments is False:
-            return None
-        return None if hardware is not None and hardware.nvlink_domain_nodes < wanted else wanted
-
-    def launch_quality_target(self, name: str) -> float | None:
-        """The quality target a full-scale run stops at (its command's ``{quality_target}``): the rules' for the
-        benchmark's round and division; None where the round is not the benchmark's (the preflight says so)."""
-        try:
-            return mlperf_rules.quality_target(self.bench(name).submission_benchmark, self.ruleset(name), self.division(name)).value
-        except ConfigError:
-            return None
-
-    @cache  # noqa: B019 - one Plan per workflow; every train job and the preflight ask for the same batch
-    def planned_batch(self, name: str, nodes: int, gpus_per_node: int) -> sizing.PlannedBatch | None:
-        """The full-scale batch and RCP hyperparameters of ``name`` on its geometry (``full.sizing``)."""
-        try:
-            ruleset = self.ruleset(name)
-        except ConfigError:
-            return None  # a round the benchmark is not part of: the preflight's ruleset problem says so
-        overrides = self.settings.full_hyperparameters.get(name, {})
-        hardware = self.system_hardware
-        gpu_memory_gib = hardware.gpu_memory_gb * 1e9 / 2**30 if hardware is not None and hardware.gpu_memory_gb else None
-        return sizing.plan_batch(self.bench(name), ruleset, nodes, gpus_per_node, overrides, gpu_memory_gib)
-
-    def train_job(self, name: str, run: int) -> TrainJob:
-        """Command, resources and provenance fields of run ``run`` of ``name`` (its :meth:`job_spec`, rendered)."""
-        return train_job_of(self.train_spec(name, run))
-
-    @cache  # noqa: B019 - one Plan per workflow; each rule asks for several fields of the same job
-    def train_spec(self, name: str, run: int) -> JobSpec:
-        """The spec of run ``run`` of ``name`` (:meth:`job_spec`), as the train rule asks for it."""
-        return self.job_spec(self.bench(name), run)
-
-    def job_spec(self, bench: BenchmarkDef, run: int) -> JobSpec:
-        """The spec of run ``run`` of ``bench``'s train job: the launch, the steps around it and the scheduler request."""
-        spec = self._tiny_spec(bench, run) if self.scale == Scale.TINY else self._full_spec(bench, run)
-        name = bench.name
-        gate = None
-        if self.settings.stop_when_doomed:
-            gate = job_spec.CampaignGate(benchmark=name, run=run, config_file=self.campaign_config_record())
-        inputs = self.train_inputs(name)
-        recorded = job_spec.Provenance(
-            out=self.run_file(name, run, "provenance.json"),
-            result=self.run_file(name, run, "result.txt"),
-            consumed=tuple(inputs.values()),
-            scale=str(self.scale),
-            node_checks=self.node_check_records(name, run),
-            config=json.dumps(identity.config_of(self, name), sort_keys=True),
-        )
-        steps = spec.steps.model_copy(update={"campaign_gate": gate, "check_prepared": inputs["prepared"], "provenance": recorded})
-        return spec.model_copy(update={"steps": steps})
-
-    def _tiny_spec(self, bench: BenchmarkDef, run: int) -> JobSpec:
-        s, name = self.settings, bench.name
-        settings = self.launch_settings(name)
-        result = self.run_file(name, run, "result.txt")
-        args = [
-            "--benchmark", name, "--run-index", str(run), "--seed", str(self.seed(run)),
-            "--data", self.prepared_dataset(name), "--result", result,
-            "--ruleset", self.ruleset(name), "--division", self.division(name),
-            "--org", s.submission.org, "--platform", s.submission.platform, "--status", s.submission.status, "--threads", str(s.tiny_threads),
-        ]  # fmt: skip
-        for role, dataset_id in bench.roles_for("train").items():
-            args += ["--input", f"{role}={self.dataset_dir(dataset_id)}"]
-        overrides = s.tiny_hyperparameters.get(name)
-        if overrides:
-            args += ["--hyperparameters", json.dumps(overrides, sort_keys=True)]
-        if settings.launcher == "docker":
-            # The image gives a userland; this host's venv, Python and project come in read-only.
-            host = [Path(sys.prefix), Path(sys.base_prefix), self.project_root]
-            if self.output_cache:  # cached shards are links into it
-                host.append(self.output_cache)
-            spec = launch.tiny_spec(args, settings, s.tiny_image, self.workdir, host)
-        else:
-            spec = launch.tiny_spec(args, settings)
-        return spec.model_copy(
-            update={
-                "result_file": result,
-                "threads": s.tiny_threads * s.tiny_processes,
-                "resources": job_spec.Resources(**TINY_RUN_RESOURCES),
-                "steps": job_spec.Steps(power=self.power if self.power.enabled else None),
-            }
-        )
-
-    def _full_spec(self, bench: BenchmarkDef, run: int) -> JobSpec:
-        settings = self.launch_settings(bench.name)
-        paths = self.run_paths(bench.name, run)
-        return self._full_scale_spec(bench, run, self.seed(run), paths, settings, self.node_check_step(bench, run, settings, paths), sampled=True)
+    # ---- full-scale launches: a run's, a rehearsal's, a one-off job's of an image ----
 
     def _full_scale_spec(
         self,
@@ -680,8 +368,8 @@ class Plan:
         """The spec of a full-scale launch of ``bench``'s image (a run, or a one-off job that makes an input): the
         preflight, an emptied job folder, the node check where given, the launch, the scratch removal, the MLLOG merge;
         ``sampled``: with the power sampler where the config asks for it."""
-        bench = self.run_definition(bench.name)  # with its image variant's vendor and environment, where it takes one
-        container = self.container(bench.name)
+        bench = self.of(bench.name).run_definition()  # with its image variant's vendor and environment, where it takes one
+        container = self.of(bench.name).container()
         spec = launch.full_scale_spec(bench, run, seed, paths, settings, image=container)
         on_host = settings.launcher == "local"
         steps = spec.steps.model_copy(
@@ -703,105 +391,12 @@ class Plan:
             gres=f"gpu:{settings.gpus_per_node}",
             tasks=tasks,
             cpus_per_gpu=bench.full.geometry.cpus_per_gpu,
-            mem_mb=self.host_memory_gb(bench.name) * 1024,
+            mem_mb=self.of(bench.name).host_memory_gb() * 1024,
             # Several launchers or ranks: the job's own srun places them, so the jobstep must not wrap it in
             # `srun -n1` (the executor refuses `mpi` for one task; pyxis's srun then overlaps the jobstep's step).
             mpi="srun" if tasks > 1 else None,
         )
         return spec.model_copy(update={"steps": steps, "resources": resources})
-
-    # ---- the rehearsal of a benchmark's full-scale job (``mlperf-wf rehearse``) ----
-
-    def rehearsal_dir(self, name: str) -> str:
-        """The rehearsal's own folder: its run folder, node checks and job log; never under the campaign's results."""
-        return f"{REHEARSAL_ROOT}/{name}"
-
-    def rehearsal_geometry(self, name: str) -> tuple[int, int]:
-        """(nodes, GPUs per node) of a rehearsal: two nodes of the runs' GPUs per node (one for a one-node benchmark), or
-        the fewest nodes above that which hold whole model replicas (``full.sizing.model_parallel``, e.g. gpt3's 64 GPUs
-        of tensor x pipeline parallelism): a smaller data-parallel world, never more nodes than the runs'."""
-        nodes, gpus_per_node = self.run_geometry(name)
-        sizing_def = self.bench(name).full.sizing
-        parallel = sizing_def.model_parallel if sizing_def is not None else 1
-        chosen = min(nodes, REHEARSAL_NODES)
-        while chosen < nodes and (chosen * gpus_per_node) % parallel:
-            chosen += 1
-        return chosen, gpus_per_node
-
-    def rehearsal_ranks_per_node(self, name: str, steps: int) -> int:
-        """The ranks each node of the rehearsal job runs, which its hook records: one per GPU, or, where one process
-        drives every GPU of its node (``full.gpus_per_process: node``, TensorFlow's ``MirroredStrategy``), the
-        launcher's tasks per node of :meth:`rehearsal_job`."""
-        nodes, gpus_per_node = self.rehearsal_geometry(name)
-        if self.bench(name).full.gpus_per_process == "one":
-            return gpus_per_node
-        return self.rehearsal_spec(name, steps).geometry.tasks // nodes
-
-    def rehearsal_inputs(self, name: str, settings: launch.Launch, paths: launch.RunPaths) -> dict[str, str]:
-        """Input role (``prepared`` and each role the runs read) -> the folder the job sees it at: the container's mount,
-        or the host folder where the reference runs on the host (``local``)."""
-        if settings.launcher == "local":
-            return {"prepared": str(paths.prepared.resolve()), **{role: str(folder.resolve()) for role, folder in paths.inputs.items()}}
-        mounts = self.bench(name).full.mounts
-        return {"prepared": mounts["prepared"], **{role: mounts[role] for role in paths.inputs}}
-
-    def rehearsal_launch(self, name: str) -> launch.Launch:
-        """The runs' launch settings on :meth:`rehearsal_geometry`, the batch planned for it (full scale). On fewer
-        nodes than the runs' the geometry is a rehearsal's (roles split below the reference's ratio, each at least one
-        node), and inside one NVLink segment where the runs' segment is larger than the rehearsal."""
-        nodes, gpus_per_node = self.rehearsal_geometry(name)
-        settings = dataclasses.replace(self.launch_settings(name), nodes=nodes, gpus_per_node=gpus_per_node)
-        if nodes < self.run_geometry(name)[0]:
-            segment = settings.segment_nodes if settings.segment_nodes and settings.segment_nodes <= nodes else None
-            settings = dataclasses.replace(settings, rehearsal=True, segment_nodes=segment)
-        if self.scale == Scale.FULL:
-            settings = dataclasses.replace(settings, batch=self.planned_batch(name, nodes, gpus_per_node))
-        return settings
-
-    def rehearsal_rank_nodes(self, name: str) -> int:
-        """Nodes of the rehearsal whose GPUs are the ranks that take training steps: the training role's where the
-        nodes split into roles (``full.geometry.node_split``: generation workers take no optimizer step), else all."""
-        roles = launch.node_split(self.bench(name), self.rehearsal_launch(name))
-        return roles.train if roles is not None else self.rehearsal_geometry(name)[0]
-
-    def rehearsal_stop(self, name: str, steps: int) -> str:
-        """The word a rehearsal of ``steps`` steps appends to the command so the framework ends the run itself
-        (``full.rehearsal_stop``); empty where the hook ends every rank."""
-        stop = self.bench(name).full.rehearsal_stop
-        return stop.override.format(steps=steps) if stop is not None else ""
-
-    @cache  # noqa: B019 - one Plan per workflow; the rule asks for several fields of the same job
-    def rehearsal_job(self, name: str, steps: int) -> TrainJob:
-        """The benchmark's full-scale train job on :meth:`rehearsal_geometry`, stopped after ``steps`` training steps by
-        the images' rehearsal hook (``containers/hooks/mlperf_wf_rehearsal_steps.py``), which records every rank in the run
-        folder's ``rehearsal-ranks``, or, where the definition says so (``full.rehearsal_stop``), by the framework's own
-        step limit appended to the command, the hook then only counting and recording; its run folder, node checks and
-        excluded nodes are :meth:`rehearsal_dir`'s."""
-        return train_job_of(self.rehearsal_spec(name, steps))
-
-    @cache  # noqa: B019 - one Plan per workflow; the job and the expected ranks read the same spec
-    def rehearsal_spec(self, name: str, steps: int) -> JobSpec:
-        """The spec of :meth:`rehearsal_job`."""
-        if steps < 1:
-            raise ConfigError(f"rehearsal steps: {steps} is not allowed; give a whole number of training steps >= 1")
-        settings = self.rehearsal_launch(name)
-        folder = Path(self.rehearsal_dir(name))
-        paths = dataclasses.replace(self.run_paths(name, 0), result_file=folder / "run" / "result.txt")
-        inside = paths.result_file.resolve().parent if settings.launcher == "local" else Path(self.bench(name).full.mounts["results"])
-        inputs = self.rehearsal_inputs(name, settings, paths)
-        env = {
-            REHEARSAL_STEPS_VARIABLE: str(steps),
-            REHEARSAL_RANKS_VARIABLE: str(inside / REHEARSAL_RANKS),
-            REHEARSAL_INPUTS_VARIABLE: ",".join(f"{role}={where}" for role, where in sorted(inputs.items())),
-        }
-        stop = self.rehearsal_stop(name, steps)
-        if stop:  # the framework's own step limit ends the run; the hook counts and records only
-            env[REHEARSAL_STOP_VARIABLE] = "framework"
-            settings = dataclasses.replace(settings, appended_words=(stop,))
-        settings = dataclasses.replace(settings, env=tuple(sorted({**dict(settings.env), **env}.items())))
-        bench = self.bench(name)
-        check = self.node_check_step(bench, 0, settings, paths, attempts=str(folder / "node-check"), excluded=str(folder / node_check.EXCLUDED_FILE))
-        return self._full_scale_spec(bench, 0, self.image_job_seed(), paths, settings, node_check_step=check, sampled=False)
 
     # ---- inputs a benchmark's own image makes (full.made_in_image) ----
 
@@ -820,7 +415,7 @@ class Plan:
     def image_job_inputs(self, dataset_id: str) -> dict[str, str]:
         """What the one-off job reads: the runs' inputs but the one it makes."""
         name, role = self.made_in_image_of(dataset_id)
-        return {key: value for key, value in self.train_inputs(name).items() if key not in (role, f"{role}_verified")}
+        return {key: value for key, value in self.of(name).train_inputs().items() if key not in (role, f"{role}_verified")}
 
     def image_job_remade_by(self, dataset_id: str) -> list[str]:
         """The keys of :meth:`image_job_inputs` whose change makes the dataset again (its ``made_from`` roles and their
@@ -841,13 +436,13 @@ class Plan:
         name, role = self.made_in_image_of(dataset_id)
         bench = self.bench(name)
         made = bench.full.made_in_image[role]
-        settings = dataclasses.replace(self.launch_settings(name), replaced_words=tuple(made.replace_words.items()))
-        paths = dataclasses.replace(self.run_paths(name, 0), result_file=Path(self.made_in_image_dir(dataset_id)) / "result.txt", writable=(role,))
+        settings = dataclasses.replace(self.of(name).launch_settings(), replaced_words=tuple(made.replace_words.items()))
+        paths = dataclasses.replace(self.of(name).run_paths(0), result_file=Path(self.made_in_image_dir(dataset_id)) / "result.txt", writable=(role,))
         # its nodes are checked as a run's (a bad node it names is excluded from its retry and from every later job),
         # recorded beside its folder, which each attempt empties
         nodes = self.node_check_step(bench, 0, settings, paths, attempts=f"{self.made_in_image_dir(dataset_id)}{NODE_CHECK_SUFFIX}")
         spec = self._full_scale_spec(bench, 0, self.image_job_seed(), paths, settings, node_check_step=nodes, sampled=False)
-        return spec.model_copy(update={"steps": spec.steps.model_copy(update={"check_prepared": self.prepared_dataset(name)})})
+        return spec.model_copy(update={"steps": spec.steps.model_copy(update={"check_prepared": self.of(name).prepared_dataset()})})
 
     def image_job_seed(self) -> int:
         """The one-off job's seed: one no run uses (``seed_base - 1``; ``seed_base`` 0 leaves run 0's), so that nothing
@@ -877,37 +472,12 @@ class Plan:
         if not check.enabled:
             return None
         name = bench.name
-        paths = paths or self.run_paths(name, run)
+        paths = paths or self.of(name).run_paths(run)
         records = {role: Path(self.verified_record(dataset_id)) for role, dataset_id in bench.roles_for("train").items()}
         inputs = {role: (folder, records[role]) for role, folder in paths.inputs.items() if role not in paths.writable}
         expect = node_check.default_matmul_expectation(published.peak_tflops(published.family_of(self._accelerator_model_name)))
-        folder, bad_nodes = Path(attempts or self.node_check_dir(name, run)), Path(excluded or self.excluded_nodes_file())
+        folder, bad_nodes = Path(attempts or self.of(name).node_check_dir(run)), Path(excluded or self.excluded_nodes_file())
         return launch.node_check_step(folder, bad_nodes, paths.prepared, inputs, check, expect)
-
-    def node_check_line(
-        self, name: str, run: int, settings: launch.Launch | None = None, paths: launch.RunPaths | None = None, attempts: str | None = None
-    ) -> str:
-        """The node check of a full-scale job's line (:meth:`node_check_step` as shell), or '' when it is off."""
-        settings = settings or self.launch_settings(name)
-        step = self.node_check_step(self.bench(name), run, settings, paths, attempts)
-        return launchers.node_check_script(settings.nodes, settings.launcher == "pyxis", step) if step else ""
-
-    def run_paths(self, name: str, run: int) -> launch.RunPaths:
-        """Host paths a full-scale run reads and writes."""
-        return launch.RunPaths(
-            prepared=Path(self.prepared_dataset(name)),
-            result_file=Path(self.run_file(name, run, "result.txt")),
-            inputs={role: Path(self.dataset_dir(dataset_id)) for role, dataset_id in self.bench(name).roles_for("train").items()},
-            output_cache=self.output_cache,
-        )
-
-    def node_check_records(self, name: str, run: int) -> str:
-        """The run's node-check folder for its provenance ('' where it has none: tiny scale, or the check off)."""
-        return self.node_check_dir(name, run) if self.scale == Scale.FULL and self.settings.node_check.enabled else ""
-
-    def node_check_dir(self, name: str, run: int) -> str:
-        """Where every attempt of a run records its node check: beside the run folder, which each attempt empties."""
-        return f"{self.results_root}/{name}/node-check/{run}"
 
     def excluded_nodes_file(self) -> str:
         """The nodes a failed node check named; every later train job of this scale excludes them."""
@@ -931,21 +501,473 @@ class Plan:
         """Where the running Snakemake records its config for the train jobs' campaign gate (``stop_when_doomed``)."""
         return f"{self.logs_root}/campaign_config.json"
 
-    def campaign_gate(self, name: str, run: int) -> str:
+
+class BenchmarkPlan:
+    """The plan of one benchmark (:meth:`Plan.of`): every path, command, resource and check of its jobs, from its
+    definition, looked up once, and the campaign's :class:`Plan`."""
+
+    def __init__(self, plan: Plan, bench: BenchmarkDef) -> None:
+        self.plan = plan
+        self.bench = bench
+        self.name = bench.name
+
+    @cache  # noqa: B019 - one Plan per workflow, alive as long as the process
+    def ruleset(self) -> str:
+        """Ruleset of a benchmark's runs: ``ruleset``, or its newest round when that is ``latest``."""
+        return mlperf_rules.resolve_ruleset(self.bench.submission_benchmark, self.plan.settings.ruleset)
+
+    def division(self) -> str:
+        """Division of a benchmark's runs: the config's, except that a benchmark whose closed rules cannot hold
+        at tiny size runs its tiny tier as open (its definition's ``tiny.division``)."""
+        if self.plan.scale == Scale.TINY and self.bench.tiny.division == "open":
+            return "open"
+        return self.plan.settings.division
+
+    def run_count(self) -> int:
+        """Runs to make: ``runs``, or the count the rules require."""
+        return self.plan.settings.runs or mlperf_rules.required_runs(self.bench.submission_benchmark)
+
+    def hyperparameters(self) -> hyperparameters.TinyHyperparameters:
+        """The tiny hyperparameters with the config's overrides (checked when the workflow is parsed)."""
+        return hyperparameters.resolve(self.bench, self.plan.settings.tiny_hyperparameters.get(self.name))
+
+    def image_variant(self) -> str | None:
+        """The image variant the runs of the benchmark take on the probed system (``full.container.variants``): the first
+        that fits where the definition's own image does not; None: the definition's image."""
+        hardware = self.plan.system_hardware
+        return None if hardware is None else system.choose_image(self.bench.full.container, hardware)[0]
+
+    def run_definition(self) -> BenchmarkDef:
+        """The definition the full-scale runs of the benchmark launch: its own, or, where they take an image variant
+        (:meth:`image_variant`), with the variant's vendor (its devices) and its environment over ``full.env``."""
+        bench = self.bench
+        variant = self.image_variant()
+        if variant is None:
+            return bench
+        chosen = bench.full.container.variants[variant]
+        env = {key: value for key, value in {**bench.full.env, **chosen.env}.items() if value is not None}
+        full = bench.full.model_copy(update={"accelerator": chosen.accelerator, "env": env})
+        return bench.model_copy(update={"full": full})
+
+    def container(self) -> Container:
+        """The full-scale image: the definition's (or the variant that fits the probed system, :meth:`image_variant`),
+        with the config's ``full_container`` override."""
+        base = self.bench.full.container
+        variant = self.image_variant()
+        if variant is not None:
+            chosen = base.variants[variant]
+            base = base.model_copy(update={"image": chosen.image, "dockerfile": chosen.dockerfile, "targets": chosen.targets})
+        override = self.plan.settings.full_container.get(self.name)
+        if not override:
+            return base
+        try:
+            return Container.model_validate({**base.model_dump(), **override.model_dump(exclude_none=True)})
+        except ValidationError as err:
+            raise ConfigError(describe_validation_error(f"config: full_container.{self.name}", err, separator=".")) from None
+
+    def scratch_sizes(self) -> dict[str, float]:
+        """GB each scratch area of a run needs: the definition's ``size_gb``, or the config's ``full_scratch``."""
+        areas = self.bench.full.scratch
+        override = self.plan.settings.full_scratch.get(self.name) or {}
+        unknown = sorted(set(override) - set(areas))
+        if unknown:
+            known = ", ".join(areas) or "none"
+            raise ConfigError(f"config: full_scratch.{self.name}: {unknown} names no scratch area of its definition (full.scratch: {known})")
+        return {area: float(override.get(area, spec.size_gb)) for area, spec in areas.items()}
+
+    # ---- paths ----
+
+    def datasets_read(self) -> list[str]:
+        """Every dataset a benchmark's chosen preparation and its runs read, each once (sorted)."""
+        bench = self.bench
+        return sorted({*bench.roles_for("prepare", self.preparation()).values(), *bench.roles_for("train").values()})
+
+    def prepared_dir(self) -> str:
+        """Prepared data of a benchmark: ``shards/`` (one cached job each) and ``dataset/`` (the tree its runs read)."""
+        return f"resources/{self.plan.scale}/prepared/{self.name}"
+
+    def prepared_dataset(self) -> str:
+        return f"{self.prepared_dir()}/dataset"
+
+    def run_file(self, run: int, file: str) -> str:
+        """A file of one run's folder (``result.txt``, ``compliance.json``, ``provenance.json``)."""
+        return f"{self.plan.results_root}/{self.name}/runs/{run}/{file}"
+
+    def run_files(self, file: str) -> list[str]:
+        """That file of every run."""
+        return [self.run_file(run, file) for run in range(self.run_count())]
+
+    def report(self) -> str:
+        return f"{self.plan.results_root}/{self.name}/report.json"
+
+    # ---- preparation ----
+
+    def preparation(self) -> str:
+        """The preparation a benchmark's data goes through (the config's ``preparation``, else its default)."""
+        return self.plan.settings.preparation.get(self.name, DEFAULT_PREPARATION)
+
+    def shards_dir(self) -> str:
+        return f"{self.prepared_dir()}/shards"
+
+    def preprocess_inputs(self, shard: str) -> dict[str, str]:
+        """Every dataset the shard's preparation reads, by role, with its verification record, and the earlier
+        shards it reads."""
+        inputs = {}
+        for role, dataset_id in self.bench.roles_for("prepare", self.preparation()).items():
+            inputs[role] = self.plan.dataset_dir(dataset_id)
+            inputs[f"{role}_verified"] = self.plan.verified_record(dataset_id)
+        for earlier in prepare.shard_inputs(self.bench, shard, self.plan.scale, self.preparation()):
+            inputs[f"shard_{earlier}"] = f"{self.shards_dir()}/{earlier}"
+        return inputs
+
+    def preprocess_args(self, shard: str) -> str:
+        """``--input ROLE=FOLDER`` arguments of the preprocess command with each dataset's ``--verified ROLE=STAMPS``
+        (``shards=`` the shards folder for a shard that reads earlier shards), and ``--preparation`` when it is not the
+        default."""
+        way = self.preparation()
+        args = []
+        for role, dataset_id in self.bench.roles_for("prepare", way).items():
+            args += [f"--input {role}={self.plan.dataset_dir(dataset_id)}", f"--verified {role}={self.plan.verified_stamps(dataset_id)}"]
+        if prepare.shard_inputs(self.bench, shard, self.plan.scale, way):
+            args.append(f"--input {SHARDS_ROLE}={self.shards_dir()}")
+        if way != DEFAULT_PREPARATION:
+            args.append(self.preparation_args())
+        return " ".join(args)
+
+    def preparation_args(self) -> str:
+        """``--preparation NAME`` for a preparation other than the default (none otherwise)."""
+        way = self.preparation()
+        return "" if way == DEFAULT_PREPARATION else f"--preparation {way}"
+
+    def shard_names(self) -> list[str]:
+        """Shards of a benchmark's preparation at this scale (its prepare module declares them)."""
+        return prepare.shard_names(self.bench, self.plan.scale, self.preparation())
+
+    def shard_dirs(self) -> list[str]:
+        return [f"{self.shards_dir()}/{shard}" for shard in self.shard_names()]
+
+    def shard_resources(self, shard: str) -> dict[str, int]:
+        return prepare.shard_resources(self.bench, shard, self.plan.scale, self.preparation())
+
+    # ---- training ----
+
+    def train_inputs(self) -> dict[str, str]:
+        """The prepared tree, and every dataset the runs read directly (with its verification record)."""
+        inputs = {"prepared": self.prepared_dataset()}
+        for role, dataset_id in self.bench.roles_for("train").items():
+            inputs[role] = self.plan.dataset_dir(dataset_id)
+            inputs[f"{role}_verified"] = self.plan.verified_record(dataset_id)
+        return inputs
+
+    def extra_mounts(self) -> tuple[tuple[str, str, str], ...]:
+        """``full_mounts`` of a benchmark as (host, container, mode), host paths absolute."""
+        mounts = []
+        for item in self.plan.settings.full_mounts.get(self.name, []):
+            parts = str(item).split(":")
+            mode = parts.pop() if len(parts) == 3 else "ro"
+            if len(parts) != 2 or not all(parts) or mode not in ("ro", "rw") or not parts[1].startswith("/"):
+                raise ConfigError(f"config: full_mounts.{self.name}: {item!r} is not HOST:CONTAINER[:ro|rw] with an absolute container path")
+            mounts.append((str((self.plan.workdir / parts[0]).resolve()), parts[1], mode))
+        return tuple(mounts)
+
+    def reference_logs_args(self) -> str:
+        """``--reference-logs FOLDER`` of the plot job where the config names reference logs for the benchmark."""
+        folder = self.plan.settings.reference_logs.get(self.name)
+        return f"--reference-logs {shlex.quote(str(Path(folder).resolve()))}" if folder else ""
+
+    def site_arguments(self) -> tuple[tuple[str, str], ...]:
+        """``full_arguments`` of a benchmark as (flag, value) pairs."""
+        return tuple((str(flag), str(value)) for flag, value in self.plan.settings.full_arguments.get(self.name, {}).items())
+
+    def host_hooks(self) -> launch.HostHooks | None:
+        """This checkout's start-up hooks and the benchmark's round patches (``<its folder>/container/patches``)."""
+        patches = self.plan.project_root / "src" / registry.container_folder(self.name).relative_to(registry.PACKAGE_DIR.parent) / "patches"
+        modules = tuple(sorted(path.stem for path in patches.glob("*.py")))
+        if not modules:
+            return None
+        return launch.HostHooks(folders=(str(self.plan.project_root / "containers" / "hooks"), str(patches)), modules=modules)
+
+    def submission_env(self) -> dict[str, str]:
+        """``MLPERF_SUBMISSION_*`` of a full-scale run: what the config says, for the round patches to log."""
+        s = self.plan.settings
+        return {
+            "MLPERF_SUBMISSION_BENCHMARK": self.bench.submission_benchmark,
+            "MLPERF_SUBMISSION_DIVISION": self.division(),
+            "MLPERF_SUBMISSION_ORG": s.submission.org,
+            "MLPERF_SUBMISSION_PLATFORM": s.submission.platform,
+            "MLPERF_SUBMISSION_STATUS": s.submission.status,
+        }
+
+    def host_memory_gb(self) -> int:
+        """Host memory a node of the run needs (definition or ``full_geometry``); 0: not declared."""
+        declared = self.geometry_override().host_memory_gb or self.bench.full.geometry.host_memory_gb
+        return int(declared or 0)
+
+    def geometry_override(self) -> GeometryOverride:
+        """The config's ``full_geometry`` of a benchmark (every field None where the definition's holds)."""
+        return self.plan.settings.full_geometry.get(self.name) or GeometryOverride()
+
+    def run_geometry(self) -> tuple[int, int]:
+        """(nodes, GPUs per node) of the full-scale runs of the benchmark: the config's ``full_geometry``, else the definition's."""
+        geometry, override = self.bench.full.geometry, self.geometry_override()
+        return override.nodes or geometry.nodes, override.gpus_per_node or geometry.gpus_per_node
+
+    @cache  # noqa: B019 - one Plan per workflow; a run's spec and its campaign identity read the same settings
+    def launch_settings(self) -> launch.Launch:
+        """Launcher, geometry (definition or ``full_geometry``), environment and site overrides of a benchmark's runs."""
+        geometry = self.bench.full.geometry
+        override = self.geometry_override()
+        chosen = self.plan.settings.launcher
+        nodes, gpus_per_node = self.run_geometry()
+        if chosen == "auto":
+            # docker runs on one node: a run that spans several (gpt3's 8) goes through SLURM and pyxis
+            chosen = "local" if self.plan.scale == Scale.TINY else "docker" if nodes == 1 else "pyxis"
+        return launch.Launch(
+            launcher=chosen,
+            nodes=nodes,
+            gpus_per_node=gpus_per_node,
+            env_passthrough=self.plan.settings.env_passthrough,
+            tiny_processes=self.plan.settings.tiny_processes,
+            env=tuple(sorted(self.submission_env().items())),
+            arguments=self.site_arguments(),
+            workdir=self.plan.settings.full_workdir.get(self.name),
+            extra_mounts=self.extra_mounts(),
+            hooks=self.host_hooks(),
+            walltime_minutes=override.walltime_minutes or geometry.walltime_minutes,
+            batch=self.planned_batch(nodes, gpus_per_node) if self.plan.scale == Scale.FULL else None,
+            quality_target=self.launch_quality_target(),
+            segment_nodes=self.segment_nodes(),
+            rehearsal=override.rehearsal,
+        )
+
+    def segment_nodes(self) -> int | None:
+        """The NVLink-domain segment a full-scale run of the benchmark is placed in (``full.geometry.segment_nodes``), where
+        the system's domains span it: a system not probed is taken as the reference's (an NVL72 rack); None where the
+        domains are smaller (the expert groups cross the network anyway) or at tiny scale."""
+        wanted = self.bench.full.geometry.segment_nodes
+        hardware = self.plan.system_hardware
+        if self.plan.scale != Scale.FULL or wanted is None or self.geometry_override().nvlink_segments is False:
+            return None
+        return None if hardware is not None and hardware.nvlink_domain_nodes < wanted else wanted
+
+    def launch_quality_target(self) -> float | None:
+        """The quality target a full-scale run stops at (its command's ``{quality_target}``): the rules' for the
+        benchmark's round and division; None where the round is not the benchmark's (the preflight says so)."""
+        try:
+            return mlperf_rules.quality_target(self.bench.submission_benchmark, self.ruleset(), self.division()).value
+        except ConfigError:
+            return None
+
+    @cache  # noqa: B019 - one Plan per workflow; every train job and the preflight ask for the same batch
+    def planned_batch(self, nodes: int, gpus_per_node: int) -> sizing.PlannedBatch | None:
+        """The full-scale batch and RCP hyperparameters of the benchmark on its geometry (``full.sizing``)."""
+        try:
+            ruleset = self.ruleset()
+        except ConfigError:
+            return None  # a round the benchmark is not part of: the preflight's ruleset problem says so
+        overrides = self.plan.settings.full_hyperparameters.get(self.name, {})
+        hardware = self.plan.system_hardware
+        gpu_memory_gib = hardware.gpu_memory_gb * 1e9 / 2**30 if hardware is not None and hardware.gpu_memory_gb else None
+        return sizing.plan_batch(self.bench, ruleset, nodes, gpus_per_node, overrides, gpu_memory_gib)
+
+    def train_job(self, run: int) -> TrainJob:
+        """Command, resources and provenance fields of run ``run`` of the benchmark (its :meth:`job_spec`, rendered)."""
+        return train_job_of(self.train_spec(run))
+
+    @cache  # noqa: B019 - one Plan per workflow; each rule asks for several fields of the same job
+    def train_spec(self, run: int) -> JobSpec:
+        """The spec of run ``run`` of the benchmark (:meth:`job_spec`), as the train rule asks for it."""
+        return self.job_spec(run)
+
+    def job_spec(self, run: int) -> JobSpec:
+        """The spec of run ``run`` of the benchmark's train job: the launch, the steps around it and the scheduler request."""
+        spec = self._tiny_spec(run) if self.plan.scale == Scale.TINY else self._full_spec(run)
+        gate = None
+        if self.plan.settings.stop_when_doomed:
+            gate = job_spec.CampaignGate(benchmark=self.name, run=run, config_file=self.plan.campaign_config_record())
+        inputs = self.train_inputs()
+        recorded = job_spec.Provenance(
+            out=self.run_file(run, "provenance.json"),
+            result=self.run_file(run, "result.txt"),
+            consumed=tuple(inputs.values()),
+            scale=str(self.plan.scale),
+            node_checks=self.node_check_records(run),
+            config=json.dumps(identity.config_of(self.plan, self.name), sort_keys=True),
+        )
+        steps = spec.steps.model_copy(update={"campaign_gate": gate, "check_prepared": inputs["prepared"], "provenance": recorded})
+        return spec.model_copy(update={"steps": steps})
+
+    def _tiny_spec(self, run: int) -> JobSpec:
+        s, name = self.plan.settings, self.name
+        settings = self.launch_settings()
+        result = self.run_file(run, "result.txt")
+        args = [
+            "--benchmark", name, "--run-index", str(run), "--seed", str(self.plan.seed(run)),
+            "--data", self.prepared_dataset(), "--result", result,
+            "--ruleset", self.ruleset(), "--division", self.division(),
+            "--org", s.submission.org, "--platform", s.submission.platform, "--status", s.submission.status, "--threads", str(s.tiny_threads),
+        ]  # fmt: skip
+        for role, dataset_id in self.bench.roles_for("train").items():
+            args += ["--input", f"{role}={self.plan.dataset_dir(dataset_id)}"]
+        overrides = s.tiny_hyperparameters.get(name)
+        if overrides:
+            args += ["--hyperparameters", json.dumps(overrides, sort_keys=True)]
+        if settings.launcher == "docker":
+            # The image gives a userland; this host's venv, Python and project come in read-only.
+            host = [Path(sys.prefix), Path(sys.base_prefix), self.plan.project_root]
+            if self.plan.output_cache:  # cached shards are links into it
+                host.append(self.plan.output_cache)
+            spec = launch.tiny_spec(args, settings, s.tiny_image, self.plan.workdir, host)
+        else:
+            spec = launch.tiny_spec(args, settings)
+        return spec.model_copy(
+            update={
+                "result_file": result,
+                "threads": s.tiny_threads * s.tiny_processes,
+                "resources": job_spec.Resources(**TINY_RUN_RESOURCES),
+                "steps": job_spec.Steps(power=self.plan.power if self.plan.power.enabled else None),
+            }
+        )
+
+    def _full_spec(self, run: int) -> JobSpec:
+        settings = self.launch_settings()
+        paths = self.run_paths(run)
+        check = self.plan.node_check_step(self.bench, run, settings, paths)
+        return self.plan._full_scale_spec(self.bench, run, self.plan.seed(run), paths, settings, check, sampled=True)
+
+    # ---- the rehearsal of the benchmark's full-scale job (``mlperf-wf rehearse``) ----
+
+    def rehearsal_dir(self) -> str:
+        """The rehearsal's own folder: its run folder, node checks and job log; never under the campaign's results."""
+        return f"{REHEARSAL_ROOT}/{self.name}"
+
+    def rehearsal_geometry(self) -> tuple[int, int]:
+        """(nodes, GPUs per node) of a rehearsal: two nodes of the runs' GPUs per node (one for a one-node benchmark), or
+        the fewest nodes above that which hold whole model replicas (``full.sizing.model_parallel``, e.g. gpt3's 64 GPUs
+        of tensor x pipeline parallelism): a smaller data-parallel world, never more nodes than the runs'."""
+        nodes, gpus_per_node = self.run_geometry()
+        sizing_def = self.bench.full.sizing
+        parallel = sizing_def.model_parallel if sizing_def is not None else 1
+        chosen = min(nodes, REHEARSAL_NODES)
+        while chosen < nodes and (chosen * gpus_per_node) % parallel:
+            chosen += 1
+        return chosen, gpus_per_node
+
+    def rehearsal_ranks_per_node(self, steps: int) -> int:
+        """The ranks each node of the rehearsal job runs, which its hook records: one per GPU, or, where one process
+        drives every GPU of its node (``full.gpus_per_process: node``, TensorFlow's ``MirroredStrategy``), the
+        launcher's tasks per node of :meth:`rehearsal_job`."""
+        nodes, gpus_per_node = self.rehearsal_geometry()
+        if self.bench.full.gpus_per_process == "one":
+            return gpus_per_node
+        return self.rehearsal_spec(steps).geometry.tasks // nodes
+
+    def rehearsal_inputs(self, settings: launch.Launch, paths: launch.RunPaths) -> dict[str, str]:
+        """Input role (``prepared`` and each role the runs read) -> the folder the job sees it at: the container's mount,
+        or the host folder where the reference runs on the host (``local``)."""
+        if settings.launcher == "local":
+            return {"prepared": str(paths.prepared.resolve()), **{role: str(folder.resolve()) for role, folder in paths.inputs.items()}}
+        mounts = self.bench.full.mounts
+        return {"prepared": mounts["prepared"], **{role: mounts[role] for role in paths.inputs}}
+
+    def rehearsal_launch(self) -> launch.Launch:
+        """The runs' launch settings on :meth:`rehearsal_geometry`, the batch planned for it (full scale). On fewer
+        nodes than the runs' the geometry is a rehearsal's (roles split below the reference's ratio, each at least one
+        node), and inside one NVLink segment where the runs' segment is larger than the rehearsal."""
+        nodes, gpus_per_node = self.rehearsal_geometry()
+        settings = dataclasses.replace(self.launch_settings(), nodes=nodes, gpus_per_node=gpus_per_node)
+        if nodes < self.run_geometry()[0]:
+            segment = settings.segment_nodes if settings.segment_nodes and settings.segment_nodes <= nodes else None
+            settings = dataclasses.replace(settings, rehearsal=True, segment_nodes=segment)
+        if self.plan.scale == Scale.FULL:
+            settings = dataclasses.replace(settings, batch=self.planned_batch(nodes, gpus_per_node))
+        return settings
+
+    def rehearsal_rank_nodes(self) -> int:
+        """Nodes of the rehearsal whose GPUs are the ranks that take training steps: the training role's where the
+        nodes split into roles (``full.geometry.node_split``: generation workers take no optimizer step), else all."""
+        roles = launch.node_split(self.bench, self.rehearsal_launch())
+        return roles.train if roles is not None else self.rehearsal_geometry()[0]
+
+    def rehearsal_stop(self, steps: int) -> str:
+        """The word a rehearsal of ``steps`` steps appends to the command so the framework ends the run itself
+        (``full.rehearsal_stop``); empty where the hook ends every rank."""
+        stop = self.bench.full.rehearsal_stop
+        return stop.override.format(steps=steps) if stop is not None else ""
+
+    @cache  # noqa: B019 - one Plan per workflow; the rule asks for several fields of the same job
+    def rehearsal_job(self, steps: int) -> TrainJob:
+        """The benchmark's full-scale train job on :meth:`rehearsal_geometry`, stopped after ``steps`` training steps by
+        the images' rehearsal hook (``containers/hooks/mlperf_wf_rehearsal_steps.py``), which records every rank in the run
+        folder's ``rehearsal-ranks``, or, where the definition says so (``full.rehearsal_stop``), by the framework's own
+        step limit appended to the command, the hook then only counting and recording; its run folder, node checks and
+        excluded nodes are :meth:`rehearsal_dir`'s."""
+        return train_job_of(self.rehearsal_spec(steps))
+
+    @cache  # noqa: B019 - one Plan per workflow; the job and the expected ranks read the same spec
+    def rehearsal_spec(self, steps: int) -> JobSpec:
+        """The spec of :meth:`rehearsal_job`."""
+        if steps < 1:
+            raise ConfigError(f"rehearsal steps: {steps} is not allowed; give a whole number of training steps >= 1")
+        settings = self.rehearsal_launch()
+        folder = Path(self.rehearsal_dir())
+        paths = dataclasses.replace(self.run_paths(0), result_file=folder / "run" / "result.txt")
+        inside = paths.result_file.resolve().parent if settings.launcher == "local" else Path(self.bench.full.mounts["results"])
+        inputs = self.rehearsal_inputs(settings, paths)
+        env = {
+            REHEARSAL_STEPS_VARIABLE: str(steps),
+            REHEARSAL_RANKS_VARIABLE: str(inside / REHEARSAL_RANKS),
+            REHEARSAL_INPUTS_VARIABLE: ",".join(f"{role}={where}" for role, where in sorted(inputs.items())),
+        }
+        stop = self.rehearsal_stop(steps)
+        if stop:  # the framework's own step limit ends the run; the hook counts and records only
+            env[REHEARSAL_STOP_VARIABLE] = "framework"
+            settings = dataclasses.replace(settings, appended_words=(stop,))
+        settings = dataclasses.replace(settings, env=tuple(sorted({**dict(settings.env), **env}.items())))
+        bench = self.bench
+        check = self.plan.node_check_step(bench, 0, settings, paths, attempts=str(folder / "node-check"), excluded=str(folder / node_check.EXCLUDED_FILE))
+        return self.plan._full_scale_spec(bench, 0, self.plan.image_job_seed(), paths, settings, node_check_step=check, sampled=False)
+
+    # ---- a full-scale run's node check and SLURM request ----
+
+    def node_check_line(self, run: int, settings: launch.Launch | None = None, paths: launch.RunPaths | None = None, attempts: str | None = None) -> str:
+        """The node check of a full-scale job's line (:meth:`node_check_step` as shell), or '' when it is off."""
+        settings = settings or self.launch_settings()
+        step = self.plan.node_check_step(self.bench, run, settings, paths, attempts)
+        return launchers.node_check_script(settings.nodes, settings.launcher == "pyxis", step) if step else ""
+
+    def run_paths(self, run: int) -> launch.RunPaths:
+        """Host paths a full-scale run reads and writes."""
+        return launch.RunPaths(
+            prepared=Path(self.prepared_dataset()),
+            result_file=Path(self.run_file(run, "result.txt")),
+            inputs={role: Path(self.plan.dataset_dir(dataset_id)) for role, dataset_id in self.bench.roles_for("train").items()},
+            output_cache=self.plan.output_cache,
+        )
+
+    def node_check_records(self, run: int) -> str:
+        """The run's node-check folder for its provenance ('' where it has none: tiny scale, or the check off)."""
+        return self.node_check_dir(run) if self.plan.scale == Scale.FULL and self.plan.settings.node_check.enabled else ""
+
+    def node_check_dir(self, run: int) -> str:
+        """Where every attempt of a run records its node check: beside the run folder, which each attempt empties."""
+        return f"{self.plan.results_root}/{self.name}/node-check/{run}"
+
+    def campaign_gate(self, run: int) -> str:
         """The train job's first command with ``stop_when_doomed``: the job ends, not started, when its benchmark's set
         can no longer be valid (:mod:`mlperf_wf.results.doom`); '' when the option is off."""
-        return launchers.campaign_gate(self.train_spec(name, run))
+        return launchers.campaign_gate(self.train_spec(run))
 
-    def train_slurm_extra(self, name: str, rehearsal: bool = False) -> str:
-        """A full-scale job's extra ``sbatch`` flags for ``name``'s image: whole nodes (as NVIDIA's run.sub,
+    def train_slurm_extra(self, rehearsal: bool = False) -> str:
+        """A full-scale job's extra ``sbatch`` flags for the benchmark's image: whole nodes (as NVIDIA's run.sub,
         ``--exclusive``), whole NVLink-domain segments where its runs need them (``--segment``, as the reference's
         SBATCH_SEGMENT), and none of the nodes a node check named (``--exclude``), read when a job is submitted or
-        resubmitted; ``rehearsal``: those a rehearsal's node check of ``name`` named too (its own file, which no
+        resubmitted; ``rehearsal``: those a rehearsal's node check of the benchmark named too (its own file, which no
         campaign job reads)."""
-        excluded = node_check.excluded_nodes(self.workdir / self.excluded_nodes_file())
+        excluded = node_check.excluded_nodes(self.plan.workdir / self.plan.excluded_nodes_file())
         if rehearsal:
-            excluded = sorted({*excluded, *node_check.excluded_nodes(self.workdir / self.rehearsal_dir(name) / node_check.EXCLUDED_FILE)})
-        segment = self.rehearsal_launch(name).segment_nodes if rehearsal else self.segment_nodes(name)
+            excluded = sorted({*excluded, *node_check.excluded_nodes(self.plan.workdir / self.rehearsal_dir() / node_check.EXCLUDED_FILE)})
+        segment = self.rehearsal_launch().segment_nodes if rehearsal else self.segment_nodes()
         return "--exclusive" + (f" --segment={segment}" if segment else "") + (f" --exclude={','.join(excluded)}" if excluded else "")
 
 

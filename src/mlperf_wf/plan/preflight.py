@@ -137,7 +137,7 @@ def plan_problems(plan: Plan, benchmarks: Iterable[str], datasets: Iterable[str]
 
 def _datasets_of(plan: Plan, name: str) -> list[str]:
     bench = plan.bench(name)
-    return [*bench.roles_for("prepare", plan.preparation(name)).values(), *bench.roles_for("train").values()]
+    return [*bench.roles_for("prepare", plan.of(name).preparation()).values(), *bench.roles_for("train").values()]
 
 
 def _platform_problems(plan: Plan) -> list[Problem]:
@@ -173,11 +173,11 @@ def system_description_problems(plan: Plan) -> list[Problem]:
 def _benchmark_problems(plan: Plan, name: str) -> list[Problem]:
     problems = system_fit_problems(plan, name)
     try:
-        plan.ruleset(name)
+        plan.of(name).ruleset()
     except ConfigError as err:
         problems.append(Problem("ruleset", name, str(err)))
     try:
-        settings = plan.launch_settings(name)
+        settings = plan.of(name).launch_settings()
     except ConfigError as err:  # the batch its GBS and geometry make (full.sizing, full_hyperparameters)
         return [*problems, Problem("batch", name, str(err))]
     geometry = launch.geometry_problem(plan.bench(name), settings)
@@ -189,7 +189,7 @@ def _benchmark_problems(plan: Plan, name: str) -> list[Problem]:
         problems.append(Problem("batch", name, literal))
     problems += _batch_problems(plan, name, settings.batch)
     if settings.launcher != "local":
-        container = plan.container(name)
+        container = plan.of(name).container()
         if not container.digest:
             problems.append(_unpinned(name, container.reference))
         problems += _missing_image_files(name, container, settings.launcher)
@@ -235,7 +235,7 @@ def system_fit_problems(plan: Plan, name: str) -> list[Problem]:
         return []
     problems = []
     container = plan.bench(name).full.container
-    if container.targets is not None and plan.image_variant(name) is None:
+    if container.targets is not None and plan.of(name).image_variant() is None:
         fit = system.image_fit(container.targets, hardware)
         if not fit.fits:
             images = [f"{container.image} runs on {container.targets.in_words()}"]
@@ -248,7 +248,7 @@ def system_fit_problems(plan: Plan, name: str) -> list[Problem]:
                     f"{', '.join(fit.misfits)}): {'; '.join(images)}",
                 )
             )
-    nodes, gpus_per_node = plan.run_geometry(name)
+    nodes, gpus_per_node = plan.of(name).run_geometry()
     where = f"config/systems/{plan.settings.submission.platform}.yaml"
     if gpus_per_node > hardware.gpus_per_node:
         problems.append(
@@ -271,7 +271,7 @@ def system_fit_problems(plan: Plan, name: str) -> list[Problem]:
                 f"{min(gpus_per_node, hardware.gpus_per_node)} GPUs), the system's nodes have {hardware.cpus_per_node} ({where})",
             )
         )
-    memory = plan.host_memory_gb(name)
+    memory = plan.of(name).host_memory_gb()
     if memory > hardware.host_memory_gib:
         problems.append(
             Problem(
@@ -288,13 +288,13 @@ def system_fit_notes(plan: Plan, name: str) -> list[str]:
     if hardware is None:
         return []
     notes = []
-    variant = plan.image_variant(name)
+    variant = plan.of(name).image_variant()
     if variant is not None:
-        notes.append(f"{name}: takes image variant {variant} ({plan.container(name).image}), which fits {hardware.in_words()}")
-    targets = plan.container(name).targets
+        notes.append(f"{name}: takes image variant {variant} ({plan.of(name).container().image}), which fits {hardware.in_words()}")
+    targets = plan.of(name).container().targets
     if targets is not None:
         notes += [f"{name}: {note}" for note in system.image_fit(targets, hardware).notes]
-    gpus_per_node = plan.run_geometry(name)[1]
+    gpus_per_node = plan.of(name).run_geometry()[1]
     if gpus_per_node < hardware.gpus_per_node:
         notes.append(f"{name}: the runs use {gpus_per_node} of each node's {hardware.gpus_per_node} GPUs (full_geometry.{name}.gpus_per_node)")
     cpus = plan.bench(name).full.geometry.cpus_per_gpu * gpus_per_node
@@ -305,7 +305,7 @@ def system_fit_notes(plan: Plan, name: str) -> list[str]:
 
 def _batch_problems(plan: Plan, name: str, batch: sizing.PlannedBatch | None) -> list[Problem]:
     """A closed run set whose GBS no RCP covers, or whose planned values break the round's closed rules."""
-    if batch is None or plan.division(name) != "closed":
+    if batch is None or plan.of(name).division() != "closed":
         return []
     problems = []
     if batch.coverage.kind in ("above", "none"):
@@ -334,7 +334,7 @@ def batch_tables(plan: Plan, benchmarks: Iterable[str]) -> str:
     for name in benchmarks:
         notes += system_fit_notes(plan, name)
         try:
-            settings = plan.launch_settings(name)
+            settings = plan.of(name).launch_settings()
         except ConfigError:
             continue  # a preflight problem says why
         if settings.batch is not None:
@@ -376,7 +376,7 @@ def launch_tables(plan: Plan, benchmarks: Iterable[str]) -> str:
     lines = []
     for name in benchmarks:
         try:
-            spec = plan.train_spec(name, 0)
+            spec = plan.of(name).train_spec(0)
         except ConfigError:
             continue  # a preflight problem says why
         where = f"{spec.geometry.nodes} node{'s' if spec.geometry.nodes > 1 else ''} x {spec.geometry.gpus_per_node} GPUs"
@@ -424,12 +424,12 @@ def time_tables(plan: Plan, benchmarks: Iterable[str]) -> str:
 def _scratch_problems(plan: Plan, name: str) -> list[Problem]:
     """The runs' scratch areas, and those of each one-off job of the image still to make an input (``full.made_in_image``:
     its folder under ``resources/``, maybe another filesystem), against the free space where each goes."""
-    sizes = plan.scratch_sizes(name)
+    sizes = plan.of(name).scratch_sizes()
     need = sum(sizes.values())
     if not need:
         return []
     areas = ", ".join(f"{area} {size:g} GB" for area, size in sizes.items())
-    folders = {"each run's scratch areas": plan.workdir / Path(plan.run_file(name, 0, "result.txt")).parent.parent}
+    folders = {"each run's scratch areas": plan.workdir / Path(plan.of(name).run_file(0, "result.txt")).parent.parent}
     for dataset_id, (maker, _) in plan.made_in_image.items():
         if maker == name and not (plan.workdir / plan.dataset_dir(dataset_id)).exists():
             folders[f"the scratch areas of the one-off job that makes {dataset_id}"] = plan.workdir / plan.made_in_image_dir(dataset_id)
@@ -573,7 +573,7 @@ class Tracker:
         if named is None:
             return None
         workdir = self.plan.workdir
-        benchmarks = [name for name in named if not all((workdir / path).exists() for path in self.plan.run_files(name, "result.txt"))]
+        benchmarks = [name for name in named if not all((workdir / path).exists() for path in self.plan.of(name).run_files("result.txt"))]
         datasets = [
             dataset_id
             for name in benchmarks
@@ -661,8 +661,8 @@ def run_time(plan, name: str) -> RunTime | None:
     from mlperf_wf.plan import sizing
 
     try:
-        settings = plan.launch_settings(name)
-        ruleset = plan.ruleset(name)
+        settings = plan.of(name).launch_settings()
+        ruleset = plan.of(name).ruleset()
     except ConfigError:
         return None
     bench = plan.bench(name)

@@ -151,7 +151,7 @@ def doom_of(plan: Plan, name: str, runs: list[RunStatus], required: int, may_dro
     left = tuple(run.index for run, state in zip(runs, states, strict=True) if state in UNSTARTED_STATES)
     gpus, walltime = 0, None
     if plan.scale == Scale.FULL:
-        launch = plan.launch_settings(name)
+        launch = plan.of(name).launch_settings()
         gpus, walltime = launch.nodes * launch.gpus_per_node, launch.walltime_minutes
     if mean_minutes is not None:
         hours, source = mean_minutes / 60, "the finished runs' mean"
@@ -187,7 +187,7 @@ def record_config(config: dict, path: str | Path) -> Path:
 def runs_to_make(plan: Plan, name: str, stopped: dict[str, Doom]) -> list[int]:
     """The runs of benchmark ``name`` the workflow makes: every run, less a doomed set's runs not started."""
     left = set(stopped[name].runs_not_started) if name in stopped else set()
-    return [run for run in range(plan.run_count(name)) if run not in left]
+    return [run for run in range(plan.of(name).run_count()) if run not in left]
 
 
 def report_args(name: str, stopped: dict[str, Doom]) -> str:
@@ -206,9 +206,10 @@ def report_reason(text: str) -> str:
 
 def stopped_note(plan: Plan, name: str, doom: Doom) -> str:
     """What an invocation that builds its DAG says of a doomed set whose runs not started it does not make."""
-    made = [run for run in range(plan.run_count(name)) if run not in doom.runs_not_started]
+    own = plan.of(name)
+    made = ", ".join(str(run) for run in range(own.run_count()) if run not in doom.runs_not_started) or "(none)"
     runs = ", ".join(str(run) for run in doom.runs_not_started) or "none"
-    return f"{name} {doom.text()}: making none of runs {runs}; {plan.report(name)} is written from the finished runs {', '.join(map(str, made)) or '(none)'}"
+    return f"{name} {doom.text()}: making none of runs {runs}; {own.report()} is written from the finished runs {made}"
 
 
 def next_command(argv: list[str], targets: list[str], reports: list[str]) -> str:

@@ -30,9 +30,9 @@ def report_next_lines(plan: Plan, root: Path, argv: list[str], targets: list[str
     not started now, that the next invocation writes it, and the command, exactly."""
     stopped = stopped_sets(plan, root)
     reports = {
-        name: plan.report(name)
+        name: plan.of(name).report()
         for name, doom in stopped.items()
-        if (recorded_in_report(Path(root) / plan.report(name)) or {}).get("runs_not_started") != list(doom.runs_not_started)
+        if (recorded_in_report(Path(root) / plan.of(name).report()) or {}).get("runs_not_started") != list(doom.runs_not_started)
     }
     if not reports:
         return []

@@ -1,7 +1,7 @@
 """``mlperf-wf rehearse <benchmark>``: a benchmark's full-scale train job on the user's own cluster, for a few steps.
 
 The command runs Snakemake with the campaign's profile (so the same executor submits it) for the target
-``rehearsal/<benchmark>/<N>-steps.done`` (rule ``rehearse``, :meth:`mlperf_wf.plan.plan.Plan.rehearsal_job`): the
+``rehearsal/<benchmark>/<N>-steps.done`` (rule ``rehearse``, :meth:`mlperf_wf.plan.plan.BenchmarkPlan.rehearsal_job`): the
 benchmark's full-scale train job with its real image, mounts, launcher and node check, on two nodes (one for a
 one-node benchmark) of the runs' GPUs per node, which the rehearsal hook (``containers/hooks/mlperf_wf_rehearsal_steps.py``)
 stops after ``N`` training steps (where the definition says the framework ends the run itself, ``full.rehearsal_stop``,
@@ -374,21 +374,22 @@ def expected_of(root: Path, settings: dict, benchmark: str, steps: int) -> Expec
     planned = plan.load(settings, project_root(root), workdir=root)
     if benchmark not in planned.benchmarks:
         raise ConfigError(f"rehearse: benchmark {benchmark!r} does not exist; known: {', '.join(sorted(planned.benchmarks))}")
-    nodes, gpus_per_node = planned.rehearsal_geometry(benchmark)
-    settings_of = planned.launch_settings(benchmark)
-    paths = launch.RunPaths(prepared=Path(planned.prepared_dataset(benchmark)), result_file=Path("result.txt"), inputs=planned.run_paths(benchmark, 0).inputs)
-    inputs = tuple(sorted(planned.rehearsal_inputs(benchmark, settings_of, paths)))
-    stop = planned.bench(benchmark).full.rehearsal_stop
+    own = planned.of(benchmark)
+    nodes, gpus_per_node = own.rehearsal_geometry()
+    settings_of = own.launch_settings()
+    paths = launch.RunPaths(prepared=Path(own.prepared_dataset()), result_file=Path("result.txt"), inputs=own.run_paths(0).inputs)
+    inputs = tuple(sorted(own.rehearsal_inputs(settings_of, paths)))
+    stop = own.bench.full.rehearsal_stop
     return Expected(
         benchmark,
         nodes,
         gpus_per_node,
         steps,
         inputs,
-        campaign_nodes=planned.run_geometry(benchmark)[0],
-        ranks_per_node=planned.rehearsal_ranks_per_node(benchmark, steps),
-        rank_nodes=planned.rehearsal_rank_nodes(benchmark) if planned.bench(benchmark).full.geometry.node_split else 0,
-        stopped_by=planned.rehearsal_stop(benchmark, steps),
+        campaign_nodes=own.run_geometry()[0],
+        ranks_per_node=own.rehearsal_ranks_per_node(steps),
+        rank_nodes=own.rehearsal_rank_nodes() if own.bench.full.geometry.node_split else 0,
+        stopped_by=own.rehearsal_stop(steps),
         step=stop.step if stop is not None else "",
     )
 

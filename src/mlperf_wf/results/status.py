@@ -508,7 +508,7 @@ def _with_staleness(report: dict | None, runs: list[RunStatus]) -> dict | None:
 def _planned_runs(plan: Plan, name: str, records: SnakemakeRecords, root: Path, runs_given: bool) -> int:
     """Runs of the campaign: the config's (``--config runs=N`` as Snakemake was given it), else what the running
     Snakemake will make, else what the report or the results folder hold, else the rules' count."""
-    configured = plan.run_count(name)
+    configured = plan.of(name).run_count()
     if runs_given:
         return configured
     prefix = f"{plan.results_root}/{name}/runs/"
@@ -521,7 +521,7 @@ def _planned_runs(plan: Plan, name: str, records: SnakemakeRecords, root: Path, 
         folder = root / prefix
         on_disk = {int(p.name) for p in folder.iterdir() if p.name.isdigit()} if folder.is_dir() else set()
         return max(seen | on_disk) + 1
-    report = _report_summary(root / plan.report(name))
+    report = _report_summary(root / plan.of(name).report())
     if report:
         return report["runs"]
     folder = root / prefix
@@ -536,7 +536,7 @@ def benchmark_status(plan: Plan, name: str, root: Path, records: SnakemakeRecord
     from mlperf_wf.run import identity
 
     bench = plan.bench(name)
-    ruleset, division = plan.ruleset(name), plan.division(name)
+    ruleset, division = plan.of(name).ruleset(), plan.of(name).division()
     targets = mlperf_rules.run_targets(bench, ruleset, division, plan.scale)
     declared = registry.declared_open_rules(name, plan.scale)
     planned = _planned_runs(plan, name, records, root, runs_given)
@@ -544,7 +544,7 @@ def benchmark_status(plan: Plan, name: str, root: Path, records: SnakemakeRecord
         run_status(
             index,
             {
-                kind: plan.run_file(name, index, file)
+                kind: plan.of(name).run_file(index, file)
                 for kind, file in (("result", "result.txt"), ("verdict", "compliance.json"), ("provenance", "provenance.json"))
             },
             root,
@@ -560,7 +560,7 @@ def benchmark_status(plan: Plan, name: str, root: Path, records: SnakemakeRecord
         )
         for index in range(planned)
     ]
-    made = [r.index for r in runs if r.state.finished and (root / plan.run_file(name, r.index, "provenance.json")).is_file()]
+    made = [r.index for r in runs if r.state.finished and (root / plan.of(name).run_file(r.index, "provenance.json")).is_file()]
     refused = identity.of_workflow_runs(plan, name, root, made)
     for run in runs:
         if refused.get(run.index):  # made with another campaign identity: refused, as the one verdict refuses it
@@ -595,7 +595,7 @@ def benchmark_status(plan: Plan, name: str, root: Path, records: SnakemakeRecord
         remaining_run_minutes=left,
         remaining_wall_minutes=wall_left,
         validity=validity,
-        report=_with_staleness(_report_summary(root / plan.report(name)), runs),
+        report=_with_staleness(_report_summary(root / plan.of(name).report()), runs),
         forecast=forecast,
         doomed=doomed.summary() if doomed else None,
     )
@@ -617,14 +617,14 @@ def _forecast(runs: list[RunStatus], root: Path, benchmark: str, ruleset: str, d
 def shard_status(plan: Plan, name: str, root: Path, records: SnakemakeRecords) -> ShardStatus:
     """Shards done (folder there, no job making it), being made, and left."""
     done, running, left = [], [], []
-    for shard, folder in zip(plan.shard_names(name), plan.shard_dirs(name), strict=True):
+    for shard, folder in zip(plan.of(name).shard_names(), plan.of(name).shard_dirs(), strict=True):
         if folder in records.started:
             (running if records.locked else left).append(shard)
         elif (root / folder).is_dir():
             done.append(shard)
         else:
             left.append(shard)
-    dataset = plan.prepared_dataset(name)
+    dataset = plan.of(name).prepared_dataset()
     return ShardStatus(done=done, running=running, left=left, dataset_assembled=(root / dataset).is_dir() and dataset not in records.started)
 
 

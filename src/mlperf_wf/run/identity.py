@@ -146,17 +146,18 @@ def data_digests(inputs: list[Path]) -> dict[str, str]:
 
 def config_of(plan: Plan, name: str) -> dict[str, Any]:
     """The resolved settings of benchmark ``name`` that shape its runs' results (:attr:`CampaignIdentity.config`)."""
-    settings = plan.launch_settings(name)
+    own = plan.of(name)
+    settings = own.launch_settings()
     config: dict[str, Any] = {
         "benchmark": name,
         "scale": str(plan.scale),
-        "ruleset": plan.ruleset(name),
-        "division": plan.division(name),
-        "preparation": plan.preparation(name),
+        "ruleset": own.ruleset(),
+        "division": own.division(),
+        "preparation": own.preparation(),
     }
     if plan.scale == "tiny":
         config["processes"] = settings.tiny_processes
-        config["hyperparameters"] = plan.hyperparameters(name).model_dump(mode="json")
+        config["hyperparameters"] = own.hyperparameters().model_dump(mode="json")
     else:
         config["nodes"] = settings.nodes
         config["gpus_per_node"] = settings.gpus_per_node
@@ -169,7 +170,7 @@ def _full_hyperparameters(plan: Plan, name: str, nodes: int, gpus_per_node: int)
     """What the full-scale command gets: the planned batch split and RCP values on this geometry, or the site's
     overrides as given where the benchmark has no sizing."""
     try:
-        planned = plan.planned_batch(name, nodes, gpus_per_node)
+        planned = plan.of(name).planned_batch(nodes, gpus_per_node)
     except ConfigError:
         planned = None  # a batch the geometry cannot make: the preflight says why, and no run of it is made
     if planned is None:
@@ -181,7 +182,7 @@ def _full_hyperparameters(plan: Plan, name: str, nodes: int, gpus_per_node: int)
 def expected(plan: Plan, name: str) -> CampaignIdentity:
     """The set's identity as the workflow makes it now: the fields it decides (:data:`DECIDED_BY_THE_WORKFLOW`)."""
     try:
-        image = plan.train_job(name, 0).image
+        image = plan.of(name).train_job(0).image
     except ConfigError:
         image = None  # a job the config cannot make: the preflight says why, and no run of it is made
     return CampaignIdentity(config=config_of(plan, name), image=image or None)
@@ -355,7 +356,7 @@ def of_workflow_runs(plan: Plan, name: str, root: Path, runs: list[int]) -> dict
     the identity the config makes now: the lines the report gives them (its paths, relative to ``root``)."""
     if not runs:
         return {}
-    files = {index: plan.run_file(name, index, "provenance.json") for index in runs}
+    files = {index: plan.of(name).run_file(index, "provenance.json") for index in runs}
     found = problems_by_run({files[i]: read_provenance(root / files[i]) for i in runs}, expected(plan, name), f"{plan.results_root}/{name}/{IDENTITY_FILE}")
     return {index: found[files[index]] for index in runs}
 

@@ -1,6 +1,6 @@
 """``mlperf-wf job run SPEC.json``: one job of the workflow, from its spec (``mlperf_wf.run.job_spec``).
 
-The train rule writes its run's spec (``Plan.job_spec``) and runs it with this command. The job runs in bash with
+The train rule writes its run's spec (``BenchmarkPlan.job_spec``) and runs it with this command. The job runs in bash with
 errexit, nounset and pipefail (as Snakemake runs a rule's shell): the campaign gate, the prepared tree's check, then
 the job's line (``mlperf_wf.run.launchers.job_line``: the preflight, the emptied run folder, the node check, the
 page-cache drop, the launch, the scratch removal, the power sampler, the MLLOG merge) in one group, and, once that
@@ -62,4 +62,4 @@ def add_arguments(job: argparse.ArgumentParser) -> None:
         help="the campaign gate, the prepared tree's check, the preflight, an emptied run folder, the node check, the page-cache "
         "drop, the launch, the MLLOG merge and the provenance record; exits with the job's status",
     )
-    spec.add_argument("spec", type=Path, help="the job's spec (JSON, Plan.job_spec)")
+    spec.add_argument("spec", type=Path, help="the job's spec (JSON, BenchmarkPlan.job_spec)")

@@ -1,6 +1,6 @@
 """The job spec: one train job (or one-off job of a benchmark's image) as data.
 
-The plan (``mlperf_wf.plan.plan.Plan.job_spec``) describes each job as a :class:`JobSpec`: the image, what is mounted
+The plan (``mlperf_wf.plan.plan.BenchmarkPlan.job_spec``) describes each job as a :class:`JobSpec`: the image, what is mounted
 where and how, the environment, the geometry and the scheduler request, which launcher starts it, and the steps around
 the launch (the campaign gate, the prepared tree's check, the preflight, the emptied run folder, the node check, the
 page-cache drop, the scratch removal, the power sampler, the MLLOG merge, the provenance). A spec is written as JSON

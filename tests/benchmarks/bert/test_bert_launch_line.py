@@ -35,7 +35,7 @@ while true; do sleep 0.1; done
 def _launch(work: Path, tmp_path: Path, env: dict[str, str]) -> subprocess.Popen:
     """The rehearsal job's own command (the plan's, on the host: ``{results}`` is ``tmp_path/results``)."""
     plan = make_plan(work, scale="full", launcher="docker", full_container={"bert": PINNED})
-    spec = plan.rehearsal_spec("bert", 3)
+    spec = plan.of("bert").rehearsal_spec(3)
     assert spec.process.env["MLPERF_WF_REHEARSAL_STEPS"] == "3"
     command = spec.process.command[-1].replace("/results", str(tmp_path / "results"))
     bin_dir = tmp_path / "bin"

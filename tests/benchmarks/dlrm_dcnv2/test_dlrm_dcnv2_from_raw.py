@@ -339,22 +339,22 @@ def test_click_logs_of_another_size_stop_before_the_shuffle_with_what_to_do(tmp_
 
 def test_the_config_picks_the_preparation_its_shards_inputs_and_commands(workdir):
     default = make_plan(workdir)
-    assert default.preparation("dlrm_dcnv2") == "default" and default.shard_names("dlrm_dcnv2") == published.shards("tiny")
+    assert default.of("dlrm_dcnv2").preparation() == "default" and default.of("dlrm_dcnv2").shard_names() == published.shards("tiny")
     chosen = make_plan(workdir, preparation={"dlrm_dcnv2": "from_raw"})
-    assert chosen.shard_names("dlrm_dcnv2") == from_raw.shards("tiny") and len(from_raw.shards("full")) == 124
-    assert chosen.preprocess_inputs("dlrm_dcnv2", "raw_day_3") == {
+    assert chosen.of("dlrm_dcnv2").shard_names() == from_raw.shards("tiny") and len(from_raw.shards("full")) == 124
+    assert chosen.of("dlrm_dcnv2").preprocess_inputs("raw_day_3") == {
         "click_logs": "resources/tiny/datasets/criteo_1tb_click_logs",
         "click_logs_verified": "resources/tiny/verified/criteo_1tb_click_logs.json",
     }
-    inputs = chosen.preprocess_inputs("dlrm_dcnv2", "scatter_day_4")
+    inputs = chosen.of("dlrm_dcnv2").preprocess_inputs("scatter_day_4")
     assert inputs["shard_raw_day_4"] == "resources/tiny/prepared/dlrm_dcnv2/shards/raw_day_4" and "shard_shuffle_order" in inputs
-    assert chosen.preprocess_args("dlrm_dcnv2", "scatter_day_4") == (
+    assert chosen.of("dlrm_dcnv2").preprocess_args("scatter_day_4") == (
         "--input click_logs=resources/tiny/datasets/criteo_1tb_click_logs"
         " --verified click_logs=resources/tiny/verified/criteo_1tb_click_logs.stamps.json"
         " --input shards=resources/tiny/prepared/dlrm_dcnv2/shards --preparation from_raw"
     )
-    assert chosen.preparation_args("dlrm_dcnv2") == "--preparation from_raw" and default.preparation_args("dlrm_dcnv2") == ""
-    assert chosen.shard_resources("dlrm_dcnv2", "contiguous_3") == {"mem_mb": 2000, "runtime": 10}
+    assert chosen.of("dlrm_dcnv2").preparation_args() == "--preparation from_raw" and default.of("dlrm_dcnv2").preparation_args() == ""
+    assert chosen.of("dlrm_dcnv2").shard_resources("contiguous_3") == {"mem_mb": 2000, "runtime": 10}
     with pytest.raises(ConfigError) as err:
         make_plan(workdir, preparation={"dlrm_dcnv2": "from_tsv"})
     assert str(err.value).startswith("config: preparation.dlrm_dcnv2: dlrm_dcnv2 has no preparation 'from_tsv'; it offers default (prepare.py); from_raw (")

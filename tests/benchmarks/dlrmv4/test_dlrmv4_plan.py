@@ -52,10 +52,10 @@ def test_every_value_that_follows_from_the_batch_follows_the_geometry():
         if named:
             overrides.append(f"full_hyperparameters={{{NAME}: {{global_batch_size: {named}}}}}")
         plan = planning.load(status.load_config(root, overrides), project_root=root)
-        env = _exported(plan.train_job(NAME, 0).command)
+        env = _exported(plan.of(NAME).train_job(0).command)
         assert env["BATCH_SIZE"] == per_rank and env["DENSE_LR"] == env["SPARSE_LR"] == lr and env["LR_WARMUP_STEPS"] == "24000", env
         assert first_eval(env, gbs) == rule_first == sizing.rule_state(NAME, "6.1.0", {"global_batch_size": gbs})["first_eval_samples"]
-        batch = plan.launch_settings(NAME).batch
+        batch = plan.of(NAME).launch_settings().batch
         assert batch.split.gbs == gbs and not batch.deviations
         if nodes == 1:
             assert env["SKIP_EVAL_EPOCH_PCT"] == "0.025"  # the reference's own value at GBS 8192

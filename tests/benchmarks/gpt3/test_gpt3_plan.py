@@ -35,7 +35,7 @@ def test_exit_duration_is_the_walltime_less_15_minutes(walltime, tmp_path, monke
     bench = _with_walltime(walltime)
     plan = planning.Plan(WorkflowConfig.parse({**DEFAULTS, "scale": "full", "benchmarks": ["gpt3"]}), project_root=ROOT, workdir=tmp_path)
     monkeypatch.setattr(plan, "bench", lambda name: bench)
-    job = plan.train_job("gpt3", 0)
+    job = plan.of("gpt3").train_job(0)
     assert job.resources.runtime == walltime
     assert f"--exit-duration-in-mins {walltime - EXIT_MARGIN_MINUTES} " in job.command, job.command
 
@@ -48,6 +48,6 @@ def test_a_walltime_set_in_the_config_moves_the_exit_duration_with_the_scheduler
     monkeypatch.chdir(tmp_path)
     config = {**DEFAULTS, "scale": "full", "benchmarks": ["gpt3"], "full_geometry": {"gpt3": {"walltime_minutes": walltime}}}
     plan = planning.Plan(WorkflowConfig.parse(config), project_root=ROOT, workdir=tmp_path)
-    job = plan.train_job("gpt3", 0)
+    job = plan.of("gpt3").train_job(0)
     assert job.resources.runtime == int(walltime)
     assert f"--exit-duration-in-mins {int(walltime) - EXIT_MARGIN_MINUTES} " in job.command, job.command

@@ -20,7 +20,7 @@ PINNED = {NAME: {"image": f"registry.example:5000/mlperf/{NAME}:ref-1", "digest"
 
 
 def test_one_node_runs_run_and_time_with_the_configs_rendezvous(workdir):  # noqa: F811
-    job = make_plan(workdir, scale="full", launcher="docker", full_container=PINNED).train_job(NAME, 0)
+    job = make_plan(workdir, scale="full", launcher="docker", full_container=PINNED).of(NAME).train_job(0)
     assert job.command.endswith(" env GPUS_PER_NODE=8 PRIMUS_EP=8 ./run_and_time.sh" + SCRATCH_REMOVAL)
     for setting in ("GPUS_PER_NODE=8", "NNODES=1", "NODE_RANK=0", "MASTER_ADDR=localhost", "MASTER_PORT=29501", "PRIMUS_EP=8"):
         assert f"-e {setting} " in job.command
@@ -28,7 +28,7 @@ def test_one_node_runs_run_and_time_with_the_configs_rendezvous(workdir):  # noq
 
 
 def test_several_nodes_get_the_allocations_master_and_their_own_rank(workdir):  # noqa: F811
-    job = make_plan(workdir, scale="full", launcher="pyxis", full_geometry={NAME: {"nodes": 4}}, full_container=PINNED).train_job(NAME, 0)
+    job = make_plan(workdir, scale="full", launcher="pyxis", full_geometry={NAME: {"nodes": 4}}, full_container=PINNED).of(NAME).train_job(0)
     assert job.resources.nodes == 4 and job.resources.gres == "gpu:8"
     assert job.command.count("export MASTER_ADDR=") == 1 and 'export MASTER_ADDR="$(scontrol show hostnames' in job.command
     assert "MASTER_ADDR=localhost" not in job.command
@@ -40,7 +40,7 @@ def test_torchrun_and_expert_parallelism_follow_the_gpus_per_node(workdir):  # n
     """config_B200_1x8x1.sh's GPUS_PER_NODE=8 and PRIMUS_EP=8 are its 1x8 node: on 2-GPU nodes torchrun started 8 ranks
     (the rehearsal: LOCAL_WORLD_SIZE 8, expected 2) and EP 8 does not divide the world."""
     geometry = {NAME: {"nodes": 1, "gpus_per_node": 2}}
-    job = make_plan(workdir, scale="full", launcher="pyxis", full_geometry=geometry, full_container=PINNED).train_job(NAME, 0)
+    job = make_plan(workdir, scale="full", launcher="pyxis", full_geometry=geometry, full_container=PINNED).of(NAME).train_job(0)
     assert job.command.endswith(" GPUS_PER_NODE=2 PRIMUS_EP=2 ./run_and_time.sh'" + SCRATCH_REMOVAL) and job.resources.gres == "gpu:2"
 
 

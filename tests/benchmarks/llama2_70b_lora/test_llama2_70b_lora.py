@@ -110,8 +110,8 @@ def test_the_target_eval_loss_flag_is_mlperf_logging_s_target_for_the_round(tmp_
     monkeypatch.chdir(tmp_path)
     config = {**yaml.safe_load((root / "config" / "config.yaml").read_text()), "scale": "full"}
     plan = planning.Plan(WorkflowConfig.parse(config), project_root=Path("/project"), workdir=tmp_path)
-    rules = resources.files("mlperf_logging.compliance_checker") / f"training_{plan.ruleset(NAME)}" / f"closed_{NAME}.yaml"
+    rules = resources.files("mlperf_logging.compliance_checker") / f"training_{plan.of(NAME).ruleset()}" / f"closed_{NAME}.yaml"
     checks = [record["KEY"]["ATLEAST_ONE_CHECK"] for record in yaml.safe_load(rules.read_text()) if "ATLEAST_ONE_CHECK" in record.get("KEY", {})]
     (target,) = {float(number) for check in checks for number in re.findall(r"v\['value'\] <= ([0-9.]+)", check)}
-    rendered = re.findall(r"--target_eval_loss (\S+)", plan.train_job(NAME, 0).command)
+    rendered = re.findall(r"--target_eval_loss (\S+)", plan.of(NAME).train_job(0).command)
     assert rendered and {float(value.strip("'\"")) for value in rendered} == {target}

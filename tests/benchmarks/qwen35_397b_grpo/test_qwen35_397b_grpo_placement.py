@@ -44,17 +44,17 @@ NVL72 = {"nvlink_domain_nodes": 18, "slurm_topology": "topology/block"}
 
 def test_the_reference_s_64_nodes_are_8_segments_with_48_generation_nodes(tmp_path):
     plan = qwen_plan(tmp_path, 64)
-    command = plan.train_job(BENCH, 0).command
+    command = plan.of(BENCH).train_job(0).command
     assert "++cluster.segment_size=8" in command and "++policy.generation.colocated.resources.num_nodes=48" in command
-    assert "--segment=8" in plan.train_slurm_extra(BENCH)
+    assert "--segment=8" in plan.of(BENCH).train_slurm_extra()
     assert geometry_problems(plan) == []
 
 
 def test_a_probed_nvl72_system_of_32_nodes_is_placed_in_whole_segments_of_each_role(tmp_path):
     plan = qwen_plan(tmp_path, 32, **NVL72)
-    command = plan.train_job(BENCH, 0).command
+    command = plan.of(BENCH).train_job(0).command
     assert "++cluster.num_nodes=32" in command and "++policy.generation.colocated.resources.num_nodes=24" in command
-    assert "++cluster.segment_size=8" in command and plan.train_slurm_extra(BENCH) == "--exclusive --segment=8"
+    assert "++cluster.segment_size=8" in command and plan.of(BENCH).train_slurm_extra() == "--exclusive --segment=8"
     assert geometry_problems(plan) == []
     assert "qwen35_397b_grpo: its 32 nodes are 8 policy-training + 24 generation nodes, the reference's 1:3" in preflight.batch_tables(plan, [BENCH])
 
@@ -75,7 +75,7 @@ def test_nodes_that_are_not_whole_segments_of_each_role_are_refused(tmp_path, no
 def test_the_generation_nodes_follow_the_user_s_node_count_in_the_reference_s_ratio(tmp_path, nodes, train, generation):
     """Nodes whose NVLink domain is one node: any multiple of 4 splits 1:3 (the reference's 16 + 48)."""
     plan = qwen_plan(tmp_path, nodes, nvlink_domain_nodes=1)
-    command = plan.train_job(BENCH, 0).command
+    command = plan.of(BENCH).train_job(0).command
     assert f"++cluster.num_nodes={nodes}" in command and f"++policy.generation.colocated.resources.num_nodes={generation}" in command
     assert geometry_problems(plan) == []
     assert f"its {nodes} nodes are {train} policy-training + {generation} generation nodes" in preflight.batch_tables(plan, [BENCH])
@@ -90,14 +90,14 @@ def test_nodes_that_cannot_split_are_refused_in_one_line(tmp_path, nodes):
         f"to rehearse the launch on {max(2, nodes)} nodes"
     ]
     with pytest.raises(ConfigError, match="cannot split 1:3"):  # never a command with the reference's 48
-        plan.train_job(BENCH, 0)
+        plan.of(BENCH).train_job(0)
 
 
 def test_a_rehearsal_geometry_gives_each_role_a_node_and_says_it_is_no_submission(tmp_path):
     """The cluster in a box rehearses the launch on 2 nodes (tests/rehearsal/campaign.py): one training and one
     generation node, as NeMo-RL needs at least one of each on more than one node (grpo.py:683-686)."""
     plan = qwen_plan(tmp_path, 2, segments=False, rehearsal=True)
-    command = plan.train_job(BENCH, 0).command
+    command = plan.of(BENCH).train_job(0).command
     assert "++cluster.num_nodes=2" in command and "++policy.generation.colocated.resources.num_nodes=1" in command
     assert geometry_problems(plan) == []
     assert (
@@ -105,7 +105,7 @@ def test_a_rehearsal_geometry_gives_each_role_a_node_and_says_it_is_no_submissio
         "not the reference's 1:3; its runs are not a submission's"
     ) in preflight.batch_tables(plan, [BENCH])
     # on nodes that split, a rehearsal keeps the reference's ratio
-    assert "++policy.generation.colocated.resources.num_nodes=6" in qwen_plan(tmp_path / "8", 8, segments=False, rehearsal=True).train_job(BENCH, 0).command
+    assert "++policy.generation.colocated.resources.num_nodes=6" in qwen_plan(tmp_path / "8", 8, segments=False, rehearsal=True).of(BENCH).train_job(0).command
 
 
 def test_a_rehearsal_in_segments_is_still_whole_segments_of_each_role(tmp_path):
@@ -124,8 +124,8 @@ def test_nodes_whose_nvlink_domain_is_one_node_ask_no_segment(tmp_path):
     """4-GPU nodes without a multi-node NVLink fabric: the expert groups cross the network whatever the placement, so
     no segment is asked for and NeMo-RL's segment placement is off (Hydra's null), on any node count."""
     plan = qwen_plan(tmp_path, 20, nvlink_domain_nodes=1)
-    assert "++cluster.segment_size=null" in plan.train_job(BENCH, 0).command
-    assert "--segment" not in plan.train_slurm_extra(BENCH) and geometry_problems(plan) == []
+    assert "++cluster.segment_size=null" in plan.of(BENCH).train_job(0).command
+    assert "--segment" not in plan.of(BENCH).train_slurm_extra() and geometry_problems(plan) == []
 
 
 @pytest.mark.parametrize("text, plugin", [("TopologyPlugin          = topology/block\nTreeWidth = 50\n", "topology/block"), ("SlurmctldPort = 6817\n", "")])
@@ -135,5 +135,5 @@ def test_the_probe_reads_slurm_s_topology_plugin(text, plugin):
 
 def test_a_site_turns_segments_off_for_a_slurm_that_cannot_place_them(tmp_path):
     plan = qwen_plan(tmp_path, 4, segments=False)
-    assert "++cluster.segment_size=null" in plan.train_job(BENCH, 0).command
-    assert "--segment" not in plan.train_slurm_extra(BENCH) and not any("segment" in message for message in geometry_problems(plan))
+    assert "++cluster.segment_size=null" in plan.of(BENCH).train_job(0).command
+    assert "--segment" not in plan.of(BENCH).train_slurm_extra() and not any("segment" in message for message in geometry_problems(plan))
