@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import compileall
+import fcntl
 import getpass
 import os
 import re
@@ -79,8 +80,11 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     if first_process:
         # A session killed before its Docker engine stopped left the engine's network namespace mounted in its
         # temporary folder: pytest could never remove that folder (a PytestWarning in every later session).
-        # (Another session's running engine keeps its own.)
-        _unmount_under(Path(tempfile.gettempdir()) / f"pytest-of-{getpass.getuser()}", keep=_running_engine_folders())
+        # (Another session's running engine keeps its own, and a session still running keeps all of its mounts: a test
+        # that starts a session of its own, tests/config/test_remove_a_benchmark.py, must not unmount another test's tmpfs.)
+        _hold_session_lock(session.config._tmp_path_factory.getbasetemp())
+        sessions = Path(tempfile.gettempdir()) / f"pytest-of-{getpass.getuser()}"
+        _unmount_under(sessions, keep=(*_running_engine_folders(), *_running_sessions(sessions)))
         # Where the environment sets PYTHONDONTWRITEBYTECODE (this machine's does), no process writes the project's
         # bytecode, so each of the session's ~2000 processes compiled the modules it imports again (the harness and
         # the trainer in each run, the probe in each rank): up to 0.1 s a start (bench/bytecode_cache.py). Compiled
@@ -364,6 +368,31 @@ def docker_host(tmp_path_factory):
         except subprocess.TimeoutExpired:
             daemon.kill()
         _unmount_under(base)
+
+
+SESSION_LOCK = ".session-running"
+"""A file in a session's temporary folder that its first process holds locked (``flock``) while it runs."""
+_SESSION_LOCKS: list = []
+
+
+def _hold_session_lock(basetemp: Path) -> None:
+    handle = (basetemp / SESSION_LOCK).open("w")
+    fcntl.flock(handle, fcntl.LOCK_EX)
+    _SESSION_LOCKS.append(handle)  # held until the process ends
+
+
+def _running_sessions(sessions: Path) -> tuple[str, ...]:
+    """The temporary folders in ``sessions`` of the sessions running now (their lock held; this one's too)."""
+    running = []
+    for lock in sessions.glob(f"*/{SESSION_LOCK}"):
+        try:
+            with lock.open() as handle:
+                fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            running.append(str(lock.parent))
+        except OSError:
+            pass
+    return tuple(running)
 
 
 def _unmount_under(folder: Path, keep: tuple[str, ...] = ()) -> None:
