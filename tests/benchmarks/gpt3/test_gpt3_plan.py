@@ -32,9 +32,9 @@ def _with_walltime(minutes: int) -> registry.BenchmarkDef:
 def test_exit_duration_is_the_walltime_less_15_minutes(walltime, tmp_path, monkeypatch):
     (tmp_path / "config").symlink_to(ROOT / "config")
     monkeypatch.chdir(tmp_path)
-    bench = _with_walltime(walltime)
+    bench, load = _with_walltime(walltime), registry.load_benchmark
+    monkeypatch.setattr(registry, "load_benchmark", lambda name: bench if name == "gpt3" else load(name))
     plan = planning.Plan(WorkflowConfig.parse({**DEFAULTS, "scale": "full", "benchmarks": ["gpt3"]}), project_root=ROOT, workdir=tmp_path)
-    monkeypatch.setattr(plan, "bench", lambda name: bench)
     job = plan.of("gpt3").train_job(0)
     assert job.resources.runtime == walltime
     assert f"--exit-duration-in-mins {walltime - EXIT_MARGIN_MINUTES} " in job.command, job.command
