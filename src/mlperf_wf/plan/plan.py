@@ -173,15 +173,17 @@ class Plan:
         for name, way in s.preparation.items():
             prepare.check_preparation(self.bench(name), way, key=f"config: preparation.{name}")
         for name in self.benchmarks:
-            self.of(name).scratch_sizes()
-            self.of(name).container()
-            self.of(name).hyperparameters()
-            self.of(name).extra_mounts()
-            launch.override_arguments(self.bench(name), self.bench(name).full.command, self.of(name).site_arguments())
+            own = self.of(name)
+            own.scratch_sizes()
+            own.container()
+            own.hyperparameters()
+            own.extra_mounts()
+            launch.override_arguments(own.bench, own.bench.full.command, own.site_arguments())
 
     # ---- rules and runs ----
 
     def bench(self, name: str) -> BenchmarkDef:
+        """The definition of benchmark ``name``."""
         return self.benchmarks[name]
 
     def of(self, name: str) -> BenchmarkPlan:
