@@ -194,7 +194,7 @@ class Plan:
 
     def rounds_in_words(self) -> str:
         """Each configured benchmark's round and division as its runs are checked (the report's front page)."""
-        return "; ".join(f"{name}: ruleset {self.of(name).ruleset()}, {self.of(name).division()} division" for name in self.settings.benchmarks)
+        return "; ".join(f"{own.name}: ruleset {own.ruleset()}, {own.division()} division" for own in map(self.of, self.settings.benchmarks))
 
     def system_description(self) -> Path:
         """``config/systems/<submission.platform>.yaml``: the package's system JSON is made from it."""
@@ -248,8 +248,8 @@ class Plan:
         """``<ruleset>-<division>`` -> (reports this invocation makes, finished reports) of each package: a package is
         one round and one division, so benchmarks that differ in ruleset or division have one each."""
         groups: dict[str, tuple[list[str], list[str]]] = {}
-        for name in self.settings.benchmarks:
-            groups.setdefault(f"{self.of(name).ruleset()}-{self.of(name).division()}", ([], []))[0].append(self.of(name).report())
+        for own in map(self.of, self.settings.benchmarks):
+            groups.setdefault(f"{own.ruleset()}-{own.division()}", ([], []))[0].append(own.report())
         for name, (ruleset, division) in sorted(self.finished_elsewhere.items()):
             groups.setdefault(f"{ruleset}-{division}", ([], []))[1].append(self.of(name).report())
         return dict(sorted(groups.items()))
@@ -436,15 +436,16 @@ class Plan:
         (``full.made_in_image``): the reference command on the runs' geometry with the role's folder read-write and
         the definition's words replaced; its mllog goes to :meth:`made_in_image_dir`."""
         name, role = self.made_in_image_of(dataset_id)
-        bench = self.bench(name)
+        own = self.of(name)
+        bench = own.bench
         made = bench.full.made_in_image[role]
-        settings = dataclasses.replace(self.of(name).launch_settings(), replaced_words=tuple(made.replace_words.items()))
-        paths = dataclasses.replace(self.of(name).run_paths(0), result_file=Path(self.made_in_image_dir(dataset_id)) / "result.txt", writable=(role,))
+        settings = dataclasses.replace(own.launch_settings(), replaced_words=tuple(made.replace_words.items()))
+        paths = dataclasses.replace(own.run_paths(0), result_file=Path(self.made_in_image_dir(dataset_id)) / "result.txt", writable=(role,))
         # its nodes are checked as a run's (a bad node it names is excluded from its retry and from every later job),
         # recorded beside its folder, which each attempt empties
         nodes = self.node_check_step(bench, 0, settings, paths, attempts=f"{self.made_in_image_dir(dataset_id)}{NODE_CHECK_SUFFIX}")
         spec = self._full_scale_spec(bench, 0, self.image_job_seed(), paths, settings, node_check_step=nodes, sampled=False)
-        return spec.model_copy(update={"steps": spec.steps.model_copy(update={"check_prepared": self.of(name).prepared_dataset()})})
+        return spec.model_copy(update={"steps": spec.steps.model_copy(update={"check_prepared": own.prepared_dataset()})})
 
     def image_job_seed(self) -> int:
         """The one-off job's seed: one no run uses (``seed_base - 1``; ``seed_base`` 0 leaves run 0's), so that nothing
