@@ -10,9 +10,11 @@ few per job, where it does not matter, so the package leaves the collector alone
 
 import atexit
 import gc
+import importlib.machinery
 import importlib.util
 import os
 import sys
+import types
 
 YOUNG_COLLECTION_THRESHOLD = 10_000
 """Allocations between two collections of the youngest generation (Python's default is 700); cycles are still
@@ -24,6 +26,33 @@ def skip_needless_garbage_collection() -> None:
     the whole heap (0.3-0.9 CPU s after importing torch)."""
     gc.set_threshold(YOUNG_COLLECTION_THRESHOLD, *gc.get_threshold()[1:])
     atexit.register(gc.freeze)
+
+
+class _PandasWhenFirstUsed(types.ModuleType):
+    """Stands for ``pandas`` in ``sys.modules`` until an attribute it lacks is asked for: then pandas is imported in
+    full (in its place in ``sys.modules``) and the attribute is the real module's. (``importlib.util.LazyLoader`` is
+    no use here: every later ``import pandas`` reads the module's ``__spec__``, which loads it.)"""
+
+    def __getattr__(self, name: str) -> object:
+        if sys.modules.get("pandas") is self:
+            del sys.modules["pandas"]
+        return getattr(importlib.import_module("pandas"), name)
+
+
+def import_pandas_when_first_used_in_snakemake() -> None:
+    """Snakemake loads every executor plugin at start-up, and the SLURM plugin imports pandas at the top of its module
+    for its efficiency report, a setting no test turns on (Snakemake itself imports pandas inside the functions that
+    use it): 0.3 CPU s of each of the suite's ~700 Snakemake starts (``python -X importtime -m snakemake --version``).
+    In a Snakemake process, pandas is imported when first used."""
+    argv = sys.orig_argv[1:3]
+    if "snakemake" not in (argv[1:] if argv[:1] == ["-m"] else [os.path.basename(argv[0]) if argv else ""]):
+        return
+    spec = importlib.util.find_spec("pandas")
+    if spec is None:
+        return
+    stand_in = _PandasWhenFirstUsed("pandas")
+    stand_in.__spec__ = importlib.machinery.ModuleSpec("pandas", None, origin=spec.origin)
+    sys.modules["pandas"] = stand_in
 
 
 def run_the_sitecustomize_this_one_hides() -> None:
@@ -43,4 +72,5 @@ def run_the_sitecustomize_this_one_hides() -> None:
 
 skip_needless_garbage_collection()
 if __name__ == "sitecustomize":  # started by Python, not imported by the test session's conftest
+    import_pandas_when_first_used_in_snakemake()
     run_the_sitecustomize_this_one_hides()
