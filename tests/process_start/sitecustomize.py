@@ -42,8 +42,9 @@ class _PandasWhenFirstUsed(types.ModuleType):
 def import_pandas_when_first_used_in_snakemake() -> None:
     """Snakemake loads every executor plugin at start-up, and the SLURM plugin imports pandas at the top of its module
     for its efficiency report, a setting no test turns on (Snakemake itself imports pandas inside the functions that
-    use it): 0.3 CPU s of each of the suite's ~700 Snakemake starts (``python -X importtime -m snakemake --version``).
-    In a Snakemake process, pandas is imported when first used."""
+    use it): about 0.25 CPU s of a Snakemake start (``bench/snakemake_start.py``: 1.26x for ``snakemake --version`` on a
+    2-vCPU AMD EPYC VM; within the noise of a tiny campaign's dry run). In a Snakemake process, pandas is imported when
+    first used."""
     argv = sys.orig_argv[1:3]
     if "snakemake" not in (argv[1:] if argv[:1] == ["-m"] else [os.path.basename(argv[0]) if argv else ""]):
         return
