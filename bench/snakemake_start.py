@@ -25,10 +25,10 @@ import tempfile
 from pathlib import Path
 
 from child_cpu import child_cpu_seconds  # bench/ is the script's folder, first on sys.path
+from gc_threshold import SNAKEMAKE as SNAKEMAKE_FROM_C
 
 ROOT = Path(__file__).resolve().parents[1]
 PROCESS_START = ROOT / "tests" / "process_start"
-SNAKEMAKE_FROM_C = "import sys; from snakemake.cli import main; sys.argv[0] = 'snakemake'; main()"
 
 
 def main() -> None:

@@ -39,14 +39,21 @@ class _PandasWhenFirstUsed(types.ModuleType):
         return getattr(importlib.import_module("pandas"), name)
 
 
+def _started_as() -> str:
+    """The module of ``python -m MODULE``, else the name of the script Python runs (``''`` for ``-c`` or none)."""
+    argv = sys.orig_argv[1:3]
+    if argv[:1] == ["-m"]:
+        return argv[1] if len(argv) > 1 else ""
+    return os.path.basename(argv[0]) if argv else ""
+
+
 def import_pandas_when_first_used_in_snakemake() -> None:
     """Snakemake loads every executor plugin at start-up, and the SLURM plugin imports pandas at the top of its module
     for its efficiency report, a setting no test turns on (Snakemake itself imports pandas inside the functions that
-    use it): about 0.25 CPU s of a Snakemake start (``bench/snakemake_start.py``: 1.26x for ``snakemake --version`` on a
-    2-vCPU AMD EPYC VM; within the noise of a tiny campaign's dry run). In a Snakemake process, pandas is imported when
-    first used."""
-    argv = sys.orig_argv[1:3]
-    if "snakemake" not in (argv[1:] if argv[:1] == ["-m"] else [os.path.basename(argv[0]) if argv else ""]):
+    use it): ``bench/snakemake_start.py`` prints what that costs a Snakemake start and a tiny campaign's dry run (1.0x to
+    1.26x across two runs of it on a 2-vCPU AMD EPYC VM, 0.14 to 0.48 CPU s). In a Snakemake process, pandas is
+    imported when first used."""
+    if _started_as() != "snakemake":
         return
     spec = importlib.util.find_spec("pandas")
     if spec is None:

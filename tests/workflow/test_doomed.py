@@ -1,9 +1,9 @@
 """A tiny campaign that can no longer pass, through Snakemake's local executor with ``stop_when_doomed``: its runs cannot
-converge (two steps at a learning rate that wrecks the model), so once two of three have not converged the third job ends at its gate, not started; the
-workflow ends, the finished runs stay as they were, and ``mlperf-wf status`` says why first; it names the command that
-writes the report, and that next invocation starts no train job and writes the report from the finished runs: the
-runs not started, the GPU-hours not spent, no score, as status and score say it. The same campaign through SLURM, with
-a pending job cancelled: ``tests/workflow/test_slurm.py``."""
+converge (two steps at a learning rate that wrecks the model), so once two of three have not converged the third job
+ends at its gate, not started; the workflow ends, the finished runs stay as they were, and ``mlperf-wf status`` says
+why first; it names the command that writes the report, and that next invocation starts no train job and writes the
+report from the finished runs: the runs not started, the GPU-hours not spent, no score, as status and score say it.
+The same campaign through SLURM, with a pending job cancelled: ``tests/workflow/test_slurm.py``."""
 
 from __future__ import annotations
 

@@ -145,8 +145,8 @@ def test_tiny_dag_runs_through_sbatch_with_the_slurm_profile(slurm, tmp_path, ti
 
 
 def test_a_doomed_campaign_cancels_its_pending_train_job_through_slurm(slurm, tmp_path, tiny_mirrors):
-    """Four runs that cannot converge (two steps at a learning rate that wrecks the model) with stop_when_doomed, through --profile slurm: each train job
-    takes the node whole (--exclusive), so one runs while the others pend. Once two have not converged, the next job's
+    """Four runs that cannot converge (two steps at a learning rate that wrecks the model) with stop_when_doomed, through
+    --profile slurm: each train job takes the node whole (--exclusive), so one runs while the others pend. Once two have not converged, the next job's
     gate ends it, not started, and cancels the one still pending (no retry here: a retry's gate would only stop it
     again). The finished runs' compliance jobs still run (the profile keeps going), and the workflow ends."""
     from mlperf_wf.results import doom
