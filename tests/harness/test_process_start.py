@@ -1,5 +1,5 @@
 """The start-up hook of every process the suite starts (``tests/process_start/sitecustomize.py``): in a Snakemake
-process pandas is imported when first used, and then it is pandas."""
+process pandas, and in a CLI process ``scipy.stats``, is imported when first used, and then it is the real module."""
 
 from __future__ import annotations
 
@@ -36,10 +36,37 @@ def test_snakemake_starts_without_pandas_and_a_rule_that_uses_it_gets_the_real_m
     proc = subprocess.run(argv, cwd=tmp_path, env=_env(), capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
     # the SLURM plugin's module-level import left the stand-in; the rule's first use imported pandas in its place
-    assert (tmp_path / "seen.txt").read_text() == "_PandasWhenFirstUsed module 6 True"
+    assert (tmp_path / "seen.txt").read_text() == "_ImportedWhenFirstUsed module 6 True"
 
 
 def test_other_processes_import_pandas_as_python_does():
     code = "import sys, pandas; print(type(sys.modules['pandas']).__name__, pandas.DataFrame.__name__)"
     proc = subprocess.run([sys.executable, "-c", code], env=_env(), capture_output=True, text=True, check=True)
     assert proc.stdout.split() == ["module", "DataFrame"]
+
+
+SCORER = """
+import sys
+
+from mlperf_logging.rcp_checker import rcp_checker
+
+before = type(sys.modules["scipy.stats"]).__name__
+result = rcp_checker.scipy.stats.ttest_ind_from_stats(1.0, 1.0, 10, 2.0, 1.0, 10)
+from scipy.stats import norm
+
+print(before, type(sys.modules["scipy.stats"]).__name__, round(float(result.pvalue), 4), norm.cdf(0.0))
+"""
+
+
+def test_a_cli_process_imports_the_rcp_checker_without_scipy_stats_and_its_t_test_gets_the_real_module(tmp_path):
+    script = tmp_path / "mlperf-wf"  # started as the CLI's script is
+    script.write_text(SCORER)
+    proc = subprocess.run([sys.executable, str(script)], env=_env(), capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.split() == ["_ImportedWhenFirstUsed", "module", "0.0382", "0.5"]
+
+
+def test_other_processes_import_scipy_stats_as_python_does():
+    proc = subprocess.run([sys.executable, "-c", SCORER], env=_env(), capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.split()[:2] == ["module", "module"]
