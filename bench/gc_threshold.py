@@ -44,6 +44,16 @@ def digest(folder: Path) -> str:
     return sha.hexdigest()
 
 
+def start_up_hook_environments() -> dict[str, dict[str, str]]:
+    """This process's environment without the suite's start-up hook on ``PYTHONPATH`` (``baseline``) and with it first
+    (``ours``)."""
+    others = [entry for entry in os.environ.get("PYTHONPATH", "").split(os.pathsep) if entry and Path(entry) != PROCESS_START]
+    return {
+        "baseline": {**os.environ, "PYTHONPATH": os.pathsep.join(others)},
+        "ours": {**os.environ, "PYTHONPATH": os.pathsep.join([str(PROCESS_START), *others])},
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3)
@@ -53,11 +63,7 @@ def main() -> None:
     sys.path.insert(0, str(PROCESS_START.parents[1]))
     from tests.process_start.sitecustomize import YOUNG_COLLECTION_THRESHOLD
 
-    others = [entry for entry in os.environ.get("PYTHONPATH", "").split(os.pathsep) if entry and Path(entry) != PROCESS_START]
-    environments = {
-        "baseline": {**os.environ, "PYTHONPATH": os.pathsep.join(others)},
-        "ours": {**os.environ, "PYTHONPATH": os.pathsep.join([str(PROCESS_START), *others])},
-    }
+    environments = start_up_hook_environments()
 
     python = sys.executable
     with tempfile.TemporaryDirectory() as scratch:

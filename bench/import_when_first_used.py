@@ -25,7 +25,6 @@ side's CPU seconds (the median of ``--repeat``) and the baseline's over ours:
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import statistics
 import sys
@@ -34,9 +33,9 @@ from pathlib import Path
 
 from child_cpu import child_cpu_seconds  # bench/ is the script's folder, first on sys.path
 from gc_threshold import SNAKEMAKE as SNAKEMAKE_FROM_C
+from gc_threshold import start_up_hook_environments
 
 ROOT = Path(__file__).resolve().parents[1]
-PROCESS_START = ROOT / "tests" / "process_start"
 PUBLISHED = ROOT.parent / "shared" / "fixtures" / "mlperf_training_v5.1" / "Lenovo" / "results" / "SR680aV4-8xB300_SXM" / "llama2_70b_lora"
 """Ten published runs of llama2_70b_lora (MLPerf Training 5.1), scored under the 5.1.0 rules."""
 MLPERF_WF_FROM_C = "import sys; from mlperf_wf.cli import main; sys.argv[0] = 'mlperf-wf'; sys.exit(main())"
@@ -46,8 +45,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()
-    others = [entry for entry in os.environ.get("PYTHONPATH", "").split(os.pathsep) if entry and Path(entry) != PROCESS_START]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(PROCESS_START), *others])}
+    env = start_up_hook_environments()["ours"]  # both sides run the hook: the command line decides what it does
     python = sys.executable
     with tempfile.TemporaryDirectory() as scratch:
         work = Path(scratch)

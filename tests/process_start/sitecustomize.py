@@ -40,7 +40,8 @@ class _ImportedWhenFirstUsed(types.ModuleType):
 
 
 def _started_as() -> str:
-    """The module of ``python -m MODULE``, else the name of the script Python runs (``''`` for ``-c`` or none)."""
+    """The module of ``python -m MODULE``, else the name of the script Python runs (``-c`` for ``python -c``, ``''`` for
+    none)."""
     argv = sys.orig_argv[1:3]
     if argv[:1] == ["-m"]:
         return argv[1] if len(argv) > 1 else ""
