@@ -509,3 +509,18 @@ def test_rcps_that_count_tokens_are_those_of_a_definition_that_gives_tokens_per_
         assert sizing.counts_tokens(bench.submission_benchmark) is gives, name
     if "gpt3" in registry.benchmark_names():
         assert sizing.counts_tokens("gpt3") and not sizing.counts_tokens("no_such_benchmark")
+
+
+def test_a_young_set_s_forecast_quiets_the_checker_once_not_once_per_draw(monkeypatch):
+    """``logging.disable`` clears the cache of every logger the process has (thousands once torch or transformers is
+    imported): the forecast's 2000 draws each testing a completed set must not toggle it each time."""
+    import logging
+
+    calls = []
+    real = logging.disable
+    monkeypatch.setattr(logging, "disable", lambda level=logging.CRITICAL: (calls.append(level), real(level))[1])
+    table = sizing.rcp_table("llama2_70b_lora", "6.1.0")
+    made = sizing.forecast(10, [3072.0, 3120.0, 3024.0], 0, table, 8, draws=2000)
+    assert 0.0 < made.rcp_pass <= made.valid < 1.0
+    assert len(calls) <= 2, f"logging.disable called {len(calls)} times for {made.draws} draws"
+    assert logging.root.manager.disable == logging.NOTSET, "the forecast left logging disabled"

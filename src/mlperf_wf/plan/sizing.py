@@ -91,8 +91,12 @@ def _checker(benchmark: str, ruleset: str):
 
 @contextlib.contextmanager
 def quiet() -> Iterator[None]:
-    """The checker logs each record it tests at INFO (and each non-converged log at WARNING) on the root logger."""
+    """The checker logs each record it tests at INFO (and each non-converged log at WARNING) on the root logger.
+    Nested, it leaves logging as it is: ``logging.disable`` clears the cache of every logger of the process."""
     previous = logging.root.manager.disable
+    if previous >= logging.WARNING:
+        yield
+        return
     logging.disable(logging.WARNING)
     try:
         yield
@@ -534,16 +538,17 @@ def forecast(
     rng = np.random.default_rng(seed)
     rate = (len(converged) + 1) / (finished + 2)
     valid_sets = passed_sets = 0
-    for _ in range(draws):
-        drawn_rate = rng.beta(len(converged) + 1, failed + 1)  # the rate's posterior after the finished runs
-        more_failed = int(rng.binomial(missing, 1 - drawn_rate)) if converged else missing
-        total_failed = failed + more_failed
-        if total_failed > 1:
-            continue
-        valid_sets += 1
-        if rcp_applies and testable:
-            drawn = list(rng.choice(converged, size=missing - more_failed)) if missing - more_failed else []
-            passed_sets += passes(table, gbs, _olympic_input(list(converged) + drawn, total_failed), case)
+    with quiet():  # once for every draw's test of its completed set
+        for _ in range(draws):
+            drawn_rate = rng.beta(len(converged) + 1, failed + 1)  # the rate's posterior after the finished runs
+            more_failed = int(rng.binomial(missing, 1 - drawn_rate)) if converged else missing
+            total_failed = failed + more_failed
+            if total_failed > 1:
+                continue
+            valid_sets += 1
+            if rcp_applies and testable:
+                drawn = list(rng.choice(converged, size=missing - more_failed)) if missing - more_failed else []
+                passed_sets += passes(table, gbs, _olympic_input(list(converged) + drawn, total_failed), case)
     basis = (
         f"{finished} of {required} runs finished ({len(converged)} converged, {failed} not); {draws} completions drawn "
         f"with a convergence rate of mean {rate:.2f} and the finished runs' samples to converge"
