@@ -512,7 +512,7 @@ def test_rcps_that_count_tokens_are_those_of_a_definition_that_gives_tokens_per_
 
 
 def test_a_young_set_s_forecast_quiets_the_checker_once_not_once_per_draw(monkeypatch):
-    """``logging.disable`` clears the cache of every logger the process has (thousands once torch or transformers is
+    """``logging.disable`` clears the cache of every logger the process has (404 once transformers is
     imported): the forecast's 2000 draws each testing a completed set must not toggle it each time."""
     import logging
 
