@@ -8,6 +8,7 @@ hyperparameters and the forecast must say what those say.
 from __future__ import annotations
 
 import json
+import logging
 import re
 import shutil
 import subprocess
@@ -514,8 +515,6 @@ def test_rcps_that_count_tokens_are_those_of_a_definition_that_gives_tokens_per_
 def test_a_young_set_s_forecast_quiets_the_checker_once_not_once_per_draw(monkeypatch):
     """``logging.disable`` clears the cache of every logger the process has (404 once transformers is
     imported): the forecast's 2000 draws each testing a completed set must not toggle it each time."""
-    import logging
-
     calls = []
     real = logging.disable
     monkeypatch.setattr(logging, "disable", lambda level=logging.CRITICAL: (calls.append(level), real(level))[1])
